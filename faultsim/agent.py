@@ -1,0 +1,86 @@
+"""The agent-factory contract: what faultsim hands an agent, and what it reads back.
+
+    def make_agent(env: AgentEnv) -> object with .run()
+
+`make_agent` is called once per incarnation and must build everything afresh from `env`;
+`.run()` starts the task, or resumes it from the files under `env.workdir` if an earlier
+incarnation left any, and returns the outcome: a string (the final answer) or an object
+with `final_answer` and, optionally, `status`, `turns`, `tokens_used`, `steps`, `escalation`.
+"""
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable, Mapping
+
+if TYPE_CHECKING:
+    import anthropic
+
+    from .world import Receiver, WorldClock
+
+
+@dataclass
+class AgentEnv:
+    workdir: Path  # the agent's durable store; everything it writes belongs under here
+    client: "anthropic.Anthropic"  # a real SDK client served by the fake model
+    services: Mapping[str, "Receiver"]  # the world's receivers, by name
+    clock: "WorldClock"  # the world's clock (process time is frozen to it during a run)
+    task: str  # the user's task, in words
+    task_id: str  # stable id for the task (namespace, idempotency keys)
+    model: str  # the model name the agent should ask for
+    incarnation: int  # 1 for the first start, 2 for the first resume, …
+    mark: Callable[..., None] | None = None  # optional: the agent may report protocol marks
+
+
+@dataclass(frozen=True)
+class Outcome:
+    status: str  # completed | escalated
+    final_answer: str | None
+    turns: int | None = None
+    tokens_used: int | None = None
+    steps: int | None = None
+    escalation: str | None = None
+
+
+def outcome_of(result: Any) -> Outcome:
+    """Read what an agent's `.run()` returned, whatever its shape."""
+    if isinstance(result, Outcome):
+        return result
+    if isinstance(result, str):
+        return Outcome("completed", result)
+    if result is None:
+        raise TypeError("the agent's run() returned None; it must return the final answer "
+                        "(a string) or an object with a final_answer attribute")
+    status = getattr(result, "status", "completed")
+    return Outcome(status=status, final_answer=getattr(result, "final_answer", None),
+                   turns=getattr(result, "turns", None),
+                   tokens_used=getattr(result, "tokens_used", None),
+                   steps=getattr(result, "steps", None),
+                   escalation=getattr(result, "escalation", None))
+
+
+class AgentLoadError(Exception):
+    """`--agent MODULE[:ATTR]` does not name an importable factory."""
+
+
+def load_factory(spec: str) -> Callable[[AgentEnv], Any]:
+    """`package.module` (attribute `make_agent`) or `package.module:attr`."""
+    module_name, _, attr = spec.partition(":")
+    attr = attr or "make_agent"
+    if not module_name:
+        raise AgentLoadError(f"agent {spec!r}: expected MODULE or MODULE:ATTR")
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        if exc.name and module_name.startswith(exc.name):
+            raise AgentLoadError(f"agent {spec!r}: no module named {exc.name!r}") from None
+        raise AgentLoadError(f"agent {spec!r}: importing it failed: {exc}") from None
+    except Exception as exc:
+        raise AgentLoadError(f"agent {spec!r}: importing it failed: "
+                             f"{type(exc).__name__}: {exc}") from None
+    factory = getattr(module, attr, None)
+    if not callable(factory):
+        raise AgentLoadError(f"agent {spec!r}: module {module_name!r} has no callable "
+                             f"{attr!r}")
+    return factory

@@ -1,0 +1,77 @@
+"""What the fake Claude says: a script of turns, addressed by position in the conversation."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+FAULT_KINDS = ("429", "529", "500", "timeout")
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    name: str
+    input: dict
+
+
+@dataclass(frozen=True)
+class Turn:
+    """One model response: some tool calls (several = parallel tool use), or a final answer."""
+
+    tool_calls: tuple[ToolCall, ...] = ()
+    text: str = ""
+    final: str | None = None
+
+    def __post_init__(self) -> None:
+        if (self.final is None) == (not self.tool_calls):
+            raise ValueError("a turn has either tool calls or a final answer, not both or neither")
+
+    @property
+    def is_final(self) -> bool:
+        return self.final is not None
+
+
+@dataclass(frozen=True)
+class ApiFault:
+    """Fail the first `times` requests at script position `at` with an API fault."""
+
+    at: int
+    kind: str
+    times: int = 1
+
+    def __post_init__(self) -> None:
+        if self.kind not in FAULT_KINDS:
+            raise ValueError(f"unknown API fault {self.kind!r}; expected one of {FAULT_KINDS}")
+
+
+@dataclass(frozen=True)
+class Script:
+    """The conversation for one task. `tag` keeps tool-use ids of different tasks apart."""
+
+    task: str
+    turns: tuple[Turn, ...]
+    tag: str = "s"
+    faults: tuple[ApiFault, ...] = field(default=())
+
+    def fault_at(self, position: int) -> ApiFault | None:
+        return next((f for f in self.faults if f.at == position), None)
+
+    @property
+    def tool_turns(self) -> int:
+        return sum(1 for t in self.turns if not t.is_final)
+
+
+def tool_use_id(tag: str, position: int, index: int, repeat: int) -> str:
+    """Readable and stable; a re-asked turn gets fresh ids, as the real API would give."""
+    base = f"toolu_{tag}_{position + 1:02d}_{index + 1}"
+    return base if repeat == 0 else f"{base}_r{repeat + 1}"
+
+
+def turn_content(script: Script, position: int, repeat: int) -> list[dict[str, Any]]:
+    turn = script.turns[position]
+    if turn.is_final:
+        return [{"type": "text", "text": turn.final}]
+    blocks: list[dict[str, Any]] = [{"type": "text", "text": turn.text}] if turn.text else []
+    blocks += [{"type": "tool_use", "id": tool_use_id(script.tag, position, i, repeat),
+                "name": call.name, "input": call.input}
+               for i, call in enumerate(turn.tool_calls)]
+    return blocks

@@ -1,0 +1,91 @@
+"""Request validation with the Messages API's own 400 messages.
+
+A crash that leaves an assistant `tool_use` without its `tool_result` must be refused here
+exactly as production refuses it: that is how faultsim sees an orphaned call.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+
+class InvalidRequest(Exception):
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+def _blocks(content: Any) -> list[dict]:
+    if isinstance(content, str):
+        return [{"type": "text", "text": content}]
+    return [b for b in content if isinstance(b, dict)]
+
+
+def validate_request(body: Any) -> None:
+    """Raise InvalidRequest with the API's message for the first problem found."""
+    if not isinstance(body, dict):
+        raise InvalidRequest("request body must be a JSON object")
+    for name in ("model", "max_tokens", "messages"):
+        if name not in body:
+            raise InvalidRequest(f"{name}: Field required")
+    if not isinstance(body["model"], str) or not body["model"]:
+        raise InvalidRequest("model: Input should be a valid string")
+    if not isinstance(body["max_tokens"], int) or body["max_tokens"] < 1:
+        raise InvalidRequest("max_tokens: Input should be greater than or equal to 1")
+    messages = body["messages"]
+    if not isinstance(messages, list) or not messages:
+        raise InvalidRequest("messages: at least one message is required")
+
+    uses_tools = False
+    for i, msg in enumerate(messages):
+        if not isinstance(msg, dict) or msg.get("role") not in ("user", "assistant"):
+            raise InvalidRequest(f"messages.{i}.role: Input should be 'user' or 'assistant'")
+        content = msg.get("content")
+        if not isinstance(content, (str, list)):
+            raise InvalidRequest(f"messages.{i}.content: Field required")
+        if isinstance(content, list) and not content:
+            raise InvalidRequest(f"messages.{i}: all messages must have non-empty content")
+    if messages[0]["role"] != "user":
+        raise InvalidRequest('messages: first message must use the "user" role')
+
+    for i, msg in enumerate(messages):
+        if i and msg["role"] == messages[i - 1]["role"]:
+            raise InvalidRequest(
+                'messages: roles must alternate between "user" and "assistant", '
+                f'but found multiple "{msg["role"]}" roles in a row')
+        blocks = _blocks(msg["content"])
+        if msg["role"] == "assistant":
+            ids = [b.get("id") for b in blocks if b.get("type") == "tool_use"]
+            uses_tools |= bool(ids)
+            if not ids:
+                continue
+            following = messages[i + 1] if i + 1 < len(messages) else None
+            answered = set()
+            if following is not None:
+                answered = {b.get("tool_use_id") for b in _blocks(following["content"])
+                            if b.get("type") == "tool_result"}
+            missing = [x for x in ids if x not in answered]
+            if missing:
+                raise InvalidRequest(
+                    f"messages.{i + 1 if following is not None else i}: `tool_use` ids were "
+                    f"found without `tool_result` blocks immediately after: {', '.join(missing)}. "
+                    "Each `tool_use` block must have a corresponding `tool_result` block in "
+                    "the next message.")
+        else:
+            previous = messages[i - 1] if i else None
+            offered = set()
+            if previous is not None:
+                offered = {b.get("id") for b in _blocks(previous["content"])
+                           if b.get("type") == "tool_use"}
+            for k, block in enumerate(blocks):
+                if block.get("type") != "tool_result":
+                    continue
+                uses_tools = True
+                if block.get("tool_use_id") not in offered:
+                    raise InvalidRequest(
+                        f"messages.{i}.content.{k}: unexpected `tool_use_id` found in "
+                        f"`tool_result` blocks: {block.get('tool_use_id')}. Each `tool_result` "
+                        "block must have a corresponding `tool_use` block in the previous "
+                        "message.")
+    if uses_tools and not body.get("tools"):
+        raise InvalidRequest("Requests which include `tool_use` or `tool_result` blocks "
+                             "must define tools.")

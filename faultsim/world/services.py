@@ -1,0 +1,172 @@
+"""External receivers: services that live outside the agent's crash domain.
+
+A crash never undoes an applied effect: an email sent is sent. The three kinds differ in
+what a resumed agent can learn from them, which is what the protocol's reconciliation
+(P5, P8, P11) depends on:
+
+- keyed:      takes an idempotency key; a repeat with the same key applies nothing
+- queryable:  no key, but the effect can be looked up before writing
+- blind:      neither; every call is a new effect
+- readonly:   no effect at all (lookups of fixed data)
+"""
+from __future__ import annotations
+
+import copy
+import datetime as _dt
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Mapping
+
+from .ledger import APPLIED, canonical
+
+if TYPE_CHECKING:
+    from .world import World
+
+RECEIVER_KINDS = ("keyed", "queryable", "blind", "readonly")
+
+
+class ServiceError(Exception):
+    """A receiver refused a request (the agent sees it like an HTTP 4xx)."""
+
+
+class IdempotencyConflict(ServiceError):
+    """The same idempotency key arrived with different parameters."""
+
+
+@dataclass
+class _StoredKey:
+    params: str
+    result: Any
+    at: _dt.datetime
+
+
+class Receiver:
+    kind = ""
+
+    def __init__(self, name: str, world: "World") -> None:
+        self.name = name
+        self._world = world
+        self._applied_count = 0
+
+    def _record(self, op: str, outcome: str, params: Mapping, key: str | None, result: Any):
+        entry = self._world.ledger.record(
+            service=self.name, receiver_kind=self.kind, op=op, outcome=outcome,
+            params=copy.deepcopy(dict(params)), key=key, result=copy.deepcopy(result),
+            incarnation=self._world.incarnation, at=self._world.clock.now().isoformat())
+        self._world.emit("effect." + outcome, entry=entry)
+        return entry
+
+    def _next_id(self, prefix: str) -> str:
+        self._applied_count += 1
+        return f"{prefix}-{self._applied_count:04d}"
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.name!r}>"
+
+
+class KeyedReceiver(Receiver):
+    """Accepts an idempotency key and answers a repeat with the original result."""
+
+    kind = "keyed"
+
+    def __init__(self, name: str, world: "World", *,
+                 key_retention: _dt.timedelta = _dt.timedelta(hours=24)) -> None:
+        super().__init__(name, world)
+        self.key_retention = key_retention
+        self._keys: dict[str, _StoredKey] = {}
+
+    def _forget_expired(self) -> None:
+        now = self._world.clock.now()
+        for key in [k for k, s in self._keys.items() if now - s.at >= self.key_retention]:
+            del self._keys[key]
+
+    def submit(self, params: Mapping[str, Any], *, key: str) -> Any:
+        if not key or not isinstance(key, str):
+            raise ServiceError(f"{self.name}: an idempotency key is required")
+        self._forget_expired()
+        stored = self._keys.get(key)
+        if stored is not None:
+            if stored.params != canonical(params):
+                self._record("submit", "conflict", params, key, None)
+                raise IdempotencyConflict(
+                    f"{self.name}: idempotency key {key!r} was first used with different "
+                    f"parameters {stored.params}")
+            self._record("submit", "deduplicated", params, key, stored.result)
+            return copy.deepcopy(stored.result)
+        result = {"id": self._next_id(self.name), **dict(params)}
+        self._keys[key] = _StoredKey(canonical(params), copy.deepcopy(result),
+                                     self._world.clock.now())
+        self._record("submit", APPLIED, params, key, result)
+        return result
+
+    def lookup_key(self, key: str) -> Any | None:
+        """The stored result for a key still inside its retention window, else None."""
+        self._forget_expired()
+        stored = self._keys.get(key)
+        return None if stored is None else copy.deepcopy(stored.result)
+
+
+class QueryableReceiver(Receiver):
+    """Records by id; no key, but the current state of a record can be looked up."""
+
+    kind = "queryable"
+
+    def __init__(self, name: str, world: "World", *,
+                 records: Mapping[str, Mapping] | None = None) -> None:
+        super().__init__(name, world)
+        self._records: dict[str, dict] = {k: dict(v) for k, v in (records or {}).items()}
+
+    def apply(self, record_id: str, fields: Mapping[str, Any]) -> dict:
+        record = self._records.setdefault(record_id, {})
+        record.update(copy.deepcopy(dict(fields)))
+        result = {"record_id": record_id, **record}
+        self._record("apply", APPLIED, {"record_id": record_id, "fields": dict(fields)},
+                     None, result)
+        return result
+
+    def query(self, record_id: str) -> dict | None:
+        record = self._records.get(record_id)
+        result = None if record is None else {"record_id": record_id, **record}
+        self._record("query", "found" if record is not None else "not_found",
+                     {"record_id": record_id}, None, result)
+        return copy.deepcopy(result)
+
+
+class BlindReceiver(Receiver):
+    """Neither keyed nor queryable: every call is a new effect (email, webhook)."""
+
+    kind = "blind"
+
+    def send(self, params: Mapping[str, Any]) -> dict:
+        result = {"id": self._next_id(self.name)}
+        self._record("send", APPLIED, params, None, result)
+        return result
+
+
+class ReadOnlyReceiver(Receiver):
+    """Fixed data to look up; reading changes nothing."""
+
+    kind = "readonly"
+
+    def __init__(self, name: str, world: "World", *,
+                 records: Mapping[str, Any] | None = None) -> None:
+        super().__init__(name, world)
+        self._data = copy.deepcopy(dict(records or {}))
+
+    def read(self, record_id: str) -> Any | None:
+        value = self._data.get(record_id)
+        self._record("read", "read" if value is not None else "not_found",
+                     {"record_id": record_id}, None, value)
+        return copy.deepcopy(value)
+
+
+_RECEIVERS = {cls.kind: cls for cls in
+              (KeyedReceiver, QueryableReceiver, BlindReceiver, ReadOnlyReceiver)}
+
+
+def make_receiver(kind: str, name: str, world: "World", **options: Any) -> Receiver:
+    try:
+        cls = _RECEIVERS[kind]
+    except KeyError:
+        raise ValueError(f"service {name!r}: unknown receiver kind {kind!r}; "
+                         f"expected one of {', '.join(RECEIVER_KINDS)}") from None
+    return cls(name, world, **options)

@@ -1,0 +1,160 @@
+"""`checkpoint.json`: the six fields of P1, versioned and migrated on load (P4).
+
+Version history:
+  1  `pendingToolUse` is null or one {id, name, input} object
+  2  `pendingToolUse` is null or a list of them (one turn may name several tools)
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from . import storage
+
+CURRENT_VERSION = 2
+KNOWN_VERSIONS = (1, 2)
+FIELDS = ("version", "task", "turns", "tokensUsed", "messages", "pendingToolUse")
+
+
+class CheckpointError(Exception):
+    """The checkpoint exists but cannot be used. Names the file and the field at fault.
+
+    The message never quotes the file's content (it may hold secrets from the conversation).
+    """
+
+    def __init__(self, path: Path | str, field_name: str, problem: str) -> None:
+        self.path, self.field, self.problem = str(path), field_name, problem
+        super().__init__(f"{self.path}: {field_name}: {problem}")
+
+
+class UnknownVersionError(CheckpointError):
+    """A checkpoint version this code does not know: refused loudly, never parsed on hope."""
+
+    def __init__(self, path: Path | str, version: Any) -> None:
+        self.version = version
+        super().__init__(path, "version", f"unknown checkpoint version {version!r}; this code "
+                         f"reads versions {', '.join(map(str, KNOWN_VERSIONS))}. The file was "
+                         "left untouched")
+
+
+@dataclass
+class PendingCall:
+    id: str
+    name: str
+    input: dict
+
+    def to_json(self) -> dict:
+        return {"id": self.id, "name": self.name, "input": self.input}
+
+
+@dataclass
+class Checkpoint:
+    task: str
+    turns: int = 0
+    tokensUsed: int = 0
+    messages: list[dict] = field(default_factory=list)
+    pendingToolUse: list[PendingCall] | None = None
+
+    @classmethod
+    def new(cls, task: str) -> "Checkpoint":
+        return cls(task=task, messages=[{"role": "user", "content": task}])
+
+    def to_json(self) -> dict:
+        return {"version": CURRENT_VERSION, "task": self.task, "turns": self.turns,
+                "tokensUsed": self.tokensUsed, "messages": self.messages,
+                "pendingToolUse": None if self.pendingToolUse is None
+                else [p.to_json() for p in self.pendingToolUse]}
+
+
+def _pending_call(path: Path, where: str, raw: Any) -> PendingCall:
+    if not isinstance(raw, dict):
+        raise CheckpointError(path, where, f"expected an object {{id, name, input}}, "
+                              f"got {type(raw).__name__}")
+    for key, kind in (("id", str), ("name", str), ("input", dict)):
+        if not isinstance(raw.get(key), kind):
+            raise CheckpointError(path, f"{where}.{key}",
+                                  f"expected {kind.__name__}, got {type(raw.get(key)).__name__}")
+    return PendingCall(raw["id"], raw["name"], raw["input"])
+
+
+def migrate(path: Path, data: dict) -> dict:
+    """Bring a known older version up to CURRENT_VERSION (in memory only)."""
+    if data["version"] == 1:
+        pending = data.get("pendingToolUse")
+        data = {**data, "version": 2, "pendingToolUse": None if pending is None else [pending]}
+    return data
+
+
+def check_version(path: Path, data: Any) -> None:
+    if not isinstance(data, dict):
+        raise CheckpointError(path, "(top level)", f"expected a JSON object, got "
+                              f"{type(data).__name__}")
+    if "version" not in data:
+        raise CheckpointError(path, "version", "missing: cannot tell which format this is")
+    version = data["version"]
+    if isinstance(version, bool) or version not in KNOWN_VERSIONS:
+        raise UnknownVersionError(path, version)
+
+
+def from_json(path: Path, data: dict) -> Checkpoint:
+    """Validate a current-version document field by field."""
+    missing = [f for f in FIELDS if f not in data]
+    if missing:
+        raise CheckpointError(path, missing[0], "missing")
+    extra = sorted(set(data) - set(FIELDS))
+    if extra:
+        raise CheckpointError(path, extra[0], "not a checkpoint field (expected exactly "
+                              + ", ".join(FIELDS) + ")")
+    if not isinstance(data["task"], str):
+        raise CheckpointError(path, "task", f"expected a string, got {type(data['task']).__name__}")
+    for name in ("turns", "tokensUsed"):
+        value = data[name]
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise CheckpointError(path, name, f"expected a non-negative integer, got {value!r}"
+                                  if isinstance(value, (int, float)) else
+                                  f"expected a non-negative integer, got {type(value).__name__}")
+    messages = data["messages"]
+    if not isinstance(messages, list) or not messages:
+        raise CheckpointError(path, "messages", "expected a non-empty list of messages")
+    for i, m in enumerate(messages):
+        if not isinstance(m, dict) or m.get("role") not in ("user", "assistant") \
+                or not isinstance(m.get("content"), (str, list)):
+            raise CheckpointError(path, f"messages[{i}]", "expected {role: user|assistant, "
+                                  "content: string or list}")
+    pending = data["pendingToolUse"]
+    if pending is not None and not isinstance(pending, list):
+        raise CheckpointError(path, "pendingToolUse", "expected null or a list (version 2)")
+    return Checkpoint(task=data["task"], turns=data["turns"], tokensUsed=data["tokensUsed"],
+                      messages=messages,
+                      pendingToolUse=None if pending is None else
+                      [_pending_call(path, f"pendingToolUse[{i}]", p) for i, p in
+                       enumerate(pending)])
+
+
+class CheckpointStore:
+    """Loads and saves one namespace's `checkpoint.json`."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def exists(self) -> bool:
+        return self.path.exists()
+
+    def load(self) -> Checkpoint | None:
+        try:
+            raw = self.path.read_bytes()
+        except FileNotFoundError:
+            return None
+        try:
+            data = json.loads(raw.decode("utf-8"))
+        except (UnicodeDecodeError, ValueError) as exc:
+            raise CheckpointError(self.path, "(file)", f"not valid JSON ({len(raw)} bytes; "
+                                  f"{type(exc).__name__} at byte "
+                                  f"{getattr(exc, 'pos', getattr(exc, 'start', '?'))})") from None
+        check_version(self.path, data)  # P4: version first, before anything else is trusted
+        return from_json(self.path, migrate(self.path, data))
+
+    def save(self, checkpoint: Checkpoint) -> None:
+        storage.atomic_write_json(self.path, checkpoint.to_json())

@@ -1,0 +1,9 @@
+"""One module per known-broken shape of PROTOCOL.md, each breaking exactly one rule.
+
+Every module exposes `make_agent` like the reference agent. faultsim must pass the
+reference and catch each of these; a mutant it stops catching is a regression.
+"""
+NAMES = ("messages_only", "save_b_only", "overwrite_in_place", "rename_without_fsync",
+         "unknown_version_parsed", "counters_reset", "reask_instead_of_reconcile",
+         "orphan_tool_use", "key_after_effect", "progress_appended", "progress_trusted",
+         "blind_without_intent")

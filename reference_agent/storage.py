@@ -1,0 +1,48 @@
+"""Durable writes (P3): full content to a temp file, fsync, atomic rename, fsync the directory.
+
+A crash mid-write then costs only the temp file; `checkpoint.json` is always one whole
+version. The two fsyncs are what make it survive power loss, not only a killed process.
+"""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+TMP_SUFFIX = ".tmp"
+
+
+def fsync_dir(directory: Path) -> None:
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    tmp = path.with_name(path.name + TMP_SUFFIX)
+    with open(tmp, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    fsync_dir(path.parent)
+
+
+def encode_json(value: Any) -> bytes:
+    return (json.dumps(value, indent=1, ensure_ascii=False) + "\n").encode("utf-8")
+
+
+def atomic_write_json(path: Path, value: Any) -> None:
+    atomic_write_bytes(path, encode_json(value))
+
+
+def read_json(path: Path) -> Any | None:
+    """The parsed file, or None when it does not exist. Parse errors propagate."""
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        return None
+    return json.loads(raw.decode("utf-8"))
