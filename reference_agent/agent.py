@@ -212,6 +212,7 @@ class Agent:
         self.progress.record({"n": n, "tool_use_id": call.id, "tool": call.name,
                               "input": call.input, "key": key, "result": result,
                               "completed_at": self.now()})
+        self.mark("progress.recorded", tool=call.name, tool_use_id=call.id)
         return {"type": "tool_result", "tool_use_id": call.id,
                 "content": json.dumps(result, sort_keys=True)}
 

@@ -32,7 +32,9 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
 
 
 def encode_json(value: Any) -> bytes:
-    return (json.dumps(value, indent=1, ensure_ascii=False) + "\n").encode("utf-8")
+    # Compact on purpose: json's C encoder only runs without `indent`, and an agent that
+    # saves twice a turn pays for every pretty-printed byte.
+    return (json.dumps(value, ensure_ascii=False, separators=(",", ":")) + "\n").encode("utf-8")
 
 
 def atomic_write_json(path: Path, value: Any) -> None:

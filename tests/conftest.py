@@ -1,0 +1,66 @@
+"""Shared helpers for hand-made crash tests: stop the agent at a chosen point by raising
+a BaseException (as a kill would: no `except Exception` in the agent can swallow it)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from faultsim import load_scenario
+
+ROOT = Path(__file__).resolve().parent.parent
+SCENARIOS = ROOT / "scenarios"
+DATA = Path(__file__).resolve().parent / "data"
+
+
+class Killed(BaseException):
+    """A simulated kill. Each instance records where it landed, so a test can prove it did."""
+
+
+class KillAtMark:
+    """An `env.mark` that raises at the n-th mark called `name` (optionally matching info)."""
+
+    def __init__(self, name: str, nth: int = 1, **match) -> None:
+        self.name, self.nth, self.match = name, nth, match
+        self.seen = 0
+        self.landed: dict | None = None
+
+    def __call__(self, name: str, **info) -> None:
+        if name != self.name or any(info.get(k) != v for k, v in self.match.items()):
+            return
+        self.seen += 1
+        if self.seen == self.nth:
+            self.landed = {"mark": name, **info}
+            raise Killed(f"killed at {name} #{self.nth} {info}")
+
+
+class KillAfterEffect:
+    """A world listener that raises right after the n-th effect applied by `service`:
+    the effect stands (the receiver lives outside the crash domain), the tool never returns."""
+
+    def __init__(self, service: str, nth: int = 1) -> None:
+        self.service, self.nth = service, nth
+        self.seen = 0
+        self.landed = None
+
+    def __call__(self, kind: str, **info) -> None:
+        if kind != "effect.applied" or info["entry"].service != self.service:
+            return
+        self.seen += 1
+        if self.seen == self.nth:
+            self.landed = info["entry"]
+            raise Killed(f"killed after {info['entry'].describe()}")
+
+
+@pytest.fixture(scope="session")
+def support_tickets():
+    return load_scenario(SCENARIOS / "support_tickets.toml")
+
+
+@pytest.fixture(scope="session")
+def golden(support_tickets):
+    """One clean run of the reference agent: what every crash run is compared with."""
+    import reference_agent
+    from faultsim import run_once
+
+    return run_once(support_tickets, reference_agent.make_agent)

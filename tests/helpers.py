@@ -1,0 +1,57 @@
+"""Crash-then-resume driver for hand-made crash tests."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from faultsim import ScenarioRun
+
+try:
+    from conftest import Killed
+except ImportError:  # pragma: no cover
+    from tests.conftest import Killed
+
+
+@dataclass
+class CrashRun:
+    run: ScenarioRun
+    kills: list[Any] = field(default_factory=list)  # where each kill landed
+    outcome: Any = None  # the final incarnation's Outcome
+    error: BaseException | None = None  # or what it raised
+
+    @property
+    def world(self):
+        return self.run.world
+
+    @property
+    def ledger(self):
+        return self.run.world.ledger
+
+
+def crash_then_resume(scenario, factory, workdir: Path, *killers, between:
+                      Callable[[ScenarioRun], None] | None = None) -> CrashRun:
+    """Run one incarnation per killer (each must land: a kill that never fires fails the
+    test), call `between(run)` before the last, then one clean resume to the end."""
+    run = ScenarioRun(scenario, factory, workdir=workdir)
+    result = CrashRun(run)
+    with run:
+        for killer in killers:
+            is_listener = hasattr(killer, "service")
+            unsubscribe = run.world.subscribe(killer) if is_listener else None
+            try:
+                run.incarnation(mark=None if is_listener else killer)
+            except Killed:
+                result.kills.append(killer.landed)
+            else:
+                raise AssertionError(f"the kill {vars(killer)} never landed: the run completed")
+            finally:
+                if unsubscribe:
+                    unsubscribe()
+        if between is not None:
+            between(run)
+        try:
+            result.outcome = run.incarnation()
+        except Exception as exc:  # the mutants' failures: 400s, unreadable checkpoints, …
+            result.error = exc
+    return result
