@@ -6,6 +6,7 @@ expected, never a traceback from deep inside a run.
 from __future__ import annotations
 
 import datetime as _dt
+import math
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -14,6 +15,9 @@ from typing import Any
 from .model import ApiFault, Script, ToolCall, Turn
 from .model.script import FAULT_KINDS
 from .world import RECEIVER_KINDS, World, WorldClock, parse_instant
+
+
+MAIN_TAG = "s"  # the main script's tag in tool-use ids (toolu_s_03_1)
 
 
 class ScenarioError(ValueError):
@@ -182,7 +186,7 @@ def parse_scenario(data: dict, path: str | Path = "<scenario>") -> Scenario:
                   "2026-10-01T09:00:00Z")
     try:
         start = parse_instant(start).isoformat()
-    except ValueError:
+    except (ValueError, OverflowError):
         raise r.fail("start_time", "an ISO-8601 instant", start) from None
 
     services = []
@@ -200,14 +204,21 @@ def parse_scenario(data: dict, path: str | Path = "<scenario>") -> Scenario:
             raise r.fail(at + ".records", "records only on queryable or readonly services",
                          kind)
         hours = r.get(spec, "key_retention_hours", at, (int, float), "a positive number", 24)
-        if hours <= 0:
-            raise r.fail(at + ".key_retention_hours", "a positive number", hours)
+        try:
+            if not math.isfinite(hours) or hours <= 0:
+                raise ValueError
+            _dt.timedelta(hours=hours)
+        except (ValueError, OverflowError):
+            raise r.fail(at + ".key_retention_hours", "a positive number of hours that fits "
+                         "a duration", hours) from None
         services.append(ServiceSpec(name, kind, dict(records), float(hours)))
 
     subagents = []
     for name, sub in r.get(data, "subagents", "", dict, "a table of [subagents.NAME]",
                            {}).items():
         at = f"subagents.{name}"
+        if name == MAIN_TAG:
+            raise r.fail(at, f"a sub-agent name other than {MAIN_TAG!r} (the main script's tag)")
         if not isinstance(sub, dict):
             raise r.fail(at, "a table with 'task' and 'turns'", sub)
         r.no_extra(sub, {"task", "turns", "faults"}, at)
@@ -222,7 +233,7 @@ def parse_scenario(data: dict, path: str | Path = "<scenario>") -> Scenario:
     scenario_id = r.get(data, "id", "", str, "a scenario id", Path(path).stem)
     return Scenario(
         id=scenario_id, path=str(path), task=task,
-        script=Script(task=task, turns=turns, tag="s", faults=r.faults(data, "", len(turns))),
+        script=Script(task=task, turns=turns, tag=MAIN_TAG, faults=r.faults(data, "", len(turns))),
         expected_final_answer=r.get(data, "expected_final_answer", "", str,
                                     "the final answer the run must give"),
         services=tuple(services), model=r.get(data, "model", "", str, "a model name",

@@ -233,20 +233,23 @@ toml_values = st.recursive(
     max_leaves=12)
 
 
-def maybe(strategy):
-    """Mostly the well-formed thing, sometimes any TOML value in its place."""
-    return st.one_of(strategy, strategy, toml_values)
+def maybe(strategy, otherwise=toml_values):
+    """Mostly the well-formed thing, sometimes (1 in 8) any TOML value in its place."""
+    return st.sampled_from(range(8)).flatmap(lambda n: otherwise if n == 7 else strategy)
 
+
+words = st.one_of(st.from_regex(r"[a-z][a-z .]{0,7}", fullmatch=True), st.text(max_size=8))
 
 tool_call = st.fixed_dictionaries(
     {"name": maybe(st.sampled_from(sorted(TOOL_NAMES)))},
     optional={"input": maybe(st.dictionaries(st.text(max_size=5), scalars, max_size=3))})
-tool_turn = st.fixed_dictionaries({"tool_calls": maybe(st.lists(maybe(tool_call), max_size=3))},
-                                  optional={"text": maybe(st.text(max_size=8))})
-final_turn = st.fixed_dictionaries({"final": maybe(st.text(max_size=8))})
+tool_turn = st.fixed_dictionaries({"tool_calls": maybe(st.lists(maybe(tool_call), min_size=1,
+                                                                 max_size=3))},
+                                  optional={"text": maybe(words)})
+final_turn = st.fixed_dictionaries({"final": maybe(words)})
 turns = st.builds(lambda body, last: body + last,
                   st.lists(maybe(tool_turn), max_size=3),
-                  st.lists(maybe(final_turn), max_size=1))
+                  maybe(maybe(final_turn).map(lambda t: [t]), otherwise=st.just([])))
 fault = st.fixed_dictionaries(
     {"at": maybe(st.integers(-1, 4)), "kind": maybe(st.sampled_from(FAULT_KINDS))},
     optional={"times": maybe(st.integers(-1, 3))})
@@ -255,20 +258,18 @@ service = st.fixed_dictionaries(
     optional={"records": maybe(st.dictionaries(st.text(max_size=5), toml_values, max_size=2)),
               "key_retention_hours": maybe(st.one_of(st.integers(-2, 48), st.floats()))})
 subagent = st.fixed_dictionaries(
-    {"task": maybe(st.text(max_size=8)), "turns": maybe(turns)},
+    {"task": maybe(words), "turns": maybe(turns)},
     optional={"faults": maybe(st.lists(maybe(fault), max_size=2))})
 near_valid = st.fixed_dictionaries(
-    {"task": maybe(st.text(max_size=8)), "turns": maybe(turns),
-     "expected_final_answer": maybe(st.text(max_size=8))},
+    {"task": maybe(words), "turns": maybe(turns), "expected_final_answer": maybe(words)},
     optional={
-        "id": maybe(st.text(max_size=8)), "model": maybe(st.text(max_size=8)),
+        "id": maybe(words), "model": maybe(words),
         "start_time": maybe(st.one_of(st.datetimes(), st.datetimes(timezones=offsets),
                                       st.datetimes(timezones=offsets).map(
                                           lambda d: d.isoformat()))),
-        "services": maybe(st.dictionaries(st.text(max_size=5), maybe(service), max_size=3)),
+        "services": maybe(st.dictionaries(words, maybe(service), max_size=3)),
         "faults": maybe(st.lists(maybe(fault), max_size=2)),
-        "subagents": maybe(st.dictionaries(st.text(max_size=5), maybe(subagent),
-                                           max_size=2)),
+        "subagents": maybe(st.dictionaries(words, maybe(subagent), max_size=2)),
     })
 any_dict = st.dictionaries(keys, toml_values, max_size=6)
 

@@ -93,6 +93,9 @@ class FakeClaude:
         for s in scripts:
             if s.task in self.scripts:
                 raise ValueError(f"two scripts for the same task text: {s.task[:60]!r}")
+            if any(other.tag == s.tag for other in self.scripts.values()):
+                raise ValueError(f"two scripts with the same tag {s.tag!r}: their tool-use "
+                                 "ids and repeat counts would collide")
             self.scripts[s.task] = s
         self.retry_after_ms = retry_after_ms
         self.requests: list[RequestRecord] = []

@@ -113,7 +113,8 @@ class QueryableReceiver(Receiver):
     def __init__(self, name: str, world: "World", *,
                  records: Mapping[str, Mapping] | None = None) -> None:
         super().__init__(name, world)
-        self._records: dict[str, dict] = {k: dict(v) for k, v in (records or {}).items()}
+        self._records: dict[str, dict] = copy.deepcopy({k: dict(v) for k, v in
+                                                        (records or {}).items()})
 
     def apply(self, record_id: str, fields: Mapping[str, Any]) -> dict:
         record = self._records.setdefault(record_id, {})
@@ -121,7 +122,7 @@ class QueryableReceiver(Receiver):
         result = {"record_id": record_id, **record}
         self._record("apply", APPLIED, {"record_id": record_id, "fields": dict(fields)},
                      None, result)
-        return result
+        return copy.deepcopy(result)
 
     def query(self, record_id: str) -> dict | None:
         record = self._records.get(record_id)
