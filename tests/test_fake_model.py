@@ -290,7 +290,7 @@ def result(*ids):
 
 
 def test_validate_accepts_a_well_formed_tool_conversation():
-    validate_request(body([user(), USE, result("toolu_a", "toolu_b")], tools=TOOLS))
+    assert validate_request(body([user(), USE, result("toolu_a", "toolu_b")], tools=TOOLS)) is None
 
 
 @pytest.mark.parametrize("missing", ["model", "max_tokens", "messages"])
