@@ -15,9 +15,10 @@ from . import retention
 from .checkpoint import Checkpoint, CheckpointStore, PendingCall
 from .records import (COMPLETED, ESCALATED, FAILED, RUNNING, Decisions, Intents, Plan,
                       Progress, RunStatus)
-from .storage import atomic_write_json, read_json
+from .storage import atomic_write_json, ensure_dir, fsync_dir, fsync_file, read_json
 from faultsim.world import ServiceError  # what the world's receivers raise on refusal
-from .tools import BLIND, KEYED, TOOLS, Tool, ToolInputError, get_tool, target_of
+from .tools import (BLIND, KEYED, TOOLS, Tool, ToolInputError, get_tool, target_of,
+                    workspace_path)
 
 SYSTEM_PROMPT = ("You are a careful operations agent. Use the tools to complete the task, "
                  "one step at a time, and finish with a short final answer.")
@@ -100,8 +101,8 @@ class Agent:
             return self._archived_result()
         if status and status["status"] == ESCALATED:
             return self._escalated_result(status.get("reason", ""))
-        self.dir.mkdir(parents=True, exist_ok=True)
-        self.workspace.mkdir(parents=True, exist_ok=True)
+        ensure_dir(self.dir)
+        ensure_dir(self.workspace)
         try:
             checkpoint = self.store.load()
             self._open_records()
@@ -302,6 +303,20 @@ class Agent:
                 and not any(b.get("type") == "tool_use" for b in last["content"]
                             if isinstance(b, dict)))
 
+    def _make_outputs_durable(self) -> None:
+        """Workspace files are plain overwrites (P9), redone on resume if their evidence
+        fails (P10). A completed run is not resumed, so before it is declared completed
+        every output it wrote is fsynced, with its directory."""
+        for entry in self.progress.steps:
+            if entry["tool"] == "write_file":
+                path = workspace_path(self, entry["input"]["path"])
+                if path.exists():
+                    fsync_file(path)
+                    directory = path.parent
+                    while directory != self.workspace.parent:  # names of new subfolders too
+                        fsync_dir(directory)
+                        directory = directory.parent
+
     def _finish(self, checkpoint: Checkpoint) -> RunResult:
         final = _text(checkpoint.messages[-1]["content"]) \
             if isinstance(checkpoint.messages[-1]["content"], list) \
@@ -313,8 +328,9 @@ class Agent:
                              for s in self.progress.steps],
                    "decisions": len(self.decisions.data["decisions"]),
                    "unknowns": self.decisions.data["unknowns"], "finished_at": self.now()}
+        self._make_outputs_durable()
         atomic_write_json(self.dir / "summary.json", summary)
-        self.archive_dir.mkdir(parents=True, exist_ok=True)
+        ensure_dir(self.archive_dir)
         for name in ("plan.json", "progress.json", "summary.json", "decisions.json"):
             if (self.dir / name).exists():
                 atomic_write_json(self.archive_dir / name, read_json(self.dir / name))

@@ -21,6 +21,26 @@ def fsync_dir(directory: Path) -> None:
         os.close(fd)
 
 
+def fsync_file(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def ensure_dir(directory: Path) -> None:
+    """Create `directory` and any missing parents, durably: a new directory's name lives
+    in its parent, so each parent is fsynced after the child is made (P3, power loss)."""
+    missing = []
+    while not directory.exists():
+        missing.append(directory)
+        directory = directory.parent
+    for d in reversed(missing):
+        d.mkdir(exist_ok=True)
+        fsync_dir(d.parent)
+
+
 def atomic_write_bytes(path: Path, data: bytes) -> None:
     tmp = path.with_name(path.name + TMP_SUFFIX)
     with open(tmp, "wb") as f:

@@ -323,7 +323,7 @@ def test_model_requests_are_tagged_with_the_world_incarnation():
     w.model.client().messages.create(model="m", max_tokens=5,
                                       messages=[{"role": "user", "content": "t"}])
     assert [r.incarnation for r in w.model.requests] == [2]
-    assert kinds[-2:] == ["model.response", "model.request"]
+    assert kinds[-2:] == ["incarnation.start", "model.response"]
 
 
 # -- services ------------------------------------------------------------------------------

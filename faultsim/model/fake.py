@@ -76,6 +76,10 @@ def _error(status: int, kind: str, message: str, request_id: str,
     return httpx2.Response(status, json=body, headers={"request-id": request_id, **(headers or {})})
 
 
+def _ignore(kind: str, **info: Any) -> None:
+    pass
+
+
 class FakeClaude:
     """A deterministic policy from conversation to response.
 
@@ -87,7 +91,8 @@ class FakeClaude:
 
     def __init__(self, scripts: Script | Iterable[Script], *, retry_after_ms: int = 1,
                  incarnation: Callable[[], int] = lambda: 0,
-                 on_event: Callable[..., None] | None = None) -> None:
+                 on_event: Callable[..., None] | None = None,
+                 sealed: Callable[[], bool] | None = None) -> None:
         scripts = [scripts] if isinstance(scripts, Script) else list(scripts)
         self.scripts: dict[str, Script] = {}
         for s in scripts:
@@ -100,7 +105,8 @@ class FakeClaude:
         self.retry_after_ms = retry_after_ms
         self.requests: list[RequestRecord] = []
         self._incarnation = incarnation
-        self._on_event = on_event or (lambda kind, **info: None)
+        self._on_event = on_event or _ignore
+        self.sealed = sealed
         self._answered: dict[tuple[str, int], int] = {}
         self._faulted: dict[tuple[str, int], int] = {}
 
@@ -127,6 +133,9 @@ class FakeClaude:
 
     # -- the transport ----------------------------------------------------------------
     def handle(self, request: httpx2.Request) -> httpx2.Response:
+        if self.sealed is not None and self.sealed():
+            from ..trace import WorldSealed
+            raise WorldSealed("a killed incarnation called the model")
         index = len(self.requests) + 1
         request_id = f"req_faultsim_{index:05d}"
         if request.method != "POST" or request.url.path != "/v1/messages":
@@ -184,8 +193,6 @@ class FakeClaude:
                    "role": "assistant", "model": body["model"], "content": content,
                    "stop_reason": stop_reason, "stop_sequence": None, "usage": usage}
         ids = tuple(b["id"] for b in content if b["type"] == "tool_use")
-        self._on_event("model.response", script=script.tag, position=position,
-                       repeat=repeat, tool_use_ids=ids)
         return self._log(httpx2.Response(200, json=message, headers={"request-id": request_id}),
                          script, position, repeat, usage=usage, ids=ids, stop=stop_reason)
 
@@ -224,5 +231,7 @@ class FakeClaude:
             output_tokens=(usage or {}).get("output_tokens", 0), tool_use_ids=ids,
             stop_reason=stop)
         self.requests.append(record)
-        self._on_event("model.request", record=record)
+        # One event per answered request, once it is logged: a kill here means the API
+        # answered and the client died before it could use the answer.
+        self._on_event("model.response", record=record)
         return response

@@ -50,6 +50,19 @@ class WorldClock:
         self._now = self._now + delta
         return self.now()
 
+    def attach(self, factory) -> None:
+        """Drive an already running freezegun factory (one freeze for many worlds: each
+        start of freezegun rescans every module)."""
+        factory.move_to(self._now.replace(tzinfo=None))
+        self._factory = factory
+
+    def detach(self) -> None:
+        self._now = self.now()
+        self._factory = None
+
+    def __deepcopy__(self, memo: dict) -> "WorldClock":
+        return WorldClock(self.now())
+
     @property
     def is_frozen(self) -> bool:
         return self._factory is not None

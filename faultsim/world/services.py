@@ -47,6 +47,12 @@ class Receiver:
         self._world = world
         self._applied_count = 0
 
+    def _guard(self, op: str) -> None:
+        """A killed incarnation must not act on the world (a real SIGKILL runs no cleanup)."""
+        if self._world.sealed:
+            from ..trace import WorldSealed
+            raise WorldSealed(f"a killed incarnation called {self.name}.{op}")
+
     def _record(self, op: str, outcome: str, params: Mapping, key: str | None, result: Any):
         entry = self._world.ledger.record(
             service=self.name, receiver_kind=self.kind, op=op, outcome=outcome,
@@ -80,6 +86,7 @@ class KeyedReceiver(Receiver):
             del self._keys[key]
 
     def submit(self, params: Mapping[str, Any], *, key: str) -> Any:
+        self._guard("submit")
         if not key or not isinstance(key, str):
             raise ServiceError(f"{self.name}: an idempotency key is required")
         self._forget_expired()
@@ -100,6 +107,7 @@ class KeyedReceiver(Receiver):
 
     def lookup_key(self, key: str) -> Any | None:
         """The stored result for a key still inside its retention window, else None."""
+        self._guard("lookup_key")
         self._forget_expired()
         stored = self._keys.get(key)
         return None if stored is None else copy.deepcopy(stored.result)
@@ -117,6 +125,7 @@ class QueryableReceiver(Receiver):
                                                         (records or {}).items()})
 
     def apply(self, record_id: str, fields: Mapping[str, Any]) -> dict:
+        self._guard("apply")
         record = self._records.setdefault(record_id, {})
         record.update(copy.deepcopy(dict(fields)))
         result = {"record_id": record_id, **record}
@@ -125,6 +134,7 @@ class QueryableReceiver(Receiver):
         return copy.deepcopy(result)
 
     def query(self, record_id: str) -> dict | None:
+        self._guard("query")
         record = self._records.get(record_id)
         result = None if record is None else {"record_id": record_id, **record}
         self._record("query", "found" if record is not None else "not_found",
@@ -138,6 +148,7 @@ class BlindReceiver(Receiver):
     kind = "blind"
 
     def send(self, params: Mapping[str, Any]) -> dict:
+        self._guard("send")
         result = {"id": self._next_id(self.name)}
         self._record("send", APPLIED, params, None, result)
         return result
@@ -154,6 +165,7 @@ class ReadOnlyReceiver(Receiver):
         self._data = copy.deepcopy(dict(records or {}))
 
     def read(self, record_id: str) -> Any | None:
+        self._guard("read")
         value = self._data.get(record_id)
         self._record("read", "read" if value is not None else "not_found",
                      {"record_id": record_id}, None, value)

@@ -24,9 +24,34 @@ class World:
         self.ledger = Ledger()
         self.services: dict[str, Receiver] = {}
         self.incarnation = 0
+        self.sealed = False  # set at a kill: a dead incarnation can no longer act
         self._listeners: list[Listener] = []
+        # Bound methods, not lambdas, so that copy.deepcopy(world) rebinds them.
         self.model = FakeClaude(scripts, retry_after_ms=retry_after_ms,
-                                incarnation=lambda: self.incarnation, on_event=self.emit)
+                                incarnation=self.current_incarnation, on_event=self.emit,
+                                sealed=self.is_sealed)
+
+    def current_incarnation(self) -> int:
+        return self.incarnation
+
+    def is_sealed(self) -> bool:
+        return self.sealed
+
+    def __deepcopy__(self, memo: dict) -> "World":
+        """A copy of the world's state (services, ledger, model, clock) without observers:
+        the explorer copies the world at a kill point to try several crash outcomes."""
+        import copy
+
+        listeners, self._listeners = self._listeners, []
+        try:
+            cls = type(self)
+            clone = cls.__new__(cls)
+            memo[id(self)] = clone
+            for key, value in self.__dict__.items():
+                setattr(clone, key, copy.deepcopy(value, memo))
+        finally:
+            self._listeners = listeners
+        return clone
 
     def add_service(self, name: str, kind: str, **options: Any) -> Receiver:
         if name in self.services:

@@ -1,0 +1,699 @@
+"""The explorer: golden run, kill points, one crash run per kill point and crash model,
+verdicts. `explore(make_agent, scenario)` is the public entry point."""
+from __future__ import annotations
+
+import copy
+import hashlib
+import posix as _os  # the real OS: pyfakefs patches every module's `os`, not `posix`
+import signal
+import threading
+import freezegun.api as _real_time  # time.perf_counter is frozen in here; these are not
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterable, Iterator, Sequence
+
+import freezegun
+from pyfakefs.fake_filesystem_unittest import Patcher
+
+from .agent import AgentEnv, Outcome, outcome_of
+from .crashmodel import CRASH_MODELS, CrashState, power_states, process_state
+from .interpose.determinism import seeded
+from .interpose.fs import FsInterposer, install
+from .killpoints import KillPoint, kill_points
+from .oracle import RESUME_GUARDS, STATE_GUARDS, CrashRun, Golden, Violation, judge
+from .report import ModelRun, Report, ResumeSummary, Verdict
+from .scenario import Scenario
+from .trace import Event, Killed, Tracer, WorldSealed, digest
+from .world import World
+from .world.ledger import canonical
+
+SANDBOX = "/faultsim/sandbox"
+
+
+class NonDeterminismError(Exception):
+    """Two clean runs of the same agent on the same scenario did not do the same things."""
+
+
+class IncarnationTimeout(BaseException):
+    """An incarnation ran past its time limit (an agent that hangs)."""
+
+
+class KillDidNotLand(Exception):
+    """A kill point of the golden trace was never reached in a crash run."""
+
+
+# -- the pieces a crash run is made of ---------------------------------------------------
+class KillAt:
+    """Tracer policy: kill at one kill point."""
+
+    def __init__(self, point: KillPoint, seal: Callable[[], None]) -> None:
+        self.point, self._seal = point, seal
+        self.landed = False
+
+    def after(self, tracer: Tracer, event: Event) -> None:
+        if self.point.offset is None and event.index == self.point.index:
+            self.landed = True
+            self._seal()
+            raise Killed(self.point.id)
+
+    def before_write(self, tracer: Tracer, write) -> bytes | None:
+        if self.point.offset is not None and tracer.next_index == self.point.index:
+            self.landed = True
+            self._seal()
+            return write.torn(self.point.offset)
+        return None
+
+
+@dataclass
+class Incarnation:
+    outcome: Outcome | None = None
+    error: str | None = None
+    killed: bool = False
+    timed_out: bool = False
+    events: list[Event] = field(default_factory=list)
+    first_position: int | None = None
+
+
+@contextmanager
+def _time_limit(seconds: float | None) -> Iterator[None]:
+    """Stop a hanging incarnation (main thread only; elsewhere no limit can be set)."""
+    if not seconds or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def expire(signum, frame):
+        raise IncarnationTimeout(f"no answer within {seconds:g} s")
+
+    old = signal.signal(signal.SIGALRM, expire)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
+
+
+def world_signature(world: World) -> str:
+    """What of the world a resumed run can observe, plus what the oracle counts."""
+    parts = [str(len(world.ledger.entries)), str(len(world.model.requests)),
+             world.clock.now().isoformat(), canonical(sorted(world.model._answered.items())),
+             canonical(sorted(world.model._faulted.items()))]
+    for name, service in sorted(world.services.items()):
+        state = {k: v for k, v in vars(service).items() if not k.startswith("_world")}
+        parts.append(name + repr(sorted((k, repr(v)) for k, v in state.items())))
+    return hashlib.blake2b("\n".join(parts).encode(), digest_size=12).hexdigest()
+
+
+class Explorer:
+    """Runs incarnations of one agent on one scenario inside one pyfakefs sandbox."""
+
+    def __init__(self, make_agent: Callable[[AgentEnv], Any], scenario: Scenario, *,
+                 agent_name: str = "agent", timeout: float | None = 30.0,
+                 seed: str = "0") -> None:
+        self.make_agent = make_agent
+        self.scenario = scenario
+        self.agent_name = agent_name
+        self.timeout = timeout
+        self.seed = seed
+        self._patcher: Patcher | None = None
+        self._freezer = None
+
+    # -- set-up ---------------------------------------------------------------------------
+    def __enter__(self) -> "Explorer":
+        install()  # before the Patcher, so `from os import fsync` gets the hooked one
+        self._patcher = Patcher()
+        self._patcher.setUp()
+        fs = self._patcher.fs
+        fs.create_dir(SANDBOX)
+        self._open0 = (list(fs.open_files), list(fs._free_fd_heap))
+        self.tracer = Tracer()
+        self.interposer = FsInterposer(fs, SANDBOX, self.tracer)
+        self._freezer = freezegun.freeze_time(self.scenario.start_time.replace("+00:00", ""))
+        self._factory = self._freezer.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if self._freezer is not None:
+            self._freezer.stop()
+        if self._patcher is not None:
+            self._patcher.tearDown()
+
+    # -- one incarnation ------------------------------------------------------------------
+    def new_world(self) -> World:
+        world = self.scenario.build_world()
+        world.clock.attach(self._factory)
+        return world
+
+    def use_world(self, world: World) -> None:
+        world.clock.attach(self._factory)
+
+    def incarnation(self, world: World, policy: Any = None, *,
+                    timed: bool = True) -> Incarnation:
+        tracer, ip = self.tracer, self.interposer
+        tracer.events, tracer.policy = [], policy
+        result = Incarnation()
+        world.begin_incarnation()
+
+        def on_world(kind: str, **info: Any) -> None:
+            if kind == "model.response":
+                rec = info["record"]
+                if result.first_position is None and rec.position is not None:
+                    result.first_position = rec.position
+                tracer.emit("model.response", f"{rec.script}@{rec.position}",
+                            f"{rec.status} {rec.error or ''}".strip())
+            elif kind.startswith("effect."):
+                e = info["entry"]
+                tracer.emit(kind, f"{e.service}.{e.op}",
+                            f"{digest(canonical(e.params).encode())}"
+                            + (f" key={e.key}" if e.key else ""))
+
+        def mark(name: str, **info: Any) -> None:
+            if not world.sealed:
+                tracer.emit("mark." + name, str(info.get("tool") or ""))
+
+        env = AgentEnv(workdir=Path(SANDBOX), client=world.model.client(),
+                       services=world.services, clock=world.clock, task=self.scenario.task,
+                       task_id=self.scenario.id, model=self.scenario.model,
+                       incarnation=world.incarnation, mark=mark)
+        unsubscribe = world.subscribe(on_world)
+        try:
+            with ip, seeded(f"{self.seed}:{world.incarnation}"), _time_limit(self.timeout if timed else None):
+                try:
+                    result.outcome = outcome_of(self.make_agent(env).run())
+                except (Killed, WorldSealed):
+                    pass
+                except IncarnationTimeout as exc:
+                    result.timed_out, result.error = True, str(exc)
+                except Exception as exc:
+                    result.error = f"{type(exc).__name__}: {exc}"
+        finally:
+            unsubscribe()
+            tracer.policy = None
+            fs = self.interposer.fs
+            fs.open_files[:], fs._free_fd_heap[:] = self._open0[0], self._open0[1]
+        result.killed = ip.killed or world.sealed
+        if result.killed:
+            result.outcome = None
+            result.error = None
+        result.events = tracer.events
+        return result
+
+    def reset_sandbox(self, state: dict | None = None) -> None:
+        self.interposer.restore(state or {})
+        self.interposer.after_kill, self.interposer.escapes = [], []
+
+    # -- the golden run -------------------------------------------------------------------
+    def golden(self) -> Golden:
+        runs = []
+        for _ in range(2):  # the flake guard: two clean runs must agree
+            self.reset_sandbox()
+            world = self.new_world()
+            inc = self.incarnation(world)
+            if inc.error is not None or inc.outcome is None:
+                raise AgentFailedCleanly(self.scenario, inc.error or "no outcome")
+            runs.append((inc, world, self.interposer.snapshot()))
+        (a, world, final), (b, _, _) = runs
+        _compare_traces(a.events, b.events)
+        return Golden.of(a.outcome, world, final, a.events)
+
+    # -- one crash run --------------------------------------------------------------------
+    def crash(self, point: KillPoint, model: str) -> tuple[World, list[CrashState], list[str]]:
+        """Run the first incarnation into `point`; return the sealed world and the crash
+        states the model allows."""
+        self.reset_sandbox()
+        world = self.new_world()
+        if point.index > 0:
+            policy = KillAt(point, seal=lambda: (self.interposer.kill(),
+                                                 setattr(world, "sealed", True)))
+            inc = self.incarnation(world, policy)
+            if not policy.landed:
+                raise KillDidNotLand(f"{point.id} never came: the first incarnation "
+                                     f"{'ended with ' + (inc.error or 'an outcome')}; the "
+                                     "agent is not deterministic across runs")
+        snapshot = self.interposer.snapshot()
+        if model == "process":
+            states = process_state(snapshot)
+        else:
+            states = power_states(snapshot, self.interposer.inodes(),
+                                  self.interposer.durability)
+        world.sealed = False
+        return world, states, list(self.interposer.after_kill)
+
+    def resume(self, world: World, state: CrashState, points: list[KillPoint],
+               after_kill: list[str]) -> CrashRun:
+        current = self.interposer.snapshot()
+        if current != state.as_dict():
+            self.interposer.restore(state.as_dict())
+        else:
+            self.interposer.killed = False
+            self.interposer.mark_all_durable()
+        self.interposer.escapes = []
+        self.use_world(world)
+        inc = self.incarnation(world)
+        return CrashRun(points, state, world, outcome=inc.outcome, error=inc.error,
+                        timed_out=inc.timed_out, final=self.interposer.snapshot(),
+                        after_kill=after_kill, escapes=list(self.interposer.escapes),
+                        resume_positions=[inc.first_position] if inc.first_position is not None
+                        else [])
+
+
+class AgentFailedCleanly(Exception):
+    def __init__(self, scenario: Scenario, error: str) -> None:
+        super().__init__(f"{scenario.path}: the agent fails without any crash: {error}")
+
+
+def _compare_traces(a: Sequence[Event], b: Sequence[Event]) -> None:
+    for x, y in zip(a, b):
+        if x.signature() != y.signature():
+            raise NonDeterminismError(
+                f"two clean runs part at event #{x.index}: the first did {x.describe()!r}, "
+                f"the second {y.describe()!r}. faultsim needs a deterministic agent (the "
+                "model, the services, time, uuid4, random and tempfile names are already "
+                "made deterministic; look for iteration over sets, os.urandom, threads)")
+    if len(a) != len(b):
+        longer = a if len(a) > len(b) else b
+        raise NonDeterminismError(
+            f"two clean runs part after event #{min(len(a), len(b))}: one goes on with "
+            f"{longer[min(len(a), len(b))].describe()!r}, the other stops")
+
+
+# -- the sweep -----------------------------------------------------------------------------
+def _models(crash_model: str | Iterable[str]) -> list[str]:
+    if isinstance(crash_model, str):
+        names = list(CRASH_MODELS) if crash_model == "all" else [crash_model]
+    else:
+        names = list(crash_model)
+    for name in names:
+        if name not in CRASH_MODELS:
+            raise ValueError(f"unknown crash model {name!r}; expected process, power or all")
+    return names
+
+
+def _states(ex: Explorer, model: str, snapshot: dict) -> list[CrashState]:
+    if model == "process":
+        return process_state(snapshot)
+    return power_states(snapshot, ex.interposer.inodes(), ex.interposer.durability)
+
+
+def _after_kill_violation(after_kill: list[str]) -> Violation:
+    return Violation("no_write_after_kill", "P3", "after the kill the dead incarnation still "
+                     "tried: " + "; ".join(after_kill[:5]) + " (a real SIGKILL runs no "
+                     "cleanup; none of it reached the disk)")
+
+
+@dataclass
+class ResumeResult:
+    """What one resumed run showed: the resume guards' violations, and what the state
+    guards need to know of it."""
+
+    violations: list[Violation]
+    summary: ResumeSummary | None
+    first_position: int | None
+    insensitive: bool = False  # the run destroyed the watched file without reading it
+
+
+def _masked(state: CrashState, path: str | None) -> str | None:
+    """The state's digest with one file's content blanked out (its name kept)."""
+    files = state.as_dict()
+    if path is None or not isinstance(files.get(path), bytes):
+        return None
+    files[path] = b"\0faultsim:masked"
+    return CrashState.of(state.model, "", files).digest()
+
+
+def _resume_and_judge(ex: Explorer, golden: Golden, world: World, state: CrashState,
+                      point: KillPoint, watch: str | None) -> ResumeResult:
+    ex.interposer.watch, ex.interposer.watch_state = watch, None
+    try:
+        crash_run = ex.resume(world, state, [point], [])
+    finally:
+        insensitive = watch is not None and ex.interposer.watch_state == "destroyed"
+        ex.interposer.watch = None
+    violations = judge(golden, crash_run, RESUME_GUARDS)
+    first = crash_run.resume_positions[0] if crash_run.resume_positions else None
+    return ResumeResult(violations, ResumeSummary.of(crash_run) if violations else None,
+                        first, insensitive)
+
+
+@dataclass
+class _Sweep:
+    """Bookkeeping shared by both executors: verdicts per model, and what is known of
+    crash states already judged.
+
+    Two memos make a sweep cheap without making it less exact. Equal crash states (same
+    files, same world) give the same resumed run. And states that differ only in the
+    content of one file F give the same resumed run when that run destroyed F (truncated,
+    replaced or removed it) before reading it: a torn temp file is the common case.
+    """
+
+    golden: Golden
+    runs: dict[str, ModelRun]
+    memo: dict[tuple, ResumeResult] = field(default_factory=dict)
+    insensitive: dict[tuple, ResumeResult] = field(default_factory=dict)
+    done_points: int = 0
+
+    def known(self, state: CrashState, signature: str, watch: str | None):
+        key = (state.digest(), signature)
+        if key in self.memo:
+            return key, self.memo[key]
+        masked = _masked(state, watch)
+        if masked is not None and (masked, watch, signature) in self.insensitive:
+            result = self.insensitive[(masked, watch, signature)]
+            self.memo[key] = result
+            return key, result
+        return key, None
+
+    def learn(self, key: tuple, state: CrashState, signature: str, watch: str | None,
+              result: ResumeResult) -> None:
+        self.memo[key] = result
+        masked = _masked(state, watch)
+        if result.insensitive and masked is not None:
+            self.insensitive[(masked, watch, signature)] = result
+
+    def record(self, model: str, point: KillPoint, order: int, state: CrashState,
+               result: ResumeResult, after_kill: list[str], fresh: bool) -> None:
+        probe = CrashRun([point], state, None, resume_positions=[result.first_position]
+                         if result.first_position is not None else [])
+        violations = judge(self.golden, probe, STATE_GUARDS) + result.violations
+        if after_kill:
+            violations.append(_after_kill_violation(after_kill))
+        run = self.runs[model]
+        run.verdicts.append(Verdict(point, model, state.persisted, violations, state,
+                                    result.summary, self.golden, order))
+        if fresh:
+            run.judged += 1
+        else:
+            run.reused += 1
+
+
+def _sweep_replaying(ex: Explorer, sweep: _Sweep, chosen: list[KillPoint], models: list[str],
+                     progress) -> None:
+    """The plain executor: for each kill point, run the prefix again, kill, resume."""
+    for n, point in enumerate(chosen):
+        for model in models:
+            world, states, after_kill = ex.crash(point, model)
+            signature, watch = world_signature(world), ex.interposer.last_touched
+            for i, state in enumerate(states):
+                key, result = sweep.known(state, signature, watch)
+                fresh = result is None
+                if fresh:
+                    w = copy.deepcopy(world) if i < len(states) - 1 else world
+                    result = _resume_and_judge(ex, sweep.golden, w, state, point, watch)
+                    sweep.learn(key, state, signature, watch, result)
+                sweep.record(model, point, i, state, result, after_kill, fresh)
+        sweep.done_points += 1
+        if progress is not None:
+            progress(sweep.done_points, len(chosen))
+
+
+class ForkAt:
+    """Tracer policy for the forking executor: at each chosen kill point the driver forks;
+    the child dies there (and resumes), the parent goes on to the next point."""
+
+    def __init__(self, pool: "_Pool", boundary: dict[int, KillPoint],
+                 torn: dict[int, list[KillPoint]], seal: Callable[[], None]) -> None:
+        self.pool, self.boundary, self.torn, self._seal = pool, boundary, torn, seal
+
+    def after(self, tracer: Tracer, event: Event) -> None:
+        point = self.boundary.get(event.index)
+        if point is not None and self.pool.fork_for([point], None):
+            self._seal()
+            raise Killed(point.id)
+
+    def before_write(self, tracer: Tracer, write) -> bytes | None:
+        points = self.torn.get(tracer.next_index)
+        if points and self.pool.fork_for(points, write):
+            self._seal()
+            return write.torn(self.pool.job[0][1].offset)
+        return None
+
+
+def _sweep_forking(ex: Explorer, sweep: _Sweep, chosen: list[KillPoint], models: list[str],
+                   workers: int, progress) -> None:
+    boundary = {p.index: p for p in chosen if not p.torn and p.index > 0}
+    torn: dict[int, list[KillPoint]] = {}
+    for p in chosen:
+        if p.torn:
+            torn.setdefault(p.index, []).append(p)
+    if any(p.index == 0 for p in chosen):  # before the first event: nothing to fork from
+        _sweep_replaying(ex, sweep, [p for p in chosen if p.index == 0], models, None)
+    revisit = _drive(ex, sweep, models, workers, progress, len(chosen), boundary, torn, False)
+    if revisit:  # second pass: only the states whose class turned out to read the file
+        sweep.done_points -= len(revisit)
+        again = [p for p in revisit if not p.torn]
+        torn_again: dict[int, list[KillPoint]] = {}
+        for p in revisit:
+            if p.torn:
+                torn_again.setdefault(p.index, []).append(p)
+        _drive(ex, sweep, models, workers, progress, len(chosen), {p.index: p for p in again},
+               torn_again, True)
+
+
+def _drive(ex: Explorer, sweep: _Sweep, models, workers, progress, total, boundary, torn,
+           no_parking: bool) -> list[KillPoint]:
+    """One driver run: the agent runs clean while children fork off at the kill points."""
+    import gc
+
+    ex.reset_sandbox()
+    world = ex.new_world()
+    pool = _Pool(ex, sweep, models, world, workers, ex.timeout, total, progress)
+    pool.no_parking = no_parking
+    # Children share the parent's memory copy-on-write; a garbage collection in a child
+    # would touch (and so copy) every page. Freeze what exists now out of the collector.
+    gc.collect()
+    gc.freeze()
+    policy = ForkAt(pool, boundary, torn, seal=lambda: (ex.interposer.kill(),
+                                                        setattr(world, "sealed", True)))
+    try:
+        inc = ex.incarnation(world, policy, timed=False)  # the driver: children have limits
+        if pool.in_child:  # only a child gets here: it died at its kill point
+            pool.child_main(list(ex.interposer.after_kill))
+        _compare_traces(sweep.golden.trace, inc.events)
+        return pool.wait_all()
+    finally:
+        pool.kill_all()
+
+
+class _Pool:
+    """Forked children, at most `workers` at a time. Each dies at one kill point (a torn
+    write's points go to one child together), resumes each new crash state there and sends
+    the results back through a pipe. Deterministic: verdicts are sorted at the end, however
+    the children interleave."""
+
+    def __init__(self, ex, sweep, models, world, workers, timeout, total, progress) -> None:
+        self.ex, self.sweep, self.models, self.world = ex, sweep, models, world
+        self.workers, self.total, self.progress = max(1, workers), total, progress
+        self.deadline = None if not timeout else 3 * timeout + 5
+        self.children: dict[int, dict] = {}
+        self.waiting: dict[tuple, int] = {}  # masked class or exact key -> child pid
+        self.in_child = False
+        self.job: list = []
+        self.parked: list = []  # (entry, signature) waiting for another child's answer
+        self.no_parking = False
+
+    # -- parent ---------------------------------------------------------------------------
+    def fork_for(self, points: list[KillPoint], write) -> bool:
+        """Decide in the parent; fork if some crash state here is new. True in the child."""
+        signature = self.world_signature = world_signature(self.world)
+        watch = write.path if write is not None else self.ex.interposer.last_touched
+        base = self.ex.interposer.snapshot()
+        job, recorded = [], 0
+        for point in points:
+            snapshot = base if write is None else {**base, write.path: write.torn(point.offset)}
+            for model in self.models:
+                for i, state in enumerate(_states(self.ex, model, snapshot)):
+                    key, result = self.sweep.known(state, signature, watch)
+                    masked = _masked(state, watch)
+                    entry = (model, point, i, state, key, watch, masked)
+                    busy = self.waiting.get(key) or (masked and self.waiting.get(
+                        (masked, watch, signature)))
+                    if result is not None:
+                        self.sweep.record(model, point, i, state, result, [], False)
+                    elif busy and not self.no_parking:
+                        # A child is judging this state or its class: settle it when that
+                        # answer is in (or in a second pass, if the class proves sensitive).
+                        self.parked.append((entry, signature))
+                    else:
+                        job.append(entry)
+        if not job:
+            for _ in points:
+                self._done_point()
+            return False
+        while len(self.children) >= self.workers:
+            self._collect(block=True)
+        import sys
+
+        sys.stdout.flush()
+        sys.stderr.flush()
+        read_fd, write_fd = _os.pipe()
+        pid = _os.fork()
+        if pid == 0:  # the child: die here, then resume from what is left
+            _os.close(read_fd)
+            self.in_child, self.job, self.fd, self.children = True, job, write_fd, {}
+            return True
+        _os.close(write_fd)
+        self.children[pid] = {"fd": read_fd, "buf": bytearray(), "job": job,
+                              "points": len(points), "signature": signature,
+                              "started": _real_time.real_perf_counter()}
+        for entry in job:
+            self.waiting[entry[4]] = pid
+            if entry[6] is not None:
+                self.waiting[(entry[6], entry[5], signature)] = pid
+        return False
+
+    def _done_point(self) -> None:
+        self.sweep.done_points += 1
+        if self.progress is not None:
+            self.progress(self.sweep.done_points, self.total)
+
+    def _wait_for(self, pid: int) -> None:
+        while pid in self.children:
+            self._collect(block=True)
+
+    def _collect(self, block: bool) -> None:
+        import pickle
+        import select
+
+        while self.children:
+            fds = {c["fd"]: pid for pid, c in self.children.items()}
+            ready, _, _ = select.select(list(fds), [], [], 0.5 if block else 0)
+            now = _real_time.real_perf_counter()
+            for pid, child in list(self.children.items()):
+                if self.deadline and now - child["started"] > self.deadline \
+                        and child["fd"] not in ready:
+                    _os.kill(pid, 9)
+                    self._finish(pid, None, f"the crash run did not finish within "
+                                 f"{self.deadline:g} s and was killed")
+            for fd in ready:
+                pid = fds[fd]
+                if pid not in self.children:
+                    continue
+                chunk = _os.read(fd, 1 << 16)
+                if chunk:
+                    self.children[pid]["buf"] += chunk
+                    continue
+                buf = bytes(self.children[pid]["buf"])
+                try:
+                    result = pickle.loads(buf) if buf else None
+                except Exception:
+                    result = None
+                self._finish(pid, result, None if result is not None else
+                             "the crash run's process died without a verdict")
+            if ready or not block:
+                return
+
+    def _finish(self, pid: int, result, problem: str | None) -> None:
+        child = self.children.pop(pid)
+        _os.close(child["fd"])
+        try:
+            _os.waitpid(pid, 0)
+        except ChildProcessError:
+            pass
+        for key in [k for k, p in self.waiting.items() if p == pid]:
+            del self.waiting[key]
+        if result is None:
+            failure = ResumeResult([Violation("completes_or_escalates", "P5",
+                                              problem or "no verdict")], None, None)
+            result = {"after_kill": [], "results": [failure] * len(child["job"])}
+        for entry, outcome in zip(child["job"], result["results"]):
+            model, point, i, state, key, watch, masked = entry
+            self.sweep.learn(key, state, child["signature"], watch, outcome)
+            self.sweep.record(model, point, i, state, outcome, result["after_kill"], True)
+        for _ in range(child["points"]):
+            self._done_point()
+
+    def wait_all(self) -> list[KillPoint]:
+        """Wait for every child; settle parked states; return the kill points whose states
+        still need a run of their own (their class turned out to read the file)."""
+        while self.children:
+            self._collect(block=True)
+        again = []
+        for entry, signature in self.parked:
+            model, point, i, state, key, watch, masked = entry
+            _, result = self.sweep.known(state, signature, watch)
+            if result is not None:
+                self.sweep.record(model, point, i, state, result, [], False)
+            elif point not in again:
+                again.append(point)
+        self.parked = []
+        return again
+
+    def kill_all(self) -> None:
+        if self.in_child:
+            return
+        for pid, child in list(self.children.items()):
+            try:
+                _os.kill(pid, 9)
+                _os.waitpid(pid, 0)
+            except (ProcessLookupError, ChildProcessError):
+                pass
+            _os.close(child["fd"])
+        self.children.clear()
+
+    # -- child ----------------------------------------------------------------------------
+    def child_main(self, after_kill: list[str]) -> None:
+        import pickle
+
+        status = 0
+        try:
+            self.world.sealed = False
+            results, by_class = [], {}
+            for n, (model, point, i, state, key, watch, masked) in enumerate(self.job):
+                known = by_class.get((masked, watch)) if masked is not None else None
+                if known is not None:
+                    results.append(known)
+                    continue
+                w = copy.deepcopy(self.world) if n < len(self.job) - 1 else self.world
+                result = _resume_and_judge(self.ex, self.sweep.golden, w, state, point, watch)
+                if result.insensitive:
+                    by_class[(masked, watch)] = result
+                results.append(result)
+            data = pickle.dumps({"after_kill": after_kill, "results": results})
+            view = memoryview(data)
+            while view:
+                written = _os.write(self.fd, view)
+                view = view[written:]
+        except BaseException:
+            status = 70
+        finally:
+            _os._exit(status)
+
+
+def explore(make_agent: Callable[[AgentEnv], Any], scenario: Scenario, *,
+            crash_model: str | Iterable[str] = "process", agent_name: str | None = None,
+            only: Callable[[KillPoint], bool] | None = None, timeout: float | None = 30.0,
+            seed: str = "0", workers: int | None = None,
+            progress: Callable[[int, int], None] | None = None) -> Report:
+    """Crash `make_agent`'s agent at every kill point of `scenario`, resume it, judge it.
+
+    `only` narrows the kill points (a replay, a shard); `workers` is how many crash runs go
+    at once (default: one per core; 0 runs them one after another in this process, replaying
+    the prefix each time); `progress(done, total)` is called as kill points are judged.
+    """
+    import os
+
+    name = agent_name or getattr(make_agent, "__module__", "agent")
+    models = _models(crash_model)
+    if workers is None:
+        workers = os.cpu_count() or 1
+    report = Report()
+    with Explorer(make_agent, scenario, agent_name=name, timeout=timeout, seed=seed) as ex:
+        started = _real_time.real_perf_counter()
+        golden = ex.golden()
+        points = kill_points(golden.trace)
+        chosen = [p for p in points if only is None or only(p)]
+        runs = {m: ModelRun(scenario=scenario, agent=name, crash_model=m, kill_points=points,
+                            explored=chosen) for m in models}
+        sweep = _Sweep(golden, runs)
+        if workers > 0 and hasattr(os, "fork"):
+            _sweep_forking(ex, sweep, chosen, models, workers, progress)
+        else:
+            _sweep_replaying(ex, sweep, chosen, models, progress)
+        seconds = _real_time.real_perf_counter() - started
+        for run in runs.values():
+            run.verdicts.sort(key=lambda v: (chosen.index(v.kill_point), v.order))
+            run.seconds = seconds * len(run.verdicts) / max(1, sum(len(r.verdicts)
+                                                                  for r in runs.values()))
+            report.runs.append(run)
+    return report

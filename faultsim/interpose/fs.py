@@ -1,0 +1,461 @@
+"""File-system interposition over pyfakefs: every mutation under the sandbox becomes a
+trace event, a kill can land before or inside it, and after a kill nothing more lands.
+
+pyfakefs has no hook API; these hooks wrap a handful of its internals (pinned to 6.3.x,
+guarded by tests/test_interpose.py::test_pyfakefs_internals_are_where_we_hook):
+
+- `FakeFile.set_initial_contents`: every byte that reaches a fake file (flush, close,
+  `os.write`, truncate-on-open, a buffered writer flushing a full buffer on its own);
+- `FakeFile.size` (setter): `truncate()`;
+- `FakeDirectory.add_entry` / `remove_entry`: create, mkdir, unlink, rmdir;
+- `FakeFilesystem.rename`: `os.rename`, `os.replace`, `Path.replace`, `shutil.move`, as one
+  event (its inner add/remove are folded into it);
+- `FakeOsModule.fsync` / `fdatasync`: no-ops in pyfakefs, recorded here for the power model.
+
+The hooks are installed on the classes once, before any `Patcher` is built (so a module
+that did `from os import fsync` still gets the hooked function), and do nothing unless an
+`FsInterposer` is active.
+"""
+from __future__ import annotations
+
+import posixpath
+from dataclasses import dataclass, field
+from typing import Any
+
+from pyfakefs import fake_file, fake_filesystem, fake_os
+
+from ..trace import Killed, PendingWrite, Tracer, digest
+
+_active: "FsInterposer | None" = None
+_installed = False
+
+DIR = None  # a directory in a snapshot
+
+
+def install() -> None:
+    global _installed
+    if _installed:
+        return
+    FakeFile, FakeDirectory = fake_file.FakeFile, fake_file.FakeDirectory
+    FakeFilesystem, FakeOsModule = fake_filesystem.FakeFilesystem, fake_os.FakeOsModule
+
+    orig_set = FakeFile.set_initial_contents
+    orig_size = FakeFile.size
+    orig_add, orig_remove = FakeDirectory.add_entry, FakeDirectory.remove_entry
+    orig_rename = FakeFilesystem.rename
+    orig_fsync, orig_fdatasync = FakeOsModule.fsync, FakeOsModule.fdatasync
+
+    def set_initial_contents(self, contents):
+        ip = _active
+        if ip is None or ip.quiet:
+            return orig_set(self, contents)
+        return ip._content(self, contents, lambda c: orig_set(self, c))
+
+    def size_setter(self, st_size):
+        ip = _active
+        if ip is None or ip.quiet:
+            return orig_size.fset(self, st_size)
+        return ip._truncate(self, st_size, lambda n: orig_size.fset(self, n))
+
+    def add_entry(self, path_object):
+        _namespace[0] += 1
+        ip = _active
+        if ip is None or ip.quiet or ip.nested:
+            return orig_add(self, path_object)
+        return ip._add(self, path_object, lambda: orig_add(self, path_object))
+
+    def remove_entry(self, pathname_name, recursive=True):
+        _namespace[0] += 1
+        ip = _active
+        if ip is None or ip.quiet or ip.nested:
+            return orig_remove(self, pathname_name, recursive)
+        return ip._remove(self, pathname_name,
+                          lambda: orig_remove(self, pathname_name, recursive))
+
+    def rename(self, old_file_path, new_file_path, force_replace=False):
+        ip = _active
+        if ip is None or ip.quiet or ip.nested:
+            return orig_rename(self, old_file_path, new_file_path, force_replace)
+        return ip._rename(self, old_file_path, new_file_path,
+                          lambda: orig_rename(self, old_file_path, new_file_path, force_replace))
+
+    def fsync(self, fd):
+        orig_fsync(self, fd)
+        ip = _active
+        if ip is not None and not ip.quiet:
+            ip._fsync(self.filesystem.get_open_file(fd).get_object(), "fsync")
+
+    def fdatasync(self, fd):
+        orig_fdatasync(self, fd)
+        ip = _active
+        if ip is not None and not ip.quiet:
+            ip._fsync(self.filesystem.get_open_file(fd).get_object(), "fdatasync")
+
+    # pyfakefs converts every path argument with `make_string_path`, which re-runs an
+    # import statement on each call: a quarter of an agent's time under pyfakefs. Plain
+    # strings need no conversion.
+    from pyfakefs import fake_scandir, helpers
+
+    slow = helpers.make_string_path
+
+    def make_string_path(dir_name):
+        kind = type(dir_name)
+        return dir_name if kind is str or kind is bytes else slow(dir_name)
+
+    helpers.make_string_path = make_string_path
+    fake_scandir.make_string_path = make_string_path
+
+    # Why a pyfakefs `os.replace` costs ~1 ms where the disk takes 19 µs: it resolves each
+    # path about ten times (exists, lresolve, parent dirs, islink, isdir), and every pass
+    # re-normalises the string through ~300 pure-Python calls. These five functions are
+    # pure in (path, cwd, OS flavour): memoised while faultsim is active, they halve the
+    # cost of every file operation an agent makes.
+    for name in ("absnormpath", "normpath", "_path_components", "splitpath", "splitdrive"):
+        setattr(FakeFilesystem, name, _memoised(getattr(FakeFilesystem, name), name))
+    # `resolve_path` (symlinks, existing components) is pure in the path and the tree's
+    # names: memoised per version of the namespace, which every add/remove bumps.
+    FakeFilesystem.resolve_path = _memoised(FakeFilesystem.resolve_path, "resolve_path")
+
+    from pyfakefs import fake_open, fake_path
+
+    orig_open_call = fake_open.FakeFileOpen.call
+    orig_stat = FakeFilesystem.stat
+    orig_getsize = fake_path.FakePathModule.getsize
+
+    def open_call(self, file_, mode="r", *args, **kwargs):
+        ip = _active
+        if ip is not None and ip.watch is not None and not isinstance(file_, int):
+            modes = kwargs.get("open_modes")
+            truncates = modes.truncate if modes is not None else "w" in mode
+            ip._touch(self.filesystem, file_, "destroyed" if truncates else "observed")
+        return orig_open_call(self, file_, mode, *args, **kwargs)
+
+    def stat(self, entry_path, follow_symlinks=True):
+        ip = _active
+        if ip is not None and ip.watch is not None and not isinstance(entry_path, int):
+            ip._touch(self, entry_path, "observed")
+        return orig_stat(self, entry_path, follow_symlinks)
+
+    def getsize(self, path):
+        ip = _active
+        if ip is not None and ip.watch is not None:
+            ip._touch(self.filesystem, path, "observed")
+        return orig_getsize(self, path)
+
+    fake_open.FakeFileOpen.call = open_call
+    FakeFilesystem.stat = stat
+    fake_path.FakePathModule.getsize = getsize
+    FakeFile.set_initial_contents = set_initial_contents
+    FakeFile.size = property(orig_size.fget, size_setter)
+    FakeDirectory.add_entry = add_entry
+    FakeDirectory.remove_entry = remove_entry
+    FakeFilesystem.rename = rename
+    FakeOsModule.fsync = fsync
+    FakeOsModule.fdatasync = fdatasync
+    _installed = True
+
+
+_namespace = [0]  # bumped by every directory-entry change anywhere in the fake tree
+
+
+def _memoised(func, name):
+    uses_cwd = name in ("absnormpath", "resolve_path")
+    uses_tree = name == "resolve_path"
+
+    def memoised(self, path, *args, **kwargs):
+        if _active is None or args or kwargs or type(path) is not str:
+            return func(self, path, *args, **kwargs)
+        cache = self.__dict__.get("_faultsim_paths")
+        if cache is None or len(cache) > 100_000:
+            cache = self.__dict__["_faultsim_paths"] = {}
+        key = (name, path, self.cwd if uses_cwd else None, self._is_windows_fs,
+               self._is_macos, _namespace[0] if uses_tree else None)
+        found = cache.get(key)
+        if found is None:
+            found = cache[key] = func(self, path)
+        return list(found) if type(found) is list else found
+
+    memoised.__wrapped__ = func
+    return memoised
+
+
+@dataclass
+class Durability:
+    """What an fsync has made sure of, for the power-loss model.
+
+    `data[ino]` is a file's content as of its last fsync (missing: never synced, so a power
+    loss leaves it empty); `entries[ino]` a directory's names as of its last fsync.
+    Everything present when an incarnation starts is durable (it is what was on disk).
+    """
+
+    data: dict[int, bytes] = field(default_factory=dict)  # file inode -> synced bytes
+    entries: dict[int, dict[str, int]] = field(default_factory=dict)  # dir inode -> names
+    dirs: set[int] = field(default_factory=set)  # inodes known to be directories
+    root: int = 0
+    last_written: list[str] = field(default_factory=list)  # unsynced files, oldest first
+
+
+class FsInterposer:
+    """Watches the sandbox `root` inside pyfakefs `fs` and reports to `tracer`."""
+
+    def __init__(self, fs: fake_filesystem.FakeFilesystem, root: str, tracer: Tracer) -> None:
+        install()
+        self.fs = fs
+        self.root = posixpath.normpath(root)
+        self.tracer = tracer
+        self.quiet = 0  # our own snapshot/restore work: not traced
+        self.nested = 0  # inside a rename: its add/remove are part of it
+        self.killed = False
+        self._open_at_kill: set[int] = set()
+        self.after_kill: list[str] = []  # mutations the dead incarnation tried
+        self.escapes: list[str] = []  # mutations outside the sandbox
+        self.durability = Durability()
+        self.last_touched: str | None = None  # the file most recently created or written
+        # Watching one file: did the run read it ("observed") before it truncated,
+        # replaced or removed it ("destroyed")? Then its old content never mattered.
+        self.watch: str | None = None
+        self.watch_state: str | None = None
+
+    # -- activation -----------------------------------------------------------------------
+    def __enter__(self) -> "FsInterposer":
+        global _active
+        if _active is not None and _active is not self:
+            raise RuntimeError("another FsInterposer is already active")
+        _active = self
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        global _active
+        _active = None
+
+    def kill(self) -> None:
+        """Seal the sandbox: from now on mutations are recorded, never applied.
+
+        Files open at the kill may still be flushed by the unwinding (`with` blocks close
+        them): that is buffered data a real SIGKILL loses, discarded silently. Anything
+        else (a new open, a rename, a write to another file) is the dead incarnation still
+        acting, and is reported."""
+        self.killed = True
+        self._open_at_kill = {w.file_object.st_ino for ws in self.fs.open_files if ws
+                              for w in ws if getattr(w, "file_object", None) is not None}
+
+    # -- paths ----------------------------------------------------------------------------
+    def rel(self, path: str) -> str | None:
+        path = posixpath.normpath(str(path))
+        if path == self.root:
+            return "."
+        if path.startswith(self.root + "/"):
+            return path[len(self.root) + 1:]
+        return None
+
+    def _rel_of(self, obj: Any) -> str | None:
+        try:
+            return self.rel(obj.path)
+        except Exception:  # an object not (or no longer) in the tree
+            return None
+
+    def _touch(self, fs, path, how: str) -> None:
+        if self.watch_state is None:
+            try:
+                rel = self.rel(fs.absnormpath(fs.make_string_path(path)))
+            except Exception:
+                return
+            if rel == self.watch:
+                self.watch_state = how
+
+    def _outside(self, what: str, path: str) -> None:
+        self.escapes.append(f"{what} {path}")
+        self.tracer.emit("sandbox.escape", path, what)
+
+    # -- hooks ----------------------------------------------------------------------------
+    def _content(self, obj, contents, apply):
+        new = obj._encode_contents(contents)
+        new = b"" if new is None else bytes(new)
+        old = obj._byte_contents or b""
+        if new == old:
+            return apply(contents)  # flushes that change nothing are not events
+        rel = self._rel_of(obj)
+        if self.killed:
+            if obj.st_ino not in self._open_at_kill:
+                self.after_kill.append(f"write {rel or obj.name} ({len(new)} bytes)")
+            return False
+        if rel is None:
+            if obj.parent_dir is not None:
+                self._outside("write", obj.path)
+            return apply(contents)
+        kind = "fs.truncate" if not new and old else "fs.write"
+        write = PendingWrite(rel, old, new, apply)
+        torn = self.tracer.before_write(write)
+        if torn is not None:  # a kill inside this write: part of it landed, then death
+            apply(torn)
+            self.kill()
+            raise Killed(f"killed inside the write to {rel}")
+        result = apply(contents)
+        self._dirty(obj, rel)
+        self.last_touched = rel
+        self.tracer.emit(kind, rel, f"{len(old)}->{len(new)} {digest(new)}",
+                         size=len(new) - write.start)
+        return result
+
+    def _truncate(self, obj, st_size, apply):
+        rel = self._rel_of(obj)
+        old = obj._byte_contents or b""
+        if st_size == len(old):
+            return apply(st_size)
+        if self.killed:
+            if obj.st_ino not in self._open_at_kill:
+                self.after_kill.append(f"truncate {rel or obj.name} to {st_size}")
+            return None
+        if rel is None:
+            self._outside("truncate", obj.path)
+            return apply(st_size)
+        result = apply(st_size)
+        self._dirty(obj, rel)
+        self.tracer.emit("fs.truncate", rel, f"{len(old)}->{st_size}")
+        return result
+
+    def _add(self, directory, obj, apply):
+        parent = self._rel_of(directory)
+        name = str(obj.name)
+        kind = "fs.mkdir" if isinstance(obj, fake_file.FakeDirectory) else "fs.create"
+        if self.killed:
+            self.after_kill.append(f"{kind[3:]} {posixpath.join(parent or '?', name)}")
+            return None
+        if parent is None:
+            self._outside(kind[3:], posixpath.join(str(directory.path), name))
+            return apply()
+        result = apply()
+        if kind == "fs.create":
+            self.last_touched = _join(parent, name)
+        self.tracer.emit(kind, _join(parent, name))
+        return result
+
+    def _remove(self, directory, name, apply):
+        parent = self._rel_of(directory)
+        if self.killed:
+            self.after_kill.append(f"unlink {posixpath.join(parent or '?', str(name))}")
+            return None
+        if parent is None:
+            self._outside("unlink", posixpath.join(str(directory.path), str(name)))
+            return apply()
+        entry = directory.entries.get(name)
+        kind = "fs.rmdir" if isinstance(entry, fake_file.FakeDirectory) else "fs.unlink"
+        if self.watch == _join(parent, str(name)) and self.watch_state is None:
+            self.watch_state = "destroyed"
+        result = apply()
+        self.tracer.emit(kind, _join(parent, str(name)))
+        return result
+
+    def _rename(self, fs, old_path, new_path, apply):
+        src = self.rel(fs.absnormpath(fs.make_string_path(old_path)))
+        dst = self.rel(fs.absnormpath(fs.make_string_path(new_path)))
+        if self.killed:
+            self.after_kill.append(f"rename {src} -> {dst}")
+            return None
+        if src is None or dst is None:
+            self._outside("rename", f"{old_path} -> {new_path}")
+            return apply()
+        if self.watch is not None and self.watch_state is None:
+            if src == self.watch:
+                self.watch_state = "observed"  # its content lives on under another name
+            elif dst == self.watch:
+                self.watch_state = "destroyed"
+        self.nested += 1
+        try:
+            result = apply()
+        finally:
+            self.nested -= 1
+        self.tracer.emit("fs.rename", dst, f"from {src}")
+        return result
+
+    def _fsync(self, obj, kind):
+        rel = self._rel_of(obj)
+        if self.killed or rel is None:
+            return
+        if isinstance(obj, fake_file.FakeDirectory):
+            self.durability.entries[obj.st_ino] = {n: e.st_ino for n, e in obj.entries.items()}
+            self.durability.dirs.update(e.st_ino for e in obj.entries.values()
+                                        if isinstance(e, fake_file.FakeDirectory))
+        else:
+            self.durability.data[obj.st_ino] = bytes(obj._byte_contents or b"")
+            if rel in self.durability.last_written:
+                self.durability.last_written.remove(rel)
+        self.tracer.emit("fs." + kind, rel)
+
+    def _dirty(self, obj, rel):
+        lw = self.durability.last_written
+        if rel in lw:
+            lw.remove(rel)
+        lw.append(rel)
+
+    # -- snapshots ------------------------------------------------------------------------
+    def root_dir(self):
+        return self.fs.resolve(self.root)
+
+    def snapshot(self) -> dict[str, bytes | None]:
+        """The sandbox as {relative path: bytes, or None for a directory}."""
+        out: dict[str, bytes | None] = {}
+
+        def walk(directory, prefix):
+            for name in sorted(directory.entries):
+                entry = directory.entries[name]
+                rel = f"{prefix}{name}"
+                if isinstance(entry, fake_file.FakeDirectory):
+                    out[rel] = DIR
+                    walk(entry, rel + "/")
+                else:
+                    out[rel] = bytes(entry._byte_contents or b"")
+
+        walk(self.root_dir(), "")
+        return out
+
+    def inodes(self) -> dict[str, int]:
+        """Relative path → identity of the file object behind it (renames keep it)."""
+        out: dict[str, int] = {}
+
+        def walk(directory, prefix):
+            for name, entry in directory.entries.items():
+                out[f"{prefix}{name}"] = entry.st_ino
+                if isinstance(entry, fake_file.FakeDirectory):
+                    walk(entry, f"{prefix}{name}/")
+
+        walk(self.root_dir(), "")
+        return out
+
+    def restore(self, state: dict[str, bytes | None]) -> None:
+        """Make the sandbox hold exactly `state` (untraced), and mark it all durable."""
+        self.quiet += 1
+        try:
+            root = self.root_dir()
+            for name in list(root.entries):
+                self.fs.remove_object(posixpath.join(self.root, name))
+            for rel in sorted(state):
+                path = posixpath.join(self.root, rel)
+                if state[rel] is DIR:
+                    self.fs.create_dir(path)
+                else:
+                    self.fs.create_file(path, contents=state[rel])
+        finally:
+            self.quiet -= 1
+        self.killed = False
+        self.mark_all_durable()
+
+    def mark_all_durable(self) -> None:
+        root = self.root_dir()
+        d = Durability(root=root.st_ino)
+
+        def walk(directory):
+            d.dirs.add(directory.st_ino)
+            d.entries[directory.st_ino] = {n: e.st_ino for n, e in directory.entries.items()}
+            for entry in directory.entries.values():
+                if isinstance(entry, fake_file.FakeDirectory):
+                    walk(entry)
+                else:
+                    d.data[entry.st_ino] = bytes(entry._byte_contents or b"")
+
+        walk(root)
+        self.durability = d
+
+
+def _join(parent: str, name: str) -> str:
+    return name if parent == "." else f"{parent}/{name}"

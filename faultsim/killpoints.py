@@ -1,0 +1,104 @@
+"""Kill points: every boundary between two events of the golden trace, and torn points
+inside each write. Ids are stable and readable: `k41-between-A-and-tool-checkpoint.A`."""
+from __future__ import annotations
+
+import posixpath
+import re
+from dataclasses import dataclass
+from typing import Sequence
+
+from .trace import Event
+
+SECTOR = 512
+
+# Phases set by the agent's marks, the model and the world; a boundary takes the phase of
+# the last such event before it.
+_PHASES = {
+    "model.response": "after-model-response",
+    "mark.checkpoint.A": "between-A-and-tool",
+    "mark.tool.start": "in-tool",
+    "effect.applied": "after-effect",
+    "mark.tool.end": "after-tool-before-B",
+    "mark.checkpoint.B": "after-B",
+    "mark.run.completed": "after-completion",
+    "mark.run.escalated": "after-escalation",
+}
+CATEGORIES = ("start", "after-model-response", "checkpoint-mid-write", "checkpoint-rename",
+              "between-A-and-tool", "in-tool", "after-effect", "after-tool-before-B",
+              "after-B", "mid-write", "after-completion", "after-escalation")
+REQUIRED_ON_REFERENCE = ("checkpoint-mid-write", "checkpoint-rename", "after-model-response",
+                         "between-A-and-tool", "after-effect", "after-tool-before-B", "after-B")
+
+
+@dataclass(frozen=True)
+class KillPoint:
+    index: int  # kill after event `index` (0: before the first event) ...
+    offset: int | None  # ... or inside event `index`, after `offset` bytes of its write
+    category: str
+    id: str
+    where: str  # the event it follows or tears, in words
+
+    @property
+    def torn(self) -> bool:
+        return self.offset is not None
+
+    def describe(self) -> str:
+        how = f"inside {self.where}, after {self.offset} bytes" if self.torn \
+            else f"after {self.where}"
+        return f"{self.id} ({self.category}): {how}"
+
+
+def torn_offsets(length: int) -> list[int]:
+    """At least: 1 byte, half, all but one byte, and each 512-byte boundary."""
+    if length < 2:
+        return []
+    points = {1, length // 2, length - 1} | set(range(SECTOR, length, SECTOR))
+    return sorted(p for p in points if 0 < p < length)
+
+
+def _is_checkpoint(path: str) -> bool:
+    return posixpath.basename(path).startswith("checkpoint")
+
+
+def _subject(event: Event, counts: dict[str, int]) -> str:
+    if event.kind.startswith("fs."):
+        name = posixpath.basename(event.subject)
+    elif event.kind.startswith("effect."):
+        name = event.subject
+    elif event.kind.startswith("mark."):
+        name = event.kind[5:] + (f"-{event.subject}" if event.subject else "")
+    elif event.kind == "model.response":
+        name = f"model@{event.subject}"
+    else:
+        name = event.kind
+    counts[name] = counts.get(name, 0) + 1
+    return re.sub(r"[^A-Za-z0-9_.@:#-]+", "_", f"{name}#{counts[name]}")
+
+
+def kill_points(trace: Sequence[Event]) -> list[KillPoint]:
+    points = [KillPoint(0, None, "start", "k0-start", "nothing (before the first event)")]
+    phase = "start"
+    counts: dict[str, int] = {}
+    for i, event in enumerate(trace, start=1):
+        subject = _subject(event, counts)
+        if event.kind == "fs.write":
+            cat = "checkpoint-mid-write" if _is_checkpoint(event.subject) else "mid-write"
+            for off in torn_offsets(event.size):
+                points.append(KillPoint(i, off, cat, f"k{i}.{off}-{cat}-{subject}@{off}",
+                                        event.describe()))
+        if event.kind in _PHASES and (event.kind != "model.response"
+                                      or event.detail.startswith("200")):
+            phase = _PHASES[event.kind]
+        nxt = trace[i] if i < len(trace) else None
+        cat = phase
+        if nxt is not None and nxt.kind == "fs.rename" and _is_checkpoint(nxt.subject):
+            cat = "checkpoint-rename"
+        points.append(KillPoint(i, None, cat, f"k{i}-{cat}-{subject}", event.describe()))
+    return points
+
+
+def categories(points: Sequence[KillPoint]) -> dict[str, int]:
+    out = {c: 0 for c in CATEGORIES}
+    for p in points:
+        out[p.category] = out.get(p.category, 0) + 1
+    return out

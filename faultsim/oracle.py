@@ -1,0 +1,249 @@
+"""The oracle: one guard per protocol rule, each judging one crash run against the golden
+run. A guard returns a `Violation` (with a sentence a person can read) or None."""
+from __future__ import annotations
+
+import json
+import posixpath
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from .agent import Outcome
+from .crashmodel import CrashState
+from .killpoints import KillPoint
+from .world import World, effect_difference
+from .world.ledger import Ledger
+
+EFFECT_OPS = ("submit", "apply", "send")  # attempts that may change the world
+OUTPUTS = "workspace/"  # the agent's outputs, compared with the golden run's at the end
+
+
+@dataclass(frozen=True)
+class Violation:
+    invariant: str
+    rule: str
+    explanation: str
+
+
+@dataclass
+class Golden:
+    """The clean run every crash run is judged against."""
+
+    outcome: Outcome
+    ledger: Ledger
+    outputs: dict[str, bytes]
+    effect_attempts: int
+    trace: list  # events
+
+    @classmethod
+    def of(cls, outcome: Outcome, world: World, final: dict, trace: list) -> "Golden":
+        return cls(outcome, world.ledger, outputs_of(final), effect_attempts(world.ledger),
+                   trace)
+
+
+@dataclass
+class CrashRun:
+    """One explored crash state and what the resumed agent did from it."""
+
+    kill_points: list[KillPoint]  # one per crash (the schedule)
+    state: CrashState  # what the last resume found on disk
+    world: World
+    outcome: Outcome | None = None
+    error: str | None = None  # what the resume raised, if it did not finish
+    timed_out: bool = False
+    final: dict = field(default_factory=dict)  # the sandbox at the end
+    after_kill: list[str] = field(default_factory=list)
+    escapes: list[str] = field(default_factory=list)
+    resume_positions: list[int] = field(default_factory=list)  # first model position asked
+
+    @property
+    def crashes(self) -> int:
+        return len(self.kill_points)
+
+
+def outputs_of(files: dict) -> dict[str, bytes]:
+    return {p: d for p, d in files.items() if p.startswith(OUTPUTS) and d is not None}
+
+
+def effect_attempts(ledger: Ledger) -> int:
+    return sum(1 for e in ledger.entries if e.op in EFFECT_OPS)
+
+
+def checkpoints_in(files: dict) -> dict[str, bytes]:
+    return {p: d for p, d in files.items()
+            if posixpath.basename(p) == "checkpoint.json" and d is not None}
+
+
+# -- the guards --------------------------------------------------------------------------
+def completes_or_escalates(g: Golden, r: CrashRun) -> Violation | None:
+    if r.timed_out:
+        return Violation("completes_or_escalates", "P5", f"the resumed agent hung: {r.error}")
+    if r.error is not None:
+        return Violation("completes_or_escalates", "P5",
+                         f"the resumed run failed instead of completing: {r.error}")
+    out = r.outcome
+    if out.status == "escalated":
+        return None  # an explicit escalation (P11) is a legal stop
+    if out.status != "completed":
+        return Violation("completes_or_escalates", "P5", f"the run ended as {out.status!r}")
+    if out.final_answer != g.outcome.final_answer:
+        return Violation("completes_or_escalates", "P5",
+                         f"final answer {_short(out.final_answer)} differs from the clean "
+                         f"run's {_short(g.outcome.final_answer)}")
+    return None
+
+
+def no_silent_restart(g: Golden, r: CrashRun) -> Violation | None:
+    progressed = []
+    for path, data in checkpoints_in(r.state.as_dict()).items():
+        try:
+            doc = json.loads(data)
+            if isinstance(doc, dict) and len(doc.get("messages") or []) > 1:
+                progressed.append(path)
+        except ValueError:
+            pass
+    if progressed and r.resume_positions and r.resume_positions[0] == 0:
+        return Violation("no_silent_restart", "P1/P5",
+                         f"{progressed[0]} held a conversation in progress, yet the resumed "
+                         "agent asked the model for turn 1 again: it restarted from zero")
+    return None
+
+
+def effects_exactly_once(g: Golden, r: CrashRun) -> Violation | None:
+    diff = effect_difference(g.ledger, r.world.ledger)
+    extra, missing = diff["extra"], diff["missing"]
+    escalated = r.outcome is not None and r.outcome.status == "escalated"
+    if not r.outcome or r.error:
+        missing = {}  # the run did not finish: what is missing is the other guard's story
+    if escalated:
+        missing = {}  # stopping for a person may leave later effects undone
+    if not extra and not missing:
+        return None
+    parts = [f"{effect} applied {n + _golden_count(g, effect)} times, the clean run "
+             f"{_golden_count(g, effect)}" for effect, n in sorted(extra.items())]
+    parts += [f"{effect} never applied (the clean run applied it {n} time(s))"
+              for effect, n in sorted(missing.items())]
+    return Violation("effects_exactly_once", "P8/P11", "; ".join(parts))
+
+
+def one_step_repeated_per_crash(g: Golden, r: CrashRun) -> Violation | None:
+    attempts = effect_attempts(r.world.ledger) - g.effect_attempts
+    reasked = sum(1 for q in r.world.model.requests if q.ok and q.repeat > 0)
+    repeated = max(0, attempts) + reasked
+    if repeated > r.crashes:
+        return Violation("one_step_repeated_per_crash", "P2/P5",
+                         f"{repeated} steps were repeated ({max(0, attempts)} extra effect "
+                         f"attempts, {reasked} re-asked model turns) after {r.crashes} "
+                         "crash(es); at most one per crash is allowed")
+    return None
+
+
+def counters_continue(g: Golden, r: CrashRun) -> Violation | None:
+    out = r.outcome
+    if out is None or out.status != "completed":
+        return None
+    problems = []
+    if out.turns is not None and g.outcome.turns is not None and out.turns != g.outcome.turns:
+        problems.append(f"turns ended at {out.turns}, the clean run at {g.outcome.turns}")
+    if out.tokens_used is not None and g.outcome.tokens_used is not None:
+        billed = sum(q.input_tokens + q.output_tokens for q in r.world.model.requests if q.ok)
+        if not g.outcome.tokens_used <= out.tokens_used <= billed:
+            problems.append(f"tokensUsed ended at {out.tokens_used}; the clean run spent "
+                            f"{g.outcome.tokens_used} and this run was billed {billed}")
+    if problems:
+        return Violation("counters_continue", "P1/P5", "; ".join(problems) +
+                         " (counters must continue from the stored values)")
+    return None
+
+
+def progress_recorded_once(g: Golden, r: CrashRun) -> Violation | None:
+    out = r.outcome
+    if out is None or out.status != "completed" or out.steps is None or g.outcome.steps is None:
+        return None
+    if out.steps != g.outcome.steps:
+        return Violation("progress_recorded_once", "P7/P9",
+                         f"the run reports {out.steps} completed steps, the clean run "
+                         f"{g.outcome.steps}: a step was logged twice or lost")
+    return None
+
+
+def checkpoint_whole(g: Golden, r: CrashRun) -> Violation | None:
+    for path, data in checkpoints_in(r.state.as_dict()).items():
+        try:
+            json.loads(data.decode("utf-8"))
+        except (UnicodeDecodeError, ValueError):
+            return Violation("checkpoint_whole", "P3",
+                             f"at the kill, {path} on disk was not one whole version "
+                             f"({len(data)} bytes: {_bytes(data)})")
+    return None
+
+
+def no_write_after_kill(g: Golden, r: CrashRun) -> Violation | None:
+    if r.after_kill:
+        return Violation("no_write_after_kill", "P3",
+                         "after the kill the dead incarnation still tried: " +
+                         "; ".join(r.after_kill[:5]) + " (a real SIGKILL runs no cleanup; "
+                         "these never reached the disk)")
+    return None
+
+
+def api_valid(g: Golden, r: CrashRun) -> Violation | None:
+    bad = r.world.model.invalid_requests
+    if bad:
+        return Violation("api_valid", "P5", f"the API refused {len(bad)} request(s) with 400 "
+                         f"invalid_request_error: {bad[0].message}")
+    return None
+
+
+def outputs_match(g: Golden, r: CrashRun) -> Violation | None:
+    if r.outcome is None or r.outcome.status != "completed":
+        return None
+    got = outputs_of(r.final)
+    if got == g.outputs:
+        return None
+    changed = sorted(p for p in set(got) | set(g.outputs) if got.get(p) != g.outputs.get(p))
+    return Violation("outputs_match", "P9/P10", "outputs differ from the clean run's: " +
+                     ", ".join(f"{p} ({_size(got.get(p))} vs {_size(g.outputs.get(p))} bytes)"
+                               for p in changed[:5]))
+
+
+def no_sandbox_escape(g: Golden, r: CrashRun) -> Violation | None:
+    if r.escapes:
+        return Violation("no_sandbox_escape", "sandbox", "the agent wrote outside its "
+                         "workdir (contained in the fake filesystem): " + "; ".join(r.escapes[:5]))
+    return None
+
+
+# Guards that depend on the crash state itself (checked for every state, even when the
+# resumed run is known from an equivalent state) and guards on what the resume did.
+STATE_GUARDS = (checkpoint_whole, no_silent_restart)
+RESUME_GUARDS = (completes_or_escalates, effects_exactly_once, one_step_repeated_per_crash,
+                 counters_continue, progress_recorded_once, api_valid, outputs_match,
+                 no_sandbox_escape)
+GUARDS: tuple[Callable[[Golden, CrashRun], Violation | None], ...] = (
+    *STATE_GUARDS, *RESUME_GUARDS, no_write_after_kill)
+
+
+def judge(g: Golden, r: CrashRun, guards=GUARDS) -> list[Violation]:
+    return [v for v in (guard(g, r) for guard in guards) if v is not None]
+
+
+def _golden_count(g: Golden, effect: str) -> int:
+    return g.ledger.effect_counts()[effect]
+
+
+def _short(text: Any) -> str:
+    text = repr(text)
+    return text if len(text) < 70 else text[:66] + "...'"
+
+
+def _size(data: bytes | None) -> str:
+    return "missing" if data is None else str(len(data))
+
+
+def _bytes(data: bytes) -> str:
+    if not data:
+        return "empty"
+    if data.strip(b"\0") == b"":
+        return "all NUL bytes"
+    shown = data[-60:]
+    return f"ends with {shown!r}"

@@ -1,0 +1,187 @@
+"""Verdicts and reports: what a person reads, and what CI parses."""
+from __future__ import annotations
+
+import json
+import shlex
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from .killpoints import KillPoint, categories
+
+if TYPE_CHECKING:
+    from .crashmodel import CrashState
+    from .oracle import CrashRun, Golden, Violation
+    from .scenario import Scenario
+
+TRACE_CONTEXT = 3
+
+
+@dataclass
+class ResumeSummary:
+    """What a counterexample shows of the resumed run (small, and picklable across the
+    explorer's forked workers)."""
+
+    ledger: Any
+    outcome: Any
+    error: str | None
+
+    @classmethod
+    def of(cls, crash_run: "CrashRun") -> "ResumeSummary":
+        return cls(crash_run.world.ledger, crash_run.outcome, crash_run.error)
+
+
+@dataclass
+class Verdict:
+    kill_point: KillPoint
+    crash_model: str
+    persisted: str  # which subset of unsynced state survived (power) or "every completed …"
+    violations: list["Violation"]
+    state: "CrashState"
+    resume: "ResumeSummary | None"  # what the resumed run did (kept for failures only)
+    golden: "Golden"
+    order: int = 0  # among the crash states of one kill point
+
+    @property
+    def ok(self) -> bool:
+        return not self.violations
+
+
+@dataclass
+class ModelRun:
+    """One scenario × agent × crash model."""
+
+    scenario: "Scenario"
+    agent: str
+    crash_model: str
+    kill_points: list[KillPoint]
+    explored: list[KillPoint]
+    verdicts: list[Verdict] = field(default_factory=list)
+    seconds: float = 0.0
+    judged: int = 0  # crash states resumed and judged
+    reused: int = 0  # crash states equal to one already judged
+
+    @property
+    def failures(self) -> list[Verdict]:
+        return [v for v in self.verdicts if not v.ok]
+
+    @property
+    def ok(self) -> bool:
+        return not self.failures
+
+    def replay_command(self, verdict: Verdict) -> str:
+        return (f"faultsim run {shlex.quote(self.scenario.path)} --agent "
+                f"{shlex.quote(self.agent)} --crash-model {self.crash_model} "
+                f"--kill-point {verdict.kill_point.id}")
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "scenario": self.scenario.id, "path": self.scenario.path, "agent": self.agent,
+            "crash_model": self.crash_model, "kill_points_total": len(self.kill_points),
+            "kill_points_explored": len(self.explored),
+            "categories": categories(self.explored), "seconds": round(self.seconds, 3),
+            "crash_states": len(self.verdicts), "crash_states_resumed": self.judged,
+            "violations": [
+                {"invariant": v.invariant, "rule": v.rule,
+                 "schedule": [verdict.kill_point.id], "persisted": verdict.persisted,
+                 "replay": self.replay_command(verdict), "explanation": v.explanation}
+                for verdict in self.failures for v in verdict.violations],
+        }
+
+    def counterexample(self, verdict: Verdict) -> str:
+        point, golden = verdict.kill_point, verdict.golden
+        lines = [f"{self.scenario.id} / {self.agent} / crash model {self.crash_model}",
+                 f"kill point {point.describe()}"]
+        if self.crash_model == "power":
+            lines.append(f"after power loss: {verdict.persisted}")
+        for v in verdict.violations:
+            lines.append(f"VIOLATED {v.invariant} ({v.rule}): {v.explanation}")
+        lines.append("trace of the clean run around the kill:")
+        lo, hi = max(1, point.index - TRACE_CONTEXT), point.index + TRACE_CONTEXT
+        for event in golden.trace[lo - 1:hi]:
+            here = ("  >> killed inside this write" if point.torn and event.index == point.index
+                    else "")
+            lines.append(f"    {event.describe()}{here}")
+            if not point.torn and event.index == point.index:
+                lines.append("    ---- KILL ----")
+        if point.index == 0:
+            lines.insert(-1, "    ---- KILL (before the first event) ----")
+        files = verdict.state.as_dict()
+        checkpoints = {p: d for p, d in files.items() if p.endswith("checkpoint.json")}
+        lines.append("checkpoint on disk at the kill:" if checkpoints
+                     else "checkpoint on disk at the kill: none")
+        for path, data in checkpoints.items():
+            lines.append(f"    {path} ({len(data)} bytes): {_preview(data)}")
+        run = verdict.resume
+        if run is not None:
+            from .world import effect_difference
+
+            diff = effect_difference(golden.ledger, run.ledger)
+            if diff["extra"] or diff["missing"]:
+                lines.append(f"ledger difference: extra {diff['extra'] or '{}'}, "
+                             f"missing {diff['missing'] or '{}'}")
+            resumed = [e for e in run.ledger.entries if e.incarnation > 1]
+            if resumed:
+                lines.append("the resumed incarnation's calls to the world:")
+                lines += [f"    {e.describe()}" for e in resumed[:8]]
+            if run.error is not None:
+                lines.append(f"resumed run failed: {run.error}")
+            if run.outcome is not None:
+                lines.append(f"resumed run ended: {run.outcome.status}, final answer "
+                             f"{(run.outcome.final_answer or '')[:80]!r}")
+        lines.append(f"replay: {self.replay_command(verdict)}")
+        return "\n".join(lines)
+
+
+def _preview(data: bytes | None) -> str:
+    if data is None:
+        return "(a directory)"
+    if not data:
+        return "empty"
+    if len(data) <= 160:
+        return repr(data)
+    return f"{data[:80]!r} ... {data[-60:]!r}"
+
+
+@dataclass
+class Report:
+    runs: list[ModelRun] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return all(run.ok for run in self.runs)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"ok": self.ok, "runs": [run.to_json() for run in self.runs]}
+
+    def dumps(self) -> str:
+        return json.dumps(self.to_json(), indent=2)
+
+    def counterexamples(self, limit: int = 3) -> list[str]:
+        out = []
+        for run in self.runs:
+            shown = set()
+            for verdict in run.failures:
+                kinds = tuple(v.invariant for v in verdict.violations)
+                if kinds in shown:
+                    continue  # one example per kind of failure, the earliest
+                shown.add(kinds)
+                out.append(run.counterexample(verdict))
+                if len(out) >= limit:
+                    return out
+        return out
+
+    def summary(self) -> str:
+        lines = []
+        for run in self.runs:
+            status = "ok" if run.ok else f"{len(run.failures)} crash states VIOLATE"
+            lines.append(f"{run.scenario.id:<22} {run.agent:<45} {run.crash_model:<8} "
+                         f"{len(run.explored):>5}/{len(run.kill_points):<5} kill points "
+                         f"{len(run.verdicts):>5} states {run.seconds:7.1f}s  {status}")
+        return "\n".join(lines)
+
+    def assert_ok(self) -> None:
+        if not self.ok:
+            failures = sum(len(r.failures) for r in self.runs)
+            raise AssertionError(f"faultsim: {failures} crash state(s) violate the protocol; "
+                                 "the first of each kind:\n\n" +
+                                 "\n\n".join(self.counterexamples()))

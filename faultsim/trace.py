@@ -1,0 +1,95 @@
+"""The trace: one ordered list of everything an incarnation did that a crash could split.
+
+File operations (from the pyfakefs interposer), model answers (from the fake transport),
+effects (from the world's receivers) and the agent's own protocol marks all become
+`Event`s with a stable index. A kill point is a boundary between two events, or a place
+inside one write.
+"""
+from __future__ import annotations
+
+import hashlib
+from functools import cached_property
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+
+class Killed(BaseException):
+    """A simulated SIGKILL. A BaseException, so no `except Exception` in an agent (nor the
+    SDK's tool runner) can swallow it."""
+
+
+class WorldSealed(BaseException):
+    """The dead incarnation tried to act on the world after its kill."""
+
+
+def digest(data: bytes) -> str:
+    return hashlib.blake2b(data, digest_size=6).hexdigest()
+
+
+@dataclass(frozen=True)
+class Event:
+    index: int  # 1-based position in the incarnation's trace
+    kind: str  # fs.create fs.write fs.truncate fs.rename fs.unlink fs.mkdir fs.rmdir fs.fsync
+    #            model.response effect.<outcome> mark.<name>
+    subject: str  # the path, service call or mark name it concerns
+    detail: str = ""  # stable extra facts (sizes, digests, keys)
+    size: int = 0  # bytes written, for writes
+
+    def signature(self) -> tuple:
+        """What two deterministic runs must agree on."""
+        return (self.kind, self.subject, self.detail)
+
+    def describe(self) -> str:
+        extra = f" {self.detail}" if self.detail else ""
+        return f"#{self.index} {self.kind} {self.subject}{extra}"
+
+
+@dataclass
+class Tracer:
+    """Collects events and lets a policy act at each one (kill, fork, tear a write)."""
+
+    events: list[Event] = field(default_factory=list)
+    policy: Any = None  # has before_write(tracer, next_index, write) and after(tracer, event)
+
+    @property
+    def next_index(self) -> int:
+        return len(self.events) + 1
+
+    def emit(self, kind: str, subject: str, detail: str = "", size: int = 0) -> Event:
+        event = Event(self.next_index, kind, subject, detail, size)
+        self.events.append(event)
+        if self.policy is not None:
+            self.policy.after(self, event)
+        return event
+
+    def before_write(self, write: "PendingWrite") -> bytes | None:
+        """Called before a content write lands; a policy may tear it (return partial bytes)."""
+        if self.policy is not None:
+            return self.policy.before_write(self, write)
+        return None
+
+
+@dataclass(frozen=True)
+class PendingWrite:
+    path: str  # relative to the sandbox
+    old: bytes
+    new: bytes
+    apply: Callable[[bytes], Any]  # puts bytes into the file (bypassing the trace)
+
+    @cached_property
+    def start(self) -> int:
+        """Where the written region begins: the common prefix of old and new."""
+        n = min(len(self.old), len(self.new))
+        i = 0
+        # compare in blocks first: checkpoints rewrite a long identical prefix
+        while i + 4096 <= n and self.old[i:i + 4096] == self.new[i:i + 4096]:
+            i += 4096
+        while i < n and self.old[i] == self.new[i]:
+            i += 1
+        return i
+
+    def torn(self, offset: int) -> bytes:
+        """The file after `offset` bytes of the written region reached it (a process kill)."""
+        s = self.start
+        return self.new[:s + offset] + self.old[s + offset:] if len(self.old) > len(self.new) \
+            else self.new[:s + offset]
