@@ -29,36 +29,88 @@ def scenario_paths(args: list[str]) -> list[Path]:
     return paths
 
 
-def _print_record(record, agent_spec: str) -> bool:
-    sc, out, model = record.scenario, record.outcome, record.world.model
-    matches = out.status == "completed" and out.final_answer == sc.expected_final_answer
-    effects = ", ".join(f"{name} {n}" for name, n in record.effects_by_service().items())
-    print(f"{sc.id}  ({sc.path}) with {agent_spec}")
-    print(f"  outcome         {out.status}" + (f": {out.escalation}" if out.escalation else ""))
-    print(f"  final answer    {out.final_answer}")
-    print(f"  as expected     {'yes' if matches else 'NO, expected: ' + sc.expected_final_answer}")
-    print(f"  turns           {out.turns}")
-    print(f"  tokens used     {out.tokens_used}")
-    print(f"  model requests  {len(model.requests)} ({len(model.repeated_requests())} repeated, "
-          f"{len(model.invalid_requests)} invalid)")
-    print(f"  effects applied {effects}")
-    dups = record.world.ledger.duplicates()
-    if dups:
-        print(f"  DUPLICATED      {dups}")
-    return matches and not dups and not model.invalid_requests
+class _Progress:
+    """A one-line progress bar on a terminal (kill points done/total, rate, ETA)."""
+
+    def __init__(self, label: str) -> None:
+        import freezegun.api as real
+
+        self.label, self.clock = label, real.real_perf_counter
+        self.started = self.clock()
+        self.enabled = sys.stderr.isatty()
+        self.shown = False
+
+    def __call__(self, done: int, total: int) -> None:
+        if not self.enabled:
+            return
+        elapsed = self.clock() - self.started
+        if elapsed < 1.0 and done < total:
+            return  # runs shorter than a second get no bar
+        rate = done / elapsed if elapsed else 0.0
+        eta = (total - done) / rate if rate else 0.0
+        width = 30
+        filled = int(width * done / max(1, total))
+        sys.stderr.write(f"\r{self.label} [{'#' * filled}{'.' * (width - filled)}] "
+                         f"{done}/{total} kill points  {rate:5.1f}/s  ETA {eta:4.0f}s ")
+        sys.stderr.flush()
+        self.shown = True
+
+    def close(self) -> None:
+        if self.shown:
+            sys.stderr.write("\n")
+
+
+def _print_run(run) -> None:
+    data = run.to_json()
+    cats = ", ".join(f"{c} {n}" for c, n in data["categories"].items() if n)
+    status = "ok" if run.ok else f"{len(run.failures)} VIOLATIONS"
+    print(f"{run.scenario.id} · {run.agent} · {run.crash_model}: {status}")
+    print(f"  kill points   {data['kill_points_explored']}/{data['kill_points_total']} "
+          f"explored ({cats})")
+    print(f"  crash states  {data['crash_states']} judged, {run.judged} resumed "
+          f"({run.reused} equal to one already judged), {run.seconds:.1f}s")
+    for probe in run.probes:
+        print(f"  probe         {probe.kill_point.id}: {'ok' if probe.ok else 'VIOLATED'}")
 
 
 def cmd_run(ns: argparse.Namespace) -> int:
+    import json
+
     from .agent import load_factory
-    from .runner import run_once
+    from .explore import explore
+    from .report import Report
     from .scenario import load_scenario
 
     factory = load_factory(ns.agent)
     scenarios = [load_scenario(p) for p in scenario_paths(ns.scenarios)]
-    ok = True
+    only = None
+    if ns.kill_point:
+        wanted = set(ns.kill_point)
+        only = lambda point: point.id in wanted  # noqa: E731
+    report = Report()
     for sc in scenarios:
-        ok &= _print_record(run_once(sc, factory), ns.agent)
-    return EXIT_OK if ok else EXIT_VIOLATION
+        progress = _Progress(f"{sc.id} ({ns.crash_model})")
+        try:
+            part = explore(factory, sc, crash_model=ns.crash_model, agent_name=ns.agent,
+                           only=only, timeout=ns.timeout, workers=ns.workers,
+                           progress=progress)
+        finally:
+            progress.close()
+        for run in part.runs:
+            if ns.kill_point and not run.explored:
+                raise UsageError(f"{sc.path}: no kill point {', '.join(ns.kill_point)}; "
+                                 "ids come from a report of this scenario and agent")
+            report.runs.append(run)
+            _print_run(run)
+    if not report.ok:
+        print()
+        print("\n\n".join(report.counterexamples(limit=ns.examples)))
+    print()
+    print(report.summary())
+    if ns.json:
+        with open(ns.json, "w", encoding="utf-8") as f:
+            json.dump(report.to_json(), f, indent=2)
+    return EXIT_OK if report.ok else EXIT_VIOLATION
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -66,12 +118,28 @@ def build_parser() -> argparse.ArgumentParser:
                                      "long-running AI agents.")
     parser.add_argument("--debug", action="store_true", help="show tracebacks on errors")
     sub = parser.add_subparsers(dest="command", required=True)
-    run = sub.add_parser("run", help="run an agent through scenario files")
+    run = sub.add_parser("run", help="crash an agent at every kill point of scenario files, "
+                         "resume it, judge it")
     run.add_argument("scenarios", nargs="*", default=["scenarios"],
                      help="scenario files or directories (default: scenarios/)")
     run.add_argument("--agent", default="reference_agent",
                      help="agent factory as MODULE[:ATTR] (default: reference_agent, "
                           "attribute make_agent)")
+    run.add_argument("--crash-model", default="process", choices=["process", "power", "all"],
+                     help="what a crash leaves on disk: a killed process, power loss, or "
+                          "both (default: process)")
+    run.add_argument("--json", metavar="FILE", help="write the report as JSON")
+    run.add_argument("--kill-point", action="append", metavar="ID",
+                     help="explore only this kill point (repeatable): replays a "
+                          "counterexample")
+    run.add_argument("--workers", type=int, default=None,
+                     help="crash runs at once (default: one per core; 0 = one after "
+                          "another in this process)")
+    run.add_argument("--timeout", type=float, default=30.0,
+                     help="seconds an incarnation may run before it counts as hung "
+                          "(default: 30)")
+    run.add_argument("--examples", type=int, default=3,
+                     help="counterexamples to print, the first of each kind (default: 3)")
     run.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
                      help=argparse.SUPPRESS)
     run.set_defaults(func=cmd_run)
@@ -80,6 +148,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     from .agent import AgentLoadError
+    from .explore import AgentFailedCleanly, NonDeterminismError
     from .scenario import ScenarioError
 
     ns = build_parser().parse_args(argv)
@@ -90,6 +159,11 @@ def main(argv: list[str] | None = None) -> int:
             traceback.print_exc()
         print(f"faultsim: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    except (NonDeterminismError, AgentFailedCleanly) as exc:  # findings about the agent
+        if ns.debug:
+            traceback.print_exc()
+        print(f"faultsim: {exc}", file=sys.stderr)
+        return EXIT_VIOLATION
     except KeyboardInterrupt:
         print("faultsim: interrupted", file=sys.stderr)
         return 130

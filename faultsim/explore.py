@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import hashlib
+import json
 import posix as _os  # the real OS: pyfakefs patches every module's `os`, not `posix`
 import signal
 import threading
@@ -311,6 +312,7 @@ class ResumeResult:
     summary: ResumeSummary | None
     first_position: int | None
     insensitive: bool = False  # the run destroyed the watched file without reading it
+    seconds: float = 0.0  # how long the bare resumed run took
 
 
 def _masked(state: CrashState, path: str | None) -> str | None:
@@ -325,6 +327,7 @@ def _masked(state: CrashState, path: str | None) -> str | None:
 def _resume_and_judge(ex: Explorer, golden: Golden, world: World, state: CrashState,
                       point: KillPoint, watch: str | None) -> ResumeResult:
     ex.interposer.watch, ex.interposer.watch_state = watch, None
+    started = _real_time.real_perf_counter()
     try:
         crash_run = ex.resume(world, state, [point], [])
     finally:
@@ -333,7 +336,7 @@ def _resume_and_judge(ex: Explorer, golden: Golden, world: World, state: CrashSt
     violations = judge(golden, crash_run, RESUME_GUARDS)
     first = crash_run.resume_positions[0] if crash_run.resume_positions else None
     return ResumeResult(violations, ResumeSummary.of(crash_run) if violations else None,
-                        first, insensitive)
+                        first, insensitive, _real_time.real_perf_counter() - started)
 
 
 @dataclass
@@ -383,6 +386,7 @@ class _Sweep:
                                     result.summary, self.golden, order))
         if fresh:
             run.judged += 1
+            run.resume_seconds += result.seconds
         else:
             run.reused += 1
 
@@ -660,6 +664,56 @@ class _Pool:
             _os._exit(status)
 
 
+PROBE_VERSION = 999
+
+
+def version_probe(ex: Explorer, golden: Golden) -> Verdict | None:
+    """P4: a checkpoint whose version this code cannot know (a newer release wrote it, then
+    a rollback) must be refused loudly and left untouched. Taken from the crash state after
+    the second completed turn; skipped when the agent keeps no versioned checkpoint.json."""
+    marks = [e.index for e in golden.trace if e.kind == "mark.checkpoint.B"]
+    index = marks[min(1, len(marks) - 1)] if marks else len(golden.trace) // 2
+    point = KillPoint(index, None, "version-probe", "probe-unknown-version",
+                      f"#{index}, every checkpoint.json rewritten with version "
+                      f"{PROBE_VERSION}")
+    world, states, _ = ex.crash(point, "process")
+    files = states[0].as_dict()
+    changed = {}
+    for path, data in files.items():
+        if path.endswith("checkpoint.json") and data:
+            try:
+                doc = json.loads(data)
+            except ValueError:
+                continue
+            if isinstance(doc, dict) and "version" in doc:
+                doc["version"] = PROBE_VERSION
+                changed[path] = json.dumps(doc).encode()
+    if not changed:
+        return None
+    state = CrashState.of("process", f"checkpoint version set to {PROBE_VERSION}",
+                          {**files, **changed})
+    effects_before = len(world.ledger.applied())
+    asked_before = sum(1 for q in world.model.requests if q.ok)
+    run = ex.resume(world, state, [point], [])
+    problems = []
+    if run.error is None:
+        problems.append(f"the agent resumed from a checkpoint of unknown version "
+                        f"{PROBE_VERSION} instead of refusing it (it ended "
+                        f"{run.outcome.status if run.outcome else 'without an outcome'})")
+    overwritten = [p for p, d in changed.items() if run.final.get(p) != d]
+    if overwritten:
+        problems.append(f"{overwritten[0]} was overwritten while being refused or parsed")
+    applied = len(world.ledger.applied()) - effects_before
+    asked = sum(1 for q in world.model.requests if q.ok) - asked_before
+    if problems and (applied or asked):
+        problems.append(f"{applied} effect(s) applied and {asked} model turn(s) asked on "
+                        "the strength of it")
+    violations = [Violation("unknown_version_refused", "P4", "; ".join(problems))] \
+        if problems else []
+    return Verdict(point, "process", "a checkpoint from a future release", violations, state,
+                   ResumeSummary.of(run) if violations else None, golden, 0)
+
+
 def explore(make_agent: Callable[[AgentEnv], Any], scenario: Scenario, *,
             crash_model: str | Iterable[str] = "process", agent_name: str | None = None,
             only: Callable[[KillPoint], bool] | None = None, timeout: float | None = 30.0,
@@ -678,21 +732,30 @@ def explore(make_agent: Callable[[AgentEnv], Any], scenario: Scenario, *,
     if workers is None:
         workers = os.cpu_count() or 1
     report = Report()
+    started = _real_time.real_perf_counter()
     with Explorer(make_agent, scenario, agent_name=name, timeout=timeout, seed=seed) as ex:
-        started = _real_time.real_perf_counter()
         golden = ex.golden()
         points = kill_points(golden.trace)
         chosen = [p for p in points if only is None or only(p)]
         runs = {m: ModelRun(scenario=scenario, agent=name, crash_model=m, kill_points=points,
                             explored=chosen) for m in models}
         sweep = _Sweep(golden, runs)
+        golden_seconds = _real_time.real_perf_counter() - started
+        sweep_started = _real_time.real_perf_counter()
         if workers > 0 and hasattr(os, "fork"):
             _sweep_forking(ex, sweep, chosen, models, workers, progress)
         else:
             _sweep_replaying(ex, sweep, chosen, models, progress)
+        report.sweep_seconds += _real_time.real_perf_counter() - sweep_started
+        report.golden_seconds += golden_seconds
+        probe = version_probe(ex, golden) if only is None else None
         seconds = _real_time.real_perf_counter() - started
+        first = runs[models[0]]
+        if probe is not None:
+            first.probes.append(probe)
+        position = {p.id: n for n, p in enumerate(chosen)}
         for run in runs.values():
-            run.verdicts.sort(key=lambda v: (chosen.index(v.kill_point), v.order))
+            run.verdicts.sort(key=lambda v: (position[v.kill_point.id], v.order))
             run.seconds = seconds * len(run.verdicts) / max(1, sum(len(r.verdicts)
                                                                   for r in runs.values()))
             report.runs.append(run)

@@ -57,21 +57,25 @@ class ModelRun:
     explored: list[KillPoint]
     verdicts: list[Verdict] = field(default_factory=list)
     seconds: float = 0.0
+    resume_seconds: float = 0.0  # summed time of the bare resumed runs it contains
     judged: int = 0  # crash states resumed and judged
     reused: int = 0  # crash states equal to one already judged
+    probes: list[Verdict] = field(default_factory=list)  # checks beyond kill points (P4)
 
     @property
     def failures(self) -> list[Verdict]:
-        return [v for v in self.verdicts if not v.ok]
+        return [v for v in self.verdicts + self.probes if not v.ok]
 
     @property
     def ok(self) -> bool:
         return not self.failures
 
     def replay_command(self, verdict: Verdict) -> str:
-        return (f"faultsim run {shlex.quote(self.scenario.path)} --agent "
-                f"{shlex.quote(self.agent)} --crash-model {self.crash_model} "
-                f"--kill-point {verdict.kill_point.id}")
+        base = (f"faultsim run {shlex.quote(self.scenario.path)} --agent "
+                f"{shlex.quote(self.agent)}")
+        if verdict.kill_point.category == "version-probe":
+            return base  # the probe runs with every full run
+        return f"{base} --crash-model {self.crash_model} --kill-point {verdict.kill_point.id}"
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -80,6 +84,7 @@ class ModelRun:
             "kill_points_explored": len(self.explored),
             "categories": categories(self.explored), "seconds": round(self.seconds, 3),
             "crash_states": len(self.verdicts), "crash_states_resumed": self.judged,
+            "probes": [{"id": p.kill_point.id, "ok": p.ok} for p in self.probes],
             "violations": [
                 {"invariant": v.invariant, "rule": v.rule,
                  "schedule": [verdict.kill_point.id], "persisted": verdict.persisted,
@@ -145,6 +150,8 @@ def _preview(data: bytes | None) -> str:
 @dataclass
 class Report:
     runs: list[ModelRun] = field(default_factory=list)
+    golden_seconds: float = 0.0  # the two clean runs and set-up
+    sweep_seconds: float = 0.0  # the crash runs (all crash models together)
 
     @property
     def ok(self) -> bool:

@@ -91,5 +91,4 @@ class PendingWrite:
     def torn(self, offset: int) -> bytes:
         """The file after `offset` bytes of the written region reached it (a process kill)."""
         s = self.start
-        return self.new[:s + offset] + self.old[s + offset:] if len(self.old) > len(self.new) \
-            else self.new[:s + offset]
+        return self.new[:s + offset] + self.old[s + offset:]

@@ -1,22 +1,48 @@
-"""`faultsim run`: outcomes, exit codes, one clear line per error."""
+"""`faultsim run`: the sweep from the command line, its report, exit codes, one clear line
+per error."""
 from __future__ import annotations
+
+import json
+import re
 
 import pytest
 
-from conftest import SCENARIOS
+from conftest import DATA, SCENARIOS
 from faultsim.cli import main
 
+TINY = str(DATA / "tiny.toml")
 
-def test_run_prints_the_outcome_and_exits_0(capsys):
-    assert main(["run", str(SCENARIOS / "support_tickets.toml")]) == 0
+
+def test_reference_agent_passes_and_the_json_report_has_the_contract(tmp_path, capsys):
+    out_json = tmp_path / "report.json"
+    assert main(["run", TINY, "--json", str(out_json)]) == 0
     out = capsys.readouterr().out
-    assert "outcome         completed" in out and "turns           13" in out
-    assert "effects applied tickets 3, payments 1, email 2, records 3" in out
+    assert "tiny · reference_agent · process: ok" in out
+    data = json.loads(out_json.read_text())
+    assert data["ok"] is True
+    (run,) = data["runs"]
+    assert {"scenario", "agent", "crash_model", "kill_points_total", "kill_points_explored",
+            "categories", "seconds", "violations"} <= set(run)
+    assert run["scenario"] == "tiny" and run["crash_model"] == "process"
+    assert run["kill_points_explored"] == run["kill_points_total"] > 100
+    assert run["violations"] == []
 
 
-def test_a_mutant_without_a_crash_still_completes(capsys):
-    # Its flaw needs a crash to show; a clean run must not be reported as a failure.
-    assert main(["run", str(SCENARIOS), "--agent", "reference_agent.mutants.save_b_only"]) == 0
+def test_a_caught_mutant_exits_1_and_its_replay_reproduces_it(tmp_path, capsys):
+    out_json = tmp_path / "report.json"
+    agent = "reference_agent.mutants.blind_without_intent"
+    assert main(["run", TINY, "--agent", agent, "--json", str(out_json)]) == 1
+    out = capsys.readouterr().out
+    assert "VIOLATED effects_exactly_once (P8/P11)" in out
+    violation = json.loads(out_json.read_text())["runs"][0]["violations"][0]
+    assert set(violation) >= {"invariant", "rule", "schedule", "replay", "explanation"}
+    replay = violation["replay"].split()
+    assert replay[:2] == ["faultsim", "run"] and "--kill-point" in replay
+    assert main(replay[1:] + ["--json", str(out_json)]) == 1
+    again = json.loads(out_json.read_text())["runs"][0]
+    assert again["kill_points_explored"] == 1
+    assert again["violations"][0]["schedule"] == violation["schedule"]
+    assert again["violations"][0]["explanation"] == violation["explanation"]
 
 
 @pytest.mark.parametrize("args,message", [
@@ -24,11 +50,19 @@ def test_a_mutant_without_a_crash_still_completes(capsys):
     (["run", "--agent", "reference_agent.mutants.nope"],
      "no module named 'reference_agent.mutants.nope'"),
     (["run", "--agent", "reference_agent:no_factory"], "has no callable 'no_factory'"),
+    (["run", TINY, "--kill-point", "k99999-nowhere"], "no kill point k99999-nowhere"),
 ])
 def test_usage_errors_are_one_line_and_exit_2(args, message, capsys):
     assert main(args) == 2
     err = capsys.readouterr().err
     assert message in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
+
+
+def test_bad_crash_model_is_a_usage_error(capsys):
+    with pytest.raises(SystemExit) as info:
+        main(["run", TINY, "--crash-model", "meteor"])
+    assert info.value.code == 2
+    assert "invalid choice: 'meteor'" in capsys.readouterr().err
 
 
 def test_malformed_scenario_names_file_and_key(tmp_path, capsys):
@@ -43,13 +77,26 @@ def test_malformed_scenario_names_file_and_key(tmp_path, capsys):
     assert str(bad) in err and "valid TOML" in err and "Traceback" not in err
 
 
-def test_an_agent_failure_exits_1_with_one_line(tmp_path, capsys):
+def test_an_agent_that_fails_without_a_crash_is_one_clear_line(tmp_path, capsys):
     bad = tmp_path / "rocket.toml"
     bad.write_text('task = "x"\nexpected_final_answer = "y"\n'
                    '[[turns]]\ntool_calls = [{ name = "launch_rocket" }]\n'
                    '[[turns]]\nfinal = "y"\n')
     assert main(["run", str(bad)]) == 1
     err = capsys.readouterr().err
-    assert "UnknownToolError" in err and "launch_rocket" in err and "Traceback" not in err
+    assert "fails without any crash" in err and "launch_rocket" in err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1
     assert main(["--debug", "run", str(bad)]) == 1
     assert "Traceback" in capsys.readouterr().err
+
+
+def test_progress_bar_only_on_a_terminal(capsys):
+    assert main(["run", TINY, "--kill-point", "k0-start"]) == 0
+    assert "kill points" not in capsys.readouterr().err  # not a tty: no bar
+
+
+def test_summary_line_per_run(capsys):
+    assert main(["run", TINY, "--crash-model", "all"]) == 0
+    out = capsys.readouterr().out
+    lines = [l for l in out.splitlines() if re.match(r"tiny\s+reference_agent\s+(process|power)", l)]
+    assert len(lines) == 2 and all(l.rstrip().endswith("ok") for l in lines)

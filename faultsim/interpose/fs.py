@@ -249,6 +249,8 @@ class FsInterposer:
         return None
 
     def _rel_of(self, obj: Any) -> str | None:
+        if not _linked(obj):
+            return None  # unlinked but still open: its writes reach no name
         try:
             return self.rel(obj.path)
         except Exception:  # an object not (or no longer) in the tree
@@ -280,7 +282,7 @@ class FsInterposer:
                 self.after_kill.append(f"write {rel or obj.name} ({len(new)} bytes)")
             return False
         if rel is None:
-            if obj.parent_dir is not None:
+            if _linked(obj):
                 self._outside("write", obj.path)
             return apply(contents)
         kind = "fs.truncate" if not new and old else "fs.write"
@@ -307,7 +309,8 @@ class FsInterposer:
                 self.after_kill.append(f"truncate {rel or obj.name} to {st_size}")
             return None
         if rel is None:
-            self._outside("truncate", obj.path)
+            if _linked(obj):
+                self._outside("truncate", obj.path)
             return apply(st_size)
         result = apply(st_size)
         self._dirty(obj, rel)
@@ -365,6 +368,10 @@ class FsInterposer:
             result = apply()
         finally:
             self.nested -= 1
+        # unsynced files keep their data under their new name
+        self.durability.last_written = [
+            dst + p[len(src):] if p == src or p.startswith(src + "/") else p
+            for p in self.durability.last_written if p != dst]
         self.tracer.emit("fs.rename", dst, f"from {src}")
         return result
 
@@ -455,6 +462,20 @@ class FsInterposer:
 
         walk(root)
         self.durability = d
+
+
+def _linked(obj: Any) -> bool:
+    """Is the object still reachable by name? (pyfakefs keeps `parent_dir` and `path` on a
+    removed file that is still open.)"""
+    node = obj
+    while True:
+        ref = node.parent_dir
+        parent = ref() if callable(ref) else ref
+        if parent is None:
+            return node is not obj  # reached the root
+        if parent.entries.get(str(node.name)) is not node:
+            return False
+        node = parent
 
 
 def _join(parent: str, name: str) -> str:

@@ -1,0 +1,64 @@
+"""Benchmark: the exhaustive single-crash sweep of the reference agent on support_tickets.
+
+Prints a few lines on where the time goes, then, last, one JSON line:
+  kill_points          kill points in the golden trace
+  crash_states_per_s   crash states judged per second of sweep, per crash model
+  bound_ratio          sweep wall time / summed time of the bare resumed runs it contains
+                       (1.0 = no overhead beyond the agent's own work on one core; below
+                       1 means parallel workers and the equal-state memo beat that bound)
+  peak_rss_mb          the largest resident set of this process (children are forks)
+
+Run: python bench/explore.py [--workers N]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+import faultsim  # noqa: E402
+import reference_agent  # noqa: E402
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--workers", type=int, default=None)
+    parser.add_argument("--scenario", default=str(ROOT / "scenarios" / "support_tickets.toml"))
+    args = parser.parse_args()
+    scenario = faultsim.load_scenario(args.scenario)
+
+    per_s, lines, points = {}, [], 0
+    total_wall = total_resume = 0.0
+    for model in ("process", "power"):
+        started = time.perf_counter()
+        report = faultsim.explore(reference_agent.make_agent, scenario, crash_model=model,
+                                  workers=args.workers)
+        wall = time.perf_counter() - started
+        (run,) = report.runs
+        assert report.ok, "the reference agent must pass the sweep it benchmarks"
+        points = len(run.kill_points)
+        states = len(run.verdicts)
+        per_s[model] = round(states / report.sweep_seconds, 1)
+        total_wall += report.sweep_seconds
+        total_resume += run.resume_seconds
+        lines.append(
+            f"{model:8} {points} kill points, {states} crash states: {run.judged} resumed "
+            f"({run.reused} equal to a state already judged); wall {wall:.1f}s = set-up and "
+            f"two clean runs {report.golden_seconds:.1f}s + sweep {report.sweep_seconds:.1f}s "
+            f"+ version probe; resumed runs alone {run.resume_seconds:.1f}s "
+            f"(mean {1000 * run.resume_seconds / max(1, run.judged):.0f} ms)")
+    print("\n".join(lines))
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(json.dumps({"kill_points": points, "crash_states_per_s": per_s,
+                      "bound_ratio": round(total_wall / max(total_resume, 1e-9), 3),
+                      "peak_rss_mb": round(peak, 1)}))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,57 @@
+"""Small deliberately-broken agents for the engine's bad-input tests."""
+from __future__ import annotations
+
+import os
+import random
+
+from reference_agent.agent import Agent
+
+
+def raises_on_start(env):
+    raise RuntimeError("cannot read my configuration")
+
+
+class _HangsOnResume(Agent):
+    def _resume(self, checkpoint):
+        while True:  # an agent stuck in its recovery
+            pass
+
+
+def hangs_on_resume(env):
+    return _HangsOnResume(env)
+
+
+class _Escapes(Agent):
+    def run(self):
+        with open("/tmp/faultsim-escape-test.log", "a") as f:  # outside env.workdir
+            f.write(f"incarnation {self.env.incarnation}\n")
+        return super().run()
+
+
+def escapes_sandbox(env):
+    return _Escapes(env)
+
+
+class _Flaky(Agent):
+    def _start(self):
+        name = f"scratch-{random.SystemRandom().randrange(10**9)}.txt"  # not seeded
+        with open(self.dir / name, "w") as f:
+            f.write("x")
+        return super()._start()
+
+
+def flaky(env):
+    return _Flaky(env)
+
+
+class _WritesInFinally(Agent):
+    def _save_point_a(self, checkpoint, calls):
+        try:
+            super()._save_point_a(checkpoint, calls)
+        finally:  # cleanup that a real SIGKILL would never run
+            with open(self.dir / "last-save.txt", "w") as f:
+                f.write(str(os.getpid()))
+
+
+def writes_in_finally(env):
+    return _WritesInFinally(env)

@@ -1,0 +1,150 @@
+"""The crash engine end to end: the reference agent passes every kill point under both
+crash models; every mutant is caught with its rule named; verdicts are deterministic;
+bad agents are reported, not waited on."""
+from __future__ import annotations
+
+import importlib
+import os
+
+import pytest
+
+import agents
+import reference_agent
+from conftest import DATA, SCENARIOS
+from faultsim import NonDeterminismError, explore, load_scenario
+from faultsim.explore import AgentFailedCleanly
+from faultsim.killpoints import REQUIRED_ON_REFERENCE, categories
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    return load_scenario(DATA / "tiny.toml")
+
+
+def violated(report) -> set[str]:
+    return {v.invariant for run in report.runs for f in run.failures for v in f.violations}
+
+
+@pytest.mark.parametrize("path", sorted(SCENARIOS.glob("*.toml")), ids=lambda p: p.stem)
+def test_reference_agent_passes_every_kill_point_under_both_models(path):
+    report = explore(reference_agent.make_agent, load_scenario(path), crash_model="all")
+    assert report.ok, "\n\n".join(report.counterexamples())
+    assert {run.crash_model for run in report.runs} == {"process", "power"}
+    for run in report.runs:
+        assert len(run.explored) == len(run.kill_points) > 500
+        assert len(run.verdicts) >= len(run.kill_points)  # power: several states per point
+        assert run.judged > 50  # states really resumed, not all taken from the memo
+    found = {c for c, n in categories(report.runs[0].explored).items() if n}
+    assert set(REQUIRED_ON_REFERENCE) <= found
+    assert all(p.ok for p in report.runs[0].probes) and report.runs[0].probes
+
+
+MUTANTS = [  # mutant, the crash model that exposes it, the guard that must fire
+    ("messages_only", "process", "api_valid"),
+    ("save_b_only", "process", "effects_exactly_once"),
+    ("overwrite_in_place", "process", "checkpoint_whole"),
+    ("rename_without_fsync", "power", "checkpoint_whole"),
+    ("unknown_version_parsed", "process", "unknown_version_refused"),
+    ("counters_reset", "process", "counters_continue"),
+    ("reask_instead_of_reconcile", "process", "effects_exactly_once"),
+    ("orphan_tool_use", "process", "api_valid"),
+    ("key_after_effect", "process", "effects_exactly_once"),
+    ("progress_appended", "process", "progress_recorded_once"),
+    ("progress_trusted", "power", "outputs_match"),
+    ("blind_without_intent", "process", "effects_exactly_once"),
+]
+
+
+@pytest.mark.parametrize("name,model,guard", MUTANTS, ids=[m[0] for m in MUTANTS])
+def test_every_mutant_is_caught_with_its_rule_named(name, model, guard, tiny):
+    module = importlib.import_module(f"reference_agent.mutants.{name}")
+    report = explore(module.make_agent, tiny, crash_model=model, agent_name=module.__name__)
+    assert not report.ok
+    assert guard in violated(report)
+    text = "\n".join(report.counterexamples(limit=20))
+    assert f"VIOLATED {guard}" in text and "replay: faultsim run" in text
+    rule = module.__doc__.split()[0]  # "P3", "P1/P5", ...
+    rules = {v.rule for run in report.runs for f in run.failures for v in f.violations}
+    assert any(set(rule.split("/")) & set(r.split("/")) for r in rules), (rule, rules)
+
+
+def test_rename_without_fsync_survives_a_process_kill(tiny):
+    from reference_agent.mutants import rename_without_fsync
+
+    report = explore(rename_without_fsync.make_agent, tiny, crash_model="process")
+    assert report.ok, "\n".join(report.counterexamples())
+
+
+def _verdicts(report):
+    return [(run.crash_model, v.kill_point.id, v.persisted,
+             [(x.invariant, x.explanation) for x in v.violations])
+            for run in report.runs for v in run.verdicts]
+
+
+def test_same_seed_same_verdicts_and_counterexamples(tiny):
+    from reference_agent.mutants import key_after_effect
+
+    runs = [explore(key_after_effect.make_agent, tiny, crash_model="all") for _ in range(2)]
+    assert _verdicts(runs[0]) == _verdicts(runs[1])
+    assert runs[0].counterexamples(10) == runs[1].counterexamples(10)
+
+
+def test_forking_and_replaying_executors_agree(tiny):
+    from reference_agent.mutants import save_b_only
+
+    def every_7th(point):
+        return point.index % 7 == 0
+
+    forked = explore(save_b_only.make_agent, tiny, crash_model="all", only=every_7th)
+    replayed = explore(save_b_only.make_agent, tiny, crash_model="all", only=every_7th,
+                       workers=0)
+    assert _verdicts(forked) == _verdicts(replayed)
+    assert not forked.ok
+
+
+def test_assert_ok_raises_a_readable_counterexample(tiny):
+    from reference_agent.mutants import blind_without_intent
+
+    report = explore(blind_without_intent.make_agent, tiny)
+    with pytest.raises(AssertionError) as info:
+        report.assert_ok()
+    text = str(info.value)
+    assert "VIOLATED effects_exactly_once (P8/P11)" in text
+    assert "email.send" in text and "applied 2 times, the clean run 1" in text
+    assert "---- KILL ----" in text and "checkpoint on disk at the kill" in text
+    assert "replay: faultsim run" in text and "--kill-point k" in text
+    explore(reference_agent.make_agent, tiny).assert_ok()  # and a clean one does not raise
+
+
+def test_a_factory_that_raises_on_start_is_reported(tiny):
+    with pytest.raises(AgentFailedCleanly, match="cannot read my configuration"):
+        explore(agents.raises_on_start, tiny)
+
+
+def test_a_hanging_agent_is_stopped_and_reported(tiny):
+    report = explore(agents.hangs_on_resume, tiny, timeout=3,
+                     only=lambda p: p.id.startswith(("k20-", "k40-")))
+    failures = [v for run in report.runs for f in run.failures for v in f.violations]
+    assert len(failures) == 2
+    assert all(v.invariant == "completes_or_escalates" and "hung" in v.explanation
+               for v in failures)
+
+
+def test_writes_outside_the_workdir_are_reported_never_performed(tiny):
+    real = "/tmp/faultsim-escape-test.log"
+    assert not os.path.exists(real)
+    report = explore(agents.escapes_sandbox, tiny, only=lambda p: p.id.startswith("k30-"))
+    assert "no_sandbox_escape" in violated(report)
+    assert not os.path.exists(real)
+
+
+def test_writes_after_the_kill_are_reported(tiny):
+    report = explore(agents.writes_in_finally, tiny)
+    assert "no_write_after_kill" in violated(report)
+    text = "\n".join(report.counterexamples(20))
+    assert "last-save.txt" in text
+
+
+def test_a_non_deterministic_agent_is_refused_with_where_the_runs_part(tiny):
+    with pytest.raises(NonDeterminismError, match=r"part at event #\d+.*scratch-"):
+        explore(agents.flaky, tiny)
