@@ -14,6 +14,11 @@ if TYPE_CHECKING:
     from .scenario import Scenario
 
 TRACE_CONTEXT = 3
+# Which failures a person should see first: a duplicated payment before a miscount.
+SEVERITY = ("effects_exactly_once", "unknown_version_refused", "completes_or_escalates",
+            "api_valid", "checkpoint_whole", "no_silent_restart", "outputs_match",
+            "no_write_after_kill", "no_sandbox_escape", "one_step_repeated_per_crash",
+            "counters_continue", "progress_recorded_once")
 
 
 @dataclass
@@ -121,6 +126,8 @@ class ModelRun:
             from .world import effect_difference
 
             diff = effect_difference(golden.ledger, run.ledger)
+            if run.outcome is None or run.outcome.status != "completed":
+                diff["missing"] = {}  # a run that stopped early misses the rest: no news
             if diff["extra"] or diff["missing"]:
                 lines.append(f"ledger difference: extra {diff['extra'] or '{}'}, "
                              f"missing {diff['missing'] or '{}'}")
@@ -164,18 +171,20 @@ class Report:
         return json.dumps(self.to_json(), indent=2)
 
     def counterexamples(self, limit: int = 3) -> list[str]:
-        out = []
-        for run in self.runs:
+        """The earliest crash state for each kind of failure, the worst kinds first."""
+        found = []
+        for r, run in enumerate(self.runs):
             shown = set()
-            for verdict in run.failures:
+            for n, verdict in enumerate(run.failures):
                 kinds = tuple(v.invariant for v in verdict.violations)
                 if kinds in shown:
-                    continue  # one example per kind of failure, the earliest
+                    continue
                 shown.add(kinds)
-                out.append(run.counterexample(verdict))
-                if len(out) >= limit:
-                    return out
-        return out
+                worst = min(SEVERITY.index(k) if k in SEVERITY else len(SEVERITY)
+                            for k in kinds)
+                found.append((worst, r, n, run, verdict))
+        found.sort(key=lambda f: f[:3])
+        return [run.counterexample(verdict) for *_, run, verdict in found[:limit]]
 
     def summary(self) -> str:
         lines = []

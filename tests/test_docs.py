@@ -1,4 +1,5 @@
-"""README's promises: its first two commands, and that CI runs the second one."""
+"""README's promises: its first two commands, that CI runs the second one, and that the
+output README shows is what `faultsim run scenarios/` prints."""
 from __future__ import annotations
 
 import re
@@ -28,12 +29,17 @@ def test_ci_runs_readmes_test_command_and_fails_on_exit_5():
     assert '"$rc" -eq 5' in ci
 
 
-def test_readmes_first_command_runs_the_bundled_scenarios():
-    """`faultsim run scenarios/` as README shows it (the installed console script's code)."""
+def _without_figures(line: str) -> str:
+    return re.sub(r"\d+(\.\d+)?s\b", "<t>", line)  # timings vary from machine to machine
+
+
+def test_readmes_first_command_prints_what_readme_shows():
     out = subprocess.run([sys.executable, "-m", "faultsim.cli", "run", "scenarios/"],
-                         cwd=ROOT, capture_output=True, text=True, timeout=120)
+                         cwd=ROOT, capture_output=True, text=True, timeout=900)
     assert out.returncode == 0, out.stderr
-    assert "support_tickets" in out.stdout and "as expected     yes" in out.stdout
     readme = (ROOT / "README.md").read_text()
-    for line in out.stdout.splitlines():  # the output README shows is the real one
-        assert line in readme, line
+    shown = readme[readme.index("What `faultsim run scenarios/` prints"):]
+    shown = shown[shown.index("```\n") + 4:]
+    shown = shown[:shown.index("```")]
+    assert [_without_figures(l) for l in out.stdout.strip().splitlines()] == \
+        [_without_figures(l) for l in shown.strip().splitlines()]

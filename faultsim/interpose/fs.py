@@ -209,6 +209,7 @@ class FsInterposer:
         self._open_at_kill: set[int] = set()
         self.after_kill: list[str] = []  # mutations the dead incarnation tried
         self.escapes: list[str] = []  # mutations outside the sandbox
+        self.escaped_paths: set[str] = set()
         self.durability = Durability()
         self.last_touched: str | None = None  # the file most recently created or written
         # Watching one file: did the run read it ("observed") before it truncated,
@@ -267,7 +268,21 @@ class FsInterposer:
 
     def _outside(self, what: str, path: str) -> None:
         self.escapes.append(f"{what} {path}")
+        if what in ("create", "write", "mkdir"):
+            self.escaped_paths.add(path)
         self.tracer.emit("sandbox.escape", path, what)
+
+    def undo_escapes(self) -> None:
+        """Remove what an agent created outside the sandbox (in the fake filesystem only),
+        so that the next run starts from the same world."""
+        self.quiet += 1
+        try:
+            for path in sorted(self.escaped_paths, reverse=True):
+                if self.fs.exists(path):
+                    self.fs.remove_object(path)
+        finally:
+            self.quiet -= 1
+        self.escaped_paths.clear()
 
     # -- hooks ----------------------------------------------------------------------------
     def _content(self, obj, contents, apply):
