@@ -239,12 +239,7 @@ class Explorer:
                 raise KillDidNotLand(f"{point.id} never came: the first incarnation "
                                      f"{'ended with ' + (inc.error or 'an outcome')}; the "
                                      "agent is not deterministic across runs")
-        snapshot = self.interposer.snapshot()
-        if model == "process":
-            states = process_state(snapshot)
-        else:
-            states = power_states(snapshot, self.interposer.inodes(),
-                                  self.interposer.durability)
+        states = _states(self, model, self.interposer.snapshot())
         world.sealed = False
         return world, states, list(self.interposer.after_kill)
 
@@ -510,10 +505,10 @@ class _Pool:
     # -- parent ---------------------------------------------------------------------------
     def fork_for(self, points: list[KillPoint], write) -> bool:
         """Decide in the parent; fork if some crash state here is new. True in the child."""
-        signature = self.world_signature = world_signature(self.world)
+        signature = world_signature(self.world)
         watch = write.path if write is not None else self.ex.interposer.last_touched
         base = self.ex.interposer.snapshot()
-        job, recorded = [], 0
+        job = []
         for point in points:
             snapshot = base if write is None else {**base, write.path: write.torn(point.offset)}
             for model in self.models:

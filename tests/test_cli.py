@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from conftest import DATA, SCENARIOS
+from conftest import DATA
 from faultsim.cli import main
 
 TINY = str(DATA / "tiny.toml")

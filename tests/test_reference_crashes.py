@@ -148,6 +148,9 @@ def test_protocol_files_are_written_in_order(support_tickets, tmp_path):
             if (run_dir / "progress.json").exists() else {"steps": []}
         checkpoint = json.loads((run_dir / "checkpoint.json").read_text())
         current = checkpoint["pendingToolUse"]
+        if entry.key:  # keyed: the key names the call; it is not in progress yet (P7)
+            call = entry.key.rsplit(":", 1)[-1]
+            assert call not in {s["tool_use_id"] for s in progress["steps"]}
         assert current, "an effect ran with nothing pending on disk (no save A)"
         ids = {c["id"] for c in current}
         assert ids <= {s["tool_use_id"] for s in plan["steps"]}, "effect before its plan step"

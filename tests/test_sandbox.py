@@ -7,7 +7,6 @@ import os
 import socket
 from pathlib import Path
 
-import pytest
 from pyfakefs.fake_filesystem_unittest import Patcher
 
 import reference_agent
