@@ -597,7 +597,7 @@ def test_memoised_path_functions_only_while_active(sandbox):
         assert fs._path_components("/sb/a/b") == ["sb", "a", "b"]
     cache = _cache(fs)
     assert ("absnormpath", "/sb/./q/../inside") in {k[:2] for k in cache}
-    assert ("resolve_path", "/sb/inside2") in {k[:2] for k in cache}
+    assert "/sb/inside2" in fs.__dict__["_faultsim_tree"]["resolve"]
     n = len(cache)
     fs.absnormpath("/sb/after")
     assert len(_cache(fs)) == n
@@ -629,9 +629,7 @@ def test_rename_and_remove_invalidate_resolve_path(sandbox):
         os.symlink("/sb/d0", "/sb/link")
         os.symlink("/sb/d2", "/sb/link2")
         assert fs.resolve_path("/sb/link/f") == "/sb/d0/f"
-        version = fsmod._namespace[0]
         os.replace("/sb/link2", "/sb/link")
-        assert fsmod._namespace[0] > version
         assert fs.resolve_path("/sb/link/f") == "/sb/d2/f"
         assert open("/sb/link/f", "rb").read() == b"2"
         os.remove("/sb/link")

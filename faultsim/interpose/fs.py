@@ -58,14 +58,14 @@ def install() -> None:
         return ip._truncate(self, st_size, lambda n: orig_size.fset(self, n))
 
     def add_entry(self, path_object):
-        _namespace[0] += 1
+        _invalidate(self, path_object.name)
         ip = _active
         if ip is None or ip.quiet or ip.nested:
             return orig_add(self, path_object)
         return ip._add(self, path_object, lambda: orig_add(self, path_object))
 
     def remove_entry(self, pathname_name, recursive=True):
-        _namespace[0] += 1
+        _invalidate(self, pathname_name)
         ip = _active
         if ip is None or ip.quiet or ip.nested:
             return orig_remove(self, pathname_name, recursive)
@@ -94,7 +94,7 @@ def install() -> None:
     # pyfakefs converts every path argument with `make_string_path`, which re-runs an
     # import statement on each call: a quarter of an agent's time under pyfakefs. Plain
     # strings need no conversion.
-    from pyfakefs import fake_scandir, helpers
+    from pyfakefs import fake_scandir, helpers  # noqa: F401  (fake_scandir: loaded to be patched)
 
     slow = helpers.make_string_path
 
@@ -102,8 +102,12 @@ def install() -> None:
         kind = type(dir_name)
         return dir_name if kind is str or kind is bytes else slow(dir_name)
 
-    helpers.make_string_path = make_string_path
-    fake_scandir.make_string_path = make_string_path
+    import sys
+
+    for module in list(sys.modules.values()):  # every pyfakefs module that imported it
+        if getattr(module, "__name__", "").startswith("pyfakefs") and \
+                getattr(module, "make_string_path", None) is slow:
+            module.make_string_path = make_string_path
 
     # Why a pyfakefs `os.replace` costs ~1 ms where the disk takes 19 µs: it resolves each
     # path about ten times (exists, lresolve, parent dirs, islink, isdir), and every pass
@@ -114,7 +118,53 @@ def install() -> None:
         setattr(FakeFilesystem, name, _memoised(getattr(FakeFilesystem, name), name))
     # `resolve_path` (symlinks, existing components) is pure in the path and the tree's
     # names: memoised per version of the namespace, which every add/remove bumps.
-    FakeFilesystem.resolve_path = _memoised(FakeFilesystem.resolve_path, "resolve_path")
+    # Three lookups depend on the tree's names as well: resolving a path, finding the
+    # object behind a normalised path (no permission can refuse root, which pyfakefs
+    # emulates unless told otherwise) and `exists`. Cached per absolute path, and an entry
+    # is dropped when a name at or above it is added or removed.
+    orig_resolve_path = FakeFilesystem.resolve_path
+    orig_get = FakeFilesystem.get_object_from_normpath
+    orig_exists = FakeFilesystem.exists
+
+    def resolve_path(self, file_path, allow_fd=False):
+        if _active is None or type(file_path) is not str or not file_path.startswith("/"):
+            return orig_resolve_path(self, file_path, allow_fd)
+        cache = _tree_cache(self)["resolve"]
+        found = cache.get(file_path)
+        if found is None:
+            found = orig_resolve_path(self, file_path, allow_fd)
+            if found == file_path:  # no symlink on the way: only its own prefixes matter
+                cache[file_path] = found
+        return found
+
+    def get_object_from_normpath(self, file_path, check_read_perm=True, check_exe_perm=True,
+                                 check_owner=False):
+        if _active is None or type(file_path) is not str or not file_path.startswith("/") \
+                or not helpers.is_root():
+            return orig_get(self, file_path, check_read_perm, check_exe_perm, check_owner)
+        cache = _tree_cache(self)["object"]
+        found = cache.get(file_path)
+        if found is None:
+            found = cache[file_path] = orig_get(self, file_path, check_read_perm,
+                                                check_exe_perm, check_owner)
+        return found
+
+    def exists(self, file_path, check_link=False):
+        if _active is None or type(file_path) is not str or not file_path.startswith("/"):
+            return orig_exists(self, file_path, check_link)
+        cache = _tree_cache(self)["exists"]
+        key = (file_path, check_link)
+        found = cache.get(key)
+        if found is None:
+            found = orig_exists(self, file_path, check_link)
+            if resolve_path(self, file_path) == file_path:
+                cache[key] = found
+        return found
+
+    resolve_path.__wrapped__ = orig_resolve_path
+    FakeFilesystem.resolve_path = resolve_path
+    FakeFilesystem.get_object_from_normpath = get_object_from_normpath
+    FakeFilesystem.exists = exists
 
     from pyfakefs import fake_open, fake_path
 
@@ -155,12 +205,38 @@ def install() -> None:
     _installed = True
 
 
-_namespace = [0]  # bumped by every directory-entry change anywhere in the fake tree
+def _tree_cache(fs) -> dict:
+    caches = fs.__dict__.get("_faultsim_tree")
+    if caches is None:
+        caches = fs.__dict__["_faultsim_tree"] = {"resolve": {}, "object": {}, "exists": {}}
+    return caches
+
+
+def _invalidate(directory, name) -> None:
+    """A name is added to or removed from `directory`: forget every cached lookup of that
+    path or below it (a rename, an rmtree and a new symlink all come through here)."""
+    caches = directory.filesystem.__dict__.get("_faultsim_tree")
+    if not caches:
+        return
+    try:
+        base = directory.path
+    except Exception:  # a directory no longer in the tree: forget everything
+        for cache in caches.values():
+            cache.clear()
+        return
+    changed = (base.rstrip("/") + "/" + str(name))
+    below = changed + "/"
+    for kind, cache in caches.items():
+        if kind == "exists":
+            stale = [k for k in cache if k[0] == changed or k[0].startswith(below)]
+        else:
+            stale = [k for k in cache if k == changed or k.startswith(below)]
+        for key in stale:
+            del cache[key]
 
 
 def _memoised(func, name):
-    uses_cwd = name in ("absnormpath", "resolve_path")
-    uses_tree = name == "resolve_path"
+    uses_cwd = name == "absnormpath"
 
     def memoised(self, path, *args, **kwargs):
         if _active is None or args or kwargs or type(path) is not str:
@@ -169,7 +245,7 @@ def _memoised(func, name):
         if cache is None or len(cache) > 100_000:
             cache = self.__dict__["_faultsim_paths"] = {}
         key = (name, path, self.cwd if uses_cwd else None, self._is_windows_fs,
-               self._is_macos, _namespace[0] if uses_tree else None)
+               self._is_macos)
         found = cache.get(key)
         if found is None:
             found = cache[key] = func(self, path)
@@ -222,6 +298,8 @@ class FsInterposer:
         global _active
         if _active is not None and _active is not self:
             raise RuntimeError("another FsInterposer is already active")
+        for cache in _tree_cache(self.fs).values():
+            cache.clear()  # the tree may have changed while no interposer was watching
         _active = self
         return self
 
@@ -250,12 +328,8 @@ class FsInterposer:
         return None
 
     def _rel_of(self, obj: Any) -> str | None:
-        if not _linked(obj):
-            return None  # unlinked but still open: its writes reach no name
-        try:
-            return self.rel(obj.path)
-        except Exception:  # an object not (or no longer) in the tree
-            return None
+        path = _path_of(obj)  # None: unlinked but still open, its writes reach no name
+        return None if path is None else self.rel(path)
 
     def _touch(self, fs, path, how: str) -> None:
         if self.watch_state is None:
@@ -297,8 +371,8 @@ class FsInterposer:
                 self.after_kill.append(f"write {rel or obj.name} ({len(new)} bytes)")
             return False
         if rel is None:
-            if _linked(obj):
-                self._outside("write", obj.path)
+            if _path_of(obj) is not None:
+                self._outside("write", _path_of(obj))
             return apply(contents)
         kind = "fs.truncate" if not new and old else "fs.write"
         write = PendingWrite(rel, old, new, apply)
@@ -324,8 +398,8 @@ class FsInterposer:
                 self.after_kill.append(f"truncate {rel or obj.name} to {st_size}")
             return None
         if rel is None:
-            if _linked(obj):
-                self._outside("truncate", obj.path)
+            if _path_of(obj) is not None:
+                self._outside("truncate", _path_of(obj))
             return apply(st_size)
         result = apply(st_size)
         self._dirty(obj, rel)
@@ -479,17 +553,23 @@ class FsInterposer:
         self.durability = d
 
 
-def _linked(obj: Any) -> bool:
-    """Is the object still reachable by name? (pyfakefs keeps `parent_dir` and `path` on a
-    removed file that is still open.)"""
+def _path_of(obj: Any) -> str | None:
+    """The object's absolute path, or None when no name reaches it any more (pyfakefs
+    keeps `parent_dir` and `path` on a removed file that is still open). Cheaper than
+    pyfakefs's own `path`, which re-normalises the string it builds."""
+    names = []
     node = obj
     while True:
         ref = node.parent_dir
         parent = ref() if callable(ref) else ref
         if parent is None:
-            return node is not obj  # reached the root
-        if parent.entries.get(str(node.name)) is not node:
-            return False
+            if node is obj:
+                return None
+            return "/" + "/".join(reversed(names))
+        name = node.name
+        if parent.entries.get(name) is not node:
+            return None
+        names.append(name)
         node = parent
 
 
