@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
+import posixpath
 import posix as _os  # the real OS: pyfakefs patches every module's `os`, not `posix`
 import signal
 import threading
@@ -22,7 +23,7 @@ from .crashmodel import CRASH_MODELS, CrashState, power_states, process_state
 from .interpose.determinism import seeded
 from .interpose.fs import FsInterposer, install
 from .killpoints import KillPoint, kill_points
-from .oracle import RESUME_GUARDS, STATE_GUARDS, CrashRun, Golden, Violation, judge
+from .oracle import OUTPUTS, RESUME_GUARDS, STATE_GUARDS, CrashRun, Golden, Violation, judge
 from .report import ModelRun, Report, ResumeSummary, Verdict
 from .scenario import Scenario
 from .trace import Event, Killed, Tracer, WorldSealed, digest
@@ -313,8 +314,24 @@ class ResumeResult:
     violations: list[Violation]
     summary: ResumeSummary | None
     first_position: int | None
-    insensitive: bool = False  # the run destroyed the watched file without reading it
     seconds: float = 0.0  # how long the bare resumed run took
+    first_content: dict = field(default_factory=dict)  # path -> observed | destroyed
+    first_presence: dict = field(default_factory=dict)
+    listed: frozenset = frozenset()
+
+    def blind_to_content(self, path: str) -> bool:
+        """The run's course could not depend on this file's old content, nor its outputs."""
+        first = self.first_content.get(path)
+        return first == "destroyed" or (first is None and not path.startswith(OUTPUTS))
+
+    def blind_to_presence(self, path: str) -> bool:
+        """... nor on whether the file existed at all."""
+        if posixpath.dirname(path) in self.listed or (path.count("/") == 0 and "." in
+                                                      self.listed):
+            return False
+        first = self.first_presence.get(path)
+        return self.blind_to_content(path) and (
+            first == "destroyed" or (first is None and not path.startswith(OUTPUTS)))
 
 
 def _masked(state: CrashState, path: str | None) -> str | None:
@@ -326,19 +343,29 @@ def _masked(state: CrashState, path: str | None) -> str | None:
     return CrashState.of(state.model, "", files).digest()
 
 
+def _absent(state: CrashState, path: str | None) -> str | None:
+    """The digest of the state without one file (its directory kept)."""
+    files = state.as_dict()
+    if path is None or not isinstance(files.get(path), bytes):
+        return None
+    del files[path]
+    return CrashState.of(state.model, "", files).digest()
+
+
 def _resume_and_judge(ex: Explorer, golden: Golden, world: World, state: CrashState,
                       point: KillPoint, watch: str | None) -> ResumeResult:
-    ex.interposer.watch, ex.interposer.watch_state = watch, None
+    ip = ex.interposer
     started = _real_time.real_perf_counter()
+    ip.start_tracking(watch)
     try:
         crash_run = ex.resume(world, state, [point], [])
     finally:
-        insensitive = watch is not None and ex.interposer.watch_state == "destroyed"
-        ex.interposer.watch = None
+        ip.stop_tracking()
     violations = judge(golden, crash_run, RESUME_GUARDS)
     first = crash_run.resume_positions[0] if crash_run.resume_positions else None
     return ResumeResult(violations, ResumeSummary.of(crash_run) if violations else None,
-                        first, insensitive, _real_time.real_perf_counter() - started)
+                        first, _real_time.real_perf_counter() - started,
+                        dict(ip.first_content), dict(ip.first_presence), frozenset(ip.listed))
 
 
 @dataclass
@@ -346,10 +373,12 @@ class _Sweep:
     """Bookkeeping shared by both executors: verdicts per model, and what is known of
     crash states already judged.
 
-    Two memos make a sweep cheap without making it less exact. Equal crash states (same
-    files, same world) give the same resumed run. And states that differ only in the
-    content of one file F give the same resumed run when that run destroyed F (truncated,
-    replaced or removed it) before reading it: a torn temp file is the common case.
+    Memos make a sweep cheap without making it less exact. Equal crash states (same
+    files, same world) give the same resumed run. States that differ only in the content
+    of one file F give the same resumed run when that run destroyed F (truncated, replaced
+    or removed it) before reading it: a torn temp file is the common case. And a state
+    that has one more file F than a judged one gives the same run when that run never
+    looked for F (no exists, stat, read, listing of its folder) before creating it over.
     """
 
     golden: Golden
@@ -368,13 +397,18 @@ class _Sweep:
             result = self.insensitive[(masked, watch, signature)]
             self.memo[key] = result
             return key, result
+        absent = _absent(state, watch)
+        without = self.memo.get((absent, signature)) if absent is not None else None
+        if without is not None and without.blind_to_presence(watch):
+            self.memo[key] = without
+            return key, without
         return key, None
 
     def learn(self, key: tuple, state: CrashState, signature: str, watch: str | None,
               result: ResumeResult) -> None:
         self.memo[key] = result
         masked = _masked(state, watch)
-        if result.insensitive and masked is not None:
+        if masked is not None and result.blind_to_content(watch):
             self.insensitive[(masked, watch, signature)] = result
 
     def record(self, model: str, point: KillPoint, order: int, state: CrashState,
@@ -516,8 +550,10 @@ class _Pool:
                     key, result = self.sweep.known(state, signature, watch)
                     masked = _masked(state, watch)
                     entry = (model, point, i, state, key, watch, masked)
+                    absent = _absent(state, watch)
                     busy = self.waiting.get(key) or (masked and self.waiting.get(
-                        (masked, watch, signature)))
+                        (masked, watch, signature))) or (absent and self.waiting.get(
+                            (absent, signature)))
                     if result is not None:
                         self.sweep.record(model, point, i, state, result, [], False)
                     elif busy and not self.no_parking:
@@ -656,7 +692,7 @@ class _Pool:
                     continue
                 w = copy.deepcopy(self.world) if n < len(self.job) - 1 else self.world
                 result = _resume_and_judge(self.ex, self.sweep.golden, w, state, point, watch)
-                if result.insensitive:
+                if masked is not None and result.blind_to_content(watch):
                     by_class[(masked, watch)] = result
                 results.append(result)
             data = pickle.dumps({"after_kill": after_kill, "results": results})

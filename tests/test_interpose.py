@@ -516,37 +516,48 @@ def test_durability_follows_fsync(sandbox):
 
 # -- the watched file --------------------------------------------------------------------------
 
-def _watch(sandbox, action, existing=True) -> str | None:
+def _watch(sandbox, action, existing=True) -> tuple:
     fs, ip, tracer = sandbox
     ip.restore({"x.tmp": b"old", "other": b"o"} if existing else {"other": b"o"})
     with ip:
-        ip.watch, ip.watch_state = "x.tmp", None
+        ip.start_tracking("x.tmp")
         action()
-    return ip.watch_state
+        ip.stop_tracking()
+    presence = ip.first_presence.get("x.tmp")
+    if "." in ip.listed:
+        presence = "listed"
+    return ip.watch_state, presence
 
 
 def _open_close(path, mode):
     return lambda: open(path, mode).close()
 
 
-@pytest.mark.parametrize("action, expected", [
-    (_open_close("/sb/x.tmp", "wb"), "destroyed"),
-    (lambda: os.close(os.open("/sb/x.tmp", os.O_WRONLY | os.O_TRUNC)), "destroyed"),
-    (_open_close("/sb/x.tmp", "rb"), "observed"),
-    (lambda: Path("/sb/x.tmp").read_text(), "observed"),
-    (lambda: os.stat("/sb/x.tmp"), "observed"),
-    (lambda: os.path.getsize("/sb/x.tmp"), "observed"),
-    (lambda: os.replace("/sb/other", "/sb/x.tmp"), "destroyed"),
-    (lambda: shutil.move("/sb/other", "/sb/x.tmp"), "destroyed"),
-    (lambda: os.rename("/sb/x.tmp", "/sb/y"), "observed"),
-    (lambda: os.remove("/sb/x.tmp"), "destroyed"),
-    (lambda: os.path.exists("/sb/x.tmp"), None),
-    (lambda: os.listdir("/sb"), None),
-    (_open_close("/sb/other", "rb"), None),
-], ids=["open-wb", "os.open-trunc", "open-rb", "read_text", "stat", "getsize", "replace-over",
-        "move-over", "rename-away", "remove", "exists", "listdir", "other-file"])
-def test_watch_first_touch(sandbox, action, expected):
-    assert _watch(sandbox, action) == expected
+@pytest.mark.parametrize("action, content, presence", [
+    (_open_close("/sb/x.tmp", "wb"), "destroyed", "destroyed"),
+    (lambda: os.close(os.open("/sb/x.tmp", os.O_WRONLY | os.O_TRUNC)), "destroyed",
+     "observed"),  # no O_CREAT: it fails if the file is not there
+    (lambda: os.close(os.open("/sb/x.tmp", os.O_WRONLY | os.O_CREAT | os.O_TRUNC)),
+     "destroyed", "observed"),  # conservative: pyfakefs's os.open checks existence first
+    (_open_close("/sb/x.tmp", "rb"), "observed", "observed"),
+    (lambda: Path("/sb/x.tmp").read_text(), "observed", "observed"),
+    (lambda: os.stat("/sb/x.tmp"), "observed", "observed"),
+    (lambda: os.path.getsize("/sb/x.tmp"), "observed", "observed"),
+    (lambda: os.path.getmtime("/sb/x.tmp"), "observed", "observed"),
+    (lambda: os.replace("/sb/other", "/sb/x.tmp"), "destroyed", "destroyed"),
+    (lambda: shutil.move("/sb/other", "/sb/x.tmp"), "destroyed", "observed"),  # it asks
+    (lambda: os.rename("/sb/x.tmp", "/sb/y"), "observed", "observed"),
+    (lambda: os.remove("/sb/x.tmp"), "destroyed", "observed"),
+    (lambda: os.path.exists("/sb/x.tmp"), None, "observed"),
+    (lambda: os.path.isfile("/sb/x.tmp"), None, "observed"),
+    (lambda: os.listdir("/sb"), None, "listed"),
+    (lambda: list(os.scandir("/sb")), None, "listed"),
+    (_open_close("/sb/other", "rb"), None, None),
+], ids=["open-wb", "os.open-trunc", "os.open-creat-trunc", "open-rb", "read_text", "stat",
+        "getsize", "getmtime", "replace-over", "move-over", "rename-away", "remove", "exists",
+        "isfile", "listdir", "scandir", "other-file"])
+def test_watch_first_touch(sandbox, action, content, presence):
+    assert _watch(sandbox, action) == (content, presence)
 
 
 def test_watch_keeps_the_first_touch(sandbox):
@@ -555,7 +566,7 @@ def test_watch_keeps_the_first_touch(sandbox):
         open("/sb/x.tmp", "rb").close()
         open("/sb/x.tmp", "wb").close()
 
-    assert _watch(sandbox, read_then_truncate) == "observed"
+    assert _watch(sandbox, read_then_truncate) == ("observed", "observed")
 
 
 def test_watch_relative_path_and_nonexistent_file(sandbox):
@@ -563,17 +574,16 @@ def test_watch_relative_path_and_nonexistent_file(sandbox):
         os.chdir(SB)
         open("x.tmp", "wb").close()
 
-    assert _watch(sandbox, relative, existing=False) == "destroyed"
+    assert _watch(sandbox, relative, existing=False) == ("destroyed", "destroyed")
 
 
-def test_watch_is_inert_without_a_watch(sandbox):
+def test_nothing_is_tracked_unless_asked(sandbox):
     fs, ip, tracer = sandbox
     ip.restore({"x.tmp": b"1"})
     with ip:
-        ip.watch_state = None
         open("/sb/x.tmp", "rb").close()
         os.remove("/sb/x.tmp")
-    assert ip.watch_state is None
+    assert ip.first_content == {} and ip.first_presence == {} and ip.watch_state is None
 
 
 # -- memoised path functions -----------------------------------------------------------------

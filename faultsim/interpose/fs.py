@@ -150,7 +150,10 @@ def install() -> None:
         return found
 
     def exists(self, file_path, check_link=False):
-        if _active is None or type(file_path) is not str or not file_path.startswith("/"):
+        ip = _active
+        if ip is not None and ip.tracking and not isinstance(file_path, int):
+            ip._touch(self, file_path, None, "observed")
+        if ip is None or type(file_path) is not str or not file_path.startswith("/"):
             return orig_exists(self, file_path, check_link)
         cache = _tree_cache(self)["exists"]
         key = (file_path, check_link)
@@ -172,28 +175,76 @@ def install() -> None:
     orig_stat = FakeFilesystem.stat
     orig_getsize = fake_path.FakePathModule.getsize
 
+    orig_listdir = FakeFilesystem.listdir
+
     def open_call(self, file_, mode="r", *args, **kwargs):
         ip = _active
-        if ip is not None and ip.watch is not None and not isinstance(file_, int):
+        if ip is not None and ip.tracking and not isinstance(file_, int):
             modes = kwargs.get("open_modes")
-            truncates = modes.truncate if modes is not None else "w" in mode
-            ip._touch(self.filesystem, file_, "destroyed" if truncates else "observed")
+            if modes is not None:
+                truncates, creates = modes.truncate, not modes.must_exist
+                exclusive = modes.must_not_exist
+            else:
+                truncates = creates = "w" in mode
+                exclusive = "x" in mode
+            # Truncating hides the old content; truncating *and* creating also hides
+            # whether the file was there (an exclusive create fails if it was).
+            content = "destroyed" if truncates and not exclusive else "observed"
+            presence = "destroyed" if truncates and creates and not exclusive else "observed"
+            ip._touch(self.filesystem, file_, content, presence)
         return orig_open_call(self, file_, mode, *args, **kwargs)
 
     def stat(self, entry_path, follow_symlinks=True):
         ip = _active
-        if ip is not None and ip.watch is not None and not isinstance(entry_path, int):
-            ip._touch(self, entry_path, "observed")
+        if ip is not None and ip.tracking and not isinstance(entry_path, int):
+            ip._touch(self, entry_path, "observed", "observed")
         return orig_stat(self, entry_path, follow_symlinks)
 
     def getsize(self, path):
         ip = _active
-        if ip is not None and ip.watch is not None:
-            ip._touch(self.filesystem, path, "observed")
+        if ip is not None and ip.tracking:
+            ip._touch(self.filesystem, path, "observed", "observed")
         return orig_getsize(self, path)
+
+    def listdir(self, target_directory):
+        ip = _active
+        if ip is not None and ip.tracking:
+            ip._listed(self, target_directory)
+        return orig_listdir(self, target_directory)
+
+    orig_scandir_init = fake_scandir.ScanDirIter.__init__
+
+    def scandir_init(self, filesystem, path=""):  # os.scandir, os.walk, shutil.rmtree
+        ip = _active
+        if ip is not None and ip.tracking and not isinstance(path, int):
+            ip._listed(filesystem, path or filesystem.cwd)
+        return orig_scandir_init(self, filesystem, path)
+
+    def observing(func, presence_only, fs_of):
+        def wrapper(self, path, *args, **kwargs):
+            ip = _active
+            if ip is not None and ip.tracking and not isinstance(path, int):
+                ip._touch(fs_of(self), path, None if presence_only else "observed",
+                          "observed")
+            return func(self, path, *args, **kwargs)
+        wrapper.__wrapped__ = func
+        return wrapper
+
+    # Other ways to look at a path: existence checks, times, access.
+    for name in ("isfile", "isdir", "islink", "lexists"):
+        if hasattr(FakeFilesystem, name):
+            setattr(FakeFilesystem, name,
+                    observing(getattr(FakeFilesystem, name), True, lambda fs: fs))
+    for name in ("getmtime", "getatime", "getctime"):
+        setattr(fake_path.FakePathModule, name,
+                observing(getattr(fake_path.FakePathModule, name), False,
+                          lambda m: m.filesystem))
+    FakeOsModule.access = observing(FakeOsModule.access, False, lambda m: m.filesystem)
 
     fake_open.FakeFileOpen.call = open_call
     FakeFilesystem.stat = stat
+    FakeFilesystem.listdir = listdir
+    fake_scandir.ScanDirIter.__init__ = scandir_init
     fake_path.FakePathModule.getsize = getsize
     FakeFile.set_initial_contents = set_initial_contents
     FakeFile.size = property(orig_size.fget, size_setter)
@@ -288,10 +339,16 @@ class FsInterposer:
         self.escaped_paths: set[str] = set()
         self.durability = Durability()
         self.last_touched: str | None = None  # the file most recently created or written
-        # Watching one file: did the run read it ("observed") before it truncated,
-        # replaced or removed it ("destroyed")? Then its old content never mattered.
-        self.watch: str | None = None
-        self.watch_state: str | None = None
+        # Tracking what a run saw of the files it started from. For each path, the first
+        # touch: did the run observe the old content (read, stat) or only destroy it
+        # (truncate, replace, remove)? Did it observe whether the path existed (also
+        # exists(), unlink, listing its directory)? A path the run destroyed before
+        # observing it could have held anything, or nothing.
+        self.tracking = False
+        self.first_content: dict[str, str] = {}
+        self.first_presence: dict[str, str] = {}
+        self.listed: set[str] = set()
+        self.watch: str | None = None  # one path of interest (the last file written)
 
     # -- activation -----------------------------------------------------------------------
     def __enter__(self) -> "FsInterposer":
@@ -331,14 +388,40 @@ class FsInterposer:
         path = _path_of(obj)  # None: unlinked but still open, its writes reach no name
         return None if path is None else self.rel(path)
 
-    def _touch(self, fs, path, how: str) -> None:
-        if self.watch_state is None:
-            try:
-                rel = self.rel(fs.absnormpath(fs.make_string_path(path)))
-            except Exception:
-                return
-            if rel == self.watch:
-                self.watch_state = how
+    def start_tracking(self, watch: str | None = None) -> None:
+        self.tracking, self.watch = True, watch
+        self.first_content, self.first_presence, self.listed = {}, {}, set()
+
+    def stop_tracking(self) -> None:
+        self.tracking = False
+
+    @property
+    def watch_state(self) -> str | None:
+        """How the run first touched the watched file's content, if it did."""
+        return self.first_content.get(self.watch) if self.watch else None
+
+    def _touch(self, fs, path, content: str | None, presence: str | None) -> None:
+        try:
+            rel = self.rel(fs.absnormpath(fs.make_string_path(path)))
+        except Exception:
+            return
+        self._touch_rel(rel, content, presence)
+
+    def _touch_rel(self, rel: str | None, content: str | None, presence: str | None) -> None:
+        if rel is None:
+            return
+        if content is not None:
+            self.first_content.setdefault(rel, content)
+        if presence is not None:
+            self.first_presence.setdefault(rel, presence)
+
+    def _listed(self, fs, directory) -> None:
+        try:
+            rel = self.rel(fs.absnormpath(fs.make_string_path(directory)))
+        except Exception:
+            return
+        if rel is not None:
+            self.listed.add(rel)
 
     def _outside(self, what: str, path: str) -> None:
         self.escapes.append(f"{what} {path}")
@@ -416,6 +499,8 @@ class FsInterposer:
         if parent is None:
             self._outside(kind[3:], posixpath.join(str(directory.path), name))
             return apply()
+        if self.tracking and kind == "fs.mkdir":
+            self._touch_rel(_join(parent, name), None, "observed")  # fails if it existed
         result = apply()
         if kind == "fs.create":
             self.last_touched = _join(parent, name)
@@ -432,8 +517,8 @@ class FsInterposer:
             return apply()
         entry = directory.entries.get(name)
         kind = "fs.rmdir" if isinstance(entry, fake_file.FakeDirectory) else "fs.unlink"
-        if self.watch == _join(parent, str(name)) and self.watch_state is None:
-            self.watch_state = "destroyed"
+        if self.tracking:  # removal: the content is gone unread; its presence was seen
+            self._touch_rel(_join(parent, str(name)), "destroyed", "observed")
         result = apply()
         self.tracer.emit(kind, _join(parent, str(name)))
         return result
@@ -447,11 +532,9 @@ class FsInterposer:
         if src is None or dst is None:
             self._outside("rename", f"{old_path} -> {new_path}")
             return apply()
-        if self.watch is not None and self.watch_state is None:
-            if src == self.watch:
-                self.watch_state = "observed"  # its content lives on under another name
-            elif dst == self.watch:
-                self.watch_state = "destroyed"
+        if self.tracking:
+            self._touch_rel(src, "observed", "observed")  # it lives on under another name
+            self._touch_rel(dst, "destroyed", "destroyed")
         self.nested += 1
         try:
             result = apply()
