@@ -387,11 +387,12 @@ class _Sweep:
     insensitive: dict[tuple, ResumeResult] = field(default_factory=dict)
     recorded: set[tuple] = field(default_factory=set)
     done_points: int = 0
+    equivalences: bool = True  # False: only equal states share a verdict (for checking)
 
     def known(self, state: CrashState, signature: str, watch: str | None):
         key = (state.digest(), signature)
-        if key in self.memo:
-            return key, self.memo[key]
+        if key in self.memo or not self.equivalences:
+            return key, self.memo.get(key)
         masked = _masked(state, watch)
         if masked is not None and (masked, watch, signature) in self.insensitive:
             result = self.insensitive[(masked, watch, signature)]
@@ -759,13 +760,16 @@ def version_probe(ex: Explorer, golden: Golden) -> Verdict | None:
 def explore(make_agent: Callable[[AgentEnv], Any], scenario: Scenario, *,
             crash_model: str | Iterable[str] = "process", agent_name: str | None = None,
             only: Callable[[KillPoint], bool] | None = None, timeout: float | None = 30.0,
-            seed: str = "0", workers: int | None = None,
+            seed: str = "0", workers: int | None = None, equivalences: bool = True,
             progress: Callable[[int, int], None] | None = None) -> Report:
     """Crash `make_agent`'s agent at every kill point of `scenario`, resume it, judge it.
 
     `only` narrows the kill points (a replay, a shard); `workers` is how many crash runs go
     at once (default: one per core; 0 runs them one after another in this process, replaying
-    the prefix each time); `progress(done, total)` is called as kill points are judged.
+    the prefix each time); `equivalences=False` resumes every distinct crash state instead
+    of sharing verdicts between states a resumed run could not tell apart (slower; the
+    verdicts are the same, which a test checks); `progress(done, total)` is called as kill
+    points are judged.
     """
     import os
 
@@ -781,7 +785,7 @@ def explore(make_agent: Callable[[AgentEnv], Any], scenario: Scenario, *,
         chosen = [p for p in points if only is None or only(p)]
         runs = {m: ModelRun(scenario=scenario, agent=name, crash_model=m, kill_points=points,
                             explored=chosen) for m in models}
-        sweep = _Sweep(golden, runs)
+        sweep = _Sweep(golden, runs, equivalences=equivalences)
         golden_seconds = _real_time.real_perf_counter() - started
         sweep_started = _real_time.real_perf_counter()
         if workers > 0 and hasattr(os, "fork"):

@@ -148,3 +148,15 @@ def test_writes_after_the_kill_are_reported(tiny):
 def test_a_non_deterministic_agent_is_refused_with_where_the_runs_part(tiny):
     with pytest.raises(NonDeterminismError, match=r"part at event #\d+.*scratch-"):
         explore(agents.flaky, tiny)
+
+
+@pytest.mark.parametrize("name", ["overwrite_in_place", "progress_trusted"])
+def test_shared_verdicts_equal_resuming_every_state(name, tiny):
+    """States a resumed run could not tell apart share one verdict; resuming each of them
+    instead must give exactly the same verdicts (including where the mutant fails)."""
+    module = importlib.import_module(f"reference_agent.mutants.{name}")
+    shared = explore(module.make_agent, tiny, crash_model="all")
+    every = explore(module.make_agent, tiny, crash_model="all", equivalences=False)
+    assert _verdicts(shared) == _verdicts(every)
+    assert not shared.ok
+    assert sum(r.judged for r in shared.runs) < sum(r.judged for r in every.runs)
