@@ -49,7 +49,7 @@ def main() -> None:
         total_resume += run.resume_seconds
         lines.append(
             f"{model:8} {points} kill points, {states} crash states: {run.judged} resumed "
-            f"({run.reused} equal to a state already judged); wall {wall:.1f}s = set-up and "
+            f"({run.reused} shared with an equal or equivalent state); wall {wall:.1f}s = set-up and "
             f"two clean runs {report.golden_seconds:.1f}s + sweep {report.sweep_seconds:.1f}s "
             f"+ version probe; resumed runs alone {run.resume_seconds:.1f}s "
             f"(mean {1000 * run.resume_seconds / max(1, run.judged):.0f} ms)")

@@ -68,7 +68,7 @@ def _print_run(run) -> None:
     print(f"  kill points   {data['kill_points_explored']}/{data['kill_points_total']} "
           f"explored ({cats})")
     print(f"  crash states  {data['crash_states']} judged, {run.judged} resumed "
-          f"({run.reused} equal to one already judged), {run.seconds:.1f}s")
+          f"({run.reused} shared with an equal or equivalent state), {run.seconds:.1f}s")
     for probe in run.probes:
         print(f"  probe         {probe.kill_point.id}: {'ok' if probe.ok else 'VIOLATED'}")
 
