@@ -15,7 +15,7 @@ from . import retention
 from .checkpoint import Checkpoint, CheckpointStore, PendingCall
 from .records import (COMPLETED, ESCALATED, FAILED, RUNNING, Decisions, Intents, Plan,
                       Progress, RunStatus)
-from .storage import atomic_write_json, ensure_dir, fsync_dir, fsync_file, read_json
+from .storage import atomic_write_json, ensure_dir, fsync_path, read_json
 from faultsim.world import ServiceError  # what the world's receivers raise on refusal
 from .tools import (BLIND, KEYED, TOOLS, Tool, ToolInputError, get_tool, target_of,
                     workspace_path)
@@ -311,10 +311,10 @@ class Agent:
             if entry["tool"] == "write_file":
                 path = workspace_path(self, entry["input"]["path"])
                 if path.exists():
-                    fsync_file(path)
+                    fsync_path(path)
                     directory = path.parent
                     while directory != self.workspace.parent:  # names of new subfolders too
-                        fsync_dir(directory)
+                        fsync_path(directory)
                         directory = directory.parent
 
     def _finish(self, checkpoint: Checkpoint) -> RunResult:

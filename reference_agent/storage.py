@@ -13,15 +13,8 @@ from typing import Any
 TMP_SUFFIX = ".tmp"
 
 
-def fsync_dir(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def fsync_file(path: Path) -> None:
+def fsync_path(path: Path) -> None:
+    """fsync a file's data or a directory's entries (both open read-only on POSIX)."""
     fd = os.open(path, os.O_RDONLY)
     try:
         os.fsync(fd)
@@ -38,7 +31,7 @@ def ensure_dir(directory: Path) -> None:
         directory = directory.parent
     for d in reversed(missing):
         d.mkdir(exist_ok=True)
-        fsync_dir(d.parent)
+        fsync_path(d.parent)
 
 
 def atomic_write_bytes(path: Path, data: bytes) -> None:
@@ -48,7 +41,7 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
         f.flush()
         os.fsync(f.fileno())
     os.replace(tmp, path)
-    fsync_dir(path.parent)
+    fsync_path(path.parent)
 
 
 def encode_json(value: Any) -> bytes:
