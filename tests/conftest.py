@@ -2,6 +2,7 @@
 a BaseException (as a kill would: no `except Exception` in the agent can swallow it)."""
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -64,3 +65,33 @@ def golden(support_tickets):
     from faultsim import run_once
 
     return run_once(support_tickets, reference_agent.make_agent)
+
+
+SB = "/sb"  # the sandbox of the interposer tests, inside pyfakefs
+
+
+@pytest.fixture
+def sandbox():
+    """(fake fs, interposer, tracer) with an empty sandbox at /sb; the hooks are installed
+    before the Patcher is built, as the explorer does."""
+    from pyfakefs.fake_filesystem_unittest import Patcher
+
+    import faultsim.interpose.fs as fsmod
+    from faultsim.interpose.fs import FsInterposer, install
+    from faultsim.trace import Tracer
+
+    install()
+    with Patcher() as patcher:
+        patcher.fs.create_dir(SB)
+        tracer = Tracer()
+        ip = FsInterposer(patcher.fs, SB, tracer)
+        yield patcher.fs, ip, tracer
+    assert fsmod._active is None  # no test left an interposer active
+
+
+def dir_fsync(path: str) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

@@ -4,36 +4,18 @@ from __future__ import annotations
 import os
 
 import pytest
-from pyfakefs.fake_filesystem_unittest import Patcher
 
 from faultsim.crashmodel import SECTOR, CrashState, power_states, process_state
 from faultsim.explore import KillAt
-from faultsim.interpose.fs import DIR, FsInterposer, install
+from faultsim.interpose.fs import DIR, FsInterposer
 from faultsim.killpoints import (CATEGORIES, REQUIRED_ON_REFERENCE, KillPoint, categories,
                                  kill_points, torn_offsets)
-from faultsim.trace import Event, Killed, Tracer
+from faultsim.trace import Event, Killed
 
-SB = "/sb"
+from conftest import SB, dir_fsync  # the shared sandbox fixture comes from conftest too
+
 OLD = b'{"version": "old"}'
 NEW = b'{"version": "new", "pad": "' + b"n" * 1500 + b'"}'  # 1529 bytes: 3 sectors
-
-
-@pytest.fixture
-def sandbox():
-    install()
-    with Patcher() as patcher:
-        patcher.fs.create_dir(SB)
-        tracer = Tracer()
-        ip = FsInterposer(patcher.fs, SB, tracer)
-        yield patcher.fs, ip, tracer
-
-
-def dir_fsync(path: str) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def write(path: str, data: bytes, *, fsync: bool) -> None:

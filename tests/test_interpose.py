@@ -18,32 +18,11 @@ import faultsim.interpose.fs as fsmod
 from faultsim.interpose.fs import DIR, FsInterposer, install
 from faultsim.trace import Killed, PendingWrite, Tracer
 
-SB = "/sb"
-
-
-@pytest.fixture
-def sandbox():
-    """(fake fs, interposer, tracer) with an empty sandbox at /sb; the hooks are installed
-    before the Patcher is built, as the explorer does."""
-    install()
-    with Patcher() as patcher:
-        patcher.fs.create_dir(SB)
-        tracer = Tracer()
-        ip = FsInterposer(patcher.fs, SB, tracer)
-        yield patcher.fs, ip, tracer
-    assert fsmod._active is None  # no test left an interposer active
+from conftest import SB, dir_fsync  # the shared sandbox fixture comes from conftest too
 
 
 def kinds(tracer: Tracer) -> list[tuple[str, str]]:
     return [(e.kind, e.subject) for e in tracer.events]
-
-
-def dir_fsync(path: str) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 class Tear:
