@@ -9,13 +9,13 @@ import posixpath
 import posix as _os  # the real OS: pyfakefs patches every module's `os`, not `posix`
 import signal
 import threading
-import freezegun.api as _real_time  # time.perf_counter is frozen in here; these are not
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Sequence
 
 import freezegun
+import freezegun.api as _real_time  # time.perf_counter is frozen in here; these are not
 from pyfakefs.fake_filesystem_unittest import Patcher
 
 from .agent import AgentEnv, Outcome, outcome_of
@@ -23,8 +23,10 @@ from .crashmodel import CRASH_MODELS, CrashState, power_states, process_state
 from .interpose.determinism import seeded
 from .interpose.fs import FsInterposer, install
 from .killpoints import KillPoint, kill_points
-from .oracle import OUTPUTS, RESUME_GUARDS, STATE_GUARDS, CrashRun, Golden, Violation, judge
+from .oracle import (OUTPUTS, RESUME_GUARDS, STATE_GUARDS, CrashRun, Golden, Violation,
+                     judge, no_write_after_kill)
 from .report import ModelRun, Report, ResumeSummary, Verdict
+from .runner import make_env
 from .scenario import Scenario
 from .trace import Event, Killed, Tracer, WorldSealed, digest
 from .world import World
@@ -180,10 +182,7 @@ class Explorer:
             if not world.sealed:
                 tracer.emit("mark." + name, str(info.get("tool") or ""))
 
-        env = AgentEnv(workdir=Path(SANDBOX), client=world.model.client(),
-                       services=world.services, clock=world.clock, task=self.scenario.task,
-                       task_id=self.scenario.id, model=self.scenario.model,
-                       incarnation=world.incarnation, mark=mark)
+        env = make_env(self.scenario, world, Path(SANDBOX), mark)
         unsubscribe = world.subscribe(on_world)
         try:
             with ip, seeded(f"{self.seed}:{world.incarnation}"), _time_limit(self.timeout if timed else None):
@@ -244,8 +243,7 @@ class Explorer:
         world.sealed = False
         return world, states, list(self.interposer.after_kill)
 
-    def resume(self, world: World, state: CrashState, points: list[KillPoint],
-               after_kill: list[str]) -> CrashRun:
+    def resume(self, world: World, state: CrashState, points: list[KillPoint]) -> CrashRun:
         current = self.interposer.snapshot()
         if current != state.as_dict():
             self.interposer.restore(state.as_dict())
@@ -257,7 +255,7 @@ class Explorer:
         inc = self.incarnation(world)
         return CrashRun(points, state, world, outcome=inc.outcome, error=inc.error,
                         timed_out=inc.timed_out, final=self.interposer.snapshot(),
-                        after_kill=after_kill, escapes=list(self.interposer.escapes),
+                        escapes=list(self.interposer.escapes),
                         resume_positions=[inc.first_position] if inc.first_position is not None
                         else [])
 
@@ -298,12 +296,6 @@ def _states(ex: Explorer, model: str, snapshot: dict) -> list[CrashState]:
     if model == "process":
         return process_state(snapshot)
     return power_states(snapshot, ex.interposer.inodes(), ex.interposer.durability)
-
-
-def _after_kill_violation(after_kill: list[str]) -> Violation:
-    return Violation("no_write_after_kill", "P3", "after the kill the dead incarnation still "
-                     "tried: " + "; ".join(after_kill[:5]) + " (a real SIGKILL runs no "
-                     "cleanup; none of it reached the disk)")
 
 
 @dataclass
@@ -358,7 +350,7 @@ def _resume_and_judge(ex: Explorer, golden: Golden, world: World, state: CrashSt
     started = _real_time.real_perf_counter()
     ip.start_tracking(watch)
     try:
-        crash_run = ex.resume(world, state, [point], [])
+        crash_run = ex.resume(world, state, [point])
     finally:
         ip.stop_tracking()
     violations = judge(golden, crash_run, RESUME_GUARDS)
@@ -390,20 +382,22 @@ class _Sweep:
     equivalences: bool = True  # False: only equal states share a verdict (for checking)
 
     def known(self, state: CrashState, signature: str, watch: str | None):
+        """(exact key, result or None, masked digest, absent digest); the two digests are
+        None when not needed or not applicable."""
         key = (state.digest(), signature)
         if key in self.memo or not self.equivalences:
-            return key, self.memo.get(key)
+            return key, self.memo.get(key), None, None
         masked = _masked(state, watch)
         if masked is not None and (masked, watch, signature) in self.insensitive:
             result = self.insensitive[(masked, watch, signature)]
             self.memo[key] = result
-            return key, result
+            return key, result, masked, None
         absent = _absent(state, watch)
         without = self.memo.get((absent, signature)) if absent is not None else None
         if without is not None and without.blind_to_presence(watch):
             self.memo[key] = without
-            return key, without
-        return key, None
+            return key, without, masked, absent
+        return key, None, masked, absent
 
     def learn(self, key: tuple, state: CrashState, signature: str, watch: str | None,
               result: ResumeResult) -> None:
@@ -417,11 +411,11 @@ class _Sweep:
         if (model, point.id, order) in self.recorded:
             return  # a second driver pass meets states the first one settled
         self.recorded.add((model, point.id, order))
-        probe = CrashRun([point], state, None, resume_positions=[result.first_position]
+        probe = CrashRun([point], state, None, after_kill=after_kill,
+                         resume_positions=[result.first_position]
                          if result.first_position is not None else [])
-        violations = judge(self.golden, probe, STATE_GUARDS) + result.violations
-        if after_kill:
-            violations.append(_after_kill_violation(after_kill))
+        violations = (judge(self.golden, probe, STATE_GUARDS) + result.violations +
+                      judge(self.golden, probe, (no_write_after_kill,)))
         run = self.runs[model]
         run.verdicts.append(Verdict(point, model, state.persisted, violations, state,
                                     result.summary, self.golden, order))
@@ -440,7 +434,7 @@ def _sweep_replaying(ex: Explorer, sweep: _Sweep, chosen: list[KillPoint], model
             world, states, after_kill = ex.crash(point, model)
             signature, watch = world_signature(world), ex.interposer.last_touched
             for i, state in enumerate(states):
-                key, result = sweep.known(state, signature, watch)
+                key, result, _, _ = sweep.known(state, signature, watch)
                 fresh = result is None
                 if fresh:
                     w = copy.deepcopy(world) if i < len(states) - 1 else world
@@ -548,10 +542,8 @@ class _Pool:
             snapshot = base if write is None else {**base, write.path: write.torn(point.offset)}
             for model in self.models:
                 for i, state in enumerate(_states(self.ex, model, snapshot)):
-                    key, result = self.sweep.known(state, signature, watch)
-                    masked = _masked(state, watch)
+                    key, result, masked, absent = self.sweep.known(state, signature, watch)
                     entry = (model, point, i, state, key, watch, masked)
-                    absent = _absent(state, watch)
                     busy = self.waiting.get(key) or (masked and self.waiting.get(
                         (masked, watch, signature))) or (absent and self.waiting.get(
                             (absent, signature)))
@@ -658,7 +650,7 @@ class _Pool:
         again = []
         for entry, signature in self.parked:
             model, point, i, state, key, watch, masked = entry
-            _, result = self.sweep.known(state, signature, watch)
+            _, result, _, _ = self.sweep.known(state, signature, watch)
             if result is not None:
                 self.sweep.record(model, point, i, state, result, [], False)
             elif point not in again:
@@ -737,7 +729,7 @@ def version_probe(ex: Explorer, golden: Golden) -> Verdict | None:
                           {**files, **changed})
     effects_before = len(world.ledger.applied())
     asked_before = sum(1 for q in world.model.requests if q.ok)
-    run = ex.resume(world, state, [point], [])
+    run = ex.resume(world, state, [point])
     problems = []
     if run.error is None:
         problems.append(f"the agent resumed from a checkpoint of unknown version "

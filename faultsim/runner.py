@@ -29,6 +29,15 @@ class RunRecord:
         return {name: len(self.world.ledger.applied(name)) for name in self.world.services}
 
 
+def make_env(scenario: Scenario, world: World, workdir: Path,
+             mark: Callable[..., None] | None = None, *, max_retries: int = 2) -> AgentEnv:
+    """What the factory receives for the world's current incarnation."""
+    return AgentEnv(workdir=Path(workdir), client=world.model.client(max_retries=max_retries),
+                    services=world.services, clock=world.clock, task=scenario.task,
+                    task_id=scenario.id, model=scenario.model,
+                    incarnation=world.incarnation, mark=mark)
+
+
 class ScenarioRun:
     """A world plus a workdir. `incarnation()` builds a fresh agent and runs it once.
 
@@ -59,12 +68,8 @@ class ScenarioRun:
         self._stack.close()
 
     def env(self, mark: Callable[..., None] | None = None) -> AgentEnv:
-        return AgentEnv(workdir=self.workdir, client=self.world.model.client(
-                            max_retries=self.max_retries),
-                        services=self.world.services, clock=self.world.clock,
-                        task=self.scenario.task, task_id=self.scenario.id,
-                        model=self.scenario.model, incarnation=self.world.incarnation,
-                        mark=mark)
+        return make_env(self.scenario, self.world, self.workdir, mark,
+                        max_retries=self.max_retries)
 
     def incarnation(self, mark: Callable[..., None] | None = None) -> Outcome:
         """One start-or-resume of a fresh agent, to completion or until something raises."""

@@ -448,14 +448,15 @@ class FsInterposer:
         old = obj._byte_contents or b""
         if new == old:
             return apply(contents)  # flushes that change nothing are not events
-        rel = self._rel_of(obj)
+        path = _path_of(obj)  # None: unlinked but still open, its writes reach no name
+        rel = None if path is None else self.rel(path)
         if self.killed:
             if obj.st_ino not in self._open_at_kill:
                 self.after_kill.append(f"write {rel or obj.name} ({len(new)} bytes)")
             return False
         if rel is None:
-            if _path_of(obj) is not None:
-                self._outside("write", _path_of(obj))
+            if path is not None:
+                self._outside("write", path)
             return apply(contents)
         kind = "fs.truncate" if not new and old else "fs.write"
         write = PendingWrite(rel, old, new, apply)
@@ -472,17 +473,18 @@ class FsInterposer:
         return result
 
     def _truncate(self, obj, st_size, apply):
-        rel = self._rel_of(obj)
         old = obj._byte_contents or b""
         if st_size == len(old):
             return apply(st_size)
+        path = _path_of(obj)
+        rel = None if path is None else self.rel(path)
         if self.killed:
             if obj.st_ino not in self._open_at_kill:
                 self.after_kill.append(f"truncate {rel or obj.name} to {st_size}")
             return None
         if rel is None:
-            if _path_of(obj) is not None:
-                self._outside("truncate", _path_of(obj))
+            if path is not None:
+                self._outside("truncate", path)
             return apply(st_size)
         result = apply(st_size)
         self._dirty(obj, rel)
