@@ -40,9 +40,13 @@ class _Progress:
         self.enabled = sys.stderr.isatty()
         self.shown = False
 
-    def __call__(self, done: int, total: int) -> None:
+    def __call__(self, done: int, total: int, stage: str = "kill points") -> None:
         if not self.enabled:
             return
+        if stage != getattr(self, "stage", "kill points"):
+            self.stage, self.started = stage, self.clock()  # a new stage: a new rate
+            if self.shown:
+                sys.stderr.write("\n")
         elapsed = self.clock() - self.started
         if elapsed < 1.0 and done < total:
             return  # runs shorter than a second get no bar
@@ -50,8 +54,9 @@ class _Progress:
         eta = (total - done) / rate if rate else 0.0
         width = 30
         filled = int(width * done / max(1, total))
+        unit = getattr(self, "stage", "kill points")
         sys.stderr.write(f"\r{self.label} [{'#' * filled}{'.' * (width - filled)}] "
-                         f"{done}/{total} kill points  {rate:5.1f}/s  ETA {eta:4.0f}s ")
+                         f"{done}/{total} {unit}  {rate:5.1f}/s  ETA {eta:4.0f}s ")
         sys.stderr.flush()
         self.shown = True
 
@@ -69,6 +74,14 @@ def _print_run(run) -> None:
           f"explored ({cats})")
     print(f"  crash states  {data['crash_states']} judged, {run.judged} resumed "
           f"({run.reused} shared with an equal or equivalent state), {run.seconds:.1f}s")
+    for n, depth in sorted(run.depths.items()):
+        if depth.explored:
+            print(f"  {n} crashes     {depth.total} schedules over {data['crash_states']} "
+                  f"first crash states; {depth.explored} explored after pruning, "
+                  f"{depth.resumed} resumed, {depth.seconds:.1f}s")
+        if depth.searched:
+            print(f"  {n} crashes     searched: {depth.searched} schedules (hypothesis, "
+                  f"seed {run.seed}), {depth.seconds:.1f}s")
     for probe in run.probes:
         print(f"  probe         {probe.kill_point.id}: {'ok' if probe.ok else 'VIOLATED'}")
 
@@ -93,7 +106,8 @@ def cmd_run(ns: argparse.Namespace) -> int:
         try:
             part = explore(factory, sc, crash_model=ns.crash_model, agent_name=ns.agent,
                            only=only, timeout=ns.timeout, workers=ns.workers,
-                           progress=progress)
+                           crashes=ns.crashes, seed=ns.seed, search=ns.search,
+                           search_seconds=ns.search_seconds, progress=progress)
         finally:
             progress.close()
         for run in part.runs:
@@ -111,6 +125,31 @@ def cmd_run(ns: argparse.Namespace) -> int:
         with open(ns.json, "w", encoding="utf-8") as f:
             json.dump(report.to_json(), f, indent=2)
     return EXIT_OK if report.ok else EXIT_VIOLATION
+
+
+def cmd_replay(ns: argparse.Namespace) -> int:
+    import json
+
+    from .agent import load_factory
+    from .replay import replay
+    from .token import ReplayToken
+
+    token = ReplayToken.decode(ns.token)
+    factory = load_factory(ns.agent or token.agent)
+    result = replay(token, factory, timeout=ns.timeout)
+    crashes = len(result.schedule)
+    print(f"replaying {crashes} crash{'es' if crashes > 1 else ''} of "
+          f"{result.run.scenario.id} / {ns.agent or token.agent} / crash model "
+          f"{token.crash_model}, seed {token.seed}")
+    print(result.counterexample() if not result.ok else
+          "\n".join([f"  crash {k}: {p.describe()}" for k, p in enumerate(result.schedule, 1)]
+                    + ["ok: the schedule no longer violates the protocol"]))
+    if ns.json:
+        result.run.deep_failures = [result.verdict] if result.verdict.earlier else []
+        result.run.verdicts = [] if result.verdict.earlier else [result.verdict]
+        with open(ns.json, "w", encoding="utf-8") as f:
+            json.dump({"ok": result.ok, "runs": [result.run.to_json()]}, f, indent=2)
+    return EXIT_OK if result.ok else EXIT_VIOLATION
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -140,9 +179,33 @@ def build_parser() -> argparse.ArgumentParser:
                           "(default: 30)")
     run.add_argument("--examples", type=int, default=3,
                      help="counterexamples to print, the first of each kind (default: 3)")
+    run.add_argument("--crashes", type=int, default=2, metavar="N",
+                     help="the most crashes in one schedule (default: 2). One and two are "
+                          "explored exhaustively (the second crash at every kill point of "
+                          "the resumed run); more are searched with hypothesis")
+    run.add_argument("--seed", default="0",
+                     help="seed for the agent's uuid/random/tempfile names and the search "
+                          "(default: 0); the same seed gives the same report")
+    run.add_argument("--search", type=int, default=None, metavar="EXAMPLES",
+                     help="hypothesis examples per crash model for schedules beyond the "
+                          "exhaustive sweep (default: 200 when --crashes > 2); with "
+                          "--crashes 2 it searches the pairs instead of enumerating them")
+    run.add_argument("--search-seconds", type=float, default=None, metavar="S",
+                     help="stop the search after S seconds (a failure found is still shrunk)")
     run.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
                      help=argparse.SUPPRESS)
     run.set_defaults(func=cmd_run)
+    rep = sub.add_parser("replay", help="re-run exactly the schedule of a counterexample's "
+                         "token and show the trace around each kill")
+    rep.add_argument("token", help="the token a report printed (fs1_...)")
+    rep.add_argument("--agent", default=None,
+                     help="replay on this agent factory instead of the token's (a fix)")
+    rep.add_argument("--json", metavar="FILE", help="write the verdict as a JSON report")
+    rep.add_argument("--timeout", type=float, default=30.0,
+                     help="seconds an incarnation may run (default: 30)")
+    rep.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
+                     help=argparse.SUPPRESS)
+    rep.set_defaults(func=cmd_replay)
     return parser
 
 
@@ -150,11 +213,15 @@ def main(argv: list[str] | None = None) -> int:
     from .agent import AgentLoadError
     from .explore import AgentFailedCleanly, NonDeterminismError
     from .scenario import ScenarioError
+    from .token import TokenError
 
     ns = build_parser().parse_args(argv)
+    if getattr(ns, "crashes", 1) < 1:
+        print("faultsim: error: --crashes must be at least 1", file=sys.stderr)
+        return EXIT_USAGE
     try:
         return ns.func(ns)
-    except (UsageError, ScenarioError, AgentLoadError) as exc:
+    except (UsageError, ScenarioError, AgentLoadError, TokenError, FileNotFoundError) as exc:
         if ns.debug:
             traceback.print_exc()
         print(f"faultsim: error: {exc}", file=sys.stderr)

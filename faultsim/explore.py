@@ -226,24 +226,33 @@ class Explorer:
         return Golden.of(a.outcome, world, final, a.events)
 
     # -- one crash run --------------------------------------------------------------------
-    def crash(self, point: KillPoint, model: str) -> tuple[World, list[CrashState], list[str]]:
-        """Run the first incarnation into `point`; return the sealed world and the crash
-        states the model allows."""
-        self.reset_sandbox()
-        world = self.new_world()
+    def crash(self, point: KillPoint, model: str, start: Callable[[], World] | None = None
+              ) -> tuple[World, list[CrashState], list[str]]:
+        """Run one incarnation into `point`; return the sealed world and the crash states the
+        model allows. `start` prepares a resumed incarnation (a crash during recovery);
+        without it the incarnation is the first, on an empty sandbox."""
+        if start is None:
+            self.reset_sandbox()
+            world = self.new_world()
+        else:
+            world = start()
         if point.index > 0:
             policy = KillAt(point, seal=lambda: (self.interposer.kill(),
                                                  setattr(world, "sealed", True)))
             inc = self.incarnation(world, policy)
             if not policy.landed:
-                raise KillDidNotLand(f"{point.id} never came: the first incarnation "
+                raise KillDidNotLand(f"{point.id} never came: the "
+                                     f"{'first' if start is None else 'resumed'} incarnation "
                                      f"{'ended with ' + (inc.error or 'an outcome')}; the "
                                      "agent is not deterministic across runs")
+        elif start is not None:
+            world.begin_incarnation()  # a restart killed before its first event still began
         states = _states(self, model, self.interposer.snapshot())
         world.sealed = False
         return world, states, list(self.interposer.after_kill)
 
-    def resume(self, world: World, state: CrashState, points: list[KillPoint]) -> CrashRun:
+    def prepare(self, world: World, state: CrashState) -> None:
+        """Put `state` on disk for the next incarnation, as a restart would find it."""
         current = self.interposer.snapshot()
         if current != state.as_dict():
             self.interposer.restore(state.as_dict())
@@ -251,13 +260,17 @@ class Explorer:
             self.interposer.killed = False
             self.interposer.mark_all_durable()
         self.interposer.escapes = []
+        self.interposer.after_kill = []
         self.use_world(world)
+
+    def resume(self, world: World, state: CrashState, points: list[KillPoint]) -> CrashRun:
+        self.prepare(world, state)
         inc = self.incarnation(world)
         return CrashRun(points, state, world, outcome=inc.outcome, error=inc.error,
                         timed_out=inc.timed_out, final=self.interposer.snapshot(),
                         escapes=list(self.interposer.escapes),
                         resume_positions=[inc.first_position] if inc.first_position is not None
-                        else [])
+                        else [], events=inc.events)
 
 
 class AgentFailedCleanly(Exception):
@@ -310,6 +323,7 @@ class ResumeResult:
     first_content: dict = field(default_factory=dict)  # path -> observed | destroyed
     first_presence: dict = field(default_factory=dict)
     listed: frozenset = frozenset()
+    events: list | None = None  # its trace, kept where a further crash will be tried in it
 
     def blind_to_content(self, path: str) -> bool:
         """The run's course could not depend on this file's old content, nor its outputs."""
@@ -345,19 +359,31 @@ def _absent(state: CrashState, path: str | None) -> str | None:
 
 
 def _resume_and_judge(ex: Explorer, golden: Golden, world: World, state: CrashState,
-                      point: KillPoint, watch: str | None) -> ResumeResult:
+                      schedule: list[KillPoint], watch: str | None,
+                      keep_trace: bool = False) -> ResumeResult:
     ip = ex.interposer
     started = _real_time.real_perf_counter()
     ip.start_tracking(watch)
     try:
-        crash_run = ex.resume(world, state, [point])
+        crash_run = ex.resume(world, state, schedule)
     finally:
         ip.stop_tracking()
     violations = judge(golden, crash_run, RESUME_GUARDS)
     first = crash_run.resume_positions[0] if crash_run.resume_positions else None
     return ResumeResult(violations, ResumeSummary.of(crash_run) if violations else None,
                         first, _real_time.real_perf_counter() - started,
-                        dict(ip.first_content), dict(ip.first_presence), frozenset(ip.listed))
+                        dict(ip.first_content), dict(ip.first_presence), frozenset(ip.listed),
+                        crash_run.events if keep_trace else None)
+
+
+@dataclass(frozen=True)
+class Earlier:
+    """A crash of a schedule before its last one: where, and which crash state it left."""
+
+    point: KillPoint
+    order: int  # among the crash states the model allows there
+    persisted: str
+    next_trace: tuple  # the clean course of the incarnation resumed after it
 
 
 @dataclass
@@ -371,6 +397,9 @@ class _Sweep:
     or removed it) before reading it: a torn temp file is the common case. And a state
     that has one more file F than a judged one gives the same run when that run never
     looked for F (no exists, stat, read, listing of its folder) before creating it over.
+
+    A sweep with `earlier` crashes explores the last crash of longer schedules: the kill
+    points of one resumed incarnation. Its verdicts are counted, and kept when they fail.
     """
 
     golden: Golden
@@ -380,6 +409,17 @@ class _Sweep:
     recorded: set[tuple] = field(default_factory=set)
     done_points: int = 0
     equivalences: bool = True  # False: only equal states share a verdict (for checking)
+    earlier: tuple[Earlier, ...] = ()
+    keep_traces: bool = False  # results keep their trace: a further crash will be tried
+    instances: list = field(default_factory=list)  # (model, point, order, state, result, ok)
+
+    @property
+    def trace(self) -> list:
+        """The clean course of the incarnation this sweep kills."""
+        return list(self.earlier[-1].next_trace) if self.earlier else self.golden.trace
+
+    def schedule(self, point: KillPoint) -> list[KillPoint]:
+        return [e.point for e in self.earlier] + [point]
 
     def known(self, state: CrashState, signature: str, watch: str | None):
         """(exact key, result or None, masked digest, absent digest); the two digests are
@@ -411,14 +451,24 @@ class _Sweep:
         if (model, point.id, order) in self.recorded:
             return  # a second driver pass meets states the first one settled
         self.recorded.add((model, point.id, order))
-        probe = CrashRun([point], state, None, after_kill=after_kill,
+        probe = CrashRun(self.schedule(point), state, None, after_kill=after_kill,
                          resume_positions=[result.first_position]
                          if result.first_position is not None else [])
         violations = (judge(self.golden, probe, STATE_GUARDS) + result.violations +
                       judge(self.golden, probe, (no_write_after_kill,)))
         run = self.runs[model]
-        run.verdicts.append(Verdict(point, model, state.persisted, violations, state,
-                                    result.summary, self.golden, order))
+        verdict = Verdict(point, model, state.persisted, violations, state, result.summary,
+                          self.golden, order, earlier=self.earlier)
+        if self.earlier:
+            depth = run.depth(len(self.earlier) + 1)
+            depth.explored += 1
+            depth.resumed += fresh
+            depth.resume_seconds += result.seconds if fresh else 0.0
+            if violations:
+                run.deep_failures.append(verdict)
+            return
+        run.verdicts.append(verdict)
+        self.instances.append((model, point, order, state, result, not violations))
         if fresh:
             run.judged += 1
             run.resume_seconds += result.seconds
@@ -427,18 +477,19 @@ class _Sweep:
 
 
 def _sweep_replaying(ex: Explorer, sweep: _Sweep, chosen: list[KillPoint], models: list[str],
-                     progress) -> None:
+                     progress, start: Callable[[], World] | None = None) -> None:
     """The plain executor: for each kill point, run the prefix again, kill, resume."""
     for n, point in enumerate(chosen):
         for model in models:
-            world, states, after_kill = ex.crash(point, model)
+            world, states, after_kill = ex.crash(point, model, start)
             signature, watch = world_signature(world), ex.interposer.last_touched
             for i, state in enumerate(states):
                 key, result, _, _ = sweep.known(state, signature, watch)
                 fresh = result is None
                 if fresh:
                     w = copy.deepcopy(world) if i < len(states) - 1 else world
-                    result = _resume_and_judge(ex, sweep.golden, w, state, point, watch)
+                    result = _resume_and_judge(ex, sweep.golden, w, state,
+                                               sweep.schedule(point), watch, sweep.keep_traces)
                     sweep.learn(key, state, signature, watch, result)
                 sweep.record(model, point, i, state, result, after_kill, fresh)
         sweep.done_points += 1
@@ -469,15 +520,16 @@ class ForkAt:
 
 
 def _sweep_forking(ex: Explorer, sweep: _Sweep, chosen: list[KillPoint], models: list[str],
-                   workers: int, progress) -> None:
+                   workers: int, progress, start: Callable[[], World] | None = None) -> None:
     boundary = {p.index: p for p in chosen if not p.torn and p.index > 0}
     torn: dict[int, list[KillPoint]] = {}
     for p in chosen:
         if p.torn:
             torn.setdefault(p.index, []).append(p)
     if any(p.index == 0 for p in chosen):  # before the first event: nothing to fork from
-        _sweep_replaying(ex, sweep, [p for p in chosen if p.index == 0], models, None)
-    revisit = _drive(ex, sweep, models, workers, progress, len(chosen), boundary, torn, False)
+        _sweep_replaying(ex, sweep, [p for p in chosen if p.index == 0], models, None, start)
+    revisit = _drive(ex, sweep, models, workers, progress, len(chosen), boundary, torn, False,
+                     start)
     if revisit:  # second pass: only the states whose class turned out to read the file
         sweep.done_points -= len(revisit)
         again = [p for p in revisit if not p.torn]
@@ -486,21 +538,24 @@ def _sweep_forking(ex: Explorer, sweep: _Sweep, chosen: list[KillPoint], models:
             if p.torn:
                 torn_again.setdefault(p.index, []).append(p)
         _drive(ex, sweep, models, workers, progress, len(chosen), {p.index: p for p in again},
-               torn_again, True)
+               torn_again, True, start)
 
 
 def _drive(ex: Explorer, sweep: _Sweep, models, workers, progress, total, boundary, torn,
-           no_parking: bool) -> list[KillPoint]:
+           no_parking: bool, start: Callable[[], World] | None = None) -> list[KillPoint]:
     """One driver run: the agent runs clean while children fork off at the kill points."""
     import gc
 
-    ex.reset_sandbox()
-    world = ex.new_world()
+    if start is None:
+        ex.reset_sandbox()
+        world = ex.new_world()
+    else:
+        world = start()
     pool = _Pool(ex, sweep, models, world, workers, ex.timeout, total, progress)
     pool.no_parking = no_parking
     # Children share the parent's memory copy-on-write; a garbage collection in a child
-    # would touch (and so copy) every page. Freeze what exists now out of the collector.
-    gc.collect()
+    # would touch (and so copy) every page. Freeze what exists now out of the collector
+    # (no collection first: with the memos of a pair sweep it costs more than it saves).
     gc.freeze()
     policy = ForkAt(pool, boundary, torn, seal=lambda: (ex.interposer.kill(),
                                                         setattr(world, "sealed", True)))
@@ -508,10 +563,11 @@ def _drive(ex: Explorer, sweep: _Sweep, models, workers, progress, total, bounda
         inc = ex.incarnation(world, policy, timed=False)  # the driver: children have limits
         if pool.in_child:  # only a child gets here: it died at its kill point
             pool.child_main(list(ex.interposer.after_kill))
-        _compare_traces(sweep.golden.trace, inc.events)
+        _compare_traces(sweep.trace, inc.events)
         return pool.wait_all()
     finally:
         pool.kill_all()
+        gc.unfreeze()
 
 
 class _Pool:
@@ -684,7 +740,9 @@ class _Pool:
                     results.append(known)
                     continue
                 w = copy.deepcopy(self.world) if n < len(self.job) - 1 else self.world
-                result = _resume_and_judge(self.ex, self.sweep.golden, w, state, point, watch)
+                result = _resume_and_judge(self.ex, self.sweep.golden, w, state,
+                                           self.sweep.schedule(point), watch,
+                                           self.sweep.keep_traces)
                 if masked is not None and result.blind_to_content(watch):
                     by_class[(masked, watch)] = result
                 results.append(result)
@@ -749,22 +807,104 @@ def version_probe(ex: Explorer, golden: Golden) -> Verdict | None:
                    ResumeSummary.of(run) if violations else None, golden, 0)
 
 
+def _first_crashes(sweep: _Sweep, model: str, position: dict[str, int]) -> list[tuple]:
+    """The first crashes to explore further: one per class of equal (or equivalent) crash
+    states that passed, the earliest; with how many first crashes the class stands for."""
+    classes: dict[int, list] = {}
+    for model_, point, order, state, result, ok in sweep.instances:
+        if model_ == model and ok:
+            classes.setdefault(id(result), []).append((position[point.id], order, point,
+                                                       state, result))
+    reps = []
+    for members in classes.values():
+        members.sort(key=lambda m: m[:2])
+        _, order, point, state, result = members[0]
+        reps.append((point, order, state, result, len(members)))
+    reps.sort(key=lambda r: (position[r[0].id], r[1]))
+    return reps
+
+
+def _sweep_pairs(ex: Explorer, top: _Sweep, models: list[str], position: dict[str, int],
+                 workers: int, progress) -> None:
+    """Every schedule of two crashes: for each first crash state (one per class), the
+    resumed run is killed at every kill point of its own course (its reconciliation, its
+    checkpoint writes ...), and each crash state that leaves is resumed and judged.
+
+    Pruning: a first crash whose state equals (or is equivalent to) one already explored
+    gives the same resumed run, so its pairs are counted, not run again; a second crash
+    state equal to one already judged (after any first crash) shares its verdict.
+    """
+    import os
+
+    memo: dict = {}
+    insensitive: dict = {}
+    for model in models:
+        run = top.runs[model]
+        stats = run.depth(2)
+        started = _real_time.real_perf_counter()
+        reps = _first_crashes(top, model, position)
+        for n, (point, order, state, result, count) in enumerate(reps):
+            if result.events is None:
+                continue
+            world, states, _ = ex.crash(point, model)
+            if order >= len(states) or states[order].digest() != state.digest():
+                raise NonDeterminismError(f"{point.id}: the crash state differs from the one "
+                                          "judged before; the agent is not deterministic")
+            pristine = copy.deepcopy(world)
+            trace = tuple(result.events)
+
+            def start(pristine=pristine, state=state) -> World:
+                w = copy.deepcopy(pristine)
+                ex.prepare(w, state)
+                return w
+
+            sub = _Sweep(top.golden, top.runs, memo=memo, insensitive=insensitive,
+                         equivalences=top.equivalences,
+                         earlier=(Earlier(point, order, state.persisted, trace),))
+            before = stats.explored
+            points = kill_points(trace)
+            if workers > 0 and hasattr(os, "fork"):
+                _sweep_forking(ex, sub, points, [model], workers, None, start)
+            else:
+                _sweep_replaying(ex, sub, points, [model], None, start)
+            stats.total += count * (stats.explored - before)
+            if progress is not None:
+                progress(n + 1, len(reps), stage=f"pairs ({model})")
+        stats.seconds += _real_time.real_perf_counter() - started
+        order_of = {id(v): i for i, v in enumerate(run.deep_failures)}
+        run.deep_failures.sort(key=lambda v: (
+            [(position.get(e.point.id, -1) if k == 0 else e.point.index, e.order)
+             for k, e in enumerate(v.earlier)],
+            v.kill_point.index, v.kill_point.offset or 0, v.order, order_of[id(v)]))
+
+
 def explore(make_agent: Callable[[AgentEnv], Any], scenario: Scenario, *,
             crash_model: str | Iterable[str] = "process", agent_name: str | None = None,
             only: Callable[[KillPoint], bool] | None = None, timeout: float | None = 30.0,
             seed: str = "0", workers: int | None = None, equivalences: bool = True,
-            progress: Callable[[int, int], None] | None = None) -> Report:
+            crashes: int = 1, search: int | None = None, search_seconds: float | None = None,
+            database: Any = None,
+            progress: Callable[..., None] | None = None) -> Report:
     """Crash `make_agent`'s agent at every kill point of `scenario`, resume it, judge it.
 
-    `only` narrows the kill points (a replay, a shard); `workers` is how many crash runs go
+    `crashes=2` also kills each resumed run at every kill point of its own course (crashes
+    during recovery), exhaustively, with pruning of equal crash states. Longer schedules
+    (`crashes` > 2) are searched with hypothesis: `search` examples per crash model
+    (default 200), at most `search_seconds`, shrunk to the fewest crashes and earliest
+    points. `search=N` with `crashes=2` searches the pairs instead of enumerating them
+    (for scenarios too long to enumerate). `database` is a hypothesis example database
+    for the search. `only` narrows the
+    first crash's kill points (a replay, a shard); `workers` is how many crash runs go
     at once (default: one per core; 0 runs them one after another in this process, replaying
     the prefix each time); `equivalences=False` resumes every distinct crash state instead
     of sharing verdicts between states a resumed run could not tell apart (slower; the
-    verdicts are the same, which a test checks); `progress(done, total)` is called as kill
-    points are judged.
+    verdicts are the same, which a test checks); `progress(done, total, stage=...)` is
+    called as kill points are judged.
     """
     import os
 
+    if crashes < 1:
+        raise ValueError(f"crashes must be at least 1, not {crashes}")
     name = agent_name or getattr(make_agent, "__module__", "agent")
     models = _models(crash_model)
     if workers is None:
@@ -776,8 +916,8 @@ def explore(make_agent: Callable[[AgentEnv], Any], scenario: Scenario, *,
         points = kill_points(golden.trace)
         chosen = [p for p in points if only is None or only(p)]
         runs = {m: ModelRun(scenario=scenario, agent=name, crash_model=m, kill_points=points,
-                            explored=chosen) for m in models}
-        sweep = _Sweep(golden, runs, equivalences=equivalences)
+                            explored=chosen, seed=seed, crashes=crashes) for m in models}
+        sweep = _Sweep(golden, runs, equivalences=equivalences, keep_traces=crashes >= 2)
         golden_seconds = _real_time.real_perf_counter() - started
         sweep_started = _real_time.real_perf_counter()
         if workers > 0 and hasattr(os, "fork"):
@@ -786,15 +926,45 @@ def explore(make_agent: Callable[[AgentEnv], Any], scenario: Scenario, *,
             _sweep_replaying(ex, sweep, chosen, models, progress)
         report.sweep_seconds += _real_time.real_perf_counter() - sweep_started
         report.golden_seconds += golden_seconds
+        position = {p.id: n for n, p in enumerate(chosen)}
+        if crashes >= 2 and not (search and crashes == 2):
+            _sweep_pairs(ex, sweep, models, position, workers, progress)
         probe = version_probe(ex, golden) if only is None else None
         seconds = _real_time.real_perf_counter() - started
         first = runs[models[0]]
         if probe is not None:
             first.probes.append(probe)
-        position = {p.id: n for n, p in enumerate(chosen)}
         for run in runs.values():
             run.verdicts.sort(key=lambda v: (position[v.kill_point.id], v.order))
             run.seconds = seconds * len(run.verdicts) / max(1, sum(len(r.verdicts)
                                                                   for r in runs.values()))
             report.runs.append(run)
+    exhaustive = 1 if search and crashes == 2 else min(crashes, 2)
+    if crashes > exhaustive and only is None:
+        _search(make_agent, scenario, report, name, timeout, seed, exhaustive + 1, crashes,
+                search or 200, search_seconds, database, progress)
     return report
+
+
+def _search(make_agent, scenario, report: Report, name: str, timeout, seed: str,
+            min_crashes: int, max_crashes: int, examples: int, seconds, database,
+            progress) -> None:
+    """Schedules beyond the exhaustive sweep, searched with hypothesis, per crash model."""
+    from .schedule import Session
+    from .search import search
+
+    for run in report.runs:
+        if progress is not None:
+            progress(0, 1, stage=f"search ({run.crash_model})")
+        with Session(make_agent, scenario, crash_model=run.crash_model, seed=seed,
+                     timeout=timeout, agent_name=name) as session:
+            found = search(session, max_crashes=max_crashes, min_crashes=min_crashes,
+                           examples=examples, seconds=seconds, seed=seed, database=database)
+        stats = run.depth(max_crashes)
+        stats.searched += found.tried
+        stats.seconds += found.seconds
+        if found.failure is not None:
+            verdict = found.failure.verdict
+            (run.deep_failures if verdict.earlier else run.verdicts).append(verdict)
+        if progress is not None:
+            progress(1, 1, stage=f"search ({run.crash_model})")

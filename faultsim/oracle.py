@@ -54,6 +54,7 @@ class CrashRun:
     after_kill: list[str] = field(default_factory=list)
     escapes: list[str] = field(default_factory=list)
     resume_positions: list[int] = field(default_factory=list)  # first model position asked
+    events: list = field(default_factory=list)  # the last resumed run's trace
 
     @property
     def crashes(self) -> int:

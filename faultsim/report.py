@@ -45,10 +45,37 @@ class Verdict:
     resume: "ResumeSummary | None"  # what the resumed run did (kept for failures only)
     golden: "Golden"
     order: int = 0  # among the crash states of one kill point
+    earlier: tuple = ()  # the schedule's crashes before this one (`explore.Earlier`)
 
     @property
     def ok(self) -> bool:
         return not self.violations
+
+    @property
+    def schedule(self) -> list[KillPoint]:
+        """One kill point per killed incarnation, in order; the last is this verdict's."""
+        return [e.point for e in self.earlier] + [self.kill_point]
+
+    def token(self, run: "ModelRun") -> str:
+        from .token import ReplayToken, Step
+
+        steps = [Step(e.point.index, e.point.offset, e.order) for e in self.earlier]
+        steps.append(Step(self.kill_point.index, self.kill_point.offset, self.order))
+        return ReplayToken(run.scenario.path, run.agent, self.crash_model, run.seed,
+                           tuple(steps)).encode()
+
+
+@dataclass
+class DepthStats:
+    """Schedules of one length (2 crashes, 3 ...) beyond the single-crash sweep."""
+
+    crashes: int
+    total: int = 0  # schedules of this length over every explored first crash
+    explored: int = 0  # crash states judged after pruning (the others equal judged ones)
+    resumed: int = 0  # of those, resumed afresh (the rest shared an equivalent's verdict)
+    resume_seconds: float = 0.0
+    seconds: float = 0.0
+    searched: int = 0  # schedules tried by the hypothesis search (not exhaustive)
 
 
 @dataclass
@@ -66,21 +93,37 @@ class ModelRun:
     judged: int = 0  # crash states resumed and judged
     reused: int = 0  # crash states equal to one already judged
     probes: list[Verdict] = field(default_factory=list)  # checks beyond kill points (P4)
+    seed: str = "0"
+    crashes: int = 1  # the most crashes in one schedule
+    depths: dict[int, DepthStats] = field(default_factory=dict)
+    deep_failures: list[Verdict] = field(default_factory=list)  # schedules of 2+ crashes
+
+    def depth(self, crashes: int) -> DepthStats:
+        return self.depths.setdefault(crashes, DepthStats(crashes))
 
     @property
     def failures(self) -> list[Verdict]:
-        return [v for v in self.verdicts + self.probes if not v.ok]
+        return [v for v in self.verdicts + self.probes + self.deep_failures if not v.ok]
 
     @property
     def ok(self) -> bool:
         return not self.failures
 
-    def replay_command(self, verdict: Verdict) -> str:
-        base = (f"faultsim run {shlex.quote(self.scenario.path)} --agent "
+    def run_command(self) -> str:
+        return (f"faultsim run {shlex.quote(self.scenario.path)} --agent "
                 f"{shlex.quote(self.agent)}")
+
+    def replay_command(self, verdict: Verdict) -> str:
         if verdict.kill_point.category == "version-probe":
-            return base  # the probe runs with every full run
-        return f"{base} --crash-model {self.crash_model} --kill-point {verdict.kill_point.id}"
+            return self.run_command()  # the probe runs with every full run
+        return f"faultsim replay {verdict.token(self)}"
+
+    def rerun_command(self, verdict: Verdict) -> str | None:
+        """For a single crash: the run narrowed to its kill point (every crash state)."""
+        if verdict.earlier or verdict.kill_point.category == "version-probe":
+            return None
+        return (f"{self.run_command()} --crash-model {self.crash_model} --crashes 1 "
+                f"--seed {shlex.quote(self.seed)} --kill-point {verdict.kill_point.id}")
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -90,35 +133,53 @@ class ModelRun:
             "categories": categories(self.explored), "seconds": round(self.seconds, 3),
             "crash_states": len(self.verdicts), "crash_states_resumed": self.judged,
             "probes": [{"id": p.kill_point.id, "ok": p.ok} for p in self.probes],
+            "seed": self.seed, "crashes": self.crashes,
+            "schedules": {str(n): {"total": d.total, "explored": d.explored,
+                                   "resumed": d.resumed, "searched": d.searched,
+                                   "seconds": round(d.seconds, 3)}
+                          for n, d in sorted(self.depths.items())},
             "violations": [
                 {"invariant": v.invariant, "rule": v.rule,
-                 "schedule": [verdict.kill_point.id], "persisted": verdict.persisted,
-                 "replay": self.replay_command(verdict), "explanation": v.explanation}
+                 "schedule": [p.id for p in verdict.schedule],
+                 "persisted": verdict.persisted,
+                 "persisted_each": [e.persisted for e in verdict.earlier] + [verdict.persisted],
+                 "replay": self.replay_command(verdict),
+                 "token": None if verdict.kill_point.category == "version-probe"
+                 else verdict.token(self),
+                 "explanation": v.explanation}
                 for verdict in self.failures for v in verdict.violations],
         }
 
     def counterexample(self, verdict: Verdict) -> str:
         point, golden = verdict.kill_point, verdict.golden
-        lines = [f"{self.scenario.id} / {self.agent} / crash model {self.crash_model}",
-                 f"kill point {point.describe()}"]
-        if self.crash_model == "power":
-            lines.append(f"after power loss: {verdict.persisted}")
+        lines = [f"{self.scenario.id} / {self.agent} / crash model {self.crash_model}"]
+        crashes = [(e.point, e.persisted) for e in verdict.earlier]
+        crashes.append((point, verdict.persisted))
+        # crash k killed the first run (k = 1) or the run resumed after crash k - 1
+        traces = [golden.trace] + [list(e.next_trace) for e in verdict.earlier]
+        if len(crashes) == 1:
+            lines.append(f"kill point {point.describe()}")
+            if self.crash_model == "power":
+                lines.append(f"after power loss: {verdict.persisted}")
+        else:
+            lines.append(f"schedule of {len(crashes)} crashes:")
+            for k, (p, persisted) in enumerate(crashes, 1):
+                who = "the first run" if k == 1 else f"resumed run {k - 1}"
+                lines.append(f"  crash {k}, in {who}: {p.describe()}")
+                if self.crash_model == "power":
+                    lines.append(f"    after power loss: {persisted}")
         for v in verdict.violations:
             lines.append(f"VIOLATED {v.invariant} ({v.rule}): {v.explanation}")
-        lines.append("trace of the clean run around the kill:")
-        lo, hi = max(1, point.index - TRACE_CONTEXT), point.index + TRACE_CONTEXT
-        for event in golden.trace[lo - 1:hi]:
-            here = ("  >> killed inside this write" if point.torn and event.index == point.index
-                    else "")
-            lines.append(f"    {event.describe()}{here}")
-            if not point.torn and event.index == point.index:
-                lines.append("    ---- KILL ----")
-        if point.index == 0:
-            lines.insert(-1, "    ---- KILL (before the first event) ----")
+        for k, ((p, _), trace) in enumerate(zip(crashes, traces), 1):
+            who = ("the clean run" if k == 1 else
+                   f"resumed run {k - 1} (its clean course)")
+            lines.append(f"trace of {who} around {'the kill' if len(crashes) == 1 else f'crash {k}'}:")
+            lines += _excerpt(trace, p)
         files = verdict.state.as_dict()
         checkpoints = {p: d for p, d in files.items() if p.endswith("checkpoint.json")}
-        lines.append("checkpoint on disk at the kill:" if checkpoints
-                     else "checkpoint on disk at the kill: none")
+        at = "the kill" if len(crashes) == 1 else "the last kill"
+        lines.append(f"checkpoint on disk at {at}:" if checkpoints
+                     else f"checkpoint on disk at {at}: none")
         for path, data in checkpoints.items():
             lines.append(f"    {path} ({len(data)} bytes): {_preview(data)}")
         run = verdict.resume
@@ -133,15 +194,34 @@ class ModelRun:
                              f"missing {diff['missing'] or '{}'}")
             resumed = [e for e in run.ledger.entries if e.incarnation > 1]
             if resumed:
-                lines.append("the resumed incarnation's calls to the world:")
-                lines += [f"    {e.describe()}" for e in resumed[:8]]
+                lines.append("the resumed incarnations' calls to the world:"
+                             if len(crashes) > 1 else
+                             "the resumed incarnation's calls to the world:")
+                lines += [f"    {e.describe()}" for e in resumed[:10]]
             if run.error is not None:
                 lines.append(f"resumed run failed: {run.error}")
             if run.outcome is not None:
                 lines.append(f"resumed run ended: {run.outcome.status}, final answer "
                              f"{(run.outcome.final_answer or '')[:80]!r}")
         lines.append(f"replay: {self.replay_command(verdict)}")
+        rerun = self.rerun_command(verdict)
+        if rerun:
+            lines.append(f"   or: {rerun}")
         return "\n".join(lines)
+
+
+def _excerpt(trace: list, point: KillPoint) -> list[str]:
+    lines = []
+    lo, hi = max(1, point.index - TRACE_CONTEXT), point.index + TRACE_CONTEXT
+    for event in trace[lo - 1:hi]:
+        here = ("  >> killed inside this write" if point.torn and event.index == point.index
+                else "")
+        lines.append(f"    {event.describe()}{here}")
+        if not point.torn and event.index == point.index:
+            lines.append("    ---- KILL ----")
+    if point.index == 0:
+        lines.insert(0, "    ---- KILL (before the first event) ----")
+    return lines
 
 
 def _preview(data: bytes | None) -> str:

@@ -7,3 +7,6 @@ NAMES = ("messages_only", "save_b_only", "overwrite_in_place", "rename_without_f
          "unknown_version_parsed", "counters_reset", "reask_instead_of_reconcile",
          "orphan_tool_use", "key_after_effect", "progress_appended", "progress_trusted",
          "blind_without_intent")
+# Mutants no single crash can catch: they break a rule only on the recovery path, so only a
+# crash during recovery (a schedule of two crashes) shows them.
+DOUBLE_CRASH_NAMES = ("reconcile_in_place", "repeat_before_save")

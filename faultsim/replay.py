@@ -1,0 +1,31 @@
+"""Replaying a counterexample from its token: exactly its schedule, nothing else."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Callable
+
+from .killpoints import KillPoint
+from .schedule import Crash, ScheduleResult, Session
+from .token import ReplayToken
+
+
+def schedule_of(token: ReplayToken) -> list[Crash]:
+    return [Crash(KillPoint(s.index, s.offset, "", f"#{s.index}", ""), s.order)
+            for s in token.steps]
+
+
+def replay(token: str | ReplayToken, make_agent: Callable | None = None,
+           timeout: float | None = 30.0) -> ScheduleResult:
+    """Re-run the schedule a token names, on the scenario and agent it names (or on
+    `make_agent`, e.g. a fixed version of the agent), and judge it."""
+    from .agent import load_factory
+
+    if isinstance(token, str):
+        token = ReplayToken.decode(token)
+    if not Path(token.scenario).exists():
+        raise FileNotFoundError(f"{token.scenario}: the token's scenario file is not here; "
+                                "replay from the directory the report was made in")
+    factory = make_agent or load_factory(token.agent)
+    with Session(factory, token.scenario, crash_model=token.crash_model, seed=token.seed,
+                 timeout=timeout, agent_name=token.agent) as session:
+        return session.run(schedule_of(token))

@@ -1,0 +1,61 @@
+"""Replay tokens: one short, self-contained string per counterexample.
+
+A token names everything a replay needs and nothing it can look up: the scenario file, the
+agent factory, the crash model, the seed, and for each crash of the schedule where it
+landed (event index, byte offset inside a torn write) and which crash state it left.
+Kill points are addressed by position, not by id, because a later incarnation's ids only
+exist once that incarnation has run; the replay prints the ids again.
+"""
+from __future__ import annotations
+
+import base64
+import json
+import zlib
+from dataclasses import dataclass
+
+PREFIX = "fs1_"
+
+
+class TokenError(ValueError):
+    pass
+
+
+@dataclass(frozen=True)
+class Step:
+    index: int  # kill after event `index` of the incarnation's trace ...
+    offset: int | None  # ... or inside it, after `offset` bytes of its write
+    order: int = 0  # which of the crash states the model allows there
+
+
+@dataclass(frozen=True)
+class ReplayToken:
+    scenario: str  # path of the scenario file, as given to the run
+    agent: str  # MODULE[:ATTR]
+    crash_model: str
+    seed: str
+    steps: tuple[Step, ...]
+
+    def encode(self) -> str:
+        doc = [self.scenario, self.agent, self.crash_model, self.seed,
+               [[s.index, -1 if s.offset is None else s.offset, s.order] for s in self.steps]]
+        raw = zlib.compress(json.dumps(doc, separators=(",", ":")).encode(), 9)
+        return PREFIX + base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+    @classmethod
+    def decode(cls, token: str) -> "ReplayToken":
+        token = token.strip()
+        if not token.startswith(PREFIX):
+            raise TokenError(f"{token[:20]!r} is not a faultsim replay token (they start "
+                             f"with {PREFIX!r}; copy it whole from a report)")
+        body = token[len(PREFIX):]
+        try:
+            raw = zlib.decompress(base64.urlsafe_b64decode(body + "=" * (-len(body) % 4)))
+            scenario, agent, model, seed, steps = json.loads(raw)
+            parsed = tuple(Step(int(i), None if int(o) < 0 else int(o), int(n))
+                           for i, o, n in steps)
+        except Exception:
+            raise TokenError("the replay token is damaged (truncated or mistyped?); copy it "
+                             "whole from a report") from None
+        if not parsed or not all(isinstance(x, str) for x in (scenario, agent, model, seed)):
+            raise TokenError("the replay token is damaged: it names no crash")
+        return cls(scenario, agent, model, seed, parsed)
