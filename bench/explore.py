@@ -7,8 +7,13 @@ Prints a few lines on where the time goes, then, last, one JSON line:
                        (1.0 = no overhead beyond the agent's own work on one core; below
                        1 means parallel workers and the equal-state memo beat that bound)
   peak_rss_mb          the largest resident set of this process (children are forks)
+  pairs                the exhaustive sweep of two-crash schedules, per crash model:
+                       schedules (every first crash state x every kill point of the run
+                       resumed from it), explored (after pruning first crash states equal or
+                       equivalent to one already explored), resumed (after sharing verdicts
+                       of equal second crash states), and explored crash states per second
 
-Run: python bench/explore.py [--workers N]
+Run: python bench/explore.py [--workers N] [--pairs process|power|all|none]
 """
 from __future__ import annotations
 
@@ -30,6 +35,8 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--workers", type=int, default=None)
     parser.add_argument("--scenario", default=str(ROOT / "scenarios" / "support_tickets.toml"))
+    parser.add_argument("--pairs", default="process", choices=["process", "power", "all", "none"],
+                        help="crash models whose pair sweep to measure (default: process)")
     args = parser.parse_args()
     scenario = faultsim.load_scenario(args.scenario)
 
@@ -37,7 +44,7 @@ def main() -> None:
     total_wall = total_resume = 0.0
     for model in ("process", "power"):
         started = time.perf_counter()
-        report = faultsim.explore(reference_agent.make_agent, scenario, crash_model=model,
+        report = faultsim.explore(reference_agent.make_agent, scenario, crash_model=model, crashes=1,
                                   workers=args.workers)
         wall = time.perf_counter() - started
         (run,) = report.runs
@@ -53,11 +60,28 @@ def main() -> None:
             f"two clean runs {report.golden_seconds:.1f}s + sweep {report.sweep_seconds:.1f}s "
             f"+ version probe; resumed runs alone {run.resume_seconds:.1f}s "
             f"(mean {1000 * run.resume_seconds / max(1, run.judged):.0f} ms)")
+    pairs = {}
+    models = {"none": [], "all": ["process", "power"]}.get(args.pairs, [args.pairs])
+    for model in models:
+        report = faultsim.explore(reference_agent.make_agent, scenario, crash_model=model,
+                                  crashes=2, workers=args.workers)
+        (run,) = report.runs
+        assert report.ok, "the reference agent must pass the pair sweep it benchmarks"
+        d = run.depths[2]
+        pairs[model] = {"schedules": d.total, "explored": d.explored, "resumed": d.resumed,
+                        "pruned_ratio": round(d.explored / max(1, d.total), 4),
+                        "crash_states_per_s": round(d.explored / max(d.seconds, 1e-9), 1),
+                        "seconds": round(d.seconds, 1)}
+        lines.append(
+            f"{model:8} pairs: {d.total} two-crash schedules over {len(run.verdicts)} first "
+            f"crash states; {d.explored} explored after pruning ({100 * d.explored / max(1, d.total):.1f}%), "
+            f"{d.resumed} resumed; {d.seconds:.1f}s = {d.explored / max(d.seconds, 1e-9):.0f} "
+            f"crash states/s; resumed runs alone {d.resume_seconds:.1f}s")
     print("\n".join(lines))
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(json.dumps({"kill_points": points, "crash_states_per_s": per_s,
                       "bound_ratio": round(total_wall / max(total_resume, 1e-9), 3),
-                      "peak_rss_mb": round(peak, 1)}))
+                      "peak_rss_mb": round(peak, 1), "pairs": pairs}))
 
 
 if __name__ == "__main__":

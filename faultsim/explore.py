@@ -845,7 +845,7 @@ def _sweep_pairs(ex: Explorer, top: _Sweep, models: list[str], position: dict[st
         reps = _first_crashes(top, model, position)
         for n, (point, order, state, result, count) in enumerate(reps):
             if result.events is None:
-                continue
+                raise RuntimeError("internal: the first sweep kept no trace to explore from")
             world, states, _ = ex.crash(point, model)
             if order >= len(states) or states[order].digest() != state.digest():
                 raise NonDeterminismError(f"{point.id}: the crash state differs from the one "
@@ -882,13 +882,14 @@ def explore(make_agent: Callable[[AgentEnv], Any], scenario: Scenario, *,
             crash_model: str | Iterable[str] = "process", agent_name: str | None = None,
             only: Callable[[KillPoint], bool] | None = None, timeout: float | None = 30.0,
             seed: str = "0", workers: int | None = None, equivalences: bool = True,
-            crashes: int = 1, search: int | None = None, search_seconds: float | None = None,
+            crashes: int = 2, search: int | None = None, search_seconds: float | None = None,
             database: Any = None,
             progress: Callable[..., None] | None = None) -> Report:
     """Crash `make_agent`'s agent at every kill point of `scenario`, resume it, judge it.
 
-    `crashes=2` also kills each resumed run at every kill point of its own course (crashes
-    during recovery), exhaustively, with pruning of equal crash states. Longer schedules
+    `crashes=2` (the default) also kills each resumed run at every kill point of its own
+    course (crashes during recovery), exhaustively, with pruning of equal crash states;
+    `crashes=1` explores single crashes only. Longer schedules
     (`crashes` > 2) are searched with hypothesis: `search` examples per crash model
     (default 200), at most `search_seconds`, shrunk to the fewest crashes and earliest
     points. `search=N` with `crashes=2` searches the pairs instead of enumerating them

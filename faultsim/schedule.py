@@ -51,6 +51,31 @@ class Schedule:
         return len(self.crashes)
 
 
+def pending_windows(points: Sequence[KillPoint]) -> list[list[KillPoint]]:
+    """The kill points at which a tool call is pending on disk, one list per stretch (one
+    per tool turn): drawing a stretch first, then a point, gives every turn its chance,
+    however long its window."""
+    windows: list[list[KillPoint]] = []
+    inside = False
+    for n, point in enumerate(points):
+        if point.category in PENDING:
+            if not inside:
+                # the stretch begins where save A's rename landed: the points after it
+                # and before the agent's mark are still "after-model-response"
+                start = n
+                while start > 0 and points[start - 1].category == "after-model-response" \
+                        and not points[start - 1].torn:
+                    start -= 1
+                windows.append(list(points[start:n]))
+                inside = True
+            windows[-1].append(point)
+        elif inside and (point.torn or point.category == "checkpoint-rename"):
+            windows[-1].append(point)  # inside a write of the same turn, or save B's
+        else:
+            inside = False
+    return windows
+
+
 def recovery_points(points: Sequence[KillPoint], trace: Sequence) -> list[KillPoint]:
     """The kill points of a resumed run before its first model answer: its reading of the
     files, its reconciliation of pending calls and the save that completes that turn."""
@@ -229,17 +254,21 @@ class Session:
     def draw(self, data: Any, max_crashes: int = 2, min_crashes: int = 1) -> ScheduleResult:
         """Run a schedule drawn as it goes from hypothesis's `st.data()`: each later crash
         is drawn from the kill points of the run it kills, once that run's course is
-        known (half the time from its recovery). The built-in search uses this."""
+        known (nine times in ten from its recovery; the first crash nine times in ten
+        where a tool call is pending). The built-in search uses this."""
         from hypothesis import strategies as st
 
         count = data.draw(st.integers(min_crashes, max_crashes), label="crashes")
 
         def choose(n: int, points: list[KillPoint], trace: Sequence) -> KillPoint:
-            focus = ([p for p in points if p.category in PENDING] if n == 0 else
-                     recovery_points(points, trace))
-            options = st.one_of(st.sampled_from(focus), st.sampled_from(points)) \
-                if focus and len(focus) < len(points) else st.sampled_from(points)
-            return data.draw(options, label=f"crash {n + 1}")
+            # mostly where crashes during recovery matter: the first crash while a tool
+            # call is pending (one turn, then a point in it), later ones within recovery
+            focus = pending_windows(points) if n == 0 else [recovery_points(points, trace)]
+            focus = [w for w in focus if w]
+            if focus and data.draw(st.integers(0, 9), label=f"crash {n + 1} anywhere") < 9:
+                window = data.draw(st.sampled_from(focus), label=f"crash {n + 1} window")
+                return data.draw(st.sampled_from(window), label=f"crash {n + 1}")
+            return data.draw(st.sampled_from(points), label=f"crash {n + 1}")
 
         def choose_state(n: int, states: int) -> int:
             return data.draw(st.integers(0, states - 1), label=f"crash {n + 1} state") \

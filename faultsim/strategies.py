@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 
 from .killpoints import CATEGORIES, KillPoint
 from .killpoints import kill_points as _kill_points
-from .schedule import PENDING, RESOLUTION, Crash, Schedule
+from .schedule import RESOLUTION, Crash, Schedule, pending_windows
 
 
 def _points(source: Any) -> list[KillPoint]:
@@ -59,11 +59,13 @@ def later_crashes() -> st.SearchStrategy[Crash]:
 
 
 def first_crashes(source: Any) -> st.SearchStrategy[Crash]:
-    """A crash of the first incarnation: any kill point, or one where a tool call is
-    pending on disk (so the next run must reconcile it), and a crash-state choice."""
+    """A crash of the first incarnation: any kill point, or (as often) one where a tool
+    call is pending on disk, so the next run must reconcile it (a turn first, then a point
+    in it); and a crash-state choice."""
     points = _points(source)
-    pending = [p for p in points if p.category in PENDING]
-    choice = st.one_of(st.sampled_from(pending), st.sampled_from(points)) if pending \
+    windows = pending_windows(points)
+    pending = st.sampled_from(windows).flatmap(st.sampled_from) if windows else None
+    choice = st.one_of(pending, st.sampled_from(points)) if pending is not None \
         else st.sampled_from(points)
     return st.builds(Crash, at=choice, state=st.integers(0, 7))
 

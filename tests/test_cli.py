@@ -15,7 +15,7 @@ TINY = str(DATA / "tiny.toml")
 
 def test_reference_agent_passes_and_the_json_report_has_the_contract(tmp_path, capsys):
     out_json = tmp_path / "report.json"
-    assert main(["run", TINY, "--json", str(out_json)]) == 0
+    assert main(["run", TINY, "--crashes", "1", "--json", str(out_json)]) == 0
     out = capsys.readouterr().out
     assert "tiny · reference_agent · process: ok" in out
     data = json.loads(out_json.read_text())
@@ -31,18 +31,25 @@ def test_reference_agent_passes_and_the_json_report_has_the_contract(tmp_path, c
 def test_a_caught_mutant_exits_1_and_its_replay_reproduces_it(tmp_path, capsys):
     out_json = tmp_path / "report.json"
     agent = "reference_agent.mutants.blind_without_intent"
-    assert main(["run", TINY, "--agent", agent, "--json", str(out_json)]) == 1
+    assert main(["run", TINY, "--agent", agent, "--crashes", "1", "--json",
+                 str(out_json)]) == 1
     out = capsys.readouterr().out
     assert "VIOLATED effects_exactly_once (P8/P11)" in out
     violation = json.loads(out_json.read_text())["runs"][0]["violations"][0]
-    assert set(violation) >= {"invariant", "rule", "schedule", "replay", "explanation"}
+    assert set(violation) >= {"invariant", "rule", "schedule", "replay", "token",
+                              "explanation"}
     replay = violation["replay"].split()
-    assert replay[:2] == ["faultsim", "run"] and "--kill-point" in replay
+    assert replay == ["faultsim", "replay", violation["token"]]
     assert main(replay[1:] + ["--json", str(out_json)]) == 1
     again = json.loads(out_json.read_text())["runs"][0]
-    assert again["kill_points_explored"] == 1
     assert again["violations"][0]["schedule"] == violation["schedule"]
     assert again["violations"][0]["explanation"] == violation["explanation"]
+    # the narrowed run the counterexample also names finds the same state
+    rerun = next(line for line in out.splitlines() if line.startswith("   or: faultsim run"))
+    assert main(rerun.split()[2:] + ["--json", str(out_json)]) == 1
+    narrowed = json.loads(out_json.read_text())["runs"][0]
+    assert narrowed["kill_points_explored"] == 1
+    assert narrowed["violations"][0]["schedule"] == violation["schedule"]
 
 
 @pytest.mark.parametrize("args,message", [
@@ -91,12 +98,12 @@ def test_an_agent_that_fails_without_a_crash_is_one_clear_line(tmp_path, capsys)
 
 
 def test_progress_bar_only_on_a_terminal(capsys):
-    assert main(["run", TINY, "--kill-point", "k0-start"]) == 0
+    assert main(["run", TINY, "--kill-point", "k0-start", "--crashes", "1"]) == 0
     assert "kill points" not in capsys.readouterr().err  # not a tty: no bar
 
 
 def test_summary_line_per_run(capsys):
-    assert main(["run", TINY, "--crash-model", "all"]) == 0
+    assert main(["run", TINY, "--crash-model", "all", "--crashes", "1"]) == 0
     out = capsys.readouterr().out
     lines = [l for l in out.splitlines() if re.match(r"tiny\s+reference_agent\s+(process|power)", l)]
     assert len(lines) == 2 and all(l.rstrip().endswith("ok") for l in lines)

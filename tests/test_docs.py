@@ -43,3 +43,17 @@ def test_readmes_first_command_prints_what_readme_shows():
     shown = shown[:shown.index("```")]
     assert [_without_figures(l) for l in out.stdout.strip().splitlines()] == \
         [_without_figures(l) for l in shown.strip().splitlines()]
+
+
+def test_readmes_hypothesis_example_runs_as_shown(monkeypatch):
+    readme = (ROOT / "README.md").read_text()
+    part = readme[readme.index("### Hypothesis strategies for your own tests"):]
+    code = part[part.index("```python\n") + 10:]
+    code = code[:code.index("```")]
+    monkeypatch.chdir(ROOT)
+    namespace: dict = {}
+    exec(compile(code, "README.md", "exec"), namespace)
+    tests = [f for name, f in namespace.items() if name.startswith("test_")]
+    assert tests, "the example defines a test"
+    for test in tests:
+        test()

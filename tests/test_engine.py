@@ -27,7 +27,7 @@ def violated(report) -> set[str]:
 
 @pytest.mark.parametrize("path", sorted(SCENARIOS.glob("*.toml")), ids=lambda p: p.stem)
 def test_reference_agent_passes_every_kill_point_under_both_models(path):
-    report = explore(reference_agent.make_agent, load_scenario(path), crash_model="all")
+    report = explore(reference_agent.make_agent, load_scenario(path), crashes=1, crash_model="all")
     assert report.ok, "\n\n".join(report.counterexamples())
     assert {run.crash_model for run in report.runs} == {"process", "power"}
     for run in report.runs:
@@ -58,11 +58,11 @@ MUTANTS = [  # mutant, the crash model that exposes it, the guard that must fire
 @pytest.mark.parametrize("name,model,guard", MUTANTS, ids=[m[0] for m in MUTANTS])
 def test_every_mutant_is_caught_with_its_rule_named(name, model, guard, tiny):
     module = importlib.import_module(f"reference_agent.mutants.{name}")
-    report = explore(module.make_agent, tiny, crash_model=model, agent_name=module.__name__)
+    report = explore(module.make_agent, tiny, crashes=1, crash_model=model, agent_name=module.__name__)
     assert not report.ok
     assert guard in violated(report)
     text = "\n".join(report.counterexamples(limit=20))
-    assert f"VIOLATED {guard}" in text and "replay: faultsim run" in text
+    assert f"VIOLATED {guard}" in text and "replay: faultsim replay fs1_" in text
     rule = module.__doc__.split()[0]  # "P3", "P1/P5", ...
     rules = {v.rule for run in report.runs for f in run.failures for v in f.violations}
     assert any(set(rule.split("/")) & set(r.split("/")) for r in rules), (rule, rules)
@@ -71,7 +71,7 @@ def test_every_mutant_is_caught_with_its_rule_named(name, model, guard, tiny):
 def test_rename_without_fsync_survives_a_process_kill(tiny):
     from reference_agent.mutants import rename_without_fsync
 
-    report = explore(rename_without_fsync.make_agent, tiny, crash_model="process")
+    report = explore(rename_without_fsync.make_agent, tiny, crashes=1, crash_model="process")
     assert report.ok, "\n".join(report.counterexamples())
 
 
@@ -84,7 +84,7 @@ def _verdicts(report):
 def test_same_seed_same_verdicts_and_counterexamples(tiny):
     from reference_agent.mutants import key_after_effect
 
-    runs = [explore(key_after_effect.make_agent, tiny, crash_model="all") for _ in range(2)]
+    runs = [explore(key_after_effect.make_agent, tiny, crashes=1, crash_model="all") for _ in range(2)]
     assert _verdicts(runs[0]) == _verdicts(runs[1])
     assert runs[0].counterexamples(10) == runs[1].counterexamples(10)
 
@@ -95,8 +95,8 @@ def test_forking_and_replaying_executors_agree(tiny):
     def every_7th(point):
         return point.index % 7 == 0
 
-    forked = explore(save_b_only.make_agent, tiny, crash_model="all", only=every_7th)
-    replayed = explore(save_b_only.make_agent, tiny, crash_model="all", only=every_7th,
+    forked = explore(save_b_only.make_agent, tiny, crashes=1, crash_model="all", only=every_7th)
+    replayed = explore(save_b_only.make_agent, tiny, crashes=1, crash_model="all", only=every_7th,
                        workers=0)
     assert _verdicts(forked) == _verdicts(replayed)
     assert not forked.ok
@@ -105,24 +105,25 @@ def test_forking_and_replaying_executors_agree(tiny):
 def test_assert_ok_raises_a_readable_counterexample(tiny):
     from reference_agent.mutants import blind_without_intent
 
-    report = explore(blind_without_intent.make_agent, tiny)
+    report = explore(blind_without_intent.make_agent, tiny, crashes=1)
     with pytest.raises(AssertionError) as info:
         report.assert_ok()
     text = str(info.value)
     assert "VIOLATED effects_exactly_once (P8/P11)" in text
     assert "email.send" in text and "applied 2 times, the clean run 1" in text
     assert "---- KILL ----" in text and "checkpoint on disk at the kill" in text
-    assert "replay: faultsim run" in text and "--kill-point k" in text
-    explore(reference_agent.make_agent, tiny).assert_ok()  # and a clean one does not raise
+    assert "replay: faultsim replay fs1_" in text and "   or: faultsim run" in text
+    assert "--kill-point k" in text
+    explore(reference_agent.make_agent, tiny, crashes=1).assert_ok()  # and a clean one does not raise
 
 
 def test_a_factory_that_raises_on_start_is_reported(tiny):
     with pytest.raises(AgentFailedCleanly, match="cannot read my configuration"):
-        explore(agents.raises_on_start, tiny)
+        explore(agents.raises_on_start, tiny, crashes=1)
 
 
 def test_a_hanging_agent_is_stopped_and_reported(tiny):
-    report = explore(agents.hangs_on_resume, tiny, timeout=3,
+    report = explore(agents.hangs_on_resume, tiny, crashes=1, timeout=3,
                      only=lambda p: p.id.startswith(("k20-", "k40-")))
     failures = [v for run in report.runs for f in run.failures for v in f.violations]
     assert len(failures) == 2
@@ -133,13 +134,13 @@ def test_a_hanging_agent_is_stopped_and_reported(tiny):
 def test_writes_outside_the_workdir_are_reported_never_performed(tiny):
     real = "/tmp/faultsim-escape-test.log"
     assert not os.path.exists(real)
-    report = explore(agents.escapes_sandbox, tiny, only=lambda p: p.id.startswith("k30-"))
+    report = explore(agents.escapes_sandbox, tiny, crashes=1, only=lambda p: p.id.startswith("k30-"))
     assert "no_sandbox_escape" in violated(report)
     assert not os.path.exists(real)
 
 
 def test_writes_after_the_kill_are_reported(tiny):
-    report = explore(agents.writes_in_finally, tiny)
+    report = explore(agents.writes_in_finally, tiny, crashes=1)
     assert "no_write_after_kill" in violated(report)
     text = "\n".join(report.counterexamples(20))
     assert "last-save.txt" in text
@@ -147,7 +148,7 @@ def test_writes_after_the_kill_are_reported(tiny):
 
 def test_a_non_deterministic_agent_is_refused_with_where_the_runs_part(tiny):
     with pytest.raises(NonDeterminismError, match=r"part at event #\d+.*scratch-"):
-        explore(agents.flaky, tiny)
+        explore(agents.flaky, tiny, crashes=1)
 
 
 @pytest.mark.parametrize("name", ["overwrite_in_place", "progress_trusted"])
@@ -155,8 +156,8 @@ def test_shared_verdicts_equal_resuming_every_state(name, tiny):
     """States a resumed run could not tell apart share one verdict; resuming each of them
     instead must give exactly the same verdicts (including where the mutant fails)."""
     module = importlib.import_module(f"reference_agent.mutants.{name}")
-    shared = explore(module.make_agent, tiny, crash_model="all")
-    every = explore(module.make_agent, tiny, crash_model="all", equivalences=False)
+    shared = explore(module.make_agent, tiny, crashes=1, crash_model="all")
+    every = explore(module.make_agent, tiny, crashes=1, crash_model="all", equivalences=False)
     assert _verdicts(shared) == _verdicts(every)
     assert not shared.ok
     assert sum(r.judged for r in shared.runs) < sum(r.judged for r in every.runs)
