@@ -219,6 +219,10 @@ def main(argv: list[str] | None = None) -> int:
     if getattr(ns, "crashes", 1) < 1:
         print("faultsim: error: --crashes must be at least 1", file=sys.stderr)
         return EXIT_USAGE
+    if getattr(ns, "search", None) is not None and (ns.search < 1 or ns.crashes < 2):
+        print("faultsim: error: --search needs a positive number of examples and --crashes "
+              "2 or more (single crashes are always explored exhaustively)", file=sys.stderr)
+        return EXIT_USAGE
     try:
         return ns.func(ns)
     except (UsageError, ScenarioError, AgentLoadError, TokenError, FileNotFoundError) as exc:

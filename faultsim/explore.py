@@ -411,7 +411,9 @@ class _Sweep:
     equivalences: bool = True  # False: only equal states share a verdict (for checking)
     earlier: tuple[Earlier, ...] = ()
     keep_traces: bool = False  # results keep their trace: a further crash will be tried
-    instances: list = field(default_factory=list)  # (model, point, order, state, result, ok)
+    instances: list = field(default_factory=list)  # (model, point, order, state, result, ok,
+    #                                                  key)
+    resumed_from: dict = field(default_factory=dict)  # id(result) -> the key it was run for
 
     @property
     def trace(self) -> list:
@@ -442,12 +444,14 @@ class _Sweep:
     def learn(self, key: tuple, state: CrashState, signature: str, watch: str | None,
               result: ResumeResult) -> None:
         self.memo[key] = result
+        self.resumed_from.setdefault(id(result), key)
         masked = _masked(state, watch)
         if masked is not None and result.blind_to_content(watch):
             self.insensitive[(masked, watch, signature)] = result
 
     def record(self, model: str, point: KillPoint, order: int, state: CrashState,
-               result: ResumeResult, after_kill: list[str], fresh: bool) -> None:
+               result: ResumeResult, after_kill: list[str], fresh: bool,
+               key: tuple | None = None) -> None:
         if (model, point.id, order) in self.recorded:
             return  # a second driver pass meets states the first one settled
         self.recorded.add((model, point.id, order))
@@ -468,7 +472,7 @@ class _Sweep:
                 run.deep_failures.append(verdict)
             return
         run.verdicts.append(verdict)
-        self.instances.append((model, point, order, state, result, not violations))
+        self.instances.append((model, point, order, state, result, not violations, key))
         if fresh:
             run.judged += 1
             run.resume_seconds += result.seconds
@@ -491,7 +495,7 @@ def _sweep_replaying(ex: Explorer, sweep: _Sweep, chosen: list[KillPoint], model
                     result = _resume_and_judge(ex, sweep.golden, w, state,
                                                sweep.schedule(point), watch, sweep.keep_traces)
                     sweep.learn(key, state, signature, watch, result)
-                sweep.record(model, point, i, state, result, after_kill, fresh)
+                sweep.record(model, point, i, state, result, after_kill, fresh, key)
         sweep.done_points += 1
         if progress is not None:
             progress(sweep.done_points, len(chosen))
@@ -604,7 +608,7 @@ class _Pool:
                         (masked, watch, signature))) or (absent and self.waiting.get(
                             (absent, signature)))
                     if result is not None:
-                        self.sweep.record(model, point, i, state, result, [], False)
+                        self.sweep.record(model, point, i, state, result, [], False, key)
                     elif busy and not self.no_parking:
                         # A child is judging this state or its class: settle it when that
                         # answer is in (or in a second pass, if the class proves sensitive).
@@ -694,7 +698,8 @@ class _Pool:
         for entry, outcome in zip(child["job"], result["results"]):
             model, point, i, state, key, watch, masked = entry
             self.sweep.learn(key, state, child["signature"], watch, outcome)
-            self.sweep.record(model, point, i, state, outcome, result["after_kill"], True)
+            self.sweep.record(model, point, i, state, outcome, result["after_kill"], True,
+                              key)
         for _ in range(child["points"]):
             self._done_point()
 
@@ -809,17 +814,20 @@ def version_probe(ex: Explorer, golden: Golden) -> Verdict | None:
 
 def _first_crashes(sweep: _Sweep, model: str, position: dict[str, int]) -> list[tuple]:
     """The first crashes to explore further: one per class of equal (or equivalent) crash
-    states that passed, the earliest; with how many first crashes the class stands for."""
+    states that passed, with how many first crashes the class stands for. The class is
+    represented by the earliest state equal to the one actually resumed (its trace is the
+    resumed run's course), else by its earliest state (whose course is then run afresh)."""
     classes: dict[int, list] = {}
-    for model_, point, order, state, result, ok in sweep.instances:
+    for model_, point, order, state, result, ok, key in sweep.instances:
         if model_ == model and ok:
-            classes.setdefault(id(result), []).append((position[point.id], order, point,
-                                                       state, result))
+            exact = key is not None and key == sweep.resumed_from.get(id(result))
+            classes.setdefault(id(result), []).append(
+                (not exact, position[point.id], order, point, state, result))
     reps = []
     for members in classes.values():
-        members.sort(key=lambda m: m[:2])
-        _, order, point, state, result = members[0]
-        reps.append((point, order, state, result, len(members)))
+        members.sort(key=lambda m: m[:3])
+        inexact, _, order, point, state, result = members[0]
+        reps.append((point, order, state, result if not inexact else None, len(members)))
     reps.sort(key=lambda r: (position[r[0].id], r[1]))
     return reps
 
@@ -844,14 +852,17 @@ def _sweep_pairs(ex: Explorer, top: _Sweep, models: list[str], position: dict[st
         started = _real_time.real_perf_counter()
         reps = _first_crashes(top, model, position)
         for n, (point, order, state, result, count) in enumerate(reps):
-            if result.events is None:
-                raise RuntimeError("internal: the first sweep kept no trace to explore from")
             world, states, _ = ex.crash(point, model)
             if order >= len(states) or states[order].digest() != state.digest():
                 raise NonDeterminismError(f"{point.id}: the crash state differs from the one "
                                           "judged before; the agent is not deterministic")
             pristine = copy.deepcopy(world)
-            trace = tuple(result.events)
+            if result is not None and result.events is not None:
+                trace = tuple(result.events)
+            else:  # an equivalent state was resumed, not this one: learn its own course
+                w = copy.deepcopy(pristine)
+                ex.prepare(w, state)
+                trace = tuple(ex.incarnation(w).events)
 
             def start(pristine=pristine, state=state) -> World:
                 w = copy.deepcopy(pristine)

@@ -258,17 +258,14 @@ class Session:
         where a tool call is pending). The built-in search uses this."""
         from hypothesis import strategies as st
 
+        from . import strategies as fst
+
         count = data.draw(st.integers(min_crashes, max_crashes), label="crashes")
 
         def choose(n: int, points: list[KillPoint], trace: Sequence) -> KillPoint:
-            # mostly where crashes during recovery matter: the first crash while a tool
-            # call is pending (one turn, then a point in it), later ones within recovery
-            focus = pending_windows(points) if n == 0 else [recovery_points(points, trace)]
-            focus = [w for w in focus if w]
-            if focus and data.draw(st.integers(0, 9), label=f"crash {n + 1} anywhere") < 9:
-                window = data.draw(st.sampled_from(focus), label=f"crash {n + 1} window")
-                return data.draw(st.sampled_from(window), label=f"crash {n + 1}")
-            return data.draw(st.sampled_from(points), label=f"crash {n + 1}")
+            strategy = fst.pending_points(points) if n == 0 else \
+                fst.recovery_points_of(points, trace)
+            return data.draw(strategy, label=f"crash {n + 1}")
 
         def choose_state(n: int, states: int) -> int:
             return data.draw(st.integers(0, states - 1), label=f"crash {n + 1} state") \

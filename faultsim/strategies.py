@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 
 from .killpoints import CATEGORIES, KillPoint
 from .killpoints import kill_points as _kill_points
-from .schedule import RESOLUTION, Crash, Schedule, pending_windows
+from .schedule import RESOLUTION, Crash, Schedule, pending_windows, recovery_points
 
 
 def _points(source: Any) -> list[KillPoint]:
@@ -51,6 +51,39 @@ def kill_points(source: Any, categories: Iterable[str] | None = None
     return st.sampled_from(points)
 
 
+def spread(items: Sequence) -> st.SearchStrategy:
+    """One of `items`, about uniformly. (`sampled_from` favours the first few elements,
+    which here are the least interesting kill points of a window.) Shrinks to the first."""
+    items = list(items)
+    return st.integers(0, (1 << 16) - 1).map(lambda v: items[v % len(items)])
+
+
+def focused(points: Sequence[KillPoint], focus: Sequence[Sequence[KillPoint]],
+            odds: int = 9) -> st.SearchStrategy[KillPoint]:
+    """A kill point, `odds` times in `odds + 1` from one of the `focus` windows (a window
+    first, then a point in it), otherwise any; shrinks to the focus and to earlier points."""
+    windows = [list(w) for w in focus if w]
+    anywhere = spread(points)
+    if not windows:
+        return anywhere
+    inside = spread(windows).flatmap(spread)
+    return st.integers(0, odds).flatmap(lambda n: inside if n < odds else anywhere)
+
+
+def pending_points(source: Any) -> st.SearchStrategy[KillPoint]:
+    """A kill point of the first incarnation, mostly where a tool call is pending on disk
+    (a turn first, then a point in it): a crash there makes the next run reconcile."""
+    points = _points(source)
+    return focused(points, pending_windows(points))
+
+
+def recovery_points_of(points: Sequence[KillPoint], trace: Sequence
+                       ) -> st.SearchStrategy[KillPoint]:
+    """A kill point of a resumed incarnation, mostly within its recovery (before it first
+    asks the model): its reading of the files, its reconciliation, the save after it."""
+    return focused(points, [recovery_points(points, trace)])
+
+
 def later_crashes() -> st.SearchStrategy[Crash]:
     """A crash of a resumed incarnation: a place along its kill points, half the time
     within its recovery (before it first asks the model), and a crash-state choice."""
@@ -59,15 +92,8 @@ def later_crashes() -> st.SearchStrategy[Crash]:
 
 
 def first_crashes(source: Any) -> st.SearchStrategy[Crash]:
-    """A crash of the first incarnation: any kill point, or (as often) one where a tool
-    call is pending on disk, so the next run must reconcile it (a turn first, then a point
-    in it); and a crash-state choice."""
-    points = _points(source)
-    windows = pending_windows(points)
-    pending = st.sampled_from(windows).flatmap(st.sampled_from) if windows else None
-    choice = st.one_of(pending, st.sampled_from(points)) if pending is not None \
-        else st.sampled_from(points)
-    return st.builds(Crash, at=choice, state=st.integers(0, 7))
+    """A crash of the first incarnation (`pending_points`) and a crash-state choice."""
+    return st.builds(Crash, at=pending_points(source), state=st.integers(0, 7))
 
 
 @st.composite

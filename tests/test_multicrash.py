@@ -140,7 +140,7 @@ def test_search_catches_double_crash_mutants_with_two_crashes(name, pair):
     found = []
     for _ in range(2):
         with Session(module.make_agent, pair, agent_name=module.__name__) as session:
-            result = search(session, max_crashes=2, examples=300, seed=7)
+            result = search(session, max_crashes=2, examples=600, seed=7)
         assert not result.ok, f"{name}: not found in {result.tried} schedules"
         found.append(result)
     a, b = found
@@ -270,3 +270,25 @@ def test_replay_of_a_token_whose_scenario_is_gone_is_a_usage_error(capsys):
     assert main(["replay", token]) == 2
     assert "no/such.toml" in capsys.readouterr().err
     assert main(["run", PAIR, "--crashes", "0"]) == 2
+
+
+def test_a_class_is_explored_from_the_state_actually_resumed():
+    """Equivalent first crash states share a verdict but not their course (a state with one
+    more file than the resumed one writes it without creating it): the pair sweep must
+    drive from the state that was resumed, or learn the other state's own course."""
+    from types import SimpleNamespace
+
+    from faultsim.explore import ResumeResult, _first_crashes
+
+    p = [SimpleNamespace(id=f"k{i}") for i in range(3)]
+    result = ResumeResult([], None, None, events=["course of the resumed state"])
+    sweep = SimpleNamespace(
+        instances=[("power", p[0], 1, "state A", result, True, ("A", "w")),
+                   ("power", p[1], 0, "state B", result, True, ("B", "w")),
+                   ("process", p[2], 0, "state B", result, True, ("B", "w"))],
+        resumed_from={id(result): ("B", "w")})
+    position = {x.id: i for i, x in enumerate(p)}
+    # in power, B (resumed) is explored though A comes earlier; the class stands for both
+    assert _first_crashes(sweep, "power", position) == [(p[1], 0, "state B", result, 2)]
+    sweep.resumed_from = {id(result): ("C", "w")}  # resumed for a state of another model
+    assert _first_crashes(sweep, "power", position) == [(p[0], 1, "state A", None, 2)]
