@@ -72,8 +72,10 @@ def _print_run(run) -> None:
     print(f"{run.scenario.id} · {run.agent} · {run.crash_model}: {status}")
     print(f"  kill points   {data['kill_points_explored']}/{data['kill_points_total']} "
           f"explored ({cats})")
+    deeper = sum(d.seconds for d in run.depths.values())
     print(f"  crash states  {data['crash_states']} judged, {run.judged} resumed "
-          f"({run.reused} shared with an equal or equivalent state), {run.seconds:.1f}s")
+          f"({run.reused} shared with an equal or equivalent state), "
+          f"{max(0.0, run.seconds - deeper):.1f}s")
     for n, depth in sorted(run.depths.items()):
         if depth.explored:
             print(f"  {n} crashes     {depth.total} schedules over {data['crash_states']} "

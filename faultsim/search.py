@@ -21,6 +21,9 @@ class _Counterexample(Exception):
     pass
 
 
+ROUND = 25  # examples per round when a time budget is set
+
+
 @dataclass
 class SearchResult:
     tried: int = 0  # schedules run (shrinking included)
@@ -37,16 +40,21 @@ class SearchResult:
 
 
 def search(session: Session, *, max_crashes: int = 2, min_crashes: int = 1,
-           examples: int = 100, seconds: float | None = None, seed: int | str = 0,
+           examples: int = 100, seconds: float | None = None, seed: int | str | None = 0,
            database: Any = None, derandomize: bool = False) -> SearchResult:
     """Search crash schedules of `session` with hypothesis.
 
     `examples` and `seconds` bound the search (whichever ends first; shrinking a found
     failure is never cut short). `seed` makes it repeatable; `derandomize=True` uses
-    hypothesis's own fixed derandomization instead; `database` is a hypothesis example
-    database (None: none), so a failure found once is tried first next time (its I/O is
-    done on the real disk, outside the session's fake filesystem).
+    hypothesis's own fixed derandomization instead. `database` is a hypothesis example
+    database, so a failure found once is tried first next time (its I/O is done on the
+    real disk, outside the session's fake filesystem). Hypothesis uses its database only
+    in random runs: with a database pass `seed=None` (locally), and in CI a seed or
+    `derandomize=True` without one.
     """
+    if database is not None and (seed is not None or derandomize):
+        raise ValueError("hypothesis uses its example database only in random runs (a seed "
+                         "or derandomize=True turns it off): pass seed=None with a database")
     from hypothesis import HealthCheck, Phase, given, settings
     from hypothesis import seed as with_seed
     from hypothesis import strategies as st
@@ -57,9 +65,6 @@ def search(session: Session, *, max_crashes: int = 2, min_crashes: int = 1,
     found: dict[str, Any] = {}
 
     def check(data: Any) -> None:
-        if not found and seconds is not None and clock() - started > seconds:
-            result.stopped_by_time = True
-            return  # out of time: let hypothesis run out its examples at no cost
         if not found:
             result.examples += 1
         outcome = session.draw(data, max_crashes=max_crashes, min_crashes=min_crashes)
@@ -68,21 +73,31 @@ def search(session: Session, *, max_crashes: int = 2, min_crashes: int = 1,
             found["last"] = outcome
             raise _Counterexample(outcome.token)
 
-    test = given(st.data())(check)
-    test = settings(max_examples=examples, deadline=None,
-                    database=session.example_database(database),
-                    derandomize=derandomize, report_multiple_bugs=False,
-                    suppress_health_check=list(HealthCheck),
-                    phases=[Phase.explicit, Phase.reuse, Phase.generate, Phase.target,
-                            Phase.shrink])(test)
-    if not derandomize:
-        test = with_seed(_int_seed(seed))(test)
-    try:
-        test()
-    except _Counterexample:
-        # hypothesis runs the shrunk example last, to raise it: that is the minimal one
-        result.failure = _earliest(session, found["last"], result)
-        result.schedule = result.failure.as_schedule()
+    # A time budget is checked between rounds of examples: stopping hypothesis in the
+    # middle of a round would look to it like a test that draws inconsistently.
+    size = examples if seconds is None or derandomize else min(examples, ROUND)
+    left, round_ = examples, 0
+    while left > 0 and not found:
+        if seconds is not None and round_ and clock() - started > seconds:
+            result.stopped_by_time = True
+            break
+        test = given(st.data())(check)
+        test = settings(max_examples=min(size, left), deadline=None,
+                        database=session.example_database(database),
+                        derandomize=derandomize, report_multiple_bugs=False,
+                        suppress_health_check=list(HealthCheck),
+                        phases=[Phase.explicit, Phase.reuse, Phase.generate, Phase.target,
+                                Phase.shrink])(test)
+        if not derandomize and seed is not None:
+            test = with_seed(_int_seed(seed) + round_)(test)
+        try:
+            test()
+        except _Counterexample:
+            # hypothesis runs the shrunk example last, to raise it: the minimal one
+            result.failure = _earliest(session, found["last"], result)
+            result.schedule = result.failure.as_schedule()
+        left -= size
+        round_ += 1
     result.seconds = clock() - started
     return result
 

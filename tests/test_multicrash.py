@@ -165,14 +165,17 @@ def test_cli_search_instead_of_enumerating_pairs(tmp_path, capsys):
 def test_search_saves_its_failure_in_a_real_example_database(pair, tmp_path):
     from hypothesis.database import DirectoryBasedExampleDatabase
 
-    module = mutant("repeat_before_save")
+    module = mutant("reconcile_in_place")
     db = DirectoryBasedExampleDatabase(str(tmp_path / "examples"))
     with Session(module.make_agent, pair) as session:
-        first = search(session, examples=200, seed=7, database=db)
+        with pytest.raises(ValueError, match="only in random runs"):
+            search(session, seed=7, database=db)
+        first = search(session, examples=600, database=db, seed=None)  # random, as locally
         assert not first.ok
-        # the database lives on the real disk, not in the session's fake filesystem
-        assert any((tmp_path / "examples").rglob("*"))
-        again = search(session, examples=200, seed=99, database=db, derandomize=True)
+    # the database lives on the real disk, not in the session's fake filesystem
+    assert any((tmp_path / "examples").rglob("*"))
+    with Session(module.make_agent, pair) as session:
+        again = search(session, examples=600, database=db, seed=None)
     assert not again.ok and again.examples <= 2  # replayed from the database first
     assert [p.id for p in again.failure.schedule] == [p.id for p in first.failure.schedule]
 
