@@ -376,6 +376,17 @@ def _resume_and_judge(ex: Explorer, golden: Golden, world: World, state: CrashSt
                         crash_run.events if keep_trace else None)
 
 
+def schedule_violations(golden: Golden, schedule: list[KillPoint], state: CrashState,
+                        result: ResumeResult, after_kill: list[str]) -> list[Violation]:
+    """All of a crash state's violations: the state guards (checked for every state), what
+    the resumed run showed, and writes after the last kill."""
+    probe = CrashRun(schedule, state, None, after_kill=after_kill,
+                     resume_positions=[result.first_position]
+                     if result.first_position is not None else [])
+    return (judge(golden, probe, STATE_GUARDS) + result.violations +
+            judge(golden, probe, (no_write_after_kill,)))
+
+
 @dataclass(frozen=True)
 class Earlier:
     """A crash of a schedule before its last one: where, and which crash state it left."""
@@ -455,11 +466,8 @@ class _Sweep:
         if (model, point.id, order) in self.recorded:
             return  # a second driver pass meets states the first one settled
         self.recorded.add((model, point.id, order))
-        probe = CrashRun(self.schedule(point), state, None, after_kill=after_kill,
-                         resume_positions=[result.first_position]
-                         if result.first_position is not None else [])
-        violations = (judge(self.golden, probe, STATE_GUARDS) + result.violations +
-                      judge(self.golden, probe, (no_write_after_kill,)))
+        violations = schedule_violations(self.golden, self.schedule(point), state, result,
+                                         after_kill)
         run = self.runs[model]
         verdict = Verdict(point, model, state.persisted, violations, state, result.summary,
                           self.golden, order, earlier=self.earlier)

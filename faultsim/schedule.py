@@ -17,7 +17,6 @@ from typing import Any, Callable, Sequence
 
 from .crashmodel import CrashState
 from .killpoints import KillPoint, kill_points
-from .oracle import STATE_GUARDS, CrashRun, judge, no_write_after_kill
 from .report import ModelRun, Verdict
 
 RESOLUTION = 1 << 16
@@ -275,7 +274,7 @@ class Session:
 
     # -- the mechanism --------------------------------------------------------------------
     def _run(self, count: int, choose: Callable, choose_state: Callable) -> ScheduleResult:
-        from .explore import Earlier, _resume_and_judge, world_signature
+        from .explore import Earlier, _resume_and_judge, schedule_violations, world_signature
 
         if self._ex is None:
             raise RuntimeError("use the session inside `with`: it holds the fake filesystem")
@@ -305,11 +304,7 @@ class Session:
         if result is None:
             result = _resume_and_judge(ex, self.golden, world, state, schedule, watch)
             self._judged[key] = result
-        probe = CrashRun(schedule, state, None, after_kill=after_kill,
-                         resume_positions=[result.first_position]
-                         if result.first_position is not None else [])
-        violations = (judge(self.golden, probe, STATE_GUARDS) + result.violations +
-                      judge(self.golden, probe, (no_write_after_kill,)))
+        violations = schedule_violations(self.golden, schedule, state, result, after_kill)
         self.runs += 1
         return ScheduleResult(Verdict(point, model, state.persisted, violations, state,
                                       result.summary, self.golden, order,
