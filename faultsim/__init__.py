@@ -1,18 +1,57 @@
-"""faultsim: crash-safety testing for long-running AI agents."""
-from .agent import AgentEnv, AgentLoadError, Outcome, load_factory
-from .explore import NonDeterminismError, explore
-from .killpoints import CATEGORIES, KillPoint
-from .replay import replay
-from .report import Report
-from .runner import RunRecord, ScenarioRun, run_once
-from .scenario import Scenario, ScenarioError, load_scenario, parse_scenario
-from .schedule import Crash, Schedule, ScheduleResult, Session
-from .search import SearchResult, search
-from .token import ReplayToken, TokenError
+"""faultsim: crash-safety testing for long-running AI agents.
+
+The public API is re-exported here and loaded on first use: pytest loads the faultsim
+plugin in every session, and a session that does not use faultsim must not pay for the SDK,
+pyfakefs and the engine (PEP 562 lazy attributes).
+"""
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
-__all__ = ["AgentEnv", "AgentLoadError", "CATEGORIES", "Crash", "KillPoint",
-           "NonDeterminismError", "Outcome", "ReplayToken", "Report", "RunRecord", "Scenario",
-           "ScenarioError", "ScenarioRun", "Schedule", "ScheduleResult", "SearchResult",
-           "Session", "TokenError", "explore", "load_factory", "load_scenario",
-           "parse_scenario", "replay", "run_once", "search"]
+
+_PUBLIC = {
+    "AgentEnv": "agent", "AgentLoadError": "agent", "Outcome": "agent",
+    "load_factory": "agent",
+    "NonDeterminismError": "engine", "explore": "engine",
+    "CATEGORIES": "killpoints", "KillPoint": "killpoints",
+    "replay": "replayer",
+    "Report": "report",
+    "RunRecord": "runner", "ScenarioRun": "runner", "run_once": "runner",
+    "Scenario": "scenario", "ScenarioError": "scenario", "load_scenario": "scenario",
+    "parse_scenario": "scenario",
+    "Crash": "schedule", "Schedule": "schedule", "ScheduleResult": "schedule",
+    "Session": "schedule",
+    "SearchResult": "schedule_search", "search": "schedule_search",
+    "ReplayToken": "token", "TokenError": "token",
+    "parametrize": "fixture", "FaultsimFixture": "fixture",
+}
+__all__ = ['AgentEnv', 'AgentLoadError', 'CATEGORIES', 'Crash', 'FaultsimFixture', 'KillPoint', 'NonDeterminismError', 'Outcome', 'ReplayToken', 'Report', 'RunRecord', 'Scenario', 'ScenarioError', 'ScenarioRun', 'Schedule', 'ScheduleResult', 'SearchResult', 'Session', 'TokenError', 'explore', 'load_factory', 'load_scenario', 'parametrize', 'parse_scenario', 'replay', 'run_once', 'search']
+
+
+def __getattr__(name: str) -> Any:
+    module = _PUBLIC.get(name)
+    if module is None:
+        raise AttributeError(f"module 'faultsim' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value  # once loaded, a plain attribute
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_PUBLIC))
+
+
+if TYPE_CHECKING:  # for type checkers and IDEs: the same names, eagerly
+    from .agent import AgentEnv, AgentLoadError, Outcome, load_factory
+    from .engine import NonDeterminismError, explore
+    from .killpoints import CATEGORIES, KillPoint
+    from .fixture import FaultsimFixture, parametrize
+    from .replayer import replay
+    from .report import Report
+    from .runner import RunRecord, ScenarioRun, run_once
+    from .scenario import Scenario, ScenarioError, load_scenario, parse_scenario
+    from .schedule import Crash, Schedule, ScheduleResult, Session
+    from .schedule_search import SearchResult, search
+    from .token import ReplayToken, TokenError

@@ -92,7 +92,7 @@ def cmd_run(ns: argparse.Namespace) -> int:
     import json
 
     from .agent import load_factory
-    from .explore import explore
+    from .engine import explore
     from .report import Report
     from .scenario import load_scenario
 
@@ -133,7 +133,7 @@ def cmd_replay(ns: argparse.Namespace) -> int:
     import json
 
     from .agent import load_factory
-    from .replay import replay
+    from .replayer import replay
     from .token import ReplayToken
 
     token = ReplayToken.decode(ns.token)
@@ -213,7 +213,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     from .agent import AgentLoadError
-    from .explore import AgentFailedCleanly, NonDeterminismError
+    from .engine import AgentFailedCleanly, NonDeterminismError
     from .scenario import ScenarioError
     from .token import TokenError
 

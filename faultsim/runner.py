@@ -74,7 +74,8 @@ class ScenarioRun:
     def incarnation(self, mark: Callable[..., None] | None = None) -> Outcome:
         """One start-or-resume of a fresh agent, to completion or until something raises."""
         self.world.begin_incarnation()
-        outcome = outcome_of(self.make_agent(self.env(mark)).run())
+        with self.world.model.serving_new_clients():
+            outcome = outcome_of(self.make_agent(self.env(mark)).run())
         self.record.outcomes.append(outcome)
         return outcome
 

@@ -171,7 +171,7 @@ class Session:
         self.runs = 0  # schedules run
 
     def __enter__(self) -> "Session":
-        from .explore import Explorer
+        from .engine import Explorer
 
         self._ex = Explorer(self.make_agent, self.scenario, agent_name=self.agent_name,
                             timeout=self.timeout, seed=self.seed)
@@ -274,7 +274,7 @@ class Session:
 
     # -- the mechanism --------------------------------------------------------------------
     def _run(self, count: int, choose: Callable, choose_state: Callable) -> ScheduleResult:
-        from .explore import Earlier, _resume_and_judge, schedule_violations, world_signature
+        from .engine import Earlier, _resume_and_judge, schedule_violations, world_signature
 
         if self._ex is None:
             raise RuntimeError("use the session inside `with`: it holds the fake filesystem")

@@ -9,6 +9,8 @@ import pytest
 
 from faultsim import load_scenario
 
+pytest_plugins = ["pytester"]  # tests/test_plugin.py runs pytest on generated projects
+
 ROOT = Path(__file__).resolve().parent.parent
 SCENARIOS = ROOT / "scenarios"
 DATA = Path(__file__).resolve().parent / "data"

@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import json
 import math
+from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Mapping
 
 import httpx2
 
@@ -119,6 +120,34 @@ class FakeClaude:
             api_key=FAKE_API_KEY, base_url=API_URL, max_retries=max_retries,
             http_client=httpx2.Client(transport=httpx2.MockTransport(self.handle)), **options)
 
+    @contextmanager
+    def serving_new_clients(self) -> Iterator[None]:
+        """While inside, an `anthropic.Anthropic` the agent builds itself (no `http_client`
+        of its own) is served by this fake too: its requests go through the same in-process
+        transport, whatever its `base_url`, and it gets a fake API key when none is set, so
+        no credentials are looked up and no socket is opened."""
+        import os
+
+        import anthropic
+
+        cls = anthropic.Anthropic
+        original = cls.__init__
+        fake = self
+
+        def __init__(client, *args: Any, **kwargs: Any) -> None:
+            if kwargs.get("http_client") is None:
+                kwargs["http_client"] = httpx2.Client(
+                    transport=httpx2.MockTransport(fake.handle))
+                if kwargs.get("api_key") is None and not os.environ.get("ANTHROPIC_API_KEY"):
+                    kwargs["api_key"] = FAKE_API_KEY
+            original(client, *args, **kwargs)
+
+        cls.__init__ = __init__
+        try:
+            yield
+        finally:
+            cls.__init__ = original
+
     # -- what happened ----------------------------------------------------------------
     @property
     def invalid_requests(self) -> list[RequestRecord]:
@@ -138,7 +167,7 @@ class FakeClaude:
             raise WorldSealed("a killed incarnation called the model")
         index = len(self.requests) + 1
         request_id = f"req_faultsim_{index:05d}"
-        if request.method != "POST" or request.url.path != "/v1/messages":
+        if request.method != "POST" or not request.url.path.endswith("/v1/messages"):
             return self._log(_error(404, "not_found_error", f"faultsim fake serves POST "
                                     f"/v1/messages only, not {request.method} "
                                     f"{request.url.path}", request_id), None, None, 0)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import hashlib
+import importlib
 import json
 import posixpath
 import posix as _os  # the real OS: pyfakefs patches every module's `os`, not `posix`
@@ -125,6 +126,11 @@ class Explorer:
 
     # -- set-up ---------------------------------------------------------------------------
     def __enter__(self) -> "Explorer":
+        # The SDK is imported before the fake filesystem: pyfakefs unloads at tear-down the
+        # modules first imported under it, so every Explorer would import anthropic again
+        # (over 2 s, and pydantic's models built anew each time).
+        importlib.import_module("anthropic")
+
         install()  # before the Patcher, so `from os import fsync` gets the hooked one
         self._patcher = Patcher()
         self._patcher.setUp()
@@ -185,7 +191,9 @@ class Explorer:
         env = make_env(self.scenario, world, Path(SANDBOX), mark)
         unsubscribe = world.subscribe(on_world)
         try:
-            with ip, seeded(f"{self.seed}:{world.incarnation}"), _time_limit(self.timeout if timed else None):
+            with ip, seeded(f"{self.seed}:{world.incarnation}"), \
+                    world.model.serving_new_clients(), \
+                    _time_limit(self.timeout if timed else None):
                 try:
                     result.outcome = outcome_of(self.make_agent(env).run())
                 except (Killed, WorldSealed):
@@ -902,7 +910,7 @@ def explore(make_agent: Callable[[AgentEnv], Any], scenario: Scenario, *,
             only: Callable[[KillPoint], bool] | None = None, timeout: float | None = 30.0,
             seed: str = "0", workers: int | None = None, equivalences: bool = True,
             crashes: int = 2, search: int | None = None, search_seconds: float | None = None,
-            database: Any = None,
+            database: Any = None, shard: tuple[int, int] | None = None,
             progress: Callable[..., None] | None = None) -> Report:
     """Crash `make_agent`'s agent at every kill point of `scenario`, resume it, judge it.
 
@@ -913,18 +921,22 @@ def explore(make_agent: Callable[[AgentEnv], Any], scenario: Scenario, *,
     (default 200), at most `search_seconds`, shrunk to the fewest crashes and earliest
     points. `search=N` with `crashes=2` searches the pairs instead of enumerating them
     (for scenarios too long to enumerate). `database` is a hypothesis example database
-    for the search. `only` narrows the
-    first crash's kill points (a replay, a shard); `workers` is how many crash runs go
-    at once (default: one per core; 0 runs them one after another in this process, replaying
-    the prefix each time); `equivalences=False` resumes every distinct crash state instead
-    of sharing verdicts between states a resumed run could not tell apart (slower; the
-    verdicts are the same, which a test checks); `progress(done, total, stage=...)` is
+    for the search. `only` narrows the first crash's kill points (a replay);
+    `shard=(i, n)` keeps the kill points whose position is i - 1 modulo n (a deterministic
+    split for CI matrices: the n shards partition the kill points; the version probe and
+    the search run in shard 1). `workers` is how many crash runs go at once (default: one
+    per core; 0 runs them one after another in this process, replaying the prefix each
+    time); `equivalences=False` resumes every distinct crash state instead of sharing
+    verdicts between states a resumed run could not tell apart (slower; the verdicts are
+    the same, which a test checks); `progress(done, total, stage=...)` is
     called as kill points are judged.
     """
     import os
 
     if crashes < 1:
         raise ValueError(f"crashes must be at least 1, not {crashes}")
+    if shard is not None and not 1 <= shard[0] <= shard[1]:
+        raise ValueError(f"shard {shard[0]}/{shard[1]}: expected 1 <= i <= n")
     name = agent_name or getattr(make_agent, "__module__", "agent")
     models = _models(crash_model)
     if workers is None:
@@ -934,7 +946,8 @@ def explore(make_agent: Callable[[AgentEnv], Any], scenario: Scenario, *,
     with Explorer(make_agent, scenario, agent_name=name, timeout=timeout, seed=seed) as ex:
         golden = ex.golden()
         points = kill_points(golden.trace)
-        chosen = [p for p in points if only is None or only(p)]
+        chosen = [p for n, p in enumerate(points) if (only is None or only(p)) and
+                  (shard is None or n % shard[1] == shard[0] - 1)]
         runs = {m: ModelRun(scenario=scenario, agent=name, crash_model=m, kill_points=points,
                             explored=chosen, seed=seed, crashes=crashes) for m in models}
         sweep = _Sweep(golden, runs, equivalences=equivalences, keep_traces=crashes >= 2)
@@ -949,7 +962,8 @@ def explore(make_agent: Callable[[AgentEnv], Any], scenario: Scenario, *,
         position = {p.id: n for n, p in enumerate(chosen)}
         if crashes >= 2 and not (search and crashes == 2):
             _sweep_pairs(ex, sweep, models, position, workers, progress)
-        probe = version_probe(ex, golden) if only is None else None
+        probe = version_probe(ex, golden) if only is None and (shard is None or
+                                                               shard[0] == 1) else None
         seconds = _real_time.real_perf_counter() - started
         first = runs[models[0]]
         if probe is not None:
@@ -960,7 +974,7 @@ def explore(make_agent: Callable[[AgentEnv], Any], scenario: Scenario, *,
                                                                   for r in runs.values()))
             report.runs.append(run)
     exhaustive = 1 if search and crashes == 2 else min(crashes, 2)
-    if crashes > exhaustive and only is None:
+    if crashes > exhaustive and only is None and (shard is None or shard[0] == 1):
         _search(make_agent, scenario, report, name, timeout, seed, exhaustive + 1, crashes,
                 search or 200, search_seconds, database, progress)
     return report
@@ -971,7 +985,7 @@ def _search(make_agent, scenario, report: Report, name: str, timeout, seed: str,
             progress) -> None:
     """Schedules beyond the exhaustive sweep, searched with hypothesis, per crash model."""
     from .schedule import Session
-    from .search import search
+    from .schedule_search import search
 
     for run in report.runs:
         if progress is not None:

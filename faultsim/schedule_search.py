@@ -12,7 +12,7 @@ from typing import Any
 
 import freezegun.api as _real_time
 
-from .explore import KillDidNotLand
+from .engine import KillDidNotLand
 from .killpoints import KillPoint, kill_points
 from .schedule import NoSuchKillPoint, Schedule, ScheduleResult, Session
 

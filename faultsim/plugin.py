@@ -1,0 +1,257 @@
+"""The pytest plugin (entry point `pytest11: faultsim`): options, marker, fixture, kill-point
+items, shards and the terminal summary. Loaded in every pytest session of an environment
+that has faultsim installed, so it imports nothing heavy until a faultsim test runs."""
+from __future__ import annotations
+
+import json
+from collections import Counter
+from typing import Any
+
+import pytest
+
+from .fixture import (MARKER, BrokenParam, FaultsimFixture, FaultsimUsageError, Options,
+                      PluginState, PointParam, known_errors, parse_shard, settings_for)
+
+_STATE = pytest.StashKey[PluginState]()
+_FIXTURE = pytest.StashKey[FaultsimFixture]()
+_MAX_FAILURES_SHOWN = 20
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("faultsim", "faultsim: crash-safety tests for agents")
+    group.addoption("--faultsim-seed", metavar="SEED", default=None,
+                    help="seed of the agent's uuid/random/temp names and of the search "
+                         "(default: the marker's, else 0); the same seed, the same verdicts")
+    group.addoption("--faultsim-crash-model", metavar="MODEL", default=None,
+                    choices=("process", "power", "all"),
+                    help="process (a SIGKILL: what was written survives), power (unsynced "
+                         "writes may be lost) or all (default: the marker's, else process)")
+    group.addoption("--faultsim-crashes", metavar="N", type=int, default=None,
+                    help="crashes per schedule: 1, 2 (every pair, the default) or more "
+                         "(longer schedules searched with hypothesis, in whole-scenario tests)")
+    group.addoption("--faultsim-budget", metavar="SECONDS", type=float, default=None,
+                    help="seconds this session (each xdist worker) may spend exploring: "
+                         "kill-point items past it are skipped and counted in the summary")
+    group.addoption("--faultsim-shard", metavar="I/N", default=None,
+                    help="run shard I of N: a deterministic split of every scenario's kill "
+                         "points (by position), for CI matrices; the N shards partition them")
+    group.addoption("--faultsim-record", action="store_true", default=False,
+                    help="re-record checkpoint-format corpora instead of checking them "
+                         "(like a snapshot tool's update flag)")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", f"{MARKER}(scenario, agent=None, crash_model='process', crashes=2, "
+        "seed='0', timeout=30, categories=None, kill_points=False): a faultsim test of "
+        "agent on scenario; kill_points=True (or faultsim.parametrize) makes one test item "
+        "per kill point")
+    try:
+        crashes = config.getoption("faultsim_crashes")
+        if crashes is not None and crashes < 1:
+            raise FaultsimUsageError(f"--faultsim-crashes={crashes}: expected 1 or more")
+        budget = config.getoption("faultsim_budget")
+        if budget is not None and budget <= 0:
+            raise FaultsimUsageError(f"--faultsim-budget={budget:g}: expected seconds > 0")
+        shard = config.getoption("faultsim_shard")
+        options = Options(seed=config.getoption("faultsim_seed"),
+                          crash_model=config.getoption("faultsim_crash_model"),
+                          crashes=crashes, budget=budget,
+                          shard=parse_shard(shard) if shard is not None else None,
+                          record=config.getoption("faultsim_record"))
+    except FaultsimUsageError as exc:
+        raise pytest.UsageError(str(exc)) from None
+    state = PluginState(options)
+    config.stash[_STATE] = state
+    config.pluginmanager.register(_Summary(state), "faultsim-summary")
+
+
+# -- kill points as test items ---------------------------------------------------------------
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    marker = metafunc.definition.get_closest_marker(MARKER)
+    if marker is None or not marker.kwargs.get("kill_points"):
+        return
+    name = metafunc.definition.name
+    if "faultsim" not in metafunc.fixturenames:
+        pytest.fail(f"{metafunc.definition.nodeid}: faultsim.parametrize needs the test to "
+                    f"take the faultsim fixture: def {name}(faultsim): faultsim.check()",
+                    pytrace=False)
+    state = metafunc.config.stash[_STATE]
+    try:
+        settings = settings_for(metafunc.definition, state.options)
+        if settings.scenario is None:
+            raise FaultsimUsageError("faultsim.parametrize needs a scenario")
+        explorer = state.explorer_for(settings)
+        points = explorer.record_golden()
+    except known_errors() as exc:
+        # one item that fails with the reason, rather than a collection error
+        metafunc.parametrize("faultsim_kill_point",
+                             [pytest.param(BrokenParam(f"{exc}"), id="clean-run")],
+                             indirect=True)
+        return
+    if settings.crashes > 2:
+        state.notes.append(f"{metafunc.definition.nodeid}: kill-point items explore "
+                           f"schedules of at most 2 crashes; --faultsim-crashes "
+                           f"{settings.crashes} searches longer ones in whole-scenario tests")
+    params = [pytest.param(PointParam(n, p.id), id=p.id) for n, p in enumerate(points)
+              if settings.categories is None or p.category in settings.categories]
+    metafunc.parametrize("faultsim_kill_point", params, indirect=True)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """--faultsim-shard: keep this shard's kill-point items (whole-scenario tests split
+    their kill points the same way when they run)."""
+    state = config.stash[_STATE]
+    if state.options.shard is None:
+        return
+    keep, drop = [], []
+    for item in items:
+        callspec = getattr(item, "callspec", None)
+        param = callspec.params.get("faultsim_kill_point") if callspec else None
+        if isinstance(param, PointParam) and not state.in_shard(param.position):
+            drop.append(item)
+        else:
+            keep.append(item)
+    if drop:
+        config.hook.pytest_deselected(items=drop)
+        items[:] = keep
+
+
+@pytest.fixture
+def faultsim_kill_point(request: pytest.FixtureRequest) -> Any:
+    """The kill point of a kill-point item (internal: use `faultsim.kill_point`)."""
+    return getattr(request, "param", None)
+
+
+@pytest.fixture
+def faultsim(request: pytest.FixtureRequest, faultsim_kill_point: Any) -> FaultsimFixture:
+    """The faultsim explorer bound to this test: `faultsim.check()` explores its kill point
+    (in a kill-point item) or its scenario, and fails with the counterexample."""
+    state = request.config.stash[_STATE]
+    state.start_clock()
+    fixture = FaultsimFixture(request, state, faultsim_kill_point)
+    request.node.stash[_FIXTURE] = fixture
+    if isinstance(faultsim_kill_point, PointParam):
+        left = state.budget_left()
+        if left is not None and left <= 0:
+            fixture._skip_for_budget()
+    return fixture
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Any:
+    report = yield
+    fixture = item.stash.get(_FIXTURE, None)
+    if (call.when == "call" and report.passed and fixture is not None
+            and isinstance(fixture._param, PointParam) and fixture.explored == 0):
+        # a kill-point item that never explored its kill point proved nothing
+        report.outcome = "failed"
+        report.longrepr = (f"faultsim: {item.nodeid} explored nothing: a kill-point item "
+                           "must call faultsim.check() (or faultsim.explore())")
+    return report
+
+
+# -- the summary -----------------------------------------------------------------------------
+class _Summary:
+    """Collects what each faultsim test explored (from xdist workers too: user_properties
+    travel with the report) and prints it at the end."""
+
+    def __init__(self, state: PluginState) -> None:
+        self.state = state
+        self.entries: list = []
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if report.when == "call" or (report.when == "setup" and report.skipped):
+            self.entries += [(report.nodeid, report.outcome, json.loads(value))
+                             for name, value in report.user_properties if name == "faultsim"]
+
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        notes = list(dict.fromkeys(self.state.notes))
+        if not self.entries and not notes:
+            return
+        shard = self.state.options.shard
+        terminalreporter.write_sep("=", "faultsim" + (f" (shard {shard[0]}/{shard[1]})"
+                                                      if shard else ""))
+        if self.entries:
+            for line in summary_lines(self.entries, self.state.options.budget):
+                terminalreporter.write_line(line)
+        for note in notes:
+            terminalreporter.write_line(f"note: {note}")
+
+
+def summary_lines(entries: list, budget: float | None) -> list[str]:
+    """Per test: kill points by category and crash model, verdicts; then each failure with
+    the commands that rerun and replay it."""
+    groups: dict[str, dict] = {}
+    failures = []
+    for nodeid, outcome, entry in entries:
+        g = groups.setdefault(entry["group"], {"models": {}, "skipped": 0, "items": 0,
+                                               "mode": entry["mode"]})
+        if entry["mode"] == "skipped":
+            g["skipped"] += 1
+            continue
+        g["items"] += 1
+        g.update(scenario=entry["scenario"], agent=entry["agent"],
+                 total=entry["kill_points_total"], mode=entry["mode"])
+        for model, m in entry["models"].items():
+            agg = g["models"].setdefault(model, {
+                "kill_points": 0, "categories": Counter(), "crash_states": 0,
+                "violating": 0, "resumed": 0, "pairs": None, "probes": []})
+            for key in ("kill_points", "crash_states", "violating", "resumed"):
+                agg[key] += m[key]
+            agg["categories"].update(m["categories"])
+            agg["probes"] += m["probes"]
+            if m["pairs"] is not None:
+                pairs = agg["pairs"] or Counter()
+                pairs.update(m["pairs"])
+                agg["pairs"] = pairs
+        failures += [(entry.get("rerun", nodeid), f) for f in entry["failures"]]
+    lines = []
+    for group, g in groups.items():
+        if not g["items"]:
+            lines.append(f"{group}: {g['skipped']} kill points skipped (budget "
+                         f"{budget:g} s spent)")
+            continue
+        how = "one item per kill point" if g["mode"] == "kill point" else "whole scenario"
+        lines.append(f"{group} · {g['scenario']} · {g['agent']} ({how})")
+        for model, m in g["models"].items():
+            cats = ", ".join(f"{c} {n}" for c, n in _ordered(m["categories"]))
+            lines.append(f"  {model:<8} {m['kill_points']}/{g['total']} kill points ({cats})")
+            ok = m["crash_states"] - m["violating"]
+            line = (f"{'':11}{m['crash_states']} crash states: {ok} ok, {m['violating']} "
+                    f"violate ({m['resumed']} resumed)")
+            pairs = m["pairs"]
+            if pairs is not None:
+                line += (f"; 2 crashes: {pairs['total']} schedules, {pairs['explored']} "
+                         f"explored, {pairs['resumed']} resumed, {pairs['violating']} "
+                         "violate")
+            if m["probes"]:
+                line += f"; version probe {'ok' if all(m['probes']) else 'VIOLATED'}"
+            lines.append(line)
+        if g["skipped"]:
+            lines.append(f"  budget   {g['skipped']} kill points skipped: the budget of "
+                         f"{budget:g} s was spent")
+    if failures:
+        lines.append(f"violations: {len(failures)} crash state(s); each with the command "
+                     "that replays it")
+        shown = failures[:_MAX_FAILURES_SHOWN]
+        last = None
+        for nodeid, f in shown:
+            if nodeid != last:
+                lines.append(f"  pytest '{nodeid}'")
+                last = nodeid
+            lines.append(f"    {f['crash_model']}: {' then '.join(f['schedule'])}: "
+                         f"{', '.join(f['invariants'])}")
+            lines.append(f"      {f['replay']}")
+        if len(failures) > len(shown):
+            lines.append(f"  ... and {len(failures) - len(shown)} more")
+    else:
+        lines.append("violations: none")
+    return lines
+
+
+def _ordered(categories: Counter) -> list[tuple[str, int]]:
+    from .killpoints import CATEGORIES
+
+    order = {c: n for n, c in enumerate(CATEGORIES)}
+    return sorted(categories.items(), key=lambda kv: order.get(kv[0], len(order)))

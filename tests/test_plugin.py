@@ -1,0 +1,329 @@
+"""The pytest plugin, tested with pytester on generated projects. Expected figures come from
+the engine (`faultsim.explore`) run here, never written down by hand."""
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+from importlib.metadata import entry_points
+
+import pytest
+
+import faultsim
+from faultsim.killpoints import categories as count_categories
+
+from conftest import DATA
+
+# a few categories keep the projects small: 22 kill points of tiny.toml
+CATS = ("after-effect", "after-B", "checkpoint-rename")
+
+
+def make_project(pytester, agent: str = "reference_agent", scenario: str = "tiny.toml",
+                 crashes: int = 1, categories=CATS, name: str = "test_agent") -> None:
+    pytester.makeini("[pytest]\n")  # the project's own rootdir, as in a real project
+    shutil.copy(DATA / scenario, pytester.path / scenario)
+    pytester.makepyfile(**{name: f"""
+        import faultsim
+        from {agent} import make_agent
+
+        @faultsim.parametrize(make_agent, "{scenario}", crashes={crashes},
+                              categories={tuple(categories)!r})
+        def test_agent(faultsim):
+            faultsim.check()
+        """})
+
+
+def run(pytester, *args):
+    """pytest in a child process: in-process runs would unload, between runs, the modules
+    they imported (pyfakefs's among them) while pyfakefs still caches them."""
+    return pytester.runpytest_subprocess("-p", "no:cacheprovider", *args)
+
+
+def engine_verdicts(agent: str, scenario: str = "tiny.toml", crashes: int = 1,
+                    categories=CATS, each: bool = False) -> dict[str, bool]:
+    """Kill point id -> ok, as `faultsim.explore` judges it (one explore per point when
+    `each`: then a pair counts for every first crash it starts from)."""
+    make_agent = faultsim.load_factory(agent)
+    scen = faultsim.load_scenario(DATA / scenario)
+    if not each:
+        report = faultsim.explore(make_agent, scen, crashes=crashes, workers=0,
+                                  only=lambda p: p.category in categories)
+        run = report.runs[0]
+        bad = {v.kill_point.id for v in run.failures}
+        return {p.id: p.id not in bad for p in run.explored}
+    points = [p for p in faultsim.explore(make_agent, scen, crashes=1, workers=0,
+                                          only=lambda p: False).runs[0].kill_points
+              if p.category in categories]
+    return {p.id: faultsim.explore(make_agent, scen, crashes=crashes, workers=0,
+                                   only=lambda q, p=p: q.id == p.id).ok for p in points}
+
+
+def outcomes(result) -> dict[str, str]:
+    """Item id -> PASSED/FAILED/SKIPPED/ERROR, from `-rA`'s short summary."""
+    found = {}
+    for line in result.outlines:
+        m = re.match(r"(PASSED|FAILED|SKIPPED|ERROR) \S+?::test_agent\[([^\]]+)\]", line)
+        if m:
+            found[m.group(2)] = m.group(1)
+    return found
+
+
+def summary(result) -> list[str]:
+    lines = result.outlines
+    start = next(i for i, line in enumerate(lines) if re.match(r"=+ faultsim", line))
+    end = next(i for i in range(start + 1, len(lines)) if lines[i].startswith("="))
+    return lines[start + 1:end]
+
+
+# -- registration ----------------------------------------------------------------------------
+def test_the_plugin_is_registered_and_light():
+    assert [e.value for e in entry_points(group="pytest11") if e.name == "faultsim"] == \
+        ["faultsim.plugin"]
+    heavy = ("anthropic", "faultsim.engine", "pyfakefs", "hypothesis", "freezegun", "httpx2")
+    out = subprocess.run([sys.executable, "-c", "import sys, faultsim.plugin, faultsim; "
+                          f"print([m for m in {heavy!r} if m in sys.modules])"],
+                         capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
+
+
+def test_a_session_without_faultsim_tests_does_not_load_the_engine(pytester):
+    pytester.makepyfile("""
+        import sys
+
+        def test_plain():
+            assert "faultsim.plugin" in sys.modules  # loaded by its entry point ...
+            assert "faultsim.engine" not in sys.modules  # ... and nothing heavy
+            assert "anthropic" not in sys.modules
+        """)
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1)
+    assert not any(re.match(r"=+ faultsim", line) for line in result.outlines)  # no summary
+
+
+def test_options_in_help(pytester):
+    result = run(pytester, "--help")
+    for option in ("--faultsim-seed", "--faultsim-crash-model", "--faultsim-crashes",
+                   "--faultsim-budget", "--faultsim-shard", "--faultsim-record"):
+        assert option in result.stdout.str()
+
+
+# -- kill points as items ----------------------------------------------------------------
+def test_a_passing_agent_gives_one_passing_item_per_kill_point(pytester):
+    expected = engine_verdicts("reference_agent")
+    assert len(expected) == 22 and all(expected.values())
+    make_project(pytester)
+    result = run(pytester, "-rA")
+    result.assert_outcomes(passed=len(expected))
+    assert outcomes(result) == {p: "PASSED" for p in expected}
+    effect = next(p for p in expected if "-after-effect-payments.submit" in p)
+    assert f"test_agent.py::test_agent[{effect}] PASSED" in \
+        run(pytester, "-v", "-k", "payments").stdout.str()
+    lines = summary(result)
+    scenario = faultsim.load_scenario(DATA / "tiny.toml")
+    engine = faultsim.explore(faultsim.load_factory("reference_agent"), scenario, crashes=1,
+                              workers=0, only=lambda p: p.category in CATS).runs[0]
+    cats = ", ".join(f"{c} {n}" for c, n in count_categories(engine.explored).items() if n)
+    assert lines[0].startswith("test_agent.py::test_agent · tiny · reference_agent")
+    assert lines[1].split() == (f"process {len(expected)}/{len(engine.kill_points)} kill "
+                                f"points ({cats})").split()
+    assert lines[2].split()[:7] == (f"{len(engine.verdicts)} crash states: "
+                                    f"{len(engine.verdicts)} ok, 0 violate").split()
+    assert lines[-1] == "violations: none"
+
+
+def test_a_failing_agent_fails_exactly_the_kill_points_the_engine_condemns(pytester):
+    agent = "reference_agent.mutants.save_b_only"
+    expected = engine_verdicts(agent)
+    failing = sorted(p for p, ok in expected.items() if not ok)
+    assert failing and len(failing) < len(expected)  # a mix, or the test proves little
+    make_project(pytester, agent=agent)
+    result = run(pytester, "-rA")
+    result.assert_outcomes(passed=len(expected) - len(failing), failed=len(failing))
+    assert outcomes(result) == {p: "PASSED" if ok else "FAILED" for p, ok in expected.items()}
+    text = result.stdout.str()
+    # a plain assertion failure carrying the counterexample, without faultsim's frames
+    assert "E       AssertionError: faultsim: 1 crash state(s) violate the protocol at " \
+           f"kill point {failing[0]}" in text
+    assert "VIOLATED effects_exactly_once" in text
+    assert f"rerun this test alone: pytest 'test_agent.py::test_agent[{failing[0]}]'" in text
+    for internal in ("faultsim/fixture.py", "faultsim/engine.py", "faultsim/pointwise.py",
+                     "faultsim/plugin.py"):
+        assert internal not in text
+    lines = summary(result)
+    assert f"violations: {len(failing)} crash state(s); each with the command that " \
+           "replays it" in lines
+    tokens = re.findall(r"faultsim replay (fs1_\S+)", "\n".join(lines))
+    assert len(tokens) == min(len(failing), 20)
+    assert not faultsim.replay(tokens[0]).ok  # the printed command reproduces it
+
+
+def test_items_explore_pairs_from_their_kill_point(pytester):
+    """`repeat_before_save` survives every single crash; some first crashes start a failing
+    pair. Each item fails exactly when `explore`, asked about that first crash alone, does."""
+    agent = "reference_agent.mutants.repeat_before_save"
+    cats = ("between-A-and-tool", "in-tool")
+    singles = engine_verdicts(agent, "pair.toml", crashes=1, categories=cats)
+    assert all(singles.values())
+    expected = engine_verdicts(agent, "pair.toml", crashes=2, categories=cats, each=True)
+    assert 0 < sum(not ok for ok in expected.values()) < len(expected)
+    make_project(pytester, agent=agent, scenario="pair.toml", crashes=2, categories=cats)
+    result = run(pytester, "-rA")
+    assert outcomes(result) == {p: "PASSED" if ok else "FAILED" for p, ok in expected.items()}
+    text = result.stdout.str()
+    assert "schedule of 2 crashes:" in text and "crash 2, in resumed run 1:" in text
+    assert re.search(r"2 crashes: \d+ schedules, \d+ explored, \d+ resumed, [1-9]\d* "
+                     "violate", "\n".join(summary(result)))
+
+
+def _junit_items(path) -> dict[str, tuple]:
+    items = {}
+    for case in ET.parse(path).getroot().iter("testcase"):
+        outcome = "failed" if case.find("failure") is not None else \
+            "skipped" if case.find("skipped") is not None else "passed"
+        entry = None
+        for prop in case.iter("property"):
+            if prop.get("name") == "faultsim":
+                import json
+
+                entry = json.loads(prop.get("value"))
+                for model in entry["models"].values():
+                    # what it cost depends on what else the process judged before
+                    del model["seconds"], model["resumed"]
+                    if model["pairs"]:
+                        del model["pairs"]["explored"], model["pairs"]["resumed"]
+        items[case.get("name")] = (outcome, repr(entry))
+    return items
+
+
+def test_xdist_explores_exactly_the_kill_points_of_a_serial_run(pytester):
+    pytest.importorskip("xdist")
+    make_project(pytester, agent="reference_agent.mutants.save_b_only")
+    serial = run(pytester, "--junitxml=serial.xml")
+    spread = run(pytester, "-n", "2",
+                                "--junitxml=spread.xml")
+    assert "2 workers" in spread.stdout.str()
+    a, b = _junit_items(pytester.path / "serial.xml"), _junit_items(pytester.path / "spread.xml")
+    assert len(a) == len(engine_verdicts("reference_agent.mutants.save_b_only")) and a == b
+    assert any(outcome == "failed" for outcome, _ in a.values())
+    def costless(lines):
+        return [re.sub(r" \(\d+ resumed\)", "", line) for line in lines]
+
+    assert costless(summary(serial)) == costless(summary(spread))
+
+
+def test_shards_partition_the_kill_points(pytester):
+    make_project(pytester, categories=faultsim.CATEGORIES)
+
+    def collected(*args) -> set[str]:
+        result = run(pytester, "--collect-only", "-q", *args)
+        return {line.split("[", 1)[1][:-1] for line in result.outlines
+                if line.startswith("test_agent.py::")}
+
+    everything = collected()
+    assert len(everything) == 315
+    shards = [collected(f"--faultsim-shard={i}/3") for i in (1, 2, 3)]
+    assert set().union(*shards) == everything
+    assert all(not (shards[i] & shards[j]) for i in range(3) for j in range(i + 1, 3))
+    assert all(100 <= len(s) <= 110 for s in shards)  # and balanced
+
+
+def test_whole_scenario_tests_shard_their_kill_points_the_same_way(pytester):
+    pytester.makeini("[pytest]\n")
+    shutil.copy(DATA / "tiny.toml", pytester.path / "tiny.toml")
+    pytester.makepyfile(test_whole="""
+        import pytest
+        from reference_agent import make_agent
+
+        @pytest.mark.faultsim("tiny.toml", agent=make_agent, crashes=1)
+        def test_whole(faultsim):
+            report = faultsim.check()
+            print("EXPLORED", sorted(p.id for p in report.runs[0].explored))
+        """)
+    seen = []
+    for i in (1, 2):
+        result = run(pytester, "-s", f"--faultsim-shard={i}/2")
+        result.assert_outcomes(passed=1)
+        seen.append(set(eval(re.search(r"EXPLORED (\[.*?\])", result.stdout.str())[1])))
+        assert re.search(rf"process +{len(seen[-1])}/315 kill points", result.stdout.str())
+        assert f"faultsim (shard {i}/2)" in result.stdout.str()
+    assert len(seen[0] | seen[1]) == 315 and not seen[0] & seen[1]
+
+
+def test_a_budget_skips_what_it_cannot_explore(pytester):
+    make_project(pytester)
+    result = run(pytester, "-rA", "--faultsim-budget=0.3")
+    counts = result.parseoutcomes()
+    skipped = counts.get("skipped", 0)
+    assert skipped >= 1 and counts.get("passed", 0) + skipped == 22 and len(counts) == 2
+    assert "the budget of 0.3 s is spent" in result.stdout.str()
+    assert f"budget   {skipped} kill points skipped" in "\n".join(summary(result))
+
+
+def test_options_reach_the_fixture(pytester):
+    pytester.makeini("[pytest]\n")
+    shutil.copy(DATA / "tiny.toml", pytester.path / "tiny.toml")
+    pytester.makepyfile(test_opts="""
+        import pytest
+        from reference_agent import make_agent
+
+        @pytest.mark.faultsim("tiny.toml", agent=make_agent, crash_model="process")
+        def test_opts(faultsim):
+            print("SETTINGS", faultsim.settings.crash_model, faultsim.settings.crashes,
+                  faultsim.settings.seed, faultsim.record, faultsim.kill_point)
+        """)
+    result = run(pytester, "-s", "--faultsim-crash-model=all",
+                                "--faultsim-crashes=1", "--faultsim-seed=7",
+                                "--faultsim-record")
+    result.assert_outcomes(passed=1)
+    assert "SETTINGS all 1 7 True None" in result.stdout.str()
+
+
+# -- what goes wrong is said plainly -------------------------------------------------------
+def test_a_bad_shard_is_a_usage_error(pytester):
+    result = run(pytester, "--faultsim-shard=3/2")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert "--faultsim-shard=3/2: expected I/N with 1 <= I <= N" in result.stderr.str()
+
+
+def test_mistakes_in_a_project_are_one_line_each(pytester):
+    pytester.makeini("[pytest]\n")
+    shutil.copy(DATA / "tiny.toml", pytester.path / "tiny.toml")
+    pytester.makepyfile(
+        agents="""
+            def broken(env):
+                raise RuntimeError("no config file")
+            """,
+        test_bad="""
+            import pytest
+            import faultsim
+            from agents import broken
+            from reference_agent import make_agent
+
+            @faultsim.parametrize(broken, "tiny.toml")
+            def test_broken_agent(faultsim):
+                faultsim.check()
+
+            @faultsim.parametrize(make_agent, "nope.toml")
+            def test_missing_scenario(faultsim):
+                faultsim.check()
+
+            @pytest.mark.faultsim("tiny.toml", agent=make_agent, crashs=1)
+            def test_typo(faultsim):
+                faultsim.check()
+
+            @faultsim.parametrize(make_agent, "tiny.toml", crashes=1,
+                                  categories=("after-B",))
+            def test_lazy(faultsim):
+                pass
+            """)
+    result = run(pytester, "-rA")
+    text = result.stdout.str()
+    assert "test_broken_agent[clean-run]" in text
+    assert "the agent fails without any crash: RuntimeError: no config file" in text
+    assert "scenario 'nope.toml' not found" in text
+    assert "unknown setting(s) crashs" in text
+    assert "explored nothing: a kill-point item must call faultsim.check()" in text
+    result.assert_outcomes(failed=7)  # 1 + 1 + 1 + the 4 lazy after-B items
+    assert "Traceback" not in text and "faultsim/engine.py" not in text
