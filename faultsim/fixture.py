@@ -13,6 +13,7 @@ SDK are imported when a faultsim test first runs.
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 from dataclasses import dataclass, field
@@ -210,7 +211,6 @@ class PluginState:
     options: Options
     explorers: dict = field(default_factory=dict)  # group key -> PointwiseExplorer
     started: float | None = None  # when the first faultsim test began (the budget's clock)
-    notes: list[str] = field(default_factory=list)
 
     def explorer_for(self, settings: Settings) -> "PointwiseExplorer":
         from .pointwise import PointwiseExplorer
@@ -301,9 +301,7 @@ class FaultsimFixture:
             if settings is None:
                 settings = settings_for_options(path, self._state.options)
             else:
-                settings = Settings(path, *[getattr(settings, f) for f in (
-                    "agent", "crash_model", "crashes", "seed", "timeout", "categories",
-                    "kill_points")])
+                settings = dataclasses.replace(settings, scenario=path)
         if settings is None or settings.scenario is None:
             raise FaultsimUsageError(
                 f"{self._request.node.nodeid}: no scenario: mark the test "
@@ -414,6 +412,10 @@ class FaultsimFixture:
                           "replay": r.replay_command(v)}
                          for r in report.runs for v in r.failures],
         }
+        if mode == "kill point" and self.settings.crashes > 2:
+            entry["note"] = (f"{_group_of(self._request.node)}: kill-point items explore "
+                             "schedules of at most 2 crashes; longer ones are searched in "
+                             "whole-scenario tests")
         self._request.node.user_properties.append(("faultsim", json.dumps(entry)))
 
     def _skip_for_budget(self) -> None:

@@ -4,6 +4,7 @@ that has faultsim installed, so it imports nothing heavy until a faultsim test r
 from __future__ import annotations
 
 import json
+import re
 from collections import Counter
 from typing import Any
 
@@ -89,10 +90,6 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
                              [pytest.param(BrokenParam(f"{exc}"), id="clean-run")],
                              indirect=True)
         return
-    if settings.crashes > 2:
-        state.notes.append(f"{metafunc.definition.nodeid}: kill-point items explore "
-                           f"schedules of at most 2 crashes; --faultsim-crashes "
-                           f"{settings.crashes} searches longer ones in whole-scenario tests")
     params = [pytest.param(PointParam(n, p.id), id=p.id) for n, p in enumerate(points)
               if settings.categories is None or p.category in settings.categories]
     metafunc.parametrize("faultsim_kill_point", params, indirect=True)
@@ -166,16 +163,14 @@ class _Summary:
                              for name, value in report.user_properties if name == "faultsim"]
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
-        notes = list(dict.fromkeys(self.state.notes))
-        if not self.entries and not notes:
+        if not self.entries:
             return
         shard = self.state.options.shard
         terminalreporter.write_sep("=", "faultsim" + (f" (shard {shard[0]}/{shard[1]})"
                                                       if shard else ""))
-        if self.entries:
-            for line in summary_lines(self.entries, self.state.options.budget):
-                terminalreporter.write_line(line)
-        for note in notes:
+        for line in summary_lines(self.entries, self.state.options.budget):
+            terminalreporter.write_line(line)
+        for note in sorted({e["note"] for _, _, e in self.entries if "note" in e}):
             terminalreporter.write_line(f"note: {note}")
 
 
@@ -207,7 +202,7 @@ def summary_lines(entries: list, budget: float | None) -> list[str]:
                 agg["pairs"] = pairs
         failures += [(entry.get("rerun", nodeid), f) for f in entry["failures"]]
     lines = []
-    for group, g in groups.items():
+    for group, g in sorted(groups.items()):  # xdist reports in completion order
         if not g["items"]:
             lines.append(f"{group}: {g['skipped']} kill points skipped (budget "
                          f"{budget:g} s spent)")
@@ -232,22 +227,40 @@ def summary_lines(entries: list, budget: float | None) -> list[str]:
             lines.append(f"  budget   {g['skipped']} kill points skipped: the budget of "
                          f"{budget:g} s was spent")
     if failures:
-        lines.append(f"violations: {len(failures)} crash state(s); each with the command "
-                     "that replays it")
-        shown = failures[:_MAX_FAILURES_SHOWN]
-        last = None
-        for nodeid, f in shown:
-            if nodeid != last:
-                lines.append(f"  pytest '{nodeid}'")
-                last = nodeid
-            lines.append(f"    {f['crash_model']}: {' then '.join(f['schedule'])}: "
-                         f"{', '.join(f['invariants'])}")
-            lines.append(f"      {f['replay']}")
-        if len(failures) > len(shown):
-            lines.append(f"  ... and {len(failures) - len(shown)} more")
+        lines.append(f"violations: {len(failures)} crash state(s); the first of each kind per "
+                     "test, with the commands that rerun and replay it")
+        by_test: dict[str, list] = {}
+        for nodeid, f in sorted(failures, key=lambda nf: (nf[0].split("[")[0],
+                                                          _place(nf[1]["schedule"][0]))):
+            by_test.setdefault(nodeid, []).append(f)
+        shown = 0
+        for n, (nodeid, found) in enumerate(by_test.items()):
+            if shown >= _MAX_FAILURES_SHOWN:
+                lines.append(f"  ... and {len(by_test) - n} more failing tests")
+                break
+            lines.append(f"  pytest '{nodeid}'")
+            kinds: set = set()
+            for f in found:
+                kind = (f["crash_model"], tuple(f["invariants"]))
+                if kind in kinds:
+                    continue
+                kinds.add(kind)
+                shown += 1
+                lines.append(f"    {f['crash_model']}: {' then '.join(f['schedule'])}: "
+                             f"{', '.join(f['invariants'])}")
+                lines.append(f"      {f['replay']}")
+            if len(found) > len(kinds):
+                lines.append(f"    (and {len(found) - len(kinds)} more crash states of the "
+                             "same kinds)")
     else:
         lines.append("violations: none")
     return lines
+
+
+def _place(point_id: str) -> tuple[int, int]:
+    """Where a kill point is in its run (event, byte offset), from its id: k41.512-..."""
+    m = re.match(r"k(\d+)(?:\.(\d+))?-", point_id)
+    return (int(m[1]), int(m[2] or 0)) if m else (-1, 0)
 
 
 def _ordered(categories: Counter) -> list[tuple[str, int]]:

@@ -57,3 +57,66 @@ def test_readmes_hypothesis_example_runs_as_shown(monkeypatch):
     assert tests, "the example defines a test"
     for test in tests:
         test()
+
+
+def _python_blocks(section: str) -> list[str]:
+    readme = (ROOT / "README.md").read_text()
+    part = readme[readme.index(section):]
+    part = part[:part.index("\n## ", 1)] if "\n## " in part[1:] else part
+    return re.findall(r"```python\n(.*?)```", part, re.S)
+
+
+def _project(pytester, test_code: str) -> None:
+    pytester.makeini("[pytest]\n")
+    (pytester.path / "scenarios").symlink_to(ROOT / "scenarios")
+    pytester.makepyfile(test_crash_safety=test_code)
+
+
+def test_readmes_five_line_example_runs_as_shown(pytester):
+    code = _python_blocks("## Test your own agent in five lines")[0]
+    assert len([line for line in code.splitlines() if line.strip()]) == 5
+    _project(pytester, code)
+    # as shown, on one shard of 64 (the whole takes many minutes): items with pairs, on xdist
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "test_crash_safety.py",
+                                           "-n", "2", "--faultsim-shard=1/64")
+    counts = result.parseoutcomes()
+    assert counts.get("passed", 0) == len(range(0, 984, 64)) and "failed" not in counts
+    text = result.stdout.str()
+    assert re.search(r"process +16/984 kill points", text)
+    assert re.search(r"2 crashes: \d+ schedules, [1-9]\d* explored", text)
+    assert "violations: none" in text
+
+
+def test_readmes_whole_scenario_example_runs_as_shown(pytester):
+    code = _python_blocks("## Test your own agent in five lines")[1]
+    _project(pytester, code)
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "test_crash_safety.py",
+                                           "--faultsim-crashes=1", "--faultsim-shard=1/8")
+    result.assert_outcomes(passed=1)
+    text = result.stdout.str()
+    assert re.search(r"process +123/984 kill points", text)
+    assert re.search(r"power +123/984 kill points", text)
+    assert "version probe ok" in text
+
+
+def test_readmes_own_client_agent_is_served(tmp_path, monkeypatch):
+    import anthropic
+
+    import faultsim
+
+    code = _python_blocks("### An agent that builds its own client")[0]
+    (tmp_path / "my_agent.py").write_text(code)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    monkeypatch.delenv("ANTHROPIC_BASE_URL", raising=False)
+    import my_agent
+
+    original = anthropic.Anthropic.__init__
+    scenario = faultsim.load_scenario(ROOT / "tests/data/tiny.toml")
+    record = faultsim.run_once(scenario, my_agent.make_agent)
+    assert record.outcome.final_answer == scenario.expected_final_answer
+    assert len(record.world.model.requests) >= 5  # its own client reached the fake
+    report = faultsim.explore(my_agent.make_agent, scenario, crashes=1, workers=0,
+                              only=lambda p: p.category == "after-effect")
+    assert report.ok and len(report.runs[0].verdicts) == 8
+    assert anthropic.Anthropic.__init__ is original  # restored after each incarnation

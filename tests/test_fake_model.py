@@ -521,3 +521,34 @@ def test_no_socket_is_opened(monkeypatch):
     reply = ask(client, messages)
     assert reply.content[0].text == "All tidy."
     assert [r.status for r in fake.requests] == [429, 200, 200, 200]
+
+
+def test_a_client_the_agent_builds_itself_is_served_whatever_its_base_url(monkeypatch):
+    """An `anthropic.Anthropic` built inside an incarnation, with no http_client of its own,
+    reaches the fake (a proxy base_url too); one with its own http_client is left alone."""
+    import dataclasses
+
+    import anthropic
+    import httpx2
+
+    import faultsim
+    import reference_agent
+    from conftest import DATA
+
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    seen = {}
+
+    def make_agent(env):
+        client = anthropic.Anthropic(base_url="https://llm-proxy.example/anthropic")
+        seen["transport"] = type(client._client._transport).__name__
+        untouched = anthropic.Anthropic(api_key="k", http_client=httpx2.Client())
+        seen["own"] = type(untouched._client._transport).__name__
+        return reference_agent.make_agent(dataclasses.replace(env, client=client))
+
+    original = anthropic.Anthropic.__init__
+    scenario = faultsim.load_scenario(DATA / "tiny.toml")
+    record = faultsim.run_once(scenario, make_agent)
+    assert record.outcome.final_answer == scenario.expected_final_answer
+    assert [r.status for r in record.world.model.requests].count(200) >= 5
+    assert seen == {"transport": "MockTransport", "own": "HTTPTransport"}
+    assert anthropic.Anthropic.__init__ is original

@@ -152,8 +152,8 @@ def test_a_failing_agent_fails_exactly_the_kill_points_the_engine_condemns(pytes
                      "faultsim/plugin.py"):
         assert internal not in text
     lines = summary(result)
-    assert f"violations: {len(failing)} crash state(s); each with the command that " \
-           "replays it" in lines
+    assert f"violations: {len(failing)} crash state(s); the first of each kind per test, " \
+           "with the commands that rerun and replay it" in lines
     tokens = re.findall(r"faultsim replay (fs1_\S+)", "\n".join(lines))
     assert len(tokens) == min(len(failing), 20)
     assert not faultsim.replay(tokens[0]).ok  # the printed command reproduces it
