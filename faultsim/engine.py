@@ -848,6 +848,44 @@ def _first_crashes(sweep: _Sweep, model: str, position: dict[str, int]) -> list[
     return reps
 
 
+def _sweep_after_first(ex: Explorer, golden: Golden, runs: dict[str, ModelRun], model: str,
+                      point: KillPoint, order: int, state: CrashState,
+                      result: ResumeResult | None, workers: int, memo: dict,
+                      insensitive: dict, equivalences: bool) -> tuple:
+    """Crash at `point` again, then kill the run resumed from `state` at every kill point of
+    its own course; the verdicts go to `runs[model]` (its depth-2 figures and failures).
+    `result` is this very state's resumed run (its trace is the course), or None: then the
+    course is learned afresh (an equivalent state was resumed, not this one). Returns the
+    course. `memo`/`insensitive` share second crash states' verdicts between calls."""
+    import os
+
+    world, states, _ = ex.crash(point, model)
+    if order >= len(states) or states[order].digest() != state.digest():
+        raise NonDeterminismError(f"{point.id}: the crash state differs from the one "
+                                  "judged before; the agent is not deterministic")
+    pristine = copy.deepcopy(world)
+    if result is not None and result.events is not None:
+        course = tuple(result.events)
+    else:
+        w = copy.deepcopy(pristine)
+        ex.prepare(w, state)
+        course = tuple(ex.incarnation(w).events)
+
+    def start() -> World:
+        w = copy.deepcopy(pristine)
+        ex.prepare(w, state)
+        return w
+
+    sub = _Sweep(golden, runs, memo=memo, insensitive=insensitive, equivalences=equivalences,
+                 earlier=(Earlier(point, order, state.persisted, course),))
+    points = kill_points(course)
+    if workers > 0 and hasattr(os, "fork"):
+        _sweep_forking(ex, sub, points, [model], workers, None, start)
+    else:
+        _sweep_replaying(ex, sub, points, [model], None, start)
+    return course
+
+
 def _sweep_pairs(ex: Explorer, top: _Sweep, models: list[str], position: dict[str, int],
                  workers: int, progress) -> None:
     """Every schedule of two crashes: for each first crash state (one per class), the
@@ -858,8 +896,6 @@ def _sweep_pairs(ex: Explorer, top: _Sweep, models: list[str], position: dict[st
     gives the same resumed run, so its pairs are counted, not run again; a second crash
     state equal to one already judged (after any first crash) shares its verdict.
     """
-    import os
-
     memo: dict = {}
     insensitive: dict = {}
     for model in models:
@@ -868,32 +904,9 @@ def _sweep_pairs(ex: Explorer, top: _Sweep, models: list[str], position: dict[st
         started = _real_time.real_perf_counter()
         reps = _first_crashes(top, model, position)
         for n, (point, order, state, result, count) in enumerate(reps):
-            world, states, _ = ex.crash(point, model)
-            if order >= len(states) or states[order].digest() != state.digest():
-                raise NonDeterminismError(f"{point.id}: the crash state differs from the one "
-                                          "judged before; the agent is not deterministic")
-            pristine = copy.deepcopy(world)
-            if result is not None and result.events is not None:
-                trace = tuple(result.events)
-            else:  # an equivalent state was resumed, not this one: learn its own course
-                w = copy.deepcopy(pristine)
-                ex.prepare(w, state)
-                trace = tuple(ex.incarnation(w).events)
-
-            def start(pristine=pristine, state=state) -> World:
-                w = copy.deepcopy(pristine)
-                ex.prepare(w, state)
-                return w
-
-            sub = _Sweep(top.golden, top.runs, memo=memo, insensitive=insensitive,
-                         equivalences=top.equivalences,
-                         earlier=(Earlier(point, order, state.persisted, trace),))
             before = stats.explored
-            points = kill_points(trace)
-            if workers > 0 and hasattr(os, "fork"):
-                _sweep_forking(ex, sub, points, [model], workers, None, start)
-            else:
-                _sweep_replaying(ex, sub, points, [model], None, start)
+            _sweep_after_first(ex, top.golden, top.runs, model, point, order, state, result,
+                              workers, memo, insensitive, top.equivalences)
             stats.total += count * (stats.explored - before)
             if progress is not None:
                 progress(n + 1, len(reps), stage=f"pairs ({model})")

@@ -159,7 +159,7 @@ class _Summary:
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         if report.when == "call" or (report.when == "setup" and report.skipped):
-            self.entries += [(report.nodeid, report.outcome, json.loads(value))
+            self.entries += [(report.nodeid, json.loads(value))
                              for name, value in report.user_properties if name == "faultsim"]
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
@@ -170,7 +170,7 @@ class _Summary:
                                                       if shard else ""))
         for line in summary_lines(self.entries, self.state.options.budget):
             terminalreporter.write_line(line)
-        for note in sorted({e["note"] for _, _, e in self.entries if "note" in e}):
+        for note in sorted({e["note"] for _, e in self.entries if "note" in e}):
             terminalreporter.write_line(f"note: {note}")
 
 
@@ -179,7 +179,7 @@ def summary_lines(entries: list, budget: float | None) -> list[str]:
     the commands that rerun and replay it."""
     groups: dict[str, dict] = {}
     failures = []
-    for nodeid, outcome, entry in entries:
+    for nodeid, entry in entries:
         g = groups.setdefault(entry["group"], {"models": {}, "skipped": 0, "items": 0,
                                                "mode": entry["mode"]})
         if entry["mode"] == "skipped":

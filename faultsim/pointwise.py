@@ -10,15 +10,13 @@ a cached class of pairs is re-told with this kill point as its first crash.
 """
 from __future__ import annotations
 
-import copy
 import dataclasses
 import os
 from typing import Any, Callable
 
 import freezegun.api as _real_time
 
-from .engine import (Earlier, Explorer, NonDeterminismError, _models, _Sweep, _sweep_forking,
-                     _sweep_replaying)
+from .engine import Earlier, Explorer, _models, _Sweep, _sweep_after_first, _sweep_replaying
 from .killpoints import KillPoint, kill_points
 from .report import ModelRun, Report
 from .scenario import Scenario
@@ -127,33 +125,12 @@ class PointwiseExplorer:
                      order: int, state: Any, result: Any, key: tuple) -> _Pairs:
         """Kill the run resumed from `state` at every kill point of its own course."""
         started = _real_time.real_perf_counter()
-        world, states, _ = ex.crash(point, model)
-        if order >= len(states) or states[order].digest() != state.digest():
-            raise NonDeterminismError(f"{point.id}: the crash state differs from the one "
-                                      "judged before; the agent is not deterministic")
-        pristine = copy.deepcopy(world)
-        if key == sweep.resumed_from.get(id(result)) and result.events is not None:
-            course = tuple(result.events)
-        else:  # an equivalent state was resumed, not this one: learn this one's own course
-            w = copy.deepcopy(pristine)
-            ex.prepare(w, state)
-            course = tuple(ex.incarnation(w).events)
-
-        def start() -> Any:
-            w = copy.deepcopy(pristine)
-            ex.prepare(w, state)
-            return w
-
+        exact = key == sweep.resumed_from.get(id(result))
         scratch = ModelRun(scenario=self.scenario, agent=self.agent_name, crash_model=model,
                            kill_points=[], explored=[], seed=self.seed, crashes=2)
-        sub = _Sweep(self.golden, {model: scratch}, memo=self._pair_memo,
-                     insensitive=self._pair_insensitive, equivalences=self.equivalences,
-                     earlier=(Earlier(point, order, state.persisted, course),))
-        points = kill_points(course)
-        if self.workers > 0:
-            _sweep_forking(ex, sub, points, [model], self.workers, None, start)
-        else:
-            _sweep_replaying(ex, sub, points, [model], None, start)
+        course = _sweep_after_first(ex, self.golden, {model: scratch}, model, point, order,
+                                   state, result if exact else None, self.workers,
+                                   self._pair_memo, self._pair_insensitive, self.equivalences)
         depth = scratch.depth(2)
         failures = sorted(scratch.deep_failures,
                           key=lambda v: (v.kill_point.index, v.kill_point.offset or 0, v.order))
