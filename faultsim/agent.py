@@ -64,14 +64,39 @@ class AgentLoadError(Exception):
     """`--agent MODULE[:ATTR]` does not name an importable factory."""
 
 
+def _import_file(spec: str, path: str) -> Any:
+    import importlib.util
+    import sys
+    from pathlib import Path
+
+    file = Path(path)
+    if not file.is_file():
+        raise AgentLoadError(f"agent {spec!r}: no such file {path!r}")
+    name = f"_faultsim_agent_{file.stem}"
+    module_spec = importlib.util.spec_from_file_location(name, file)
+    if module_spec is None or module_spec.loader is None:
+        raise AgentLoadError(f"agent {spec!r}: {path!r} is not a Python file")
+    module = importlib.util.module_from_spec(module_spec)
+    sys.modules[name] = module  # so pickling and dataclasses find it
+    sys.path.insert(0, str(file.resolve().parent))  # its own imports, as `python FILE` has
+    module_spec.loader.exec_module(module)
+    return module
+
+
 def load_factory(spec: str) -> Callable[[AgentEnv], Any]:
-    """`package.module` (attribute `make_agent`) or `package.module:attr`."""
-    module_name, _, attr = spec.partition(":")
+    """`package.module` (attribute `make_agent`), `package.module:attr`, or a file:
+    `path/to/agent.py[:attr]`."""
+    module_name, _, attr = spec.rpartition(":") if spec.count(":") else (spec, "", "")
     attr = attr or "make_agent"
     if not module_name:
-        raise AgentLoadError(f"agent {spec!r}: expected MODULE or MODULE:ATTR")
+        raise AgentLoadError(f"agent {spec!r}: expected MODULE, MODULE:ATTR or FILE.py[:ATTR]")
     try:
-        module = importlib.import_module(module_name)
+        if module_name.endswith(".py") or "/" in module_name:
+            module = _import_file(spec, module_name)
+        else:
+            module = importlib.import_module(module_name)
+    except AgentLoadError:
+        raise
     except ModuleNotFoundError as exc:
         if exc.name and module_name.startswith(exc.name):
             raise AgentLoadError(f"agent {spec!r}: no module named {exc.name!r}") from None

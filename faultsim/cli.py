@@ -6,7 +6,7 @@ import sys
 import traceback
 from pathlib import Path
 
-EXIT_OK, EXIT_VIOLATION, EXIT_USAGE = 0, 1, 2
+EXIT_OK, EXIT_VIOLATION, EXIT_USAGE, EXIT_ERROR = 0, 1, 2, 3
 
 
 class UsageError(Exception):
@@ -29,69 +29,18 @@ def scenario_paths(args: list[str]) -> list[Path]:
     return paths
 
 
-class _Progress:
-    """A one-line progress bar on a terminal (kill points done/total, rate, ETA)."""
-
-    def __init__(self, label: str) -> None:
-        import freezegun.api as real
-
-        self.label, self.clock = label, real.real_perf_counter
-        self.started = self.clock()
-        self.enabled = sys.stderr.isatty()
-        self.shown = False
-
-    def __call__(self, done: int, total: int, stage: str = "kill points") -> None:
-        if not self.enabled:
-            return
-        if stage != getattr(self, "stage", "kill points"):
-            self.stage, self.started = stage, self.clock()  # a new stage: a new rate
-            if self.shown:
-                sys.stderr.write("\n")
-        elapsed = self.clock() - self.started
-        if elapsed < 1.0 and done < total:
-            return  # runs shorter than a second get no bar
-        rate = done / elapsed if elapsed else 0.0
-        eta = (total - done) / rate if rate else 0.0
-        width = 30
-        filled = int(width * done / max(1, total))
-        unit = getattr(self, "stage", "kill points")
-        sys.stderr.write(f"\r{self.label} [{'#' * filled}{'.' * (width - filled)}] "
-                         f"{done}/{total} {unit}  {rate:5.1f}/s  ETA {eta:4.0f}s ")
-        sys.stderr.flush()
-        self.shown = True
-
-    def close(self) -> None:
-        if self.shown:
-            sys.stderr.write("\n")
-
-
-def _print_run(run) -> None:
-    data = run.to_json()
-    cats = ", ".join(f"{c} {n}" for c, n in data["categories"].items() if n)
-    status = "ok" if run.ok else f"{len(run.failures)} VIOLATIONS"
-    print(f"{run.scenario.id} · {run.agent} · {run.crash_model}: {status}")
-    print(f"  kill points   {data['kill_points_explored']}/{data['kill_points_total']} "
-          f"explored ({cats})")
-    deeper = sum(d.seconds for d in run.depths.values())
-    print(f"  crash states  {data['crash_states']} judged, {run.judged} resumed "
-          f"({run.reused} shared with an equal or equivalent state), "
-          f"{max(0.0, run.seconds - deeper):.1f}s")
-    for n, depth in sorted(run.depths.items()):
-        if depth.explored:
-            print(f"  {n} crashes     {depth.total} schedules over {data['crash_states']} "
-                  f"first crash states; {depth.explored} explored after pruning, "
-                  f"{depth.resumed} resumed, {depth.seconds:.1f}s")
-        if depth.searched:
-            print(f"  {n} crashes     searched: {depth.searched} schedules (hypothesis, "
-                  f"seed {run.seed}), {depth.seconds:.1f}s")
-    for probe in run.probes:
-        print(f"  probe         {probe.kill_point.id}: {'ok' if probe.ok else 'VIOLATED'}")
+def _check_plan(plan, scenario, ns: argparse.Namespace, progress) -> None:
+    if ns.kill_point and not plan.explored:
+        raise UsageError(f"{scenario.path}: no kill point {', '.join(ns.kill_point)}; ids come "
+                         "from a report of this scenario and agent")
+    progress.plan(plan)
 
 
 def cmd_run(ns: argparse.Namespace) -> int:
     import json
 
     from .agent import load_factory
+    from .console import Progress, print_run
     from .engine import explore
     from .report import Report
     from .scenario import load_scenario
@@ -104,21 +53,22 @@ def cmd_run(ns: argparse.Namespace) -> int:
         only = lambda point: point.id in wanted  # noqa: E731
     report = Report()
     for sc in scenarios:
-        progress = _Progress(f"{sc.id} ({ns.crash_model})")
+        crash_model = ns.crash_model or list(sc.profile.crash_models)
+        progress = Progress(sc.id)
         try:
-            part = explore(factory, sc, crash_model=ns.crash_model, agent_name=ns.agent,
+            part = explore(factory, sc, crash_model=crash_model, agent_name=ns.agent,
                            only=only, timeout=ns.timeout, workers=ns.workers,
                            crashes=ns.crashes, seed=ns.seed, search=ns.search,
-                           search_seconds=ns.search_seconds, progress=progress)
+                           search_seconds=ns.search_seconds, progress=progress,
+                           plan=lambda plan, sc=sc, progress=progress: _check_plan(
+                               plan, sc, ns, progress))
         finally:
             progress.close()
         for run in part.runs:
-            if ns.kill_point and not run.explored:
-                raise UsageError(f"{sc.path}: no kill point {', '.join(ns.kill_point)}; "
-                                 "ids come from a report of this scenario and agent")
             report.runs.append(run)
-            _print_run(run)
-    if not report.ok:
+            print_run(run)
+        sys.stdout.flush()
+    if not report.ok and ns.examples > 0:
         print()
         print("\n\n".join(report.counterexamples(limit=ns.examples)))
     print()
@@ -126,7 +76,46 @@ def cmd_run(ns: argparse.Namespace) -> int:
     if ns.json:
         with open(ns.json, "w", encoding="utf-8") as f:
             json.dump(report.to_json(), f, indent=2)
+    if ns.junit:
+        from .junit import write_junit
+
+        write_junit(report, ns.junit)
     return EXIT_OK if report.ok else EXIT_VIOLATION
+
+
+def cmd_list(ns: argparse.Namespace) -> int:
+    from .agent import load_factory
+    from .engine import survey
+    from .killpoints import categories
+    from .scenario import format_duration, load_scenario
+
+    factory = load_factory(ns.agent)
+    scenarios = [load_scenario(p) for p in scenario_paths(ns.scenarios)]
+    for n, sc in enumerate(scenarios):
+        points, states = survey(factory, sc, agent_name=ns.agent, timeout=ns.timeout)
+        main = sc.script.turns
+        parallel = sum(1 for t in main if len(t.tool_calls) > 1)
+        turns = f"{len(main)} ({sum(1 for t in main if t.tool_calls)} with tool calls" + (
+            f", {parallel} of them parallel" if parallel else "") + ")"
+        if sc.subagents:
+            turns += ", sub-agents " + ", ".join(f"{s.tag} {len(s.turns)}"
+                                                for s in sc.subagents)
+        services = ", ".join(f"{s.name} ({s.kind})" for s in sc.services) or "none"
+        faults = [f"{f.kind}×{f.times} at {script.tag}@{f.at}" for script in
+                  (sc.script, *sc.subagents) for f in script.faults]
+        profile = sc.profile
+        print(("\n" if n else "") + f"{sc.id}  {sc.path}")
+        print(f"  turns        {turns}")
+        print(f"  services     {services}")
+        print(f"  kill points  {len(points)}: crash states process {states['process']}, "
+              f"power {states['power']}")
+        cats = categories(points)
+        print("               " + ", ".join(f"{c} {k}" for c, k in cats.items() if k))
+        print(f"  profile      crash models {', '.join(profile.crash_models)}; "
+              f"{profile.crashes} crash{'es' if profile.crashes > 1 else ''}; downtime "
+              f"{format_duration(profile.downtime)}; API faults "
+              f"{', '.join(faults) if faults else 'none'}")
+    return EXIT_OK
 
 
 def cmd_replay(ns: argparse.Namespace) -> int:
@@ -166,10 +155,13 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--agent", default="reference_agent",
                      help="agent factory as MODULE[:ATTR] (default: reference_agent, "
                           "attribute make_agent)")
-    run.add_argument("--crash-model", default="process", choices=["process", "power", "all"],
+    run.add_argument("--crash-model", default=None, choices=["process", "power", "all"],
                      help="what a crash leaves on disk: a killed process, power loss, or "
-                          "both (default: process)")
+                          "both (default: the scenario's fault profile, else process)")
     run.add_argument("--json", metavar="FILE", help="write the report as JSON")
+    run.add_argument("--junit", metavar="FILE",
+                     help="write a JUnit XML report: one test case per scenario, crash model "
+                          "and invariant, failed with its first counterexample")
     run.add_argument("--kill-point", action="append", metavar="ID",
                      help="explore only this kill point (repeatable): replays a "
                           "counterexample")
@@ -181,8 +173,9 @@ def build_parser() -> argparse.ArgumentParser:
                           "(default: 30)")
     run.add_argument("--examples", type=int, default=3,
                      help="counterexamples to print, the first of each kind (default: 3)")
-    run.add_argument("--crashes", type=int, default=2, metavar="N",
-                     help="the most crashes in one schedule (default: 2). One and two are "
+    run.add_argument("--crashes", type=int, default=None, metavar="N",
+                     help="the most crashes in one schedule (default: the scenario's fault "
+                          "profile, else 2). One and two are "
                           "explored exhaustively (the second crash at every kill point of "
                           "the resumed run); more are searched with hypothesis")
     run.add_argument("--seed", default="0",
@@ -197,6 +190,17 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
                      help=argparse.SUPPRESS)
     run.set_defaults(func=cmd_run)
+    lst = sub.add_parser("list", help="the scenarios: turns, services, kill points and the "
+                         "crash states each crash model leaves, fault profile")
+    lst.add_argument("scenarios", nargs="*", default=["scenarios"],
+                     help="scenario files or directories (default: scenarios/)")
+    lst.add_argument("--agent", default="reference_agent",
+                     help="the agent whose clean run gives the kill points (default: "
+                          "reference_agent)")
+    lst.add_argument("--timeout", type=float, default=30.0, help=argparse.SUPPRESS)
+    lst.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
+                     help=argparse.SUPPRESS)
+    lst.set_defaults(func=cmd_list)
     rep = sub.add_parser("replay", help="re-run exactly the schedule of a counterexample's "
                          "token and show the trace around each kill")
     rep.add_argument("token", help="the token a report printed (fs1_...)")
@@ -213,15 +217,16 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     from .agent import AgentLoadError
-    from .engine import AgentFailedCleanly, NonDeterminismError
+    from .engine import AgentFailedCleanly, NonDeterminismError, WorkerDied
     from .scenario import ScenarioError
     from .token import TokenError
 
     ns = build_parser().parse_args(argv)
-    if getattr(ns, "crashes", 1) < 1:
+    crashes = getattr(ns, "crashes", None)
+    if crashes is not None and crashes < 1:
         print("faultsim: error: --crashes must be at least 1", file=sys.stderr)
         return EXIT_USAGE
-    if getattr(ns, "search", None) is not None and (ns.search < 1 or ns.crashes < 2):
+    if getattr(ns, "search", None) is not None and (ns.search < 1 or (ns.crashes or 2) < 2):
         print("faultsim: error: --search needs a positive number of examples and --crashes "
               "2 or more (single crashes are always explored exhaustively)", file=sys.stderr)
         return EXIT_USAGE
@@ -237,6 +242,11 @@ def main(argv: list[str] | None = None) -> int:
             traceback.print_exc()
         print(f"faultsim: {exc}", file=sys.stderr)
         return EXIT_VIOLATION
+    except WorkerDied as exc:
+        if ns.debug:
+            traceback.print_exc()
+        print(f"faultsim: error: {exc}", file=sys.stderr)
+        return EXIT_ERROR
     except KeyboardInterrupt:
         print("faultsim: interrupted", file=sys.stderr)
         return 130
@@ -245,7 +255,7 @@ def main(argv: list[str] | None = None) -> int:
             traceback.print_exc()
         print(f"faultsim: error: the run failed: {type(exc).__name__}: {exc} "
               "(--debug shows the traceback)", file=sys.stderr)
-        return EXIT_VIOLATION
+        return EXIT_ERROR
 
 
 if __name__ == "__main__":

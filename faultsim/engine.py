@@ -44,6 +44,17 @@ class IncarnationTimeout(BaseException):
     """An incarnation ran past its time limit (an agent that hangs)."""
 
 
+class WorkerDied(Exception):
+    """A forked crash-run worker died without sending its verdicts (killed by a signal, or
+    the agent ended the process): the run cannot say what happened at that kill point."""
+
+
+class _WorkerDiedSignal(BaseException):
+    # Raised inside the driver incarnation, where an agent's `except Exception` must not
+    # swallow it; `_drive` turns it into WorkerDied.
+    pass
+
+
 class KillDidNotLand(Exception):
     """A kill point of the golden trace was never reached in a crash run."""
 
@@ -174,7 +185,10 @@ class Explorer:
         def on_world(kind: str, **info: Any) -> None:
             if kind == "model.response":
                 rec = info["record"]
-                if result.first_position is None and rec.position is not None:
+                # the main task's first turn asked (a sub-agent starting its own turn 1 while
+                # the parent resumes is no restart of the parent)
+                if result.first_position is None and rec.position is not None \
+                        and rec.script == self.scenario.script.tag:
                     result.first_position = rec.position
                 tracer.emit("model.response", f"{rec.script}@{rec.position}",
                             f"{rec.status} {rec.error or ''}".strip())
@@ -231,6 +245,11 @@ class Explorer:
             runs.append((inc, world, self.interposer.snapshot()))
         (a, world, final), (b, _, _) = runs
         _compare_traces(a.events, b.events)
+        expected = self.scenario.expected_final_answer.strip()
+        got = (a.outcome.final_answer or "").strip()
+        if a.outcome.status == "completed" and got != expected:
+            raise AgentFailedCleanly(self.scenario, f"its final answer {_short(got)} is not "
+                                     f"the scenario's expected_final_answer {_short(expected)}")
         return Golden.of(a.outcome, world, final, a.events)
 
     # -- one crash run --------------------------------------------------------------------
@@ -260,7 +279,9 @@ class Explorer:
         return world, states, list(self.interposer.after_kill)
 
     def prepare(self, world: World, state: CrashState) -> None:
-        """Put `state` on disk for the next incarnation, as a restart would find it."""
+        """Put `state` on disk for the next incarnation, as a restart would find it, after
+        the scenario's downtime (the world's clock moves on: keys and checkpoints may
+        expire in between)."""
         current = self.interposer.snapshot()
         if current != state.as_dict():
             self.interposer.restore(state.as_dict())
@@ -270,6 +291,8 @@ class Explorer:
         self.interposer.escapes = []
         self.interposer.after_kill = []
         self.use_world(world)
+        if self.scenario.profile.downtime:
+            world.clock.advance(self.scenario.profile.downtime)
 
     def resume(self, world: World, state: CrashState, points: list[KillPoint]) -> CrashRun:
         self.prepare(world, state)
@@ -279,6 +302,10 @@ class Explorer:
                         escapes=list(self.interposer.escapes),
                         resume_positions=[inc.first_position] if inc.first_position is not None
                         else [], events=inc.events)
+
+
+def _short(text: str, limit: int = 70) -> str:
+    return repr(text if len(text) <= limit else text[:limit - 3] + "...")
 
 
 class AgentFailedCleanly(Exception):
@@ -332,6 +359,7 @@ class ResumeResult:
     first_presence: dict = field(default_factory=dict)
     listed: frozenset = frozenset()
     events: list | None = None  # its trace, kept where a further crash will be tried in it
+    escalated: bool = False  # it stopped with an explicit escalation to a person (P11)
 
     def blind_to_content(self, path: str) -> bool:
         """The run's course could not depend on this file's old content, nor its outputs."""
@@ -381,7 +409,9 @@ def _resume_and_judge(ex: Explorer, golden: Golden, world: World, state: CrashSt
     return ResumeResult(violations, ResumeSummary.of(crash_run) if violations else None,
                         first, _real_time.real_perf_counter() - started,
                         dict(ip.first_content), dict(ip.first_presence), frozenset(ip.listed),
-                        crash_run.events if keep_trace else None)
+                        crash_run.events if keep_trace else None,
+                        crash_run.outcome is not None
+                        and crash_run.outcome.status == "escalated")
 
 
 def schedule_violations(golden: Golden, schedule: list[KillPoint], state: CrashState,
@@ -488,6 +518,7 @@ class _Sweep:
                 run.deep_failures.append(verdict)
             return
         run.verdicts.append(verdict)
+        run.escalated += result.escalated
         self.instances.append((model, point, order, state, result, not violations, key))
         if fresh:
             run.judged += 1
@@ -539,6 +570,58 @@ class ForkAt:
         return None
 
 
+@dataclass(frozen=True)
+class Plan:
+    """What a run is about to explore (told before its sweep starts)."""
+
+    scenario: str
+    kill_points: int  # in the clean run
+    explored: int  # of those, the ones this run crashes at (all, or a shard, or --kill-point)
+    crash_states: dict[str, int]  # first crash states, per crash model
+    crashes: int  # the most crashes in one schedule
+
+
+class _CountAt:
+    """Tracer policy of the counting pass: the crash states each chosen kill point leaves,
+    per crash model, without killing anything."""
+
+    def __init__(self, ex: Explorer, boundary: dict[int, KillPoint],
+                 torn: dict[int, list[KillPoint]], models: list[str]) -> None:
+        self.ex, self.boundary, self.torn, self.models = ex, boundary, torn, models
+        self.counts = {m: 0 for m in models}
+
+    def _count(self, snapshot: dict) -> None:
+        for model in self.models:
+            self.counts[model] += len(_states(self.ex, model, snapshot))
+
+    def after(self, tracer: Tracer, event: Event) -> None:
+        if event.index in self.boundary:
+            self._count(self.ex.interposer.snapshot())
+
+    def before_write(self, tracer: Tracer, write) -> bytes | None:
+        for point in self.torn.get(tracer.next_index, ()):
+            self._count({**self.ex.interposer.snapshot(), write.path: write.torn(point.offset)})
+        return None
+
+
+def count_crash_states(ex: Explorer, chosen: list[KillPoint], models: list[str]
+                       ) -> dict[str, int]:
+    """How many crash states the first crashes at `chosen` leave, per crash model: one clean
+    run that computes them at each kill point (so a long run can say up front what it will
+    explore)."""
+    boundary = {p.index: p for p in chosen if not p.torn and p.index > 0}
+    torn: dict[int, list[KillPoint]] = {}
+    for p in chosen:
+        if p.torn:
+            torn.setdefault(p.index, []).append(p)
+    ex.reset_sandbox()
+    policy = _CountAt(ex, boundary, torn, models)
+    if any(p.index == 0 for p in chosen):
+        policy._count(ex.interposer.snapshot())
+    ex.incarnation(ex.new_world(), policy)
+    return policy.counts
+
+
 def _sweep_forking(ex: Explorer, sweep: _Sweep, chosen: list[KillPoint], models: list[str],
                    workers: int, progress, start: Callable[[], World] | None = None) -> None:
     boundary = {p.index: p for p in chosen if not p.torn and p.index > 0}
@@ -585,6 +668,8 @@ def _drive(ex: Explorer, sweep: _Sweep, models, workers, progress, total, bounda
             pool.child_main(list(ex.interposer.after_kill))
         _compare_traces(sweep.trace, inc.events)
         return pool.wait_all()
+    except _WorkerDiedSignal as exc:
+        raise WorkerDied(f"{ex.scenario.path}: {exc}") from None
     finally:
         pool.kill_all()
         gc.unfreeze()
@@ -693,8 +778,7 @@ class _Pool:
                     result = pickle.loads(buf) if buf else None
                 except Exception:
                     result = None
-                self._finish(pid, result, None if result is not None else
-                             "the crash run's process died without a verdict")
+                self._finish(pid, result, None if result is not None else _DIED)
             if ready or not block:
                 return
 
@@ -702,9 +786,11 @@ class _Pool:
         child = self.children.pop(pid)
         _os.close(child["fd"])
         try:
-            _os.waitpid(pid, 0)
+            _, status = _os.waitpid(pid, 0)
         except ChildProcessError:
-            pass
+            status = 0
+        if problem is _DIED:
+            raise _WorkerDiedSignal(_death(status, child["job"]))
         for key in [k for k, p in self.waiting.items() if p == pid]:
             del self.waiting[key]
         if result is None:
@@ -776,6 +862,28 @@ class _Pool:
             status = 70
         finally:
             _os._exit(status)
+
+
+_DIED = "the crash run's process died without a verdict"
+
+
+def _death(status: int, job: list) -> str:
+    model, point = job[0][0], job[0][1]
+    if _os.WIFSIGNALED(status):
+        sig = _os.WTERMSIG(status)
+        try:
+            name = signal.Signals(sig).name
+        except ValueError:
+            name = f"signal {sig}"
+        how = f"was killed by {name}" + (" (out of memory?)" if sig == signal.SIGKILL
+                                         else "")
+    elif _os.WIFEXITED(status) and _os.WEXITSTATUS(status) != 70:
+        how = f"exited with status {_os.WEXITSTATUS(status)} (did the agent end the process?)"
+    else:
+        how = "failed inside faultsim before sending its verdicts"
+    return (f"the worker judging kill point {point.id} ({model}) {how}; its verdict is "
+            "unknown. `--workers 0` runs that kill point in this process "
+            f"(add --kill-point {point.id})")
 
 
 PROBE_VERSION = 999
@@ -903,6 +1011,8 @@ def _sweep_pairs(ex: Explorer, top: _Sweep, models: list[str], position: dict[st
         stats = run.depth(2)
         started = _real_time.real_perf_counter()
         reps = _first_crashes(top, model, position)
+        if progress is not None:
+            progress(0, len(reps), stage=f"pairs ({model})")
         for n, (point, order, state, result, count) in enumerate(reps):
             before = stats.explored
             _sweep_after_first(ex, top.golden, top.runs, model, point, order, state, result,
@@ -919,15 +1029,18 @@ def _sweep_pairs(ex: Explorer, top: _Sweep, models: list[str], position: dict[st
 
 
 def explore(make_agent: Callable[[AgentEnv], Any], scenario: Scenario, *,
-            crash_model: str | Iterable[str] = "process", agent_name: str | None = None,
+            crash_model: str | Iterable[str] | None = None, agent_name: str | None = None,
             only: Callable[[KillPoint], bool] | None = None, timeout: float | None = 30.0,
             seed: str = "0", workers: int | None = None, equivalences: bool = True,
-            crashes: int = 2, search: int | None = None, search_seconds: float | None = None,
+            crashes: int | None = None, search: int | None = None,
+            search_seconds: float | None = None,
             database: Any = None, shard: tuple[int, int] | None = None,
-            progress: Callable[..., None] | None = None) -> Report:
+            progress: Callable[..., None] | None = None,
+            plan: Callable[["Plan"], None] | None = None) -> Report:
     """Crash `make_agent`'s agent at every kill point of `scenario`, resume it, judge it.
 
-    `crashes=2` (the default) also kills each resumed run at every kill point of its own
+    `crash_model` ("process", "power", "all" or a list) and `crashes` default to the
+    scenario's fault profile (process and 2 when it has none). `crashes=2` also kills each resumed run at every kill point of its own
     course (crashes during recovery), exhaustively, with pruning of equal crash states;
     `crashes=1` explores single crashes only. Longer schedules
     (`crashes` > 2) are searched with hypothesis: `search` examples per crash model
@@ -942,10 +1055,16 @@ def explore(make_agent: Callable[[AgentEnv], Any], scenario: Scenario, *,
     time); `equivalences=False` resumes every distinct crash state instead of sharing
     verdicts between states a resumed run could not tell apart (slower; the verdicts are
     the same, which a test checks); `progress(done, total, stage=...)` is
-    called as kill points are judged.
+    called as kill points are judged. `plan(Plan)`, when given, is told before the sweep
+    how many kill points and first crash states there are (one extra clean run counts
+    them).
     """
     import os
 
+    if crash_model is None:
+        crash_model = list(scenario.profile.crash_models)
+    if crashes is None:
+        crashes = scenario.profile.crashes
     if crashes < 1:
         raise ValueError(f"crashes must be at least 1, not {crashes}")
     if shard is not None and not 1 <= shard[0] <= shard[1]:
@@ -964,6 +1083,9 @@ def explore(make_agent: Callable[[AgentEnv], Any], scenario: Scenario, *,
         runs = {m: ModelRun(scenario=scenario, agent=name, crash_model=m, kill_points=points,
                             explored=chosen, seed=seed, crashes=crashes) for m in models}
         sweep = _Sweep(golden, runs, equivalences=equivalences, keep_traces=crashes >= 2)
+        if plan is not None:
+            plan(Plan(scenario.id, len(points), len(chosen),
+                      count_crash_states(ex, chosen, models), crashes))
         golden_seconds = _real_time.real_perf_counter() - started
         sweep_started = _real_time.real_perf_counter()
         if workers > 0 and hasattr(os, "fork"):
@@ -991,6 +1113,17 @@ def explore(make_agent: Callable[[AgentEnv], Any], scenario: Scenario, *,
         _search(make_agent, scenario, report, name, timeout, seed, exhaustive + 1, crashes,
                 search or 200, search_seconds, database, progress)
     return report
+
+
+def survey(make_agent: Callable[[AgentEnv], Any], scenario: Scenario, *,
+           agent_name: str = "agent", timeout: float | None = 30.0, seed: str = "0"
+           ) -> tuple[list[KillPoint], dict[str, int]]:
+    """The clean run's kill points and the first crash states they leave under each crash
+    model, without crashing anything (`faultsim list`)."""
+    with Explorer(make_agent, scenario, agent_name=agent_name, timeout=timeout,
+                  seed=seed) as ex:
+        points = kill_points(ex.golden().trace)
+        return points, count_crash_states(ex, points, list(CRASH_MODELS))
 
 
 def _search(make_agent, scenario, report: Report, name: str, timeout, seed: str,

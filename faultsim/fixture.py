@@ -142,12 +142,13 @@ def settings_for(node: Any, options: Options) -> Settings | None:
     scenario = kwargs.get("scenario")
     if scenario is not None:
         scenario = str(resolve_scenario(scenario, node))
-    crash_model = options.crash_model or kwargs.get("crash_model", DEFAULTS["crash_model"])
+    profile = _profile_of(scenario)
+    crash_model = options.crash_model or kwargs.get("crash_model", profile["crash_model"])
     if crash_model not in ("process", "power", "all"):
         raise FaultsimUsageError(f"{where}: crash_model={crash_model!r}: expected process, "
                                  "power or all")
     crashes = options.crashes if options.crashes is not None else \
-        kwargs.get("crashes", DEFAULTS["crashes"])
+        kwargs.get("crashes", profile["crashes"])
     if not isinstance(crashes, int) or crashes < 1:
         raise FaultsimUsageError(f"{where}: crashes={crashes!r}: expected an integer >= 1")
     timeout = kwargs.get("timeout", DEFAULTS["timeout"])
@@ -426,9 +427,25 @@ class FaultsimFixture:
         pytest.skip(f"faultsim: the budget of {self._state.options.budget:g} s is spent")
 
 
+def _profile_of(scenario: str | None) -> dict:
+    """The crash model and crash count a scenario's fault profile asks for (the defaults
+    when there is no scenario yet, or it does not load: its error is reported where the
+    scenario is loaded for the run)."""
+    if scenario is None:
+        return DEFAULTS
+    from .scenario import ScenarioError, load_scenario
+
+    try:
+        profile = load_scenario(scenario).profile
+    except ScenarioError:
+        return DEFAULTS
+    return {"crash_model": profile.crash_model, "crashes": profile.crashes}
+
+
 def settings_for_options(scenario: str, options: Options) -> Settings:
-    return Settings(scenario, None, options.crash_model or DEFAULTS["crash_model"],
-                    options.crashes if options.crashes is not None else DEFAULTS["crashes"],
+    profile = _profile_of(scenario)
+    return Settings(scenario, None, options.crash_model or profile["crash_model"],
+                    options.crashes if options.crashes is not None else profile["crashes"],
                     options.seed if options.seed is not None else DEFAULTS["seed"],
                     DEFAULTS["timeout"], None, False)
 

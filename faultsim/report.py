@@ -19,6 +19,12 @@ SEVERITY = ("effects_exactly_once", "unknown_version_refused", "completes_or_esc
             "api_valid", "checkpoint_whole", "no_silent_restart", "outputs_match",
             "no_write_after_kill", "no_sandbox_escape", "one_step_repeated_per_crash",
             "counters_continue", "progress_recorded_once")
+# The protocol rule each invariant guards (PROTOCOL.md).
+RULES = {"effects_exactly_once": "P8/P11", "unknown_version_refused": "P4",
+         "completes_or_escalates": "P5", "api_valid": "P5", "checkpoint_whole": "P3",
+         "no_silent_restart": "P1/P5", "outputs_match": "P9/P10", "no_write_after_kill": "P3",
+         "no_sandbox_escape": "sandbox", "one_step_repeated_per_crash": "P2/P5",
+         "counters_continue": "P1/P5", "progress_recorded_once": "P7/P9"}
 
 
 @dataclass
@@ -92,6 +98,7 @@ class ModelRun:
     resume_seconds: float = 0.0  # summed time of the bare resumed runs it contains
     judged: int = 0  # crash states resumed and judged
     reused: int = 0  # crash states equal to one already judged
+    escalated: int = 0  # crash states whose resumed run escalated to a person (legal, P11)
     probes: list[Verdict] = field(default_factory=list)  # checks beyond kill points (P4)
     seed: str = "0"
     crashes: int = 1  # the most crashes in one schedule
@@ -132,6 +139,7 @@ class ModelRun:
             "kill_points_explored": len(self.explored),
             "categories": categories(self.explored), "seconds": round(self.seconds, 3),
             "crash_states": len(self.verdicts), "crash_states_resumed": self.judged,
+            "crash_states_escalated": self.escalated,
             "probes": [{"id": p.kill_point.id, "ok": p.ok} for p in self.probes],
             "seed": self.seed, "crashes": self.crashes,
             "schedules": {str(n): {"total": d.total, "explored": d.explored,
@@ -168,6 +176,12 @@ class ModelRun:
                 lines.append(f"  crash {k}, in {who}: {p.describe()}")
                 if self.crash_model == "power":
                     lines.append(f"    after power loss: {persisted}")
+        downtime = getattr(getattr(self.scenario, "profile", None), "downtime", 0)
+        if downtime:
+            from .scenario import format_duration
+
+            lines.append(f"downtime before each restart: {format_duration(downtime)} "
+                         "(the scenario's fault profile)")
         for v in verdict.violations:
             lines.append(f"VIOLATED {v.invariant} ({v.rule}): {v.explanation}")
         for k, ((p, _), trace) in enumerate(zip(crashes, traces), 1):
@@ -267,12 +281,29 @@ class Report:
         return [run.counterexample(verdict) for *_, run, verdict in found[:limit]]
 
     def summary(self) -> str:
-        lines = []
+        """The table `faultsim run` ends with: per scenario and crash model, the kill points
+        explored, how many of them passed (every crash state there, and every schedule
+        starting there), the violating crash states and schedules, and the seconds."""
+        head = ("scenario", "crash model", "kill points", "passed", "violations", "time")
+        rows = []
         for run in self.runs:
-            status = "ok" if run.ok else f"{len(run.failures)} crash states VIOLATE"
-            lines.append(f"{run.scenario.id:<22} {run.agent:<45} {run.crash_model:<8} "
-                         f"{len(run.explored):>5}/{len(run.kill_points):<5} kill points "
-                         f"{len(run.verdicts):>5} states {run.seconds:7.1f}s  {status}")
+            bad = {v.kill_point.id for v in run.verdicts if not v.ok}
+            bad |= {v.earlier[0].point.id for v in run.deep_failures if v.earlier}
+            explored = {p.id for p in run.explored}
+            rows.append((run.scenario.id, run.crash_model, str(len(run.explored)),
+                         str(len(explored - bad)), str(len(run.failures)),
+                         f"{run.seconds:.1f}s"))
+        widths = [max(len(r[i]) for r in [head, *rows]) for i in range(len(head))]
+        lines = []
+        for row in [head, *rows]:
+            cells = [c.ljust(w) if i < 2 else c.rjust(w)
+                     for i, (c, w) in enumerate(zip(row, widths))]
+            lines.append("  ".join(cells).rstrip())
+        failed = sum(1 for run in self.runs if not run.ok)
+        scenarios = len({run.scenario.path for run in self.runs})
+        lines.append(f"{scenarios} scenario{'s' if scenarios != 1 else ''}, "
+                     f"{len(self.runs)} run{'s' if len(self.runs) != 1 else ''}: "
+                     + ("all passed" if not failed else f"{failed} with violations"))
         return "\n".join(lines)
 
     def assert_ok(self) -> None:

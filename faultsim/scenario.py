@@ -1,12 +1,15 @@
-"""Scenario files: a task, the model's script, the services, the expected final answer.
+"""Scenario files: a task, the model's script, the services, the expected final answer,
+and the fault profile (how the scenario is attacked unless the command line says otherwise).
 
 Loading validates everything up front; an error names the file, the key and what was
 expected, never a traceback from deep inside a run.
 """
 from __future__ import annotations
 
+import dataclasses
 import datetime as _dt
 import math
+import re
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -42,6 +45,26 @@ class ServiceSpec:
     key_retention_hours: float = 24.0
 
 
+CRASH_MODEL_NAMES = ("process", "power")
+
+
+@dataclass(frozen=True)
+class FaultProfile:
+    """How the scenario is attacked by default; `faultsim run` flags and pytest options
+    override it. API faults live on the scripts (`Script.faults`): they are addressed by a
+    script's turn position."""
+
+    crash_models: tuple[str, ...] = ("process",)
+    crashes: int = 2  # the most crashes in one schedule
+    downtime: float = 0.0  # seconds the world's clock moves between a crash and the restart
+
+    @property
+    def crash_model(self) -> str:
+        """As the `crash_model` argument of `explore()` takes it."""
+        return "all" if set(self.crash_models) == set(CRASH_MODEL_NAMES) else \
+            self.crash_models[0]
+
+
 @dataclass(frozen=True)
 class Scenario:
     id: str
@@ -53,6 +76,12 @@ class Scenario:
     model: str = "claude-sonnet-5-5"
     start_time: str = "2026-10-01T09:00:00Z"
     subagents: tuple[Script, ...] = ()
+    profile: FaultProfile = FaultProfile()
+
+    @property
+    def turns(self) -> int:
+        """Model turns in the clean run, sub-agents' included."""
+        return len(self.script.turns) + sum(len(s.turns) for s in self.subagents)
 
     def build_world(self, *, retry_after_ms: int = 1) -> World:
         world = World(clock=WorldClock(self.start_time), retry_after_ms=retry_after_ms,
@@ -141,14 +170,26 @@ class _Reader:
                             "a last turn with a 'final' answer")
         return tuple(turns)
 
-    def faults(self, table: dict, where: str, n_turns: int) -> tuple[ApiFault, ...]:
-        out = []
-        for i, f in enumerate(self.get(table, "faults", where, list, "a list of [[faults]]",
-                                       [])):
-            at = f"{where}.faults[{i}]" if where else f"faults[{i}]"
+    def api_faults(self, profile: dict, scripts: dict[str, int]) -> dict[str, tuple]:
+        """`fault_profile.api_faults`: by script tag, the faults at its turn positions."""
+        out: dict[str, list[ApiFault]] = {tag: [] for tag in scripts}
+        where = "fault_profile.api_faults"
+        raw = self.get(profile, "api_faults", "fault_profile", list,
+                       "a list of {at = TURN, kind = ..., times = N, script = NAME}", [])
+        names = ", ".join(repr(t) for t in scripts if t != MAIN_TAG)
+        for i, f in enumerate(raw):
+            at = f"{where}[{i}]"
             if not isinstance(f, dict):
-                raise self.fail(at, "a table", f)
-            self.no_extra(f, {"at", "kind", "times"}, at)
+                raise self.fail(at, "a table {at = TURN, kind = ...}", f)
+            self.no_extra(f, {"at", "kind", "times", "script"}, at)
+            tag = self.get(f, "script", at, str, "the name of a sub-agent"
+                           + (f" ({names})" if names else " (this scenario has none)"),
+                           MAIN_TAG)
+            if tag not in scripts:
+                raise self.fail(at + ".script", "the name of a sub-agent"
+                                + (f" ({names})" if names else " (this scenario has none)"),
+                                tag)
+            n_turns = scripts[tag]
             pos = self.get(f, "at", at, int, f"a turn position 0..{n_turns - 1}")
             if not 0 <= pos < n_turns:
                 raise self.fail(at + ".at", f"a turn position 0..{n_turns - 1}", pos)
@@ -158,12 +199,79 @@ class _Reader:
             times = self.get(f, "times", at, int, "a positive integer", 1)
             if times < 1:
                 raise self.fail(at + ".times", "a positive integer", times)
-            out.append(ApiFault(at=pos, kind=kind, times=times))
-        return tuple(out)
+            out[tag].append(ApiFault(at=pos, kind=kind, times=times))
+        return {tag: tuple(faults) for tag, faults in out.items()}
+
+    def profile(self, profile: dict) -> FaultProfile:
+        where = "fault_profile"
+        expected = "a list of crash models, some of " + ", ".join(CRASH_MODEL_NAMES)
+        models = self.get(profile, "crash_models", where, list, expected, ["process"])
+        if not models or len(set(map(repr, models))) != len(models):
+            raise self.fail(f"{where}.crash_models", expected + ", each once", models)
+        for k, m in enumerate(models):
+            if m not in CRASH_MODEL_NAMES:
+                raise self.fail(f"{where}.crash_models[{k}]", "one of "
+                                + ", ".join(CRASH_MODEL_NAMES), m)
+        crashes = self.get(profile, "crashes", where, int, "an integer >= 1", 2)
+        if crashes < 1:
+            raise self.fail(f"{where}.crashes", "an integer >= 1", crashes)
+        downtime = parse_duration(self.get(profile, "downtime", where, (str, int, float),
+                                           DURATION_EXPECTED, 0), self, f"{where}.downtime")
+        return FaultProfile(tuple(models), crashes, downtime)
+
+
+DURATION_EXPECTED = 'a duration such as "90s", "45m", "25h", "2d", "1h30m", or seconds'
+_DURATION = re.compile(r"(?:(\d+(?:\.\d+)?)([dhms]))", re.ASCII)
+_UNIT = {"d": 86400, "h": 3600, "m": 60, "s": 1}
+
+
+def format_duration(seconds: float) -> str:
+    """`5400` -> `"1h30m"`: the scenario file's own spelling."""
+    if seconds <= 0:
+        return "0s"
+    out, rest = [], seconds
+    for unit in ("d" if seconds % 86400 == 0 else "hms"):
+        n = int(rest // _UNIT[unit]) if unit != "s" else rest
+        if n:
+            out.append(f"{n:g}{unit}")
+            rest -= n * _UNIT[unit]
+    return "".join(out)
+
+
+def parse_duration(value: Any, reader: "_Reader | None" = None, key: str = "duration"
+                   ) -> float:
+    """Seconds from `"1h30m"`-style text or a number; a ScenarioError (or ValueError
+    without a reader) names what was expected."""
+    def bad() -> Exception:
+        if reader is None:
+            return ValueError(f"{value!r}: expected {DURATION_EXPECTED}")
+        return reader.fail(key, DURATION_EXPECTED, value)
+
+    if isinstance(value, bool):
+        raise bad()
+    if isinstance(value, (int, float)):
+        seconds = float(value)
+    elif isinstance(value, str):
+        text = value.strip().replace(" ", "")
+        parts = _DURATION.findall(text)
+        if not text or "".join(n + u for n, u in parts) != text:
+            raise bad()
+        seconds = sum(float(n) * _UNIT[u] for n, u in parts)
+    else:
+        raise bad()
+    try:
+        if not math.isfinite(seconds) or seconds < 0:
+            raise ValueError
+        _dt.timedelta(seconds=seconds)
+    except (ValueError, OverflowError):
+        raise bad() from None
+    return seconds
 
 
 _TOP_KEYS = {"id", "task", "model", "start_time", "expected_final_answer", "services",
-             "turns", "faults", "subagents"}
+             "turns", "subagents", "fault_profile"}
+_MOVED = ("a fault profile: API faults are listed in [fault_profile] as "
+          "api_faults = [{ at = TURN, kind = \"529\" }] (add script = NAME for a sub-agent)")
 
 
 def load_scenario(path: str | Path) -> Scenario:
@@ -179,6 +287,8 @@ def load_scenario(path: str | Path) -> Scenario:
 
 def parse_scenario(data: dict, path: str | Path = "<scenario>") -> Scenario:
     r = _Reader(path)
+    if "faults" in data:
+        raise r.fail("faults", _MOVED, "the old top-level [[faults]] list")
     r.no_extra(data, _TOP_KEYS, "")
     task = r.get(data, "task", "", str, "the task in words (a non-empty string)")
     turns = r.turns(data, "")
@@ -221,19 +331,28 @@ def parse_scenario(data: dict, path: str | Path = "<scenario>") -> Scenario:
             raise r.fail(at, f"a sub-agent name other than {MAIN_TAG!r} (the main script's tag)")
         if not isinstance(sub, dict):
             raise r.fail(at, "a table with 'task' and 'turns'", sub)
-        r.no_extra(sub, {"task", "turns", "faults"}, at)
+        if "faults" in sub:
+            raise r.fail(at + ".faults", _MOVED, "a sub-agent's own [[faults]] list")
+        r.no_extra(sub, {"task", "turns"}, at)
         sub_turns = r.turns(sub, at)
         subagents.append(Script(task=r.get(sub, "task", at, str, "the sub-task in words"),
-                                turns=sub_turns, tag=name,
-                                faults=r.faults(sub, at, len(sub_turns))))
+                                turns=sub_turns, tag=name))
     tasks = [task] + [s.task for s in subagents]
     if len(set(tasks)) != len(tasks):
         raise r.fail("subagents", "task texts distinct from each other and from 'task'")
 
+    raw_profile = r.get(data, "fault_profile", "", dict, "a [fault_profile] table", {})
+    r.no_extra(raw_profile, {"crash_models", "crashes", "downtime", "api_faults"},
+               "fault_profile")
+    profile = r.profile(raw_profile)
+    faults = r.api_faults(raw_profile, {MAIN_TAG: len(turns),
+                                        **{s.tag: len(s.turns) for s in subagents}})
+    subagents = [dataclasses.replace(s, faults=faults[s.tag]) for s in subagents]
+
     scenario_id = r.get(data, "id", "", str, "a scenario id", Path(path).stem)
     return Scenario(
-        id=scenario_id, path=str(path), task=task,
-        script=Script(task=task, turns=turns, tag=MAIN_TAG, faults=r.faults(data, "", len(turns))),
+        id=scenario_id, path=str(path), task=task, profile=profile,
+        script=Script(task=task, turns=turns, tag=MAIN_TAG, faults=faults[MAIN_TAG]),
         expected_final_answer=r.get(data, "expected_final_answer", "", str,
                                     "the final answer the run must give"),
         services=tuple(services), model=r.get(data, "model", "", str, "a model name",

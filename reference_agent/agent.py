@@ -58,6 +58,7 @@ class Agent:
 
     checkpoint_store = CheckpointStore
     progress_class = Progress
+    key_window = KEY_WINDOW
 
     def __init__(self, env: Any, *, namespace: str | None = None, task: str | None = None,
                  run_id: str | None = None) -> None:
@@ -236,7 +237,7 @@ class Agent:
             return result
         if tool.policy == KEYED and step is not None:
             planned = _dt.datetime.fromisoformat(step["planned_at"])
-            if self.clock.now() - planned >= KEY_WINDOW and \
+            if self.clock.now() - planned >= self.key_window and \
                     self.service(tool.service).lookup_key(key) is None:
                 self.decisions.unknown(self.now(), f"{call.name} {call.id}: key {key} is past "
                                        "the receiver's retention window", step=n)

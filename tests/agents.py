@@ -1,6 +1,7 @@
 """Small deliberately-broken agents for the engine's bad-input tests."""
 from __future__ import annotations
 
+import datetime as _dt
 import os
 import random
 
@@ -55,3 +56,35 @@ class _WritesInFinally(Agent):
 
 def writes_in_finally(env):
     return _WritesInFinally(env)
+
+
+class _TrustsKeysForever(Agent):
+    key_window = _dt.timedelta.max  # never asks whether a key outlived the downtime
+
+
+def trusts_keys_forever(env):
+    return _TrustsKeysForever(env)
+
+
+class _DiesOnResume(Agent):
+    def run(self):
+        if self.env.incarnation > 1:
+            os.kill(os.getpid(), 9)  # the worker process judging this crash dies
+        return super().run()
+
+
+def dies_on_resume(env):
+    return _DiesOnResume(env)
+
+
+class _StartsOver(Agent):
+    def run(self):
+        if self.env.incarnation > 1:  # ignores what is on disk and starts the task again
+            import shutil
+
+            shutil.rmtree(self.env.workdir / "runs", ignore_errors=True)
+        return super().run()
+
+
+def starts_over(env):
+    return _StartsOver(env)

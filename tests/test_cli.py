@@ -2,13 +2,16 @@
 per error."""
 from __future__ import annotations
 
+import io
 import json
-import re
+import xml.etree.ElementTree as ET
 
 import pytest
 
 from conftest import DATA
 from faultsim.cli import main
+from faultsim.console import Progress
+from faultsim.report import SEVERITY
 
 TINY = str(DATA / "tiny.toml")
 
@@ -57,6 +60,8 @@ def test_a_caught_mutant_exits_1_and_its_replay_reproduces_it(tmp_path, capsys):
     (["run", "--agent", "reference_agent.mutants.nope"],
      "no module named 'reference_agent.mutants.nope'"),
     (["run", "--agent", "reference_agent:no_factory"], "has no callable 'no_factory'"),
+    (["run", "--agent", "nowhere/my_agent.py"], "agent 'nowhere/my_agent.py': no such file "
+                                                "'nowhere/my_agent.py'"),
     (["run", TINY, "--kill-point", "k99999-nowhere"], "no kill point k99999-nowhere"),
 ])
 def test_usage_errors_are_one_line_and_exit_2(args, message, capsys):
@@ -99,11 +104,121 @@ def test_an_agent_that_fails_without_a_crash_is_one_clear_line(tmp_path, capsys)
 
 def test_progress_bar_only_on_a_terminal(capsys):
     assert main(["run", TINY, "--kill-point", "k0-start", "--crashes", "1"]) == 0
-    assert "kill points" not in capsys.readouterr().err  # not a tty: no bar
+    err = capsys.readouterr().err
+    assert "ETA" not in err  # not a tty: no bar, only the plan
+    assert err == "tiny: 1 of 315 kill points, 1 crash state to judge (1 process)\n"
 
 
-def test_summary_line_per_run(capsys):
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_progress_bar_on_a_terminal_shows_done_total_and_eta():
+    stream = _Terminal()
+    progress = Progress("tiny", stream)
+    progress(10, 40)  # under a second: no bar yet
+    assert stream.getvalue() == ""
+    progress.started -= 2.0  # two seconds in
+    progress(10, 40)
+    bar = stream.getvalue()
+    assert bar.startswith("\rtiny [#######") and "10/40 kill points" in bar
+    assert "5.0/s" in bar and "ETA 6s" in bar
+    progress(0, 7, stage="pairs (power)")
+    assert "\ntiny: 7 distinct first crash states (power) to crash again" in stream.getvalue()
+    progress.close()
+
+
+def test_the_plan_counts_what_the_run_then_judges(tmp_path, capsys):
+    out_json = tmp_path / "r.json"
+    assert main(["run", TINY, "--crash-model", "all", "--crashes", "1", "--json",
+                 str(out_json)]) == 0
+    runs = {r["crash_model"]: r for r in json.loads(out_json.read_text())["runs"]}
+    err = capsys.readouterr().err
+    total = runs["process"]["crash_states"] + runs["power"]["crash_states"]
+    assert err == (f"tiny: {runs['process']['kill_points_total']} kill points, {total} crash "
+                   f"states to judge ({runs['process']['crash_states']} process, "
+                   f"{runs['power']['crash_states']} power)\n")
+
+
+def test_summary_table_per_scenario_and_crash_model(capsys):
     assert main(["run", TINY, "--crash-model", "all", "--crashes", "1"]) == 0
     out = capsys.readouterr().out
-    lines = [l for l in out.splitlines() if re.match(r"tiny\s+reference_agent\s+(process|power)", l)]
-    assert len(lines) == 2 and all(l.rstrip().endswith("ok") for l in lines)
+    table = out[out.index("scenario  crash model"):].splitlines()
+    assert table[0].split() == ["scenario", "crash", "model", "kill", "points", "passed",
+                                "violations", "time"]
+    assert [row.split()[:5] for row in table[1:3]] == [["tiny", "process", "315", "315", "0"],
+                                                       ["tiny", "power", "315", "315", "0"]]
+    assert table[3] == "1 scenario, 2 runs: all passed"
+
+
+def test_junit_has_a_case_per_scenario_crash_model_and_invariant(tmp_path, capsys):
+    xml, out_json = tmp_path / "r.xml", tmp_path / "r.json"
+    agent = "reference_agent.mutants.blind_without_intent"
+    assert main(["run", TINY, "--agent", agent, "--crash-model", "all", "--crashes", "1",
+                 "--junit", str(xml), "--json", str(out_json)]) == 1
+    report = json.loads(out_json.read_text())
+    root = ET.parse(xml).getroot()
+    assert root.tag == "testsuites"
+    suites = root.findall("testsuite")
+    assert [s.get("name") for s in suites] == ["tiny [process]", "tiny [power]"]
+    for suite, run in zip(suites, report["runs"]):
+        cases = suite.findall("testcase")
+        assert len(cases) == len(SEVERITY) == int(suite.get("tests"))
+        failed = {c.get("name").split()[0]: c.find("failure") for c in cases
+                  if c.find("failure") is not None}
+        violated = {v["invariant"] for v in run["violations"]}
+        assert set(failed) == violated and violated
+        assert int(suite.get("failures")) == len(violated)
+        for invariant, failure in failed.items():
+            n = sum(1 for v in run["violations"] if v["invariant"] == invariant)
+            assert failure.get("message").startswith(f"{n} crash states violate {invariant}")
+            assert "faultsim replay fs1_" in failure.text  # the counterexample, replayable
+    assert int(root.get("tests")) == 2 * len(SEVERITY)
+
+
+def test_list_gives_turns_services_kill_points_and_crash_states(tmp_path, capsys):
+    out_json = tmp_path / "r.json"
+    assert main(["run", TINY, "--crash-model", "all", "--crashes", "1", "--json",
+                 str(out_json)]) == 0
+    runs = {r["crash_model"]: r for r in json.loads(out_json.read_text())["runs"]}
+    capsys.readouterr()
+    assert main(["list", TINY]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == f"tiny  {TINY}"
+    assert out[1] == "  turns        5 (4 with tool calls, 1 of them parallel)"
+    assert out[2] == ("  services     tickets (keyed), payments (keyed), email (blind), "
+                      "records (queryable), orders (readonly)")
+    assert out[3] == (f"  kill points  {runs['process']['kill_points_total']}: crash states "
+                      f"process {runs['process']['crash_states']}, power "
+                      f"{runs['power']['crash_states']}")
+    assert out[5] == ("  profile      crash models process; 2 crashes; downtime 0s; "
+                      "API faults none")
+
+
+def test_an_agent_module_that_fails_to_import_is_one_line(tmp_path, monkeypatch, capsys):
+    (tmp_path / "broken_agent.py").write_text("import json\nraise ImportError('no licence key')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert main(["run", TINY, "--agent", "broken_agent"]) == 2
+    err = capsys.readouterr().err
+    assert err == ("faultsim: error: agent 'broken_agent': importing it failed: ImportError: "
+                   "no licence key\n")
+
+
+def test_an_agent_given_as_a_file(tmp_path, capsys):
+    (tmp_path / "helpers_of_mine.py").write_text("from reference_agent import make_agent\n")
+    (tmp_path / "my_agent.py").write_text("from helpers_of_mine import make_agent as build\n")
+    assert main(["run", TINY, "--agent", f"{tmp_path}/my_agent.py:build", "--crashes", "1",
+                 "--kill-point", "k0-start"]) == 0
+    assert f"tiny · {tmp_path}/my_agent.py:build · process: ok" in capsys.readouterr().out
+
+
+def test_a_worker_that_dies_is_one_line_naming_its_kill_point(capsys):
+    assert main(["run", TINY, "--agent", "tests.agents:dies_on_resume", "--crashes", "1"]) == 3
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 2 and "Traceback" not in err[1]  # the plan, then the error
+    assert err[1].startswith(f"faultsim: error: {TINY}: the worker judging kill point k1-")
+    assert "was killed by SIGKILL" in err[1] and "verdict is unknown" in err[1]
+    assert main(["--debug", "run", TINY, "--agent", "tests.agents:dies_on_resume",
+                 "--crashes", "1"]) == 3
+    assert "Traceback" in capsys.readouterr().err

@@ -25,7 +25,9 @@ def violated(report) -> set[str]:
     return {v.invariant for run in report.runs for f in run.failures for v in f.violations}
 
 
-@pytest.mark.parametrize("path", sorted(SCENARIOS.glob("*.toml")), ids=lambda p: p.stem)
+# The whole library passes under each scenario's own fault profile: README's first command,
+# run by tests/test_docs.py. Here the model scenario goes through both crash models.
+@pytest.mark.parametrize("path", [SCENARIOS / "support_tickets.toml"], ids=lambda p: p.stem)
 def test_reference_agent_passes_every_kill_point_under_both_models(path):
     report = explore(reference_agent.make_agent, load_scenario(path), crashes=1, crash_model="all")
     assert report.ok, "\n\n".join(report.counterexamples())

@@ -170,8 +170,9 @@ def test_bad_tool_input_goes_back_to_the_model_as_an_error_result(tmp_path):
 
 # -- API faults -------------------------------------------------------------------------------
 def test_api_faults_are_retried_by_the_sdk_without_duplicating_effects(tmp_path, golden):
-    sc = _scenario(tmp_path, faults=[{"at": 1, "kind": "529", "times": 2},
-                                     {"at": 3, "kind": "429"}, {"at": 5, "kind": "500"}])
+    sc = _scenario(tmp_path, fault_profile={"api_faults": [
+        {"at": 1, "kind": "529", "times": 2}, {"at": 3, "kind": "429"},
+        {"at": 5, "kind": "500"}]})
     record = run_once(sc, reference_agent.make_agent)
     assert record.outcome.final_answer == sc.expected_final_answer
     errors = [(r.position, r.status, r.error) for r in record.world.model.requests if not r.ok]

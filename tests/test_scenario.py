@@ -12,7 +12,8 @@ from hypothesis import strategies as st
 
 from faultsim.model import ApiFault, FakeClaude
 from faultsim.model.script import FAULT_KINDS
-from faultsim.scenario import Scenario, ScenarioError, load_scenario, parse_scenario
+from faultsim.scenario import (Scenario, ScenarioError, load_scenario, parse_duration,
+                               parse_scenario)
 from faultsim.world import RECEIVER_KINDS, World
 
 SCENARIOS = Path(__file__).parent.parent / "scenarios"
@@ -94,6 +95,13 @@ def scenario_error(path: Path) -> ScenarioError:
     return info.value
 
 
+AF = "fault_profile.api_faults[0]"
+
+
+def api_faults(*entries: str) -> str:
+    return "\n[fault_profile]\napi_faults = [" + ", ".join(entries) + "]\n"
+
+
 MALFORMED = {
     "syntax": ("(syntax)", 'task = "unterminated\n'),
     "missing task": ("task", MINIMAL.replace('task = "Do the thing."\n', "")),
@@ -112,13 +120,29 @@ MALFORMED = {
     "records on a blind service": ("services.email.records", MINIMAL + (
         '\n[services.email]\nkind = "blind"\nrecords.R = { a = 1 }\n')),
     "unknown top-level key": ("colour", 'colour = "blue"\n' + MINIMAL),
-    "unknown fault kind": ("faults[0].kind", MINIMAL + '\n[[faults]]\nat = 0\n'
-                                                       'kind = "418"\n'),
-    "fault at out of range": ("faults[0].at", MINIMAL + '\n[[faults]]\nat = 2\n'
-                                                        'kind = "429"\n'),
-    "fault at negative": ("faults[0].at", MINIMAL + '\n[[faults]]\nat = -1\nkind = "429"\n'),
-    "fault times zero": ("faults[0].times", MINIMAL + '\n[[faults]]\nat = 0\nkind = "529"\n'
-                                                      'times = 0\n'),
+    "unknown fault kind": (f"{AF}.kind", MINIMAL + api_faults('{ at = 0, kind = "418" }')),
+    "fault at out of range": (f"{AF}.at", MINIMAL + api_faults('{ at = 2, kind = "429" }')),
+    "fault at negative": (f"{AF}.at", MINIMAL + api_faults('{ at = -1, kind = "429" }')),
+    "fault times zero": (f"{AF}.times", MINIMAL + api_faults('{ at = 0, kind = "529", '
+                                                             'times = 0 }')),
+    "fault for an unknown sub-agent": (f"{AF}.script", MINIMAL + api_faults(
+        '{ at = 0, kind = "529", script = "billing" }')),
+    "old top-level faults": ("faults", MINIMAL + '\n[[faults]]\nat = 0\nkind = "529"\n'),
+    "unknown profile key": ("fault_profile.retries", MINIMAL + '\n[fault_profile]\n'
+                                                                'retries = 3\n'),
+    "unknown crash model": ("fault_profile.crash_models[1]", MINIMAL + (
+        '\n[fault_profile]\ncrash_models = ["process", "meteor"]\n')),
+    "crash models not a list": ("fault_profile.crash_models", MINIMAL + (
+        '\n[fault_profile]\ncrash_models = "power"\n')),
+    "crash model twice": ("fault_profile.crash_models", MINIMAL + (
+        '\n[fault_profile]\ncrash_models = ["power", "power"]\n')),
+    "zero crashes": ("fault_profile.crashes", MINIMAL + '\n[fault_profile]\ncrashes = 0\n'),
+    "downtime in words": ("fault_profile.downtime", MINIMAL + (
+        '\n[fault_profile]\ndowntime = "a while"\n')),
+    "negative downtime": ("fault_profile.downtime", MINIMAL + (
+        '\n[fault_profile]\ndowntime = -5\n')),
+    "downtime beyond any date": ("fault_profile.downtime", MINIMAL + (
+        '\n[fault_profile]\ndowntime = "99999999999d"\n')),
     "subagent turn without name": ("subagents.triage.turns[0].tool_calls[0].name", MINIMAL + (
         '\n[subagents.triage]\ntask = "Sub."\n[[subagents.triage.turns]]\n'
         'tool_calls = [{ input = {} }]\n[[subagents.triage.turns]]\nfinal = "ok"\n')),
@@ -150,16 +174,52 @@ def test_missing_file_is_a_scenario_error(tmp_path):
 
 
 def test_fault_with_unknown_kind_reports_what_it_got(tmp_path):
-    exc = scenario_error(write(tmp_path, MINIMAL + '\n[[faults]]\nat = 0\nkind = "418"\n'))
+    exc = scenario_error(write(tmp_path, MINIMAL + api_faults('{ at = 0, kind = "418" }')))
     assert "one of 429, 529, 500, timeout" in str(exc) and "'418'" in str(exc)
 
 
 def test_faults_are_parsed(tmp_path):
-    scenario = load_scenario(write(tmp_path, MINIMAL + (
-        '\n[[faults]]\nat = 1\nkind = "timeout"\ntimes = 2\n'
-        '\n[[faults]]\nat = 0\nkind = 529\n')))
+    scenario = load_scenario(write(tmp_path, MINIMAL + api_faults(
+        '{ at = 1, kind = "timeout", times = 2 }', '{ at = 0, kind = 529 }')))
     assert scenario.script.faults == (ApiFault(at=1, kind="timeout", times=2),
                                       ApiFault(at=0, kind="529", times=1))
+
+
+def test_fault_profile_defaults_to_process_and_two_crashes(tmp_path):
+    profile = load_scenario(write(tmp_path, MINIMAL)).profile
+    assert (profile.crash_models, profile.crashes, profile.downtime) == (("process",), 2, 0.0)
+    assert profile.crash_model == "process"
+
+
+def test_fault_profile_is_parsed(tmp_path):
+    scenario = load_scenario(write(tmp_path, MINIMAL + """
+[fault_profile]
+crash_models = ["power", "process"]
+crashes = 1
+downtime = "1h30m"
+"""))
+    assert scenario.profile.crash_models == ("power", "process")
+    assert scenario.profile.crash_model == "all"
+    assert (scenario.profile.crashes, scenario.profile.downtime) == (1, 5400.0)
+
+
+@pytest.mark.parametrize("text, seconds", [
+    ("90s", 90), ("45m", 2700), ("25h", 90000), ("2d", 172800), ("1h30m", 5400),
+    ("1.5h", 5400), (" 2h 5s ", 7205), (0, 0), (12.5, 12.5)])
+def test_durations(text, seconds):
+    assert parse_duration(text) == seconds
+
+
+@pytest.mark.parametrize("text", ["", "h", "5", "5x", "5 minutes", "-5s", "1e9999d", True,
+                                  [5], math.nan])
+def test_bad_durations_say_what_was_expected(text):
+    with pytest.raises(ValueError, match='expected a duration such as "90s"'):
+        parse_duration(text)
+
+
+def test_old_faults_list_points_to_the_fault_profile(tmp_path):
+    exc = scenario_error(write(tmp_path, MINIMAL + '\n[[faults]]\nat = 0\nkind = "529"\n'))
+    assert "api_faults = [{ at = TURN, kind = \"529\" }]" in str(exc)
 
 
 def test_parse_scenario_reports_the_given_path():
@@ -213,8 +273,9 @@ def test_subagent_tag_cannot_collide_with_the_main_script():
 # -- the property: ScenarioError or a Scenario, nothing else -------------------------------
 
 REAL_KEYS = sorted({"id", "task", "model", "start_time", "expected_final_answer", "services",
-                    "turns", "faults", "subagents", "text", "tool_calls", "final", "name",
-                    "input", "kind", "records", "key_retention_hours", "at", "times"})
+                    "turns", "fault_profile", "subagents", "text", "tool_calls", "final", "name",
+                    "input", "kind", "records", "key_retention_hours", "at", "times",
+                    "crash_models", "crashes", "downtime", "api_faults", "script"})
 keys = st.one_of(st.sampled_from(REAL_KEYS), st.text(max_size=8))
 offsets = st.builds(datetime.timezone, st.timedeltas(
     min_value=-datetime.timedelta(hours=23, minutes=59),
@@ -252,14 +313,22 @@ turns = st.builds(lambda body, last: body + last,
                   maybe(maybe(final_turn).map(lambda t: [t]), otherwise=st.just([])))
 fault = st.fixed_dictionaries(
     {"at": maybe(st.integers(-1, 4)), "kind": maybe(st.sampled_from(FAULT_KINDS))},
-    optional={"times": maybe(st.integers(-1, 3))})
+    optional={"times": maybe(st.integers(-1, 3)),
+              "script": maybe(st.sampled_from(["s", "triage", "billing"]))})
+durations = st.one_of(st.integers(-5, 10 ** 12), st.floats(), st.from_regex(
+    r"([0-9]{1,3}(\.[0-9])?[dhmsx]){0,3}", fullmatch=True), words)
+profile = st.fixed_dictionaries({}, optional={
+    "crash_models": maybe(st.lists(maybe(st.sampled_from(["process", "power", "meteor"])),
+                                   max_size=3)),
+    "crashes": maybe(st.integers(-1, 4)),
+    "downtime": maybe(durations),
+    "api_faults": maybe(st.lists(maybe(fault), max_size=3)),
+})
 service = st.fixed_dictionaries(
     {"kind": maybe(st.sampled_from(RECEIVER_KINDS))},
     optional={"records": maybe(st.dictionaries(st.text(max_size=5), toml_values, max_size=2)),
               "key_retention_hours": maybe(st.one_of(st.integers(-2, 48), st.floats()))})
-subagent = st.fixed_dictionaries(
-    {"task": maybe(words), "turns": maybe(turns)},
-    optional={"faults": maybe(st.lists(maybe(fault), max_size=2))})
+subagent = st.fixed_dictionaries({"task": maybe(words), "turns": maybe(turns)})
 near_valid = st.fixed_dictionaries(
     {"task": maybe(words), "turns": maybe(turns), "expected_final_answer": maybe(words)},
     optional={
@@ -268,8 +337,9 @@ near_valid = st.fixed_dictionaries(
                                       st.datetimes(timezones=offsets).map(
                                           lambda d: d.isoformat()))),
         "services": maybe(st.dictionaries(words, maybe(service), max_size=3)),
-        "faults": maybe(st.lists(maybe(fault), max_size=2)),
-        "subagents": maybe(st.dictionaries(words, maybe(subagent), max_size=2)),
+        "fault_profile": maybe(profile),
+        "subagents": maybe(st.dictionaries(st.one_of(st.sampled_from(["triage", "billing"]),
+                                                     words), maybe(subagent), max_size=2)),
     })
 any_dict = st.dictionaries(keys, toml_values, max_size=6)
 
@@ -316,12 +386,11 @@ SUBAGENTS = MINIMAL + """
 kind = "keyed"
 key_retention_hours = 0.5
 
+[fault_profile]
+api_faults = [{ at = 0, kind = "429", script = "triage" }]
+
 [subagents.triage]
 task = "Tag the two new tickets."
-
-[[subagents.triage.faults]]
-at = 0
-kind = "429"
 
 [[subagents.triage.turns]]
 tool_calls = [{ name = "create_ticket", input = { title = "Tag 601" } }]
@@ -370,3 +439,26 @@ def test_subagent_tasks_must_be_distinct(tmp_path):
     text = SUBAGENTS.replace('task = "Tag the two new tickets."', 'task = "Do the thing."')
     exc = scenario_error(write(tmp_path, text))
     assert exc.key == "subagents"
+
+
+# -- the file as text: anything at all gives a Scenario or one ScenarioError -----------------
+
+@settings(max_examples=300, deadline=None, database=None)
+@given(st.one_of(
+    st.binary(max_size=200),
+    st.text(max_size=200).map(str.encode),
+    # a real scenario file, cut short or with a stretch replaced (syntax, types, encoding)
+    st.tuples(st.integers(0, 4000), st.integers(0, 40), st.binary(max_size=12)).map(
+        lambda t: _TICKETS[:t[0]] + t[2] + _TICKETS[t[0] + t[1]:]),
+))
+def test_load_scenario_never_raises_anything_but_a_scenario_error(tmp_path_factory, data):
+    path = tmp_path_factory.mktemp("fuzz") / "x.toml"
+    path.write_bytes(data)
+    try:
+        load_scenario(path)
+    except ScenarioError as exc:
+        assert str(exc).startswith(f"{path}: ")
+        assert "\n" not in str(exc)  # one line
+
+
+_TICKETS = (SCENARIOS / "support_tickets.toml").read_bytes()

@@ -1,0 +1,55 @@
+"""A JUnit XML report of `faultsim run`, for CI: one test case per scenario × crash model ×
+invariant, failed when any crash state or schedule violates that invariant."""
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+from .report import RULES, SEVERITY, ModelRun, Report
+
+
+def _case(suite: ET.Element, run: ModelRun, invariant: str, seconds: float) -> bool:
+    case = ET.SubElement(suite, "testcase", {
+        "classname": f"faultsim.{run.scenario.id}.{run.crash_model}",
+        "name": f"{invariant} ({RULES[invariant]})",
+        "file": run.scenario.path, "time": f"{seconds:.3f}"})
+    failing = [v for v in run.failures if any(x.invariant == invariant
+                                               for x in v.violations)]
+    if not failing:
+        return False
+    first = failing[0]
+    explanation = next(x.explanation for x in first.violations if x.invariant == invariant)
+    what = "schedules" if any(v.earlier for v in failing) else "crash states"
+    failure = ET.SubElement(case, "failure", {
+        "type": invariant,
+        "message": f"{len(failing)} {what} violate {invariant} ({RULES[invariant]}): "
+                   f"{explanation}"})
+    failure.text = run.counterexample(first)
+    return True
+
+
+def write_junit(report: Report, path: str | Path) -> None:
+    root = ET.Element("testsuites", {"name": "faultsim"})
+    total = failed = 0
+    seconds = 0.0
+    for run in report.runs:
+        suite = ET.SubElement(root, "testsuite", {
+            "name": f"{run.scenario.id} [{run.crash_model}]", "time": f"{run.seconds:.3f}"})
+        props = ET.SubElement(suite, "properties")
+        for name, value in (("scenario", run.scenario.path), ("agent", run.agent),
+                            ("crash_model", run.crash_model), ("seed", run.seed),
+                            ("crashes", run.crashes), ("kill_points", len(run.explored)),
+                            ("crash_states", len(run.verdicts))):
+            ET.SubElement(props, "property", {"name": name, "value": str(value)})
+        share = run.seconds / len(SEVERITY)
+        fails = sum(_case(suite, run, invariant, share) for invariant in SEVERITY)
+        suite.set("tests", str(len(SEVERITY)))
+        suite.set("failures", str(fails))
+        suite.set("errors", "0")
+        total, failed, seconds = total + len(SEVERITY), failed + fails, seconds + run.seconds
+    root.set("tests", str(total))
+    root.set("failures", str(failed))
+    root.set("errors", "0")
+    root.set("time", f"{seconds:.3f}")
+    ET.indent(root)
+    Path(path).write_bytes(ET.tostring(root, encoding="utf-8", xml_declaration=True) + b"\n")
