@@ -280,6 +280,29 @@ def test_options_reach_the_fixture(pytester):
     assert "SETTINGS all 1 7 True None" in result.stdout.str()
 
 
+def test_the_scenarios_fault_profile_sits_between_the_marker_and_the_defaults(pytester):
+    pytester.makeini("[pytest]\n")
+    text = (DATA / "tiny.toml").read_text()
+    (pytester.path / "tiny.toml").write_text(
+        text + '\n[fault_profile]\ncrash_models = ["power"]\ncrashes = 1\n')
+    pytester.makepyfile(test_profile="""
+        import pytest
+        from reference_agent import make_agent
+
+        @pytest.mark.faultsim("tiny.toml", agent=make_agent)
+        def test_from_profile(faultsim):
+            print("SETTINGS", faultsim.settings.crash_model, faultsim.settings.crashes)
+
+        @pytest.mark.faultsim("tiny.toml", agent=make_agent, crashes=2)
+        def test_marker_wins(faultsim):
+            print("SETTINGS", faultsim.settings.crash_model, faultsim.settings.crashes)
+        """)
+    out = run(pytester, "-s").stdout.str()
+    assert "SETTINGS power 1" in out and "SETTINGS power 2" in out
+    out = run(pytester, "-s", "--faultsim-crash-model=process").stdout.str()
+    assert "SETTINGS process 1" in out and "SETTINGS process 2" in out
+
+
 # -- what goes wrong is said plainly -------------------------------------------------------
 def test_a_bad_shard_is_a_usage_error(pytester):
     result = run(pytester, "--faultsim-shard=3/2")
