@@ -143,6 +143,12 @@ def cmd_replay(ns: argparse.Namespace) -> int:
     return EXIT_OK if result.ok else EXIT_VIOLATION
 
 
+def _scenarios_and_agent(parser: argparse.ArgumentParser, agent_help: str) -> None:
+    parser.add_argument("scenarios", nargs="*", default=["scenarios"],
+                        help="scenario files or directories (default: scenarios/)")
+    parser.add_argument("--agent", default="reference_agent", help=agent_help)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="faultsim", description="Crash-safety testing for "
                                      "long-running AI agents.")
@@ -150,11 +156,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="crash an agent at every kill point of scenario files, "
                          "resume it, judge it")
-    run.add_argument("scenarios", nargs="*", default=["scenarios"],
-                     help="scenario files or directories (default: scenarios/)")
-    run.add_argument("--agent", default="reference_agent",
-                     help="agent factory as MODULE[:ATTR] (default: reference_agent, "
-                          "attribute make_agent)")
+    _scenarios_and_agent(run, "the agent factory: MODULE[:ATTR] or FILE.py[:ATTR] "
+                         "(default: reference_agent, attribute make_agent)")
     run.add_argument("--crash-model", default=None, choices=["process", "power", "all"],
                      help="what a crash leaves on disk: a killed process, power loss, or "
                           "both (default: the scenario's fault profile, else process)")
@@ -192,11 +195,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.set_defaults(func=cmd_run)
     lst = sub.add_parser("list", help="the scenarios: turns, services, kill points and the "
                          "crash states each crash model leaves, fault profile")
-    lst.add_argument("scenarios", nargs="*", default=["scenarios"],
-                     help="scenario files or directories (default: scenarios/)")
-    lst.add_argument("--agent", default="reference_agent",
-                     help="the agent whose clean run gives the kill points (default: "
-                          "reference_agent)")
+    _scenarios_and_agent(lst, "the agent whose clean run gives the kill points "
+                         "(default: reference_agent)")
     lst.add_argument("--timeout", type=float, default=30.0, help=argparse.SUPPRESS)
     lst.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
                      help=argparse.SUPPRESS)

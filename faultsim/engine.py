@@ -609,39 +609,38 @@ def count_crash_states(ex: Explorer, chosen: list[KillPoint], models: list[str]
     """How many crash states the first crashes at `chosen` leave, per crash model: one clean
     run that computes them at each kill point (so a long run can say up front what it will
     explore)."""
-    boundary = {p.index: p for p in chosen if not p.torn and p.index > 0}
-    torn: dict[int, list[KillPoint]] = {}
-    for p in chosen:
-        if p.torn:
-            torn.setdefault(p.index, []).append(p)
     ex.reset_sandbox()
-    policy = _CountAt(ex, boundary, torn, models)
+    policy = _CountAt(ex, *_by_event(chosen), models)
     if any(p.index == 0 for p in chosen):
         policy._count(ex.interposer.snapshot())
     ex.incarnation(ex.new_world(), policy)
     return policy.counts
 
 
-def _sweep_forking(ex: Explorer, sweep: _Sweep, chosen: list[KillPoint], models: list[str],
-                   workers: int, progress, start: Callable[[], World] | None = None) -> None:
-    boundary = {p.index: p for p in chosen if not p.torn and p.index > 0}
+def _by_event(points: Sequence[KillPoint]) -> tuple[dict[int, KillPoint],
+                                                    dict[int, list[KillPoint]]]:
+    """Kill points after an event, by its index; kill points inside a write, by the index
+    of that write (a driver acts on both as the run goes)."""
+    boundary = {p.index: p for p in points if not p.torn and p.index > 0}
     torn: dict[int, list[KillPoint]] = {}
-    for p in chosen:
+    for p in points:
         if p.torn:
             torn.setdefault(p.index, []).append(p)
+    return boundary, torn
+
+
+def _sweep_forking(ex: Explorer, sweep: _Sweep, chosen: list[KillPoint], models: list[str],
+                   workers: int, progress, start: Callable[[], World] | None = None) -> None:
+    boundary, torn = _by_event(chosen)
     if any(p.index == 0 for p in chosen):  # before the first event: nothing to fork from
         _sweep_replaying(ex, sweep, [p for p in chosen if p.index == 0], models, None, start)
     revisit = _drive(ex, sweep, models, workers, progress, len(chosen), boundary, torn, False,
                      start)
     if revisit:  # second pass: only the states whose class turned out to read the file
         sweep.done_points -= len(revisit)
-        again = [p for p in revisit if not p.torn]
-        torn_again: dict[int, list[KillPoint]] = {}
-        for p in revisit:
-            if p.torn:
-                torn_again.setdefault(p.index, []).append(p)
-        _drive(ex, sweep, models, workers, progress, len(chosen), {p.index: p for p in again},
-               torn_again, True, start)
+        boundary_again, torn_again = _by_event(revisit)
+        _drive(ex, sweep, models, workers, progress, len(chosen), boundary_again, torn_again,
+               True, start)
 
 
 def _drive(ex: Explorer, sweep: _Sweep, models, workers, progress, total, boundary, torn,
