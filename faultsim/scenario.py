@@ -78,11 +78,6 @@ class Scenario:
     subagents: tuple[Script, ...] = ()
     profile: FaultProfile = FaultProfile()
 
-    @property
-    def turns(self) -> int:
-        """Model turns in the clean run, sub-agents' included."""
-        return len(self.script.turns) + sum(len(s.turns) for s in self.subagents)
-
     def build_world(self, *, retry_after_ms: int = 1) -> World:
         world = World(clock=WorldClock(self.start_time), retry_after_ms=retry_after_ms,
                       scripts=[self.script, *self.subagents])
