@@ -118,6 +118,63 @@ def cmd_list(ns: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _agent_version(spec: str) -> str:
+    import importlib
+    from importlib import metadata
+
+    module_name = spec.rpartition(":")[0] if ":" in spec else spec
+    for name in (module_name, module_name.split(".")[0]):
+        try:
+            version = getattr(importlib.import_module(name), "__version__", None)
+        except Exception:
+            version = None
+        if version:
+            return str(version)
+    try:
+        return metadata.version(module_name.split(".")[0])
+    except metadata.PackageNotFoundError:
+        return "unknown"
+
+
+def cmd_formats_record(ns: argparse.Namespace) -> int:
+    from .agent import load_factory
+    from .formats import record_corpus
+    from .scenario import load_scenario
+
+    factory = load_factory(ns.agent)
+    scenario = load_scenario(ns.scenario)
+    corpus = record_corpus(factory, scenario, ns.out, agent=ns.check_agent or ns.agent,
+                           recorded_by=ns.agent, agent_version=_agent_version(ns.agent),
+                           seed=ns.seed, timeout=ns.timeout)
+    points = sum(len(e.kill_points) for e in corpus.entries)
+    print(f"recorded {len(corpus.entries)} states ({points} kill points, format version"
+          f"{'s' if len(corpus.format_versions) != 1 else ''} "
+          f"{', '.join(map(str, corpus.format_versions)) or 'none'}) of {scenario.id} by "
+          f"{ns.agent} into {corpus.path}")
+    return EXIT_OK
+
+
+def cmd_formats_check(ns: argparse.Namespace) -> int:
+    from .agent import load_factory
+    from .formats import Corpus, check_corpus
+
+    failed = 0
+    for path in ns.corpora:
+        corpus = Corpus.open(path)
+        agent = ns.agent or corpus.agent
+        verdicts = check_corpus(load_factory(agent), corpus, timeout=ns.timeout)
+        bad = [v for v in verdicts if not v.ok]
+        failed += len(bad)
+        versions = ", ".join(map(str, corpus.format_versions)) or "none"
+        print(f"{path}: {len(verdicts)} recorded states of {corpus.scenario_id} (format "
+              f"version {versions}, recorded by {corpus.recorded_by} "
+              f"{corpus.agent_version}) resumed by {agent}: "
+              + ("ok" if not bad else f"{len(bad)} FAIL"))
+        for v in bad[:ns.examples]:
+            print("\n" + v.describe())
+    return EXIT_OK if not failed else EXIT_VIOLATION
+
+
 def cmd_replay(ns: argparse.Namespace) -> int:
     import json
 
@@ -201,6 +258,34 @@ def build_parser() -> argparse.ArgumentParser:
     lst.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
                      help=argparse.SUPPRESS)
     lst.set_defaults(func=cmd_list)
+    fmt = sub.add_parser("formats", help="checkpoint-format regression: record a corpus of "
+                         "durable states, check a later release against it")
+    fsub = fmt.add_subparsers(dest="formats_command", required=True)
+    rec = fsub.add_parser("record", help="record the agent's durable state (files and world) "
+                          "at each kill point of a scenario into a corpus folder")
+    rec.add_argument("scenario", help="the scenario file")
+    rec.add_argument("--out", required=True, metavar="CORPUS", help="the corpus folder "
+                     "(replaced: recording is explicit)")
+    rec.add_argument("--agent", default="reference_agent", help="the agent factory that "
+                     "writes the states (default: reference_agent)")
+    rec.add_argument("--check-agent", default=None, metavar="AGENT",
+                     help="the factory later checks run by default (default: --agent); "
+                          "record with an older release, check with the current one")
+    rec.add_argument("--seed", default="0", help=argparse.SUPPRESS)
+    rec.add_argument("--timeout", type=float, default=30.0, help=argparse.SUPPRESS)
+    rec.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
+                     help=argparse.SUPPRESS)
+    rec.set_defaults(func=cmd_formats_record)
+    chk = fsub.add_parser("check", help="resume every recorded state with the agent's "
+                          "current code and judge it")
+    chk.add_argument("corpora", nargs="+", metavar="CORPUS", help="corpus folders")
+    chk.add_argument("--agent", default=None, help="the agent factory (default: the "
+                     "corpus's)")
+    chk.add_argument("--examples", type=int, default=3, help="failing entries to show")
+    chk.add_argument("--timeout", type=float, default=30.0, help=argparse.SUPPRESS)
+    chk.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
+                     help=argparse.SUPPRESS)
+    chk.set_defaults(func=cmd_formats_check)
     rep = sub.add_parser("replay", help="re-run exactly the schedule of a counterexample's "
                          "token and show the trace around each kill")
     rep.add_argument("token", help="the token a report printed (fs1_...)")
@@ -219,6 +304,7 @@ def main(argv: list[str] | None = None) -> int:
     from .agent import AgentLoadError
     from .engine import AgentFailedCleanly, NonDeterminismError, WorkerDied
     from .scenario import ScenarioError
+    from .formats.corpus import CorpusError
     from .token import TokenError
 
     ns = build_parser().parse_args(argv)
@@ -232,7 +318,8 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_USAGE
     try:
         return ns.func(ns)
-    except (UsageError, ScenarioError, AgentLoadError, TokenError, FileNotFoundError) as exc:
+    except (UsageError, ScenarioError, AgentLoadError, TokenError, FileNotFoundError,
+            CorpusError) as exc:
         if ns.debug:
             traceback.print_exc()
         print(f"faultsim: error: {exc}", file=sys.stderr)

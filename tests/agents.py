@@ -6,6 +6,7 @@ import os
 import random
 
 from reference_agent.agent import Agent
+from reference_agent.checkpoint import CheckpointStore
 
 
 def raises_on_start(env):
@@ -88,3 +89,26 @@ class _StartsOver(Agent):
 
 def starts_over(env):
     return _StartsOver(env)
+
+
+class _NoV1Store(CheckpointStore):
+    """A release that dropped the version-1 migration: it refuses what v1 wrote."""
+
+    def load(self):
+        import json
+
+        from reference_agent.checkpoint import UnknownVersionError
+
+        if self.path.exists():
+            data = json.loads(self.path.read_bytes())
+            if isinstance(data, dict) and data.get("version") == 1:
+                raise UnknownVersionError(self.path, 1)
+        return super().load()
+
+
+class _NoV1(Agent):
+    checkpoint_store = _NoV1Store
+
+
+def no_v1_migration(env):
+    return _NoV1(env)
