@@ -16,6 +16,9 @@ from . import storage
 CURRENT_VERSION = 2
 KNOWN_VERSIONS = (1, 2)
 FIELDS = ("version", "task", "turns", "tokensUsed", "messages", "pendingToolUse")
+# No real conversation comes near this (a 1M-token context is a few MB of text); a bigger
+# file is damage or an attack, refused before it is read into memory.
+MAX_BYTES = 64 * 1024 * 1024
 
 
 class CheckpointError(Exception):
@@ -143,6 +146,13 @@ class CheckpointStore:
         return self.path.exists()
 
     def load(self) -> Checkpoint | None:
+        try:
+            size = self.path.stat().st_size
+        except FileNotFoundError:
+            return None
+        if size > MAX_BYTES:
+            raise CheckpointError(self.path, "(file)", f"{size} bytes, more than the "
+                                  f"{MAX_BYTES // (1024 * 1024)} MiB a checkpoint may hold")
         try:
             raw = self.path.read_bytes()
         except FileNotFoundError:

@@ -112,3 +112,40 @@ class _NoV1(Agent):
 
 def no_v1_migration(env):
     return _NoV1(env)
+
+
+class _LeakyStore(CheckpointStore):
+    """Refuses a broken file, but quotes it in the error (a secret with it)."""
+
+    def load(self):
+        try:
+            return super().load()
+        except Exception as exc:
+            head = self.path.read_bytes()[:4000].decode("utf-8", "replace")
+            raise RuntimeError(f"cannot load {self.path} ({exc}): {head!r}") from None
+
+
+class _Leaky(Agent):
+    checkpoint_store = _LeakyStore
+
+
+def leaks_checkpoint_in_errors(env):
+    return _Leaky(env)
+
+
+class _StartsOverStore(CheckpointStore):
+    """Treats a file it cannot read as no checkpoint at all: starts the task again."""
+
+    def load(self):
+        try:
+            return super().load()
+        except Exception:
+            return None
+
+
+class _StartsOverOnDamage(Agent):
+    checkpoint_store = _StartsOverStore
+
+
+def starts_over_on_damage(env):
+    return _StartsOverOnDamage(env)

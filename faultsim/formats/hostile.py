@@ -1,0 +1,177 @@
+"""Hostile checkpoint files: what a crash, a bad disk, a rollback or an attacker can leave
+where the agent expects its checkpoint. An agent must refuse each one loudly, leave the
+file as it found it, apply no effect and ask the model nothing on the strength of it, and
+never quote the file's content (a secret planted in it) in its error.
+
+Fixed cases, derived from one real checkpoint, plus hypothesis-drawn ones (cut at any byte,
+junk spliced in anywhere, a field given a value of the wrong type).
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any, Callable, Iterator
+
+SECRET = "sk-ant-faultsim-canary-7f3a9c2e51d84b06"  # planted; must never be echoed
+LARGE = 64 * 1024 * 1024 + 1  # "a very large file": just over 64 MiB
+
+
+@dataclass(frozen=True)
+class HostileFile:
+    name: str
+    data: bytes
+
+
+def _planted(doc: dict) -> dict:
+    """The document with the secret inside a tool result, where real secrets end up (and
+    where the conversation stays valid, so the case tests only its own flaw)."""
+    doc = json.loads(json.dumps(doc))
+    for message in doc.get("messages") or []:
+        for block in message.get("content") if isinstance(message, dict) and isinstance(
+                message.get("content"), list) else []:
+            if isinstance(block, dict) and block.get("type") == "tool_result" \
+                    and isinstance(block.get("content"), str):
+                block["content"] += f" (api key {SECRET})"
+                return doc
+    raise ValueError("the sample checkpoint has no tool result to plant the secret in; "
+                     "take it after the agent's first completed tool call")
+
+
+def _dump(doc: Any) -> bytes:
+    return json.dumps(doc, separators=(",", ":")).encode() + b"\n"
+
+
+def fixed_cases(sample: bytes) -> list[HostileFile]:
+    """The named cases, from `sample`: a checkpoint the agent itself wrote (JSON object)."""
+    doc = _planted(json.loads(sample))
+    good = _dump(doc)
+    cases = [
+        ("future version", _dump({**doc, "version": 999})),
+        ("missing version", _dump({k: v for k, v in doc.items() if k != "version"})),
+        ("version as text", _dump({**doc, "version": str(doc.get("version"))})),
+        ("truncated JSON", good[:len(good) // 2]),
+        ("torn tail", good[:-(min(len(good) - 1, 600))] + b"\0" * min(len(good) - 1, 600)),
+        ("NUL padding", good + b"\0" * 4096),
+        ("NUL only", b"\0" * len(good)),
+        ("two records glued", good.rstrip(b"\n") + good),
+        ("empty file", b""),
+        ("not an object", _dump([doc])),
+        ("not UTF-8", good[:len(good) // 2] + b"\xff\xfe" + good[len(good) // 2:]),
+    ]
+    for key, wrong in (("turns", "3"), ("tokensUsed", -1), ("messages", {}),
+                       ("pendingToolUse", "toolu_1"), ("task", 7)):
+        if key in doc:
+            cases.append((f"wrong type: {key}", _dump({**doc, key: wrong})))
+    return [HostileFile(name, data) for name, data in cases]
+
+
+def large_case(sample: bytes) -> HostileFile:
+    """Valid JSON, just over 64 MiB (one huge tool result): to be refused unread."""
+    doc = _planted(json.loads(sample))
+    data = _dump(doc)
+    block = next(b for m in doc["messages"] if isinstance(m.get("content"), list)
+                 for b in m["content"] if isinstance(b, dict) and b.get("type") == "tool_result")
+    block["content"] += "x" * (LARGE - len(data))
+    return HostileFile("very large file", _dump(doc))
+
+
+def fuzzed_cases(sample: bytes, draw: Callable[[Any], Any]) -> Iterator[HostileFile]:
+    """One hypothesis-drawn case (`draw` is `data.draw`): invalid JSON from a cut or a
+    splice, or a field given a value of another type."""
+    from hypothesis import strategies as st
+
+    doc = _planted(json.loads(sample))
+    good = _dump(doc)
+    how = draw(st.sampled_from(["cut", "splice", "retype"]))
+    if how == "cut":
+        at = draw(st.integers(0, len(good) - 2))
+        yield HostileFile(f"cut at byte {at}", good[:at])
+    elif how == "splice":
+        at = draw(st.integers(0, len(good)))
+        junk = draw(st.binary(min_size=1, max_size=16).filter(lambda b: b.strip()))
+        data = good[:at] + junk + good[at:]
+        try:
+            json.loads(data)
+        except ValueError:
+            yield HostileFile(f"{len(junk)} junk bytes at {at}", data)
+    else:
+        key = draw(st.sampled_from(sorted(k for k in doc if k != "version")))
+        expected = type(doc[key])
+        value = draw(st.one_of(st.none(), st.booleans(), st.integers(-5, 5), st.text(max_size=3),
+                               st.lists(st.integers(), max_size=2),
+                               st.dictionaries(st.text(max_size=2), st.integers(),
+                                               max_size=2)).filter(
+            lambda v: not isinstance(v, expected) and not (
+                key == "pendingToolUse" and (v is None or isinstance(v, list)))))
+        yield HostileFile(f"{key} = {value!r}", _dump({**doc, key: value}))
+
+
+@dataclass
+class HostileVerdict:
+    case: HostileFile
+    problems: list[str]  # empty: refused loudly, file untouched, nothing leaked
+    error: str | None
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+
+class Attack:
+    """One explorer session: a real crash state in mid-run, whose checkpoint files are
+    replaced by each hostile file in turn and resumed by a fresh agent."""
+
+    def __init__(self, make_agent: Callable, scenario, *, checkpoint_name: str =
+                 "checkpoint.json", timeout: float | None = 30.0, seed: str = "0") -> None:
+        self.make_agent, self.scenario, self.name = make_agent, scenario, checkpoint_name
+        self.timeout, self.seed = timeout, seed
+
+    def __enter__(self) -> "Attack":
+        import copy
+
+        from ..engine import Explorer
+        from ..killpoints import KillPoint
+
+        self._copy = copy.deepcopy
+        self.ex = Explorer(self.make_agent, self.scenario, timeout=self.timeout,
+                           seed=self.seed).__enter__()
+        golden = self.ex.golden()
+        saves = [e.index for e in golden.trace if e.kind == "mark.checkpoint.B"]
+        index = saves[min(1, len(saves) - 1)] if saves else len(golden.trace) // 2
+        point = KillPoint(index, None, "hostile", "hostile-checkpoint", f"#{index}")
+        self.world, states, _ = self.ex.crash(point, "process")
+        self.files = states[0].as_dict()
+        self.paths = [p for p, d in self.files.items()
+                      if p.rsplit("/", 1)[-1] == self.name and d]
+        if not self.paths:
+            raise ValueError(f"{self.scenario.path}: no {self.name} on disk at #{index}; "
+                             "the agent keeps its checkpoint under another name?")
+        self.sample = self.files[self.paths[0]]
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.ex.__exit__(*exc)
+
+    def __call__(self, case: HostileFile) -> HostileVerdict:
+        from ..crashmodel import CrashState
+
+        world = self._copy(self.world)
+        files = {**self.files, self.paths[0]: case.data}
+        effects = len(world.ledger.applied())
+        asked = len(world.model.requests)
+        run = self.ex.resume(world, CrashState.of("process", case.name, files), [])
+        problems = []
+        if run.error is None and run.outcome is not None and run.outcome.status == "completed":
+            problems.append("accepted it: the run completed")
+        applied = len(world.ledger.applied()) - effects
+        asked = len(world.model.requests) - asked
+        if applied or asked:
+            problems.append(f"acted on it: {applied} effect(s) applied, {asked} model "
+                            "request(s) sent")
+        if run.final.get(self.paths[0]) != case.data:
+            problems.append(f"{self.paths[0]} was overwritten or removed")
+        text = " ".join(filter(None, [run.error, run.outcome and run.outcome.final_answer,
+                                      run.outcome and run.outcome.escalation]))
+        if SECRET in text:
+            problems.append("the error text quotes the file's content (the planted secret)")
+        return HostileVerdict(case, problems, run.error)
