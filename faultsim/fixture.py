@@ -248,10 +248,11 @@ def known_errors() -> tuple[type[BaseException], ...]:
     """What a wrong agent or scenario raises: told as one line, not a traceback."""
     from .agent import AgentLoadError
     from .engine import AgentFailedCleanly, KillDidNotLand, NonDeterminismError
+    from .formats.corpus import CorpusError
     from .scenario import ScenarioError
 
     return (FaultsimUsageError, AgentLoadError, AgentFailedCleanly, NonDeterminismError,
-            KillDidNotLand, ScenarioError)
+            KillDidNotLand, ScenarioError, CorpusError)
 
 
 class FaultsimFixture:
@@ -359,6 +360,48 @@ class FaultsimFixture:
         if not report.ok:
             raise AssertionError(self._failure_text(report))
         return report
+
+    def corpus(self, path: str | Path, make_agent: Any = None, scenario: Any = None) -> list:
+        """Check the checkpoint corpus at `path` (relative to the test file): every recorded
+        state resumes under the agent's current code and passes the oracle. With
+        `--faultsim-record`, record it anew from the scenario first (like a snapshot tool's
+        update flag); a missing corpus fails and says so."""
+        __tracebackhide__ = True
+        from .formats import Corpus, check_corpus, record_corpus
+        from .scenario import load_scenario
+
+        folder = Path(path)
+        if not folder.is_absolute():
+            folder = Path(self._request.node.path).parent / folder
+        try:
+            if self.record:
+                settings = self._settings_for(scenario)
+                factory, name = settings.resolve_agent(make_agent)
+                record_corpus(factory, load_scenario(settings.scenario), folder, agent=name,
+                              seed=settings.seed, timeout=settings.timeout)
+            if not (folder / "manifest.json").exists():
+                pytest.fail(f"faultsim: no corpus at {folder}: record it once with "
+                            f"pytest --faultsim-record '{rerun_id(self._request.node)}'",
+                            pytrace=False)
+            corpus = Corpus.open(folder)
+            if callable(make_agent):
+                factory = make_agent
+            elif make_agent is None and self.settings is not None and self.settings.agent:
+                factory, _ = self.settings.resolve_agent(None)
+            else:
+                from .agent import load_factory
+
+                factory = load_factory(make_agent or corpus.agent)
+            verdicts = check_corpus(factory, corpus)
+        except known_errors() as exc:
+            pytest.fail(f"faultsim: {exc}", pytrace=False)
+        bad = [v for v in verdicts if not v.ok]
+        if bad:
+            raise AssertionError(
+                f"faultsim: {len(bad)} of {len(verdicts)} recorded states in {folder} do not "
+                "resume under the current code; the first:\n\n"
+                + "\n\n".join(v.describe() for v in bad[:3]))
+        return verdicts
 
     def session(self, make_agent: Any = None, scenario: Any = None,
                 crash_model: str | None = None) -> "Session":

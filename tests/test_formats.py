@@ -104,3 +104,28 @@ def test_the_command_line(tmp_path, capsys):
     assert "FAIL" in capsys.readouterr().out
     assert main(["formats", "check", str(tmp_path / "nothing")]) == 2
     assert "no manifest: not a faultsim corpus" in capsys.readouterr().err
+
+
+def test_the_fixture_checks_and_records(pytester):
+    import shutil as sh
+
+    pytester.makeini("[pytest]\n")
+    sh.copy(DATA / "pair.toml", pytester.path / "pair.toml")
+    pytester.makepyfile(test_corpus="""
+        import pytest
+        from reference_agent import make_agent
+
+        @pytest.mark.faultsim("pair.toml", agent=make_agent)
+        def test_format(faultsim):
+            verdicts = faultsim.corpus("corpora/pair")
+            print("CHECKED", len(verdicts))
+        """)
+    missing = pytester.runpytest_subprocess("-p", "no:randomly")
+    missing.assert_outcomes(failed=1)
+    assert "no corpus at" in missing.stdout.str() and "--faultsim-record" in missing.stdout.str()
+    recorded = pytester.runpytest_subprocess("-s", "--faultsim-record")
+    recorded.assert_outcomes(passed=1)
+    assert (pytester.path / "corpora/pair/manifest.json").exists()
+    checked = pytester.runpytest_subprocess("-s")
+    checked.assert_outcomes(passed=1)
+    assert "CHECKED 1" in checked.stdout.str()  # a count: 1xx states
