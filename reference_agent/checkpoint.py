@@ -136,6 +136,31 @@ def from_json(path: Path, data: dict) -> Checkpoint:
                        enumerate(pending)])
 
 
+def _check_size(path: Path, size: int) -> None:
+    if size > MAX_BYTES:
+        raise CheckpointError(path, "(file)", f"{size} bytes, more than the "
+                              f"{MAX_BYTES // (1024 * 1024)} MiB a checkpoint may hold")
+
+
+def loads(raw: bytes, path: Path | str = "checkpoint.json") -> Checkpoint:
+    """Parse, check the version first (P4), migrate, validate: what `load` does to a file."""
+    path = Path(path)
+    _check_size(path, len(raw))
+    try:
+        data = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise CheckpointError(path, "(file)", f"not valid JSON ({len(raw)} bytes; "
+                              f"{type(exc).__name__} at byte "
+                              f"{getattr(exc, 'pos', getattr(exc, 'start', '?'))})") from None
+    check_version(path, data)  # P4: version first, before anything else is trusted
+    return from_json(path, migrate(path, data))
+
+
+def dumps(checkpoint: Checkpoint) -> bytes:
+    """The bytes `save` writes."""
+    return storage.encode_json(checkpoint.to_json())
+
+
 class CheckpointStore:
     """Loads and saves one namespace's `checkpoint.json`."""
 
@@ -150,21 +175,12 @@ class CheckpointStore:
             size = self.path.stat().st_size
         except FileNotFoundError:
             return None
-        if size > MAX_BYTES:
-            raise CheckpointError(self.path, "(file)", f"{size} bytes, more than the "
-                                  f"{MAX_BYTES // (1024 * 1024)} MiB a checkpoint may hold")
+        _check_size(self.path, size)  # before reading it into memory
         try:
             raw = self.path.read_bytes()
         except FileNotFoundError:
             return None
-        try:
-            data = json.loads(raw.decode("utf-8"))
-        except (UnicodeDecodeError, ValueError) as exc:
-            raise CheckpointError(self.path, "(file)", f"not valid JSON ({len(raw)} bytes; "
-                                  f"{type(exc).__name__} at byte "
-                                  f"{getattr(exc, 'pos', getattr(exc, 'start', '?'))})") from None
-        check_version(self.path, data)  # P4: version first, before anything else is trusted
-        return from_json(self.path, migrate(self.path, data))
+        return loads(raw, self.path)
 
     def save(self, checkpoint: Checkpoint) -> None:
-        storage.atomic_write_json(self.path, checkpoint.to_json())
+        storage.atomic_write_bytes(self.path, dumps(checkpoint))

@@ -129,3 +129,33 @@ def test_the_fixture_checks_and_records(pytester):
     checked = pytester.runpytest_subprocess("-s")
     checked.assert_outcomes(passed=1)
     assert "CHECKED 1" in checked.stdout.str()  # a count: 1xx states
+
+
+# -- the round-trip property, on the reference agent's own format ----------------------------
+from hypothesis import given, settings  # noqa: E402
+
+from faultsim.formats.roundtrip import (assert_round_trip, corpus_documents,  # noqa: E402
+                                        documents)
+from reference_agent.checkpoint import Checkpoint, dumps, loads  # noqa: E402
+
+SAMPLES = corpus_documents(CORPORA / "v1", CORPORA / "v2")
+
+
+def test_the_samples_hold_both_versions():
+    assert {json.loads(s)["version"] for s in SAMPLES} == {1, 2}
+
+
+@settings(max_examples=200, deadline=None)
+@given(documents(SAMPLES))
+def test_load_migrate_save_is_lossless_and_idempotent(document):
+    assert_round_trip(loads, dumps, document)
+
+
+def test_a_lossy_save_is_caught():
+    def lossy(checkpoint: Checkpoint) -> bytes:  # forgets the token count
+        return dumps(Checkpoint(checkpoint.task, checkpoint.turns, 0, checkpoint.messages,
+                                checkpoint.pendingToolUse))
+
+    doc = next(s for s in SAMPLES if json.loads(s)["tokensUsed"] > 0)
+    with pytest.raises(AssertionError, match="not lossless"):
+        assert_round_trip(loads, lossy, doc)
