@@ -172,6 +172,19 @@ def cmd_formats_check(ns: argparse.Namespace) -> int:
               + ("ok" if not bad else f"{len(bad)} FAIL"))
         for v in bad[:ns.examples]:
             print("\n" + v.describe())
+        if ns.hostile:
+            from .formats.hostile import attack_all
+            from .scenario import load_scenario
+
+            report = attack_all(load_factory(agent), load_scenario(corpus.scenario_path),
+                                drawn=ns.hostile, timeout=ns.timeout)
+            failed += len(report.failures)
+            print(f"{path}: hostile checkpoint files ({len(report.fixed)} fixed, "
+                  f"{report.drawn} drawn) given to {agent}: "
+                  + ("all refused" if not report.failures else
+                     f"{len(report.failures)} FAIL"))
+            for v in report.failures[:ns.examples]:
+                print(f"\nhostile file {v.case.name!r}: " + "; ".join(v.problems))
     return EXIT_OK if not failed else EXIT_VIOLATION
 
 
@@ -282,6 +295,9 @@ def build_parser() -> argparse.ArgumentParser:
     chk.add_argument("--agent", default=None, help="the agent factory (default: the "
                      "corpus's)")
     chk.add_argument("--examples", type=int, default=3, help="failing entries to show")
+    chk.add_argument("--hostile", type=int, default=100, metavar="N",
+                     help="also hand the agent the hostile checkpoint files: the fixed "
+                          "cases and N drawn ones (default 100; 0 = only the fixed cases)")
     chk.add_argument("--timeout", type=float, default=30.0, help=argparse.SUPPRESS)
     chk.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
                      help=argparse.SUPPRESS)

@@ -175,3 +175,47 @@ class Attack:
         if SECRET in text:
             problems.append("the error text quotes the file's content (the planted secret)")
         return HostileVerdict(case, problems, run.error)
+
+
+@dataclass
+class HostileReport:
+    fixed: list[HostileVerdict]  # the named cases and the very large file
+    drawn: int  # hypothesis-drawn cases tried
+    drawn_failure: HostileVerdict | None  # the smallest drawn case that got through
+
+    @property
+    def failures(self) -> list[HostileVerdict]:
+        return [v for v in self.fixed if not v.ok] + (
+            [self.drawn_failure] if self.drawn_failure else [])
+
+
+def attack_all(make_agent: Callable, scenario, *, drawn: int = 100, timeout: float | None =
+               30.0, checkpoint_name: str = "checkpoint.json") -> HostileReport:
+    """Every fixed case, the very large file, and `drawn` hypothesis-drawn cases
+    (derandomized: the same cases every run; a failure is shrunk)."""
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+
+    with Attack(make_agent, scenario, checkpoint_name=checkpoint_name,
+                timeout=timeout) as attack:
+        verdicts = [attack(c) for c in fixed_cases(attack.sample) + [large_case(attack.sample)]]
+        failing: list[HostileVerdict] = []
+        tried = [0]
+
+        @settings(max_examples=drawn, database=None, derandomize=True, deadline=None,
+                  suppress_health_check=list(HealthCheck), report_multiple_bugs=False)
+        @given(st.data())
+        def refused(data):
+            for case in fuzzed_cases(attack.sample, data.draw):
+                tried[0] += 1
+                verdict = attack(case)
+                if not verdict.ok:
+                    failing.append(verdict)  # the last one appended is the shrunk one
+                    raise AssertionError(case.name)
+
+        if drawn > 0:
+            try:
+                refused()
+            except AssertionError:
+                pass
+    return HostileReport(verdicts, tried[0], failing[-1] if failing else None)
