@@ -121,3 +121,28 @@ def test_readmes_own_client_agent_is_served(tmp_path, monkeypatch):
                               only=lambda p: p.category == "after-effect")
     assert report.ok and len(report.runs[0].verdicts) == 8
     assert anthropic.Anthropic.__init__ is original  # restored after each incarnation
+
+
+def _block_after(marker: str, fence: str = "```\n") -> str:
+    readme = (ROOT / "README.md").read_text()
+    part = readme[readme.index(marker):]
+    part = part[part.index(fence) + len(fence):]
+    return part[:part.index("```")]
+
+
+def test_readmes_formats_check_prints_what_readme_shows():
+    block = _block_after("**In CI**, check every corpus").strip().splitlines()
+    command = block[0].removeprefix("$ ").split()
+    assert command[:3] == ["faultsim", "formats", "check"]
+    out = subprocess.run([sys.executable, "-m", "faultsim.cli", *command[1:]], cwd=ROOT,
+                         capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert out.stdout.strip().splitlines() == block[1:]
+
+
+def test_readmes_round_trip_example_runs_as_shown(monkeypatch):
+    code = _block_after("**Round trip.**", "```python\n")
+    monkeypatch.chdir(ROOT)
+    namespace: dict = {}
+    exec(compile(code, "README.md", "exec"), namespace)
+    namespace["test_round_trip"]()
