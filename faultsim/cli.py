@@ -219,6 +219,12 @@ def _scenarios_and_agent(parser: argparse.ArgumentParser, agent_help: str) -> No
     parser.add_argument("--agent", default="reference_agent", help=agent_help)
 
 
+def _debug_flag(parser: argparse.ArgumentParser) -> None:
+    # `faultsim --debug run ...` is the documented spelling; after the verb works too
+    parser.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
+                        help=argparse.SUPPRESS)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="faultsim", description="Crash-safety testing for "
                                      "long-running AI agents.")
@@ -260,16 +266,14 @@ def build_parser() -> argparse.ArgumentParser:
                           "--crashes 2 it searches the pairs instead of enumerating them")
     run.add_argument("--search-seconds", type=float, default=None, metavar="S",
                      help="stop the search after S seconds (a failure found is still shrunk)")
-    run.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
-                     help=argparse.SUPPRESS)
+    _debug_flag(run)
     run.set_defaults(func=cmd_run)
     lst = sub.add_parser("list", help="the scenarios: turns, services, kill points and the "
                          "crash states each crash model leaves, fault profile")
     _scenarios_and_agent(lst, "the agent whose clean run gives the kill points "
                          "(default: reference_agent)")
     lst.add_argument("--timeout", type=float, default=30.0, help=argparse.SUPPRESS)
-    lst.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
-                     help=argparse.SUPPRESS)
+    _debug_flag(lst)
     lst.set_defaults(func=cmd_list)
     fmt = sub.add_parser("formats", help="checkpoint-format regression: record a corpus of "
                          "durable states, check a later release against it")
@@ -286,8 +290,7 @@ def build_parser() -> argparse.ArgumentParser:
                           "record with an older release, check with the current one")
     rec.add_argument("--seed", default="0", help=argparse.SUPPRESS)
     rec.add_argument("--timeout", type=float, default=30.0, help=argparse.SUPPRESS)
-    rec.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
-                     help=argparse.SUPPRESS)
+    _debug_flag(rec)
     rec.set_defaults(func=cmd_formats_record)
     chk = fsub.add_parser("check", help="resume every recorded state with the agent's "
                           "current code and judge it")
@@ -299,8 +302,7 @@ def build_parser() -> argparse.ArgumentParser:
                      help="also hand the agent the hostile checkpoint files: the fixed "
                           "cases and N drawn ones (default 100; 0 = only the fixed cases)")
     chk.add_argument("--timeout", type=float, default=30.0, help=argparse.SUPPRESS)
-    chk.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
-                     help=argparse.SUPPRESS)
+    _debug_flag(chk)
     chk.set_defaults(func=cmd_formats_check)
     rep = sub.add_parser("replay", help="re-run exactly the schedule of a counterexample's "
                          "token and show the trace around each kill")
@@ -310,8 +312,7 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("--json", metavar="FILE", help="write the verdict as a JSON report")
     rep.add_argument("--timeout", type=float, default=30.0,
                      help="seconds an incarnation may run (default: 30)")
-    rep.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
-                     help=argparse.SUPPRESS)
+    _debug_flag(rep)
     rep.set_defaults(func=cmd_replay)
     return parser
 
