@@ -2,7 +2,11 @@
 
 Prints a few lines on where the time goes, then, last, one JSON line:
   kill_points          kill points in the golden trace
-  crash_states_per_s   crash states judged per second of sweep, per crash model
+  crash_states_per_s   crash states judged per second of sweep, per crash model (in-process),
+                       and in subprocess mode (real processes on a real directory, each
+                       kill a SIGKILL) with the pre-imported fork server, and without it
+                       (a fresh interpreter per incarnation, on a sample of kill points:
+                       the whole sweep would take an hour)
   bound_ratio          sweep wall time / summed time of the bare resumed runs it contains
                        (1.0 = no overhead beyond the agent's own work on one core; below
                        1 means parallel workers and the equal-state memo beat that bound)
@@ -14,11 +18,13 @@ Prints a few lines on where the time goes, then, last, one JSON line:
                        of equal second crash states), and explored crash states per second
 
 Run: python bench/explore.py [--workers N] [--pairs process|power|all|none]
+                             [--no-fork-server-sample K]
 """
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import resource
 import sys
 import time
@@ -29,6 +35,7 @@ sys.path.insert(0, str(ROOT))
 
 import faultsim  # noqa: E402
 import reference_agent  # noqa: E402
+from faultsim.real.explore import explore_subprocess  # noqa: E402
 
 
 def main() -> None:
@@ -37,6 +44,9 @@ def main() -> None:
     parser.add_argument("--scenario", default=str(ROOT / "scenarios" / "support_tickets.toml"))
     parser.add_argument("--pairs", default="process", choices=["process", "power", "all", "none"],
                         help="crash models whose pair sweep to measure (default: process)")
+    parser.add_argument("--no-fork-server-sample", type=int, default=12, metavar="K",
+                        help="kill points (spread evenly) for the subprocess run without a "
+                        "fork server (default 12; 0 skips it)")
     args = parser.parse_args()
     scenario = faultsim.load_scenario(args.scenario)
 
@@ -60,6 +70,24 @@ def main() -> None:
             f"two clean runs {report.golden_seconds:.1f}s + sweep {report.sweep_seconds:.1f}s "
             f"+ version probe; resumed runs alone {run.resume_seconds:.1f}s "
             f"(mean {1000 * run.resume_seconds / max(1, run.judged):.0f} ms)")
+    workers = args.workers or os.cpu_count() or 1
+    for fork_server in (True, False):
+        if not fork_server and not args.no_fork_server_sample:
+            continue
+        only = None
+        if not fork_server:
+            step = max(1, points // args.no_fork_server_sample)
+            only = lambda p: p.index % step == 0 and not p.torn  # noqa: E731
+        stats: dict = {}
+        report = explore_subprocess("reference_agent", scenario, workers=workers,
+                                    fork_server=fork_server, only=only, stats=stats)
+        assert report.ok, "the reference agent must pass the subprocess sweep"
+        key = "subprocess (fork server)" if fork_server else "subprocess (no fork server)"
+        per_s[key] = round(stats["crash_states"] / stats["seconds"], 1)
+        lines.append(
+            f"{key}: {stats['crash_states']} crash states, {stats['kills_landed']} SIGKILLs "
+            f"landed, {stats['resumed']} resumed; sweep {stats['seconds']:.1f}s = "
+            f"{per_s[key]} crash states/s ({workers} workers)")
     pairs = {}
     models = {"none": [], "all": ["process", "power"]}.get(args.pairs, [args.pairs])
     for model in models:

@@ -31,6 +31,16 @@ class AgentEnv:
     model: str  # the model name the agent should ask for
     incarnation: int  # 1 for the first start, 2 for the first resume, …
     mark: Callable[..., None] | None = None  # optional: the agent may report protocol marks
+    store: "Store | None" = None  # where the scenario says checkpoints live (None: files)
+
+
+@dataclass(frozen=True)
+class Store:
+    """The checkpoint store a scenario chose, as the agent reaches it."""
+
+    kind: str = "file"  # file | sqlite | redis
+    path: Path | None = None  # sqlite: the database file, under workdir
+    url: str | None = None  # redis: the database to use (redis://127.0.0.1:PORT/DB)
 
 
 @dataclass(frozen=True)

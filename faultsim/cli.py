@@ -36,6 +36,38 @@ def _check_plan(plan, scenario, ns: argparse.Namespace, progress) -> None:
     progress.plan(plan)
 
 
+def _mode_for(scenario, asked: str) -> str:
+    needs = scenario.store.needs_subprocess
+    if asked == "auto":
+        return "subprocess" if needs else "in-process"
+    if asked == "in-process" and needs:
+        raise UsageError(f"{scenario.path}: store.kind = {scenario.store.kind!r} writes below "
+                         "Python's file layer, which the in-process mode cannot see: run it "
+                         "with --mode subprocess (or leave --mode at auto)")
+    return asked
+
+
+def _run_subprocess(sc, ns: argparse.Namespace, crash_model, only, progress, plan):
+    import os
+
+    from .real.explore import SubprocessModeError, explore_subprocess
+
+    models = [crash_model] if isinstance(crash_model, str) else list(crash_model)
+    if ns.crash_model is None and "process" in models:
+        models = ["process"]  # the profile's power model stays with the in-process mode
+    crashes = ns.crashes or sc.profile.crashes
+    if crashes > 1:
+        print(f"{sc.id}: subprocess mode explores single crashes (crashes during recovery "
+              "run in-process)", file=sys.stderr)
+    try:
+        return explore_subprocess(ns.agent, sc, agent_name=ns.agent, only=only,
+                                  timeout=ns.timeout, seed=ns.seed,
+                                  workers=ns.workers or os.cpu_count() or 1,
+                                  crash_model=models, progress=progress, plan=plan)
+    except SubprocessModeError as exc:
+        raise UsageError(f"{sc.path}: {exc}") from None
+
+
 def cmd_run(ns: argparse.Namespace) -> int:
     import json
 
@@ -54,14 +86,19 @@ def cmd_run(ns: argparse.Namespace) -> int:
     report = Report()
     for sc in scenarios:
         crash_model = ns.crash_model or list(sc.profile.crash_models)
+        mode = _mode_for(sc, ns.mode)
         progress = Progress(sc.id)
+        check = lambda plan, sc=sc, progress=progress: _check_plan(  # noqa: E731
+            plan, sc, ns, progress)
         try:
-            part = explore(factory, sc, crash_model=crash_model, agent_name=ns.agent,
-                           only=only, timeout=ns.timeout, workers=ns.workers,
-                           crashes=ns.crashes, seed=ns.seed, search=ns.search,
-                           search_seconds=ns.search_seconds, progress=progress,
-                           plan=lambda plan, sc=sc, progress=progress: _check_plan(
-                               plan, sc, ns, progress))
+            if mode == "subprocess":
+                part = _run_subprocess(sc, ns, crash_model, only, progress, check)
+            else:
+                part = explore(factory, sc, crash_model=crash_model, agent_name=ns.agent,
+                               only=only, timeout=ns.timeout, workers=ns.workers,
+                               crashes=ns.crashes, seed=ns.seed, search=ns.search,
+                               search_seconds=ns.search_seconds, progress=progress,
+                               plan=check)
         finally:
             progress.close()
         for run in part.runs:
@@ -92,7 +129,12 @@ def cmd_list(ns: argparse.Namespace) -> int:
     factory = load_factory(ns.agent)
     scenarios = [load_scenario(p) for p in scenario_paths(ns.scenarios)]
     for n, sc in enumerate(scenarios):
-        points, states = survey(factory, sc, agent_name=ns.agent, timeout=ns.timeout)
+        if sc.store.needs_subprocess:
+            from .real.explore import survey_subprocess
+            points = survey_subprocess(ns.agent, sc, timeout=ns.timeout)
+            states = {"process": len(points), "power": "n/a (subprocess mode)"}
+        else:
+            points, states = survey(factory, sc, agent_name=ns.agent, timeout=ns.timeout)
         main = sc.script.turns
         parallel = sum(1 for t in main if len(t.tool_calls) > 1)
         turns = f"{len(main)} ({sum(1 for t in main if t.tool_calls)} with tool calls" + (
@@ -107,6 +149,8 @@ def cmd_list(ns: argparse.Namespace) -> int:
         print(("\n" if n else "") + f"{sc.id}  {sc.path}")
         print(f"  turns        {turns}")
         print(f"  services     {services}")
+        if sc.store.needs_subprocess:
+            print(f"  store        {sc.store.kind} (subprocess mode)")
         print(f"  kill points  {len(points)}: crash states process {states['process']}, "
               f"power {states['power']}")
         cats = categories(points)
@@ -237,6 +281,12 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--crash-model", default=None, choices=["process", "power", "all"],
                      help="what a crash leaves on disk: a killed process, power loss, or "
                           "both (default: the scenario's fault profile, else process)")
+    run.add_argument("--mode", default="auto", choices=["auto", "in-process", "subprocess"],
+                     help="in-process: the agent runs under faultsim's file-system model "
+                     "(fast; process and power crashes); subprocess: each incarnation is a "
+                     "real process on a real directory, killed by SIGKILL (SQLite, Redis, "
+                     "module-level state; process crashes). auto (default): subprocess for "
+                     "scenarios whose [store] is sqlite or redis")
     run.add_argument("--json", metavar="FILE", help="write the report as JSON")
     run.add_argument("--junit", metavar="FILE",
                      help="write a JUnit XML report: one test case per scenario, crash model "

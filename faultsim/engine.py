@@ -40,6 +40,10 @@ class NonDeterminismError(Exception):
     """Two clean runs of the same agent on the same scenario did not do the same things."""
 
 
+class StoreNeedsSubprocess(ValueError):
+    """A scenario whose checkpoints live in SQLite or Redis, given to the in-process mode."""
+
+
 class IncarnationTimeout(BaseException):
     """An incarnation ran past its time limit (an agent that hangs)."""
 
@@ -137,6 +141,12 @@ class Explorer:
 
     # -- set-up ---------------------------------------------------------------------------
     def __enter__(self) -> "Explorer":
+        if self.scenario.store.needs_subprocess:
+            raise StoreNeedsSubprocess(
+                f"{self.scenario.path}: store.kind = {self.scenario.store.kind!r} writes below "
+                "Python's file layer, where the in-process mode cannot see or kill it: run "
+                "it in subprocess mode (faultsim run --mode subprocess, or "
+                "faultsim.real.explore_subprocess)")
         # The SDK is imported before the fake filesystem: pyfakefs unloads at tear-down the
         # modules first imported under it, so every Explorer would import anthropic again
         # (over 2 s, and pydantic's models built anew each time).

@@ -23,7 +23,9 @@ _PHASES = {
     "mark.run.completed": "after-completion",
     "mark.run.escalated": "after-escalation",
 }
+_COMMITS = ("sqlite.commit", "redis.exec")
 CATEGORIES = ("start", "after-model-response", "checkpoint-mid-write", "checkpoint-rename",
+              "checkpoint-commit",
               "between-A-and-tool", "in-tool", "after-effect", "after-tool-before-B",
               "after-B", "mid-write", "after-completion", "after-escalation")
 REQUIRED_ON_REFERENCE = ("checkpoint-mid-write", "checkpoint-rename", "after-model-response",
@@ -93,6 +95,8 @@ def kill_points(trace: Sequence[Event]) -> list[KillPoint]:
         cat = phase
         if nxt is not None and nxt.kind == "fs.rename" and _is_checkpoint(nxt.subject):
             cat = "checkpoint-rename"
+        elif nxt is not None and nxt.kind in _COMMITS:
+            cat = "checkpoint-commit"  # a database save written, its commit not yet sent
         points.append(KillPoint(i, None, cat, f"k{i}-{cat}-{subject}", event.describe()))
     return points
 

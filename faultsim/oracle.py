@@ -70,8 +70,11 @@ def effect_attempts(ledger: Ledger) -> int:
 
 
 def checkpoints_in(files: dict) -> dict[str, bytes]:
-    return {p: d for p, d in files.items()
-            if posixpath.basename(p) == "checkpoint.json" and d is not None}
+    """Checkpoint files, and checkpoints kept in Redis under a key ending in /checkpoint
+    (subprocess mode puts a Redis key's value in the crash state as @redis/KEY)."""
+    return {p: d for p, d in files.items() if d is not None and (
+        posixpath.basename(p) == "checkpoint.json"
+        or p.startswith("@redis/") and posixpath.basename(p) == "checkpoint")}
 
 
 # -- the guards --------------------------------------------------------------------------

@@ -104,6 +104,7 @@ class ModelRun:
     crashes: int = 1  # the most crashes in one schedule
     depths: dict[int, DepthStats] = field(default_factory=dict)
     deep_failures: list[Verdict] = field(default_factory=list)  # schedules of 2+ crashes
+    mode: str = "in-process"  # or "subprocess": real processes, real files, SIGKILL
 
     def depth(self, crashes: int) -> DepthStats:
         return self.depths.setdefault(crashes, DepthStats(crashes))
@@ -117,12 +118,15 @@ class ModelRun:
         return not self.failures
 
     def run_command(self) -> str:
+        mode = " --mode subprocess" if self.mode == "subprocess" else ""
         return (f"faultsim run {shlex.quote(self.scenario.path)} --agent "
-                f"{shlex.quote(self.agent)}")
+                f"{shlex.quote(self.agent)}{mode}")
 
     def replay_command(self, verdict: Verdict) -> str:
         if verdict.kill_point.category == "version-probe":
             return self.run_command()  # the probe runs with every full run
+        if self.mode == "subprocess":  # tokens replay in-process; narrow the real run
+            return self.rerun_command(verdict) or self.run_command()
         return f"faultsim replay {verdict.token(self)}"
 
     def rerun_command(self, verdict: Verdict) -> str | None:
@@ -135,7 +139,8 @@ class ModelRun:
     def to_json(self) -> dict[str, Any]:
         return {
             "scenario": self.scenario.id, "path": self.scenario.path, "agent": self.agent,
-            "crash_model": self.crash_model, "kill_points_total": len(self.kill_points),
+            "crash_model": self.crash_model, "mode": self.mode,
+            "kill_points_total": len(self.kill_points),
             "kill_points_explored": len(self.explored),
             "categories": categories(self.explored), "seconds": round(self.seconds, 3),
             "crash_states": len(self.verdicts), "crash_states_resumed": self.judged,
@@ -190,12 +195,19 @@ class ModelRun:
             lines.append(f"trace of {who} around {'the kill' if len(crashes) == 1 else f'crash {k}'}:")
             lines += _excerpt(trace, p)
         files = verdict.state.as_dict()
-        checkpoints = {p: d for p, d in files.items() if p.endswith("checkpoint.json")}
+        from .oracle import checkpoints_in
+
+        checkpoints = checkpoints_in(files)
         at = "the kill" if len(crashes) == 1 else "the last kill"
         lines.append(f"checkpoint on disk at {at}:" if checkpoints
                      else f"checkpoint on disk at {at}: none")
         for path, data in checkpoints.items():
             lines.append(f"    {path} ({len(data)} bytes): {_preview(data)}")
+        keys = [p for p in files if p.startswith("@redis/") and p not in checkpoints]
+        if any(p.startswith("@redis") for p in files):
+            lines.append(f"redis keys at {at}: " + (", ".join(
+                f"{p[len('@redis/'):]} ({len(files[p])} bytes)" for p in keys[:6])
+                or "no others"))
         run = verdict.resume
         if run is not None:
             from .world import effect_difference
@@ -219,7 +231,7 @@ class ModelRun:
                              f"{(run.outcome.final_answer or '')[:80]!r}")
         lines.append(f"replay: {self.replay_command(verdict)}")
         rerun = self.rerun_command(verdict)
-        if rerun:
+        if rerun and rerun != self.replay_command(verdict):
             lines.append(f"   or: {rerun}")
         return "\n".join(lines)
 

@@ -46,6 +46,20 @@ class ServiceSpec:
 
 
 CRASH_MODEL_NAMES = ("process", "power")
+STORE_KINDS = ("file", "sqlite", "redis")
+
+
+@dataclass(frozen=True)
+class StoreSpec:
+    """Where the agent keeps its checkpoints: plain files under its workdir (the default),
+    an SQLite database file there, or a Redis database faultsim starts. SQLite and Redis
+    write below Python's file layer, so they run in subprocess mode only."""
+
+    kind: str = "file"
+
+    @property
+    def needs_subprocess(self) -> bool:
+        return self.kind != "file"
 
 
 @dataclass(frozen=True)
@@ -77,6 +91,7 @@ class Scenario:
     start_time: str = "2026-10-01T09:00:00Z"
     subagents: tuple[Script, ...] = ()
     profile: FaultProfile = FaultProfile()
+    store: StoreSpec = StoreSpec()
 
     def build_world(self, *, retry_after_ms: int = 1) -> World:
         world = World(clock=WorldClock(self.start_time), retry_after_ms=retry_after_ms,
@@ -264,7 +279,7 @@ def parse_duration(value: Any, reader: "_Reader | None" = None, key: str = "dura
 
 
 _TOP_KEYS = {"id", "task", "model", "start_time", "expected_final_answer", "services",
-             "turns", "subagents", "fault_profile"}
+             "turns", "subagents", "fault_profile", "store"}
 _MOVED = ("a fault profile: API faults are listed in [fault_profile] as "
           "api_faults = [{ at = TURN, kind = \"529\" }] (add script = NAME for a sub-agent)")
 
@@ -344,6 +359,13 @@ def parse_scenario(data: dict, path: str | Path = "<scenario>") -> Scenario:
                                         **{s.tag: len(s.turns) for s in subagents}})
     subagents = [dataclasses.replace(s, faults=faults[s.tag]) for s in subagents]
 
+    raw_store = r.get(data, "store", "", dict, "a [store] table", {})
+    r.no_extra(raw_store, {"kind"}, "store")
+    store_kind = r.get(raw_store, "kind", "store", str, "one of " + ", ".join(STORE_KINDS),
+                       "file")
+    if store_kind not in STORE_KINDS:
+        raise r.fail("store.kind", "one of " + ", ".join(STORE_KINDS), store_kind)
+
     scenario_id = r.get(data, "id", "", str, "a scenario id", Path(path).stem)
     return Scenario(
         id=scenario_id, path=str(path), task=task, profile=profile,
@@ -352,4 +374,4 @@ def parse_scenario(data: dict, path: str | Path = "<scenario>") -> Scenario:
                                     "the final answer the run must give"),
         services=tuple(services), model=r.get(data, "model", "", str, "a model name",
                                               "claude-sonnet-5-5"),
-        start_time=start, subagents=tuple(subagents))
+        start_time=start, subagents=tuple(subagents), store=StoreSpec(store_kind))

@@ -15,6 +15,7 @@ from . import retention
 from .checkpoint import Checkpoint, CheckpointStore, PendingCall
 from .records import (COMPLETED, ESCALATED, FAILED, RUNNING, Decisions, Intents, Plan,
                       Progress, RunStatus)
+from .stores import RedisCheckpointStore, SqliteCheckpointStore, store_for
 from .storage import atomic_write_json, ensure_dir, fsync_path, read_json
 from faultsim.world import ServiceError  # what the world's receivers raise on refusal
 from .tools import (BLIND, KEYED, TOOLS, Tool, ToolInputError, get_tool, target_of,
@@ -56,7 +57,9 @@ def _text(content: list[dict]) -> str:
 class Agent:
     """Start or resume one task in namespace `namespace` under `env.workdir`."""
 
-    checkpoint_store = CheckpointStore
+    checkpoint_store = CheckpointStore  # env.store kind "file" (the default)
+    sqlite_store = SqliteCheckpointStore  # kind "sqlite"
+    redis_store = RedisCheckpointStore  # kind "redis"
     progress_class = Progress
     key_window = KEY_WINDOW
 
@@ -73,7 +76,7 @@ class Agent:
         self.workspace = self.root / "workspace"
         self.dir = self.root / "runs" / self.namespace
         self.archive_dir = self.root / "archive" / self.namespace
-        self.store = self.checkpoint_store(self.dir / "checkpoint.json")
+        self.store = store_for(self)
         self.status = RunStatus(self.dir / "run.json")
 
     # -- small helpers --------------------------------------------------------------------
@@ -336,6 +339,8 @@ class Agent:
             if (self.dir / name).exists():
                 atomic_write_json(self.archive_dir / name, read_json(self.dir / name))
         self.status.write(self.run_id, COMPLETED, self.now(), namespace=self.namespace)
+        if hasattr(self.store, "retire"):
+            self.store.retire()  # P12: a completed run's database keys expire after a day
         self.mark("run.completed")
         return self._archived_result()
 

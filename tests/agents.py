@@ -149,3 +149,33 @@ class _StartsOverOnDamage(Agent):
 
 def starts_over_on_damage(env):
     return _StartsOverOnDamage(env)
+
+
+# -- for subprocess mode --------------------------------------------------------------
+class _TwoTransactionStore:
+    """A SQLite save as two transactions (autocommit): DELETE the row, then INSERT it."""
+
+    def __init__(self, db_path, namespace):
+        from reference_agent.stores import SqliteCheckpointStore
+        self._inner = SqliteCheckpointStore(db_path, namespace)
+
+    def load(self):
+        return self._inner.load()
+
+    def save(self, checkpoint):
+        from reference_agent.checkpoint import dumps
+        db = self._inner._db()
+        db.execute("DELETE FROM checkpoints WHERE namespace = ?", (self._inner.namespace,))
+        db.execute("INSERT INTO checkpoints (namespace, data) VALUES (?, ?)",
+                   (self._inner.namespace, dumps(checkpoint)))
+
+    def retire(self):
+        pass
+
+
+class _SqliteTwoTransactions(Agent):
+    sqlite_store = _TwoTransactionStore
+
+
+def sqlite_two_transactions(env):
+    return _SqliteTwoTransactions(env)

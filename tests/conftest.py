@@ -9,7 +9,9 @@ import pytest
 
 from faultsim import load_scenario
 
-pytest_plugins = ["pytester"]  # tests/test_plugin.py runs pytest on generated projects
+# pytester: tests/test_plugin.py runs pytest on generated projects; redis_fixture: a real
+# redis-server for the tests that need one (skipped without it, failed in CI)
+pytest_plugins = ["pytester", "redis_fixture"]
 
 ROOT = Path(__file__).resolve().parent.parent
 SCENARIOS = ROOT / "scenarios"

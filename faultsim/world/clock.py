@@ -63,6 +63,10 @@ class WorldClock:
     def __deepcopy__(self, memo: dict) -> "WorldClock":
         return WorldClock(self.now())
 
+    def __getstate__(self) -> dict:
+        # A pickled clock (sent between processes) keeps the instant, not freezegun's factory.
+        return {"_now": self.now(), "_factory": None}
+
     @property
     def is_frozen(self) -> bool:
         return self._factory is not None

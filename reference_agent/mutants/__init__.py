@@ -10,3 +10,6 @@ NAMES = ("messages_only", "save_b_only", "overwrite_in_place", "rename_without_f
 # Mutants no single crash can catch: they break a rule only on the recovery path, so only a
 # crash during recovery (a schedule of two crashes) shows them.
 DOUBLE_CRASH_NAMES = ("reconcile_in_place", "repeat_before_save")
+# Mutants of the database-backed stores (run them on a scenario with [store] kind = "redis",
+# in subprocess mode); on the file store they behave like the reference agent.
+STORE_NAMES = ("redis_two_writes", "ttl_on_running")

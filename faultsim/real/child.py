@@ -1,0 +1,157 @@
+"""One incarnation in a forked child: run the agent on the real sandbox directory, trace
+it, and at the kill point report to faultsim and SIGKILL itself.
+
+What dies is the agent's process: its memory, its open files, Python's unflushed buffers,
+its SQLite connection with an open transaction, its Redis connection in the middle of a
+MULTI. What survives is what a real crash leaves: the directory as the kernel has it, the
+database files, the Redis server's data, and the world (the external services), whose
+state the child hands over just before it dies, as the services would have kept it.
+"""
+from __future__ import annotations
+
+import os
+import pickle
+import signal
+from pathlib import Path
+from typing import Any
+
+from ..agent import outcome_of
+from ..engine import IncarnationTimeout, _time_limit
+from ..interpose.determinism import seeded
+from ..runner import make_env
+from ..trace import Event, Tracer, digest
+from ..world.ledger import canonical
+from . import fstrace, wire
+
+
+class RealKill:
+    """Tracer policy: at the kill point, report and die by SIGKILL."""
+
+    def __init__(self, index: int, offset: int | None, die) -> None:
+        self.index, self.offset, self.die = index, offset, die
+
+    def after(self, tracer: Tracer, event: Event) -> None:
+        if self.offset is None and event.index == self.index:
+            self.die()
+
+    def before_write(self, tracer: Tracer, write) -> bytes | None:
+        if self.offset is not None and tracer.next_index == self.index:
+            write.apply(write.torn(self.offset))  # part of the write reached the kernel
+            self.die()
+        return None
+
+
+class ForkAtEach:
+    """Tracer policy of a crash driver: the agent runs clean, and at each of its kill
+    points it forks; the copy dies there by SIGKILL (inside a write, after the part of it
+    that landed), the driver waits for that death, reads what is on disk and in the world
+    at that instant, sends it, and goes on. One clean run instead of a replayed prefix per
+    kill point; the copy is the process at the kill point, memory, buffers and open
+    connections included."""
+
+    def __init__(self, points: list, ctx: Any, capture) -> None:
+        self.boundary = {i for i, off in points if off is None}
+        self.torn: dict[int, list[int]] = {}
+        for i, off in points:
+            if off is not None:
+                self.torn.setdefault(i, []).append(off)
+        self.ctx, self.capture = ctx, capture
+
+    def _fork_and_kill(self, point: tuple, before_death=None) -> None:
+        pid = os.fork()
+        if pid == 0:
+            if before_death is not None:
+                before_death()
+            os.kill(os.getpid(), signal.SIGKILL)
+            os._exit(99)  # never reached
+        status = os.waitpid(pid, 0)[1]
+        died = os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL
+        self.capture(point, died)
+
+    def after(self, tracer: Tracer, event: Event) -> None:
+        if event.index in self.boundary:
+            self._fork_and_kill((event.index, None))
+
+    def before_write(self, tracer: Tracer, write) -> bytes | None:
+        for offset in sorted(self.torn.get(tracer.next_index, ())):
+            self._fork_and_kill((tracer.next_index, offset),
+                                lambda: write.apply(write.torn(offset)))
+        return None
+
+
+def run_job(job: dict, ctx: Any, out_fd: int) -> None:
+    """Runs in the child; never returns (the process dies or exits)."""
+    scenario = ctx.scenario
+    world = pickle.loads(job["world"]) if job["world"] is not None else scenario.build_world()
+    world.clock.attach(ctx.clock_factory)
+    if job["downtime"]:
+        world.clock.advance(job["downtime"])
+    tracer = Tracer()
+    sandbox = fstrace.activate(ctx.root, tracer)
+    sandbox.watch = job.get("watch")
+    state: dict[str, Any] = {"first_position": None}
+
+    def report(kind: str, **extra: Any) -> None:
+        world.clock.detach()
+        world._listeners = []
+        wire.send(out_fd, {"job": job["id"], "kind": kind, "events": tracer.events,
+                           "world": pickle.dumps(world), "escapes": sandbox.escapes,
+                           "first_position": state["first_position"],
+                           "first_touch": sandbox.first_touch, **extra})
+
+    def die() -> None:
+        fstrace.deactivate()
+        report("killed")
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    if job["kill"] is not None:
+        tracer.policy = RealKill(job["kill"][0], job["kill"][1], die)
+    elif job.get("drive"):
+        def capture(point: tuple, died: bool) -> None:
+            saved = fstrace.deactivate()  # faultsim's own reads are not the agent's events
+            try:
+                listeners, world._listeners = world._listeners, []
+                wire.send(out_fd, {"job": job["id"], "kind": "crash", "point": point,
+                                   "sigkilled": died, "files": ctx.left_behind(ctx),
+                                   "world": pickle.dumps(world), "after": len(tracer.events)})
+                world._listeners = listeners
+            finally:
+                fstrace.reactivate(saved)
+
+        tracer.policy = ForkAtEach(job["drive"], ctx, capture)
+
+    def on_world(kind: str, **info: Any) -> None:
+        if kind == "model.response":
+            rec = info["record"]
+            if state["first_position"] is None and rec.position is not None \
+                    and rec.script == scenario.script.tag:
+                state["first_position"] = rec.position
+            tracer.emit("model.response", f"{rec.script}@{rec.position}",
+                        f"{rec.status} {rec.error or ''}".strip())
+        elif kind.startswith("effect."):
+            e = info["entry"]
+            tracer.emit(kind, f"{e.service}.{e.op}", f"{digest(canonical(e.params).encode())}"
+                        + (f" key={e.key}" if e.key else ""))
+
+    def mark(name: str, **info: Any) -> None:
+        tracer.emit("mark." + name, str(info.get("tool") or ""))
+
+    world.begin_incarnation()
+    env = make_env(scenario, world, Path(ctx.root), mark)
+    env.store = ctx.store
+    world.subscribe(on_world)
+    outcome = error = None
+    timed_out = False
+    with seeded(f"{ctx.seed}:{world.incarnation}"), world.model.serving_new_clients(), \
+            _time_limit(ctx.timeout if job["timed"] else None):
+        if job["kill"] is not None and job["kill"][0] == 0:
+            die()
+        try:
+            outcome = outcome_of(ctx.make_agent(env).run())
+        except IncarnationTimeout as exc:
+            timed_out, error = True, str(exc)
+        except Exception as exc:
+            error = f"{type(exc).__name__}: {exc}"
+    fstrace.deactivate()
+    report("done", outcome=outcome, error=error, timed_out=timed_out)
+    os._exit(0)

@@ -1,0 +1,189 @@
+"""The real redis-server fixture, and a Redis database's crash state as plain data."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+from faultsim.world import redis_server as rs
+from faultsim.world.redis_state import apply_downtime, restore, snapshot, split
+
+
+def test_server_answers_on_loopback(redis_server):
+    assert redis_server.url == f"redis://127.0.0.1:{redis_server.port}/0"
+    c = redis_server.client(db=1)
+    assert c.ping()
+    assert c.config_get("bind")["bind"] == "127.0.0.1"
+    assert c.config_get("save")["save"] == ""
+    assert c.config_get("appendonly")["appendonly"] == "no"
+
+
+def test_missing_binary_says_how_to_install(monkeypatch):
+    monkeypatch.setattr(rs.shutil, "which", lambda name: None)
+    with pytest.raises(rs.RedisUnavailable, match="apt-get install redis-server"):
+        rs.RedisServer().start()
+
+
+def test_server_stops_and_cleans_up(redis_server):  # redis_server: skip without the binary
+    with rs.RedisServer() as server:
+        proc, tmp = server._proc, server._dir
+        assert server.client().set("k", "v")
+    assert proc.poll() is not None and not tmp.exists()
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG")
+def test_server_dies_with_a_sigkilled_parent(redis_server):
+    # A child Python starts a server, prints its pid, and is SIGKILLed: no cleanup code
+    # runs, yet the kernel must take the server down with it.
+    code = textwrap.dedent("""
+        import os, signal, sys
+        from faultsim.world.redis_server import RedisServer
+        s = RedisServer().start()
+        print(s._proc.pid, s._dir, flush=True)
+        os.kill(os.getpid(), signal.SIGKILL)
+    """)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=30)
+    pid, tmp = out.stdout.split()
+    deadline = time.monotonic() + 5
+    while alive(int(pid)):
+        if time.monotonic() > deadline:
+            os.kill(int(pid), signal.SIGKILL)
+            pytest.fail("redis-server outlived its SIGKILLed parent")
+        time.sleep(0.02)
+    shutil.rmtree(tmp, ignore_errors=True)  # the killed parent could not clean up
+
+
+def alive(pid: int) -> bool:
+    """Running, not a zombie (an orphan's reaper may be slow, or absent in a container)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def fill(c) -> None:
+    c.set("str", b"raw \xff\x00 bytes")
+    c.set("empty", b"")
+    c.rpush("list", "a", "b", b"\xfe", "a")
+    c.hset("hash", mapping={"f1": "v1", "f2": b"\xc3\x28"})
+    c.sadd("set", "x", "y", b"\x80")
+    c.zadd("zset", {"m1": 1.5, "m2": -2, "m3": float("inf"), b"\xff": 0.1})
+    c.set("slash/key", "v", px=3_600_000)
+    c.rpush("ttl-list", "1")
+    c.expire("ttl-list", 60)
+
+
+def dump(c) -> dict:
+    """What the database holds, read back independently of redis_state."""
+    out = {}
+    for k in c.keys():
+        t = c.type(k)
+        if t == b"string":
+            out[k] = c.get(k)
+        elif t == b"list":
+            out[k] = c.lrange(k, 0, -1)
+        elif t == b"hash":
+            out[k] = c.hgetall(k)
+        elif t == b"set":
+            out[k] = c.smembers(k)
+        elif t == b"zset":
+            out[k] = c.zrange(k, 0, -1, withscores=True)
+    return out
+
+
+def test_snapshot_entries(redis_db):
+    fill(redis_db)
+    state = snapshot(redis_db)
+    assert state["redis/str"] == b"raw \xff\x00 bytes"
+    assert state["redis/empty"] == b""
+    assert "redis-type/str" not in state
+    assert json.loads(state["redis/list"]) == {"list": ["a", "b", "\udcfe", "a"]}
+    assert state["redis-type/list"] == b"list"
+    assert state["redis/hash"] == b'{"hash":{"f1":"v1","f2":"\\udcc3("}}'  # invalid UTF-8 kept
+    assert json.loads(state["redis/set"]) == {"set": sorted(["x", "y", "\udc80"])}
+    assert json.loads(state["redis/zset"])["zset"][0] == ["m2", -2]
+    assert 3_590_000 < int(state["redis-ttl/slash/key"]) <= 3_600_000
+    assert 59_000 < int(state["redis-ttl/ttl-list"]) <= 60_000
+    assert "redis-ttl/str" not in state
+
+
+@pytest.mark.parametrize("kind", ["string", "list", "hash", "set", "zset", "all"])
+def test_round_trip(redis_db, kind):
+    fill(redis_db)
+    if kind != "all":  # keep only the keys of one type
+        for k in redis_db.keys():
+            if redis_db.type(k).decode() != kind:
+                redis_db.delete(k)
+    before, state = dump(redis_db), snapshot(redis_db)
+    assert state
+    redis_db.set("stray", "gone after restore")
+    restore(redis_db, {**state, "notes/readme.txt": b"ignored"})
+    assert dump(redis_db) == before
+    again = snapshot(redis_db)
+    assert again.keys() == state.keys()
+    for path in state:  # TTLs tick in real time: allow the test's own duration
+        if path.startswith("redis-ttl/"):
+            assert 0 <= int(state[path]) - int(again[path]) < 5_000
+        else:
+            assert again[path] == state[path]
+
+
+def test_equal_databases_give_equal_snapshots(redis_db):
+    # Same content, different insertion order (and so different internal order).
+    redis_db.sadd("s", *"abcdefgh")
+    redis_db.hset("h", mapping={c: c for c in "abcdefgh"})
+    first = snapshot(redis_db)
+    redis_db.flushdb()
+    redis_db.sadd("s", *reversed("abcdefgh"))
+    redis_db.hset("h", mapping={c: c for c in reversed("abcdefgh")})
+    assert snapshot(redis_db) == first
+
+
+def test_downtime_expires_and_shortens(redis_db):
+    redis_db.set("short", "v", ex=60)
+    redis_db.rpush("long", "v")
+    redis_db.expire("long", 3600)
+    redis_db.set("forever", "v")
+    state = snapshot(redis_db)
+    after = apply_downtime(state, 90)
+    assert "redis/short" not in after and "redis-ttl/short" not in after
+    assert after["redis/long"] == state["redis/long"]
+    assert after["redis-type/long"] == b"list"
+    assert int(after["redis-ttl/long"]) == int(state["redis-ttl/long"]) - 90_000
+    assert after["redis/forever"] == b"v" and "redis-ttl/forever" not in after
+    assert "redis/short" in state  # pure: the input is untouched
+    restore(redis_db, after)
+    assert sorted(redis_db.keys()) == [b"forever", b"long"]
+    assert 3_400_000 < redis_db.pttl("long") <= 3_510_000
+
+
+def test_downtime_edge_is_gone_and_negative_refused():
+    state = {"redis/k": b"v", "redis-ttl/k": b"1000"}
+    assert apply_downtime(state, 1) == {}
+    assert apply_downtime(state, 0.5) == {"redis/k": b"v", "redis-ttl/k": b"500"}
+    assert apply_downtime(state, 0) == state
+    with pytest.raises(ValueError):
+        apply_downtime(state, -1)
+
+
+def test_split():
+    files = {"notes.txt": b"n", "redis/k": b"v", "redis-ttl/k": b"5", "redis-type/l": b"list",
+             "redisx/other": b"file"}
+    fs, entries = split(files)
+    assert fs == {"notes.txt": b"n", "redisx/other": b"file"}
+    assert entries == {"redis/k": b"v", "redis-ttl/k": b"5", "redis-type/l": b"list"}
+
+
+def test_string_that_looks_like_a_typed_document_stays_a_string(redis_db):
+    redis_db.set("k", b'{"list":["a"]}')
+    restore(redis_db, snapshot(redis_db))
+    assert redis_db.type("k") == b"string"

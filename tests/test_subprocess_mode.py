@@ -1,0 +1,236 @@
+"""Subprocess mode: real processes on a real directory, killed by a real SIGKILL.
+
+Each claim is checked against the in-process mode or against what is on disk: the two
+modes find the same kill points and give the same verdict at each of them, every kill is
+a counted SIGKILL, a torn write leaves exactly the bytes that reached the kernel, SQLite
+kill points split real transactions, and no process outlives faultsim.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+
+import pytest
+
+import faultsim
+from faultsim.agent import load_factory
+from faultsim.engine import AgentFailedCleanly, StoreNeedsSubprocess
+from faultsim.real.explore import SubprocessModeError, explore_subprocess
+from faultsim.real.pool import MARKER
+from reference_agent.mutants import DOUBLE_CRASH_NAMES, NAMES
+
+from conftest import DATA, ROOT
+
+TINY = DATA / "tiny.toml"
+AGENTS = ["reference_agent"] + [f"reference_agent.mutants.{n}"
+                                for n in NAMES + DOUBLE_CRASH_NAMES]
+
+
+def _by_point(report) -> dict[str, list[str]]:
+    (run,) = report.runs
+    return {v.kill_point.id: sorted({x.invariant for x in v.violations})
+            for v in run.verdicts}
+
+
+@pytest.mark.parametrize("agent", AGENTS)
+def test_verdicts_agree_with_the_in_process_mode(agent):
+    scenario = faultsim.load_scenario(TINY)
+    stats: dict = {}
+    # the reference agent on every kill point; each mutant on every other one (CI time)
+    shard = None if agent == "reference_agent" else (1, 2)
+    real = explore_subprocess(agent, scenario, workers=2, stats=stats, shard=shard)
+    model = faultsim.explore(load_factory(agent), scenario, crash_model="process",
+                             crashes=1, workers=2, shard=shard)
+    (run,) = real.runs
+    # every kill landed, as a SIGKILL the server saw, before any verdict counts
+    assert stats["kills_landed"] == len(run.explored) == len(run.verdicts) > 100
+    assert [p.id for p in run.kill_points] == [p.id for p in model.runs[0].kill_points]
+    assert _by_point(real) == _by_point(model)
+    if any(v.violations for v in model.runs[0].verdicts):
+        assert not real.ok  # the mutant is caught for real, not only in the model
+    if agent == "reference_agent":
+        assert real.ok and stats["resumed"] < stats["crash_states"]
+
+
+def test_each_crash_run_of_the_replaying_path_dies_by_sigkill():
+    """Without a fork server each crash run is a fresh interpreter that replays the
+    prefix and SIGKILLs itself at its point (and pays the imports: the bench's
+    baseline)."""
+    scenario = faultsim.load_scenario(TINY)
+    stats: dict = {}
+    report = explore_subprocess("reference_agent", scenario, workers=2, fork_server=False,
+                                only=lambda p: p.index == 21 or p.torn and p.offset == 1 and p.index < 15,
+                                stats=stats)
+    (run,) = report.runs
+    assert stats["kills_landed"] == len(run.explored) >= 2
+    assert report.ok
+
+
+def test_a_torn_write_leaves_the_bytes_that_landed():
+    scenario = faultsim.load_scenario(TINY)
+    model = faultsim.explore(load_factory("reference_agent"), scenario, crash_model="process",
+                             crashes=1, workers=0, only=lambda p: p.torn)
+    torn = [p for p in model.runs[0].explored if "checkpoint.json.tmp" in p.where][3]
+    report = explore_subprocess("reference_agent", scenario, workers=1,
+                                only=lambda p: p.id == torn.id)
+    (verdict,) = report.runs[0].verdicts
+    files = verdict.state.as_dict()
+    (expected,) = [v.state.as_dict() for v in model.runs[0].verdicts
+                   if v.kill_point.id == torn.id]
+    tmp = [k for k in files if k.endswith("checkpoint.json.tmp")][0]
+    assert len(files[tmp]) == torn.offset  # a new temp file: exactly `offset` bytes landed
+    assert files == expected  # and the whole directory is what the model predicts
+
+
+def test_sqlite_kill_points_split_real_transactions():
+    scenario = faultsim.load_scenario(DATA / "tiny_sqlite.toml")
+    stats: dict = {}
+    report = explore_subprocess("reference_agent", scenario, workers=2, stats=stats)
+    (run,) = report.runs
+    assert report.ok, report.counterexamples(limit=1)
+    kinds = {p.where.split()[1] for p in run.kill_points if not p.torn and p.index}
+    assert {"sqlite.begin", "sqlite.exec", "sqlite.commit"} <= kinds
+    # kills between INSERT and COMMIT left a real open transaction behind: a journal file
+    # that the resumed run's SQLite rolled back
+    hot = [v for v in run.verdicts if "sqlite.exec INSERT" in v.kill_point.where]
+    assert hot and all("store.db-journal" in v.state.as_dict() for v in hot)
+    assert stats["kills_landed"] == len(run.verdicts)
+
+
+def test_a_save_in_two_sqlite_transactions_is_caught_between_them():
+    scenario = faultsim.load_scenario(DATA / "tiny_sqlite.toml")
+    report = explore_subprocess("tests.agents:sqlite_two_transactions", scenario, workers=2)
+    failures = report.runs[0].failures
+    assert failures
+    assert all("sqlite.exec DELETE" in v.kill_point.where for v in failures)
+    assert {x.invariant for v in failures for x in v.violations} >= {
+        "progress_recorded_once", "effects_exactly_once"}
+
+
+def test_the_in_process_mode_refuses_a_database_store():
+    scenario = faultsim.load_scenario(DATA / "tiny_sqlite.toml")
+    with pytest.raises(StoreNeedsSubprocess, match="subprocess mode"):
+        faultsim.explore(load_factory("reference_agent"), scenario)
+
+
+def test_subprocess_mode_refuses_the_power_model():
+    with pytest.raises(SubprocessModeError, match="power loss cannot be staged"):
+        explore_subprocess("reference_agent", faultsim.load_scenario(TINY),
+                           crash_model="power")
+
+
+def test_a_hanging_resume_is_stopped_and_reported():
+    scenario = faultsim.load_scenario(TINY)
+    report = explore_subprocess("tests.agents:hangs_on_resume", scenario, workers=2,
+                                timeout=1.0, only=lambda p: p.id.startswith("k21-"))
+    (verdict,) = report.runs[0].verdicts
+    assert "hung" in verdict.violations[0].explanation
+
+
+def test_a_write_outside_the_sandbox_is_refused(tmp_path):
+    scenario = faultsim.load_scenario(TINY)
+    before = os.path.exists("/tmp/faultsim-escape-test.log")
+    with pytest.raises(AgentFailedCleanly, match="outside the sandbox refused"):
+        explore_subprocess("tests.agents:escapes_sandbox", scenario, workers=1)
+    assert os.path.exists("/tmp/faultsim-escape-test.log") == before
+
+
+# -- no process outlives faultsim ----------------------------------------------------------
+def _marked(marker: str) -> list[int]:
+    """Live processes whose environment carries this run's marker."""
+    pids = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/environ", "rb") as f:
+                if f"{MARKER}={marker}".encode() in f.read().split(b"\0"):
+                    with open(f"/proc/{entry}/stat", "rb") as s:
+                        if s.read().split(b") ")[-1][:1] != b"Z":  # zombies are dead
+                            pids.append(int(entry))
+        except OSError:
+            pass
+    return pids
+
+
+def _start_long_run(marker: str) -> subprocess.Popen:
+    env = {**os.environ, MARKER: marker, "PYTHONPATH": str(ROOT)}
+    return subprocess.Popen([sys.executable, "-m", "faultsim.cli", "run",
+                             str(ROOT / "scenarios" / "support_tickets.toml"), "--mode",
+                             "subprocess", "--workers", "2"], cwd=ROOT, env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def _wait_for(condition, seconds: float) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.05)
+    return condition()
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="uses /proc")
+@pytest.mark.parametrize("how", [signal.SIGKILL, signal.SIGINT, signal.SIGTERM])
+def test_no_process_outlives_faultsim(how):
+    marker = f"test-{uuid.uuid4().hex}"
+    proc = _start_long_run(marker)
+    try:
+        # the servers are up and children are being forked: more than faultsim itself
+        assert _wait_for(lambda: len(_marked(marker)) >= 3, 60), "the run never started"
+        time.sleep(1.0)  # well into the sweep
+        proc.send_signal(how)
+        proc.wait(timeout=30)
+        assert _wait_for(lambda: not _marked(marker), 10), \
+            f"left behind after {how.name}: {_marked(marker)}"
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+# -- Redis -------------------------------------------------------------------------------
+REDIS = DATA / "tiny_redis.toml"
+
+
+def test_reference_agent_passes_on_a_real_redis(redis_server):  # skip without redis-server
+    stats: dict = {}
+    report = explore_subprocess("reference_agent", faultsim.load_scenario(REDIS), workers=2,
+                                stats=stats)
+    (run,) = report.runs
+    assert report.ok, report.counterexamples(limit=1)
+    assert stats["kills_landed"] == len(run.verdicts)
+    wheres = [p.where for p in run.kill_points]
+    # one MULTI/EXEC per save, each queued command a kill point of its own
+    assert any("redis.multi" in w for w in wheres) and any("redis.exec" in w for w in wheres)
+    assert any("redis.set" in w and "queued" in w for w in wheres)
+    # the crash states hold the database: the checkpoint key is there mid-run
+    assert any("@redis/faultsim/tiny_redis/checkpoint" in v.state.as_dict()
+               for v in run.verdicts)
+
+
+def test_redis_two_writes_is_caught_between_its_two_writes(redis_server):
+    report = explore_subprocess("reference_agent.mutants.redis_two_writes",
+                                faultsim.load_scenario(REDIS), workers=2)
+    failures = report.runs[0].failures
+    assert failures
+    assert all(v.kill_point.where.split()[1] == "redis.set" for v in failures)
+    assert "a save was torn from its log entry" in failures[0].violations[0].explanation
+
+
+def test_ttl_on_running_is_found_by_the_downtime(redis_server, tmp_path):
+    """Caught with 2 h of downtime (longer than its 1 h expiry); with none, it passes: the
+    downtime fault is what finds it."""
+    mutant = "reference_agent.mutants.ttl_on_running"
+    report = explore_subprocess(mutant, faultsim.load_scenario(REDIS), workers=2)
+    failures = report.runs[0].failures
+    assert failures
+    assert {x.invariant for v in failures for x in v.violations} >= {
+        "no_silent_restart", "effects_exactly_once"}
+    no_downtime = tmp_path / "tiny_redis_no_downtime.toml"
+    no_downtime.write_text(REDIS.read_text().replace('downtime = "2h"', 'downtime = "0s"'))
+    assert explore_subprocess(mutant, faultsim.load_scenario(no_downtime), workers=2).ok
