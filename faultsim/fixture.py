@@ -30,7 +30,8 @@ if TYPE_CHECKING:
 
 MARKER = "faultsim"
 _MARKER_KEYS = ("scenario", "agent", "crash_model", "crashes", "seed", "timeout",
-                "categories", "kill_points")
+                "categories", "kill_points", "mode")
+MODES = ("auto", "in-process", "subprocess")
 DEFAULTS = {"crash_model": "process", "crashes": 2, "seed": "0", "timeout": 30.0}
 
 
@@ -87,6 +88,7 @@ class Settings:
     timeout: float | None
     categories: tuple[str, ...] | None
     kill_points: bool  # one test item per kill point
+    mode: str = "auto"  # auto | in-process | subprocess (auto: subprocess for a database store)
 
     def resolve_agent(self, agent: Any = None) -> tuple[Callable, str]:
         agent = agent if agent is not None else self.agent
@@ -166,8 +168,14 @@ def settings_for(node: Any, options: Options) -> Settings | None:
                                      f"expected some of {', '.join(CATEGORIES)}")
     seed = options.seed if options.seed is not None else str(kwargs.get("seed",
                                                                         DEFAULTS["seed"]))
+    mode = kwargs.get("mode", "auto")
+    if mode not in MODES:
+        raise FaultsimUsageError(f"{where}: mode={mode!r}: expected {', '.join(MODES)}")
+    if mode == "subprocess" and kwargs.get("kill_points"):
+        raise FaultsimUsageError(f"{where}: kill_points=True items run in-process; explore "
+                                 "in subprocess mode with one test (faultsim.check())")
     return Settings(scenario, kwargs.get("agent"), crash_model, crashes, seed, timeout,
-                    categories, bool(kwargs.get("kill_points", False)))
+                    categories, bool(kwargs.get("kill_points", False)), mode)
 
 
 def resolve_scenario(scenario: str | Path, node: Any) -> Path:
@@ -247,12 +255,13 @@ class PluginState:
 def known_errors() -> tuple[type[BaseException], ...]:
     """What a wrong agent or scenario raises: told as one line, not a traceback."""
     from .agent import AgentLoadError
-    from .engine import AgentFailedCleanly, KillDidNotLand, NonDeterminismError
+    from .engine import (AgentFailedCleanly, KillDidNotLand, NonDeterminismError,
+                         StoreNeedsSubprocess)
     from .formats.corpus import CorpusError
     from .scenario import ScenarioError
 
     return (FaultsimUsageError, AgentLoadError, AgentFailedCleanly, NonDeterminismError,
-            KillDidNotLand, ScenarioError, CorpusError)
+            KillDidNotLand, ScenarioError, CorpusError, StoreNeedsSubprocess)
 
 
 class FaultsimFixture:
@@ -343,7 +352,13 @@ class FaultsimFixture:
         from .scenario import load_scenario
 
         categories = settings.categories
-        report = explore(factory, load_scenario(settings.scenario),
+        scenario_ = load_scenario(settings.scenario)
+        if settings.mode == "subprocess" or (settings.mode == "auto"
+                                             and scenario_.store.needs_subprocess):
+            report = self._explore_subprocess(settings, name, scenario_)
+            self._note(report, "scenario")
+            return report
+        report = explore(factory, scenario_,
                          crash_model=settings.crash_model, agent_name=name,
                          timeout=settings.timeout, seed=settings.seed,
                          crashes=settings.crashes, shard=state.options.shard,
@@ -351,6 +366,26 @@ class FaultsimFixture:
                          search_seconds=left)
         self._note(report, "scenario")
         return report
+
+    def _explore_subprocess(self, settings: Settings, name: str, scenario: Any) -> "Report":
+        """Real processes on a real directory (`mode="subprocess"`, or a scenario whose
+        checkpoints live in SQLite or Redis): the fork servers import the agent by name."""
+        import os
+
+        from .real.explore import SubprocessModeError, explore_subprocess
+
+        if ":" not in name and name == "agent":
+            raise FaultsimUsageError("subprocess mode imports the agent by name: give a "
+                                     "module-level factory or 'module:attr'")
+        categories = settings.categories
+        try:
+            return explore_subprocess(
+                name, scenario, agent_name=name, crash_model=settings.crash_model,
+                timeout=settings.timeout, seed=settings.seed, workers=os.cpu_count() or 1,
+                shard=self._state.options.shard,
+                only=(lambda p: p.category in categories) if categories else None)
+        except SubprocessModeError as exc:
+            raise FaultsimUsageError(f"{scenario.path}: {exc}") from None
 
     def check(self, make_agent: Any = None, scenario: Any = None) -> "Report":
         """Explore, and fail the test (a plain AssertionError carrying the counterexample)

@@ -44,9 +44,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", f"{MARKER}(scenario, agent=None, crash_model='process', crashes=2, "
-        "seed='0', timeout=30, categories=None, kill_points=False): a faultsim test of "
-        "agent on scenario; kill_points=True (or faultsim.parametrize) makes one test item "
-        "per kill point")
+        "seed='0', timeout=30, categories=None, kill_points=False, mode='auto'): a faultsim "
+        "test of agent on scenario; kill_points=True (or faultsim.parametrize) makes one test "
+        "item per kill point; mode='subprocess' runs real processes killed by SIGKILL (auto: "
+        "for scenarios whose [store] is sqlite or redis)")
     try:
         crashes = config.getoption("faultsim_crashes")
         if crashes is not None and crashes < 1:

@@ -234,3 +234,38 @@ def test_ttl_on_running_is_found_by_the_downtime(redis_server, tmp_path):
     no_downtime = tmp_path / "tiny_redis_no_downtime.toml"
     no_downtime.write_text(REDIS.read_text().replace('downtime = "2h"', 'downtime = "0s"'))
     assert explore_subprocess(mutant, faultsim.load_scenario(no_downtime), workers=2).ok
+
+
+# -- the pytest plugin ---------------------------------------------------------------------
+def test_the_plugin_runs_a_database_store_in_subprocess_mode(pytester):
+    """A marker on a scenario whose checkpoints live in SQLite runs in subprocess mode by
+    itself (mode="auto"); a naive two-transaction save fails the test with its
+    counterexample; kill-point items cannot be real processes and say so."""
+    import shutil
+
+    pytester.makeini("[pytest]\n")
+    shutil.copy(DATA / "tiny_sqlite.toml", pytester.path / "tiny_sqlite.toml")
+    pytester.makepyfile(test_store=f"""
+        import sys
+        import pytest
+        sys.path.insert(0, {str(ROOT)!r})  # tests.agents
+
+        @pytest.mark.faultsim("tiny_sqlite.toml", agent="reference_agent")
+        def test_reference(faultsim):
+            report = faultsim.check()
+            assert report.runs[0].mode == "subprocess"
+
+        @pytest.mark.faultsim("tiny_sqlite.toml", agent="tests.agents:sqlite_two_transactions")
+        def test_naive(faultsim):
+            faultsim.check()
+
+        @pytest.mark.faultsim("tiny_sqlite.toml", agent="reference_agent", kill_points=True,
+                              mode="subprocess")
+        def test_items(faultsim):
+            faultsim.check()
+        """)
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-q")
+    result.assert_outcomes(passed=1, failed=2)
+    out = result.stdout.str()
+    assert "test_naive" in out and "sqlite.exec DELETE" in out
+    assert "kill_points=True items run in-process" in out
