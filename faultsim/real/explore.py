@@ -163,11 +163,12 @@ def _sweep(pool: ForkServers, scenario: Scenario, sweep: _Sweep, chosen: list[Ki
                         (masked, watch, signature) if masked is not None else None, watch))
     results: dict[tuple, ResumeResult] = {}
     fresh_for: dict[tuple, str] = {}  # exact key -> the point whose state was resumed
+    entry_of: dict[tuple, tuple] = {}  # job id -> its entry (kept here, not sent)
     golden = sweep.golden
     settled = [0]
 
     def resume_done(job: dict, result: JobResult) -> None:
-        point, state, _, exact, _, watch = job["entry"]
+        point, state, _, exact, _, watch = entry_of.pop(job["id"])
         report = _report_of(result, f"the resumed run after {point.id}")
         world = pickle.loads(report["world"])
         crash_run = CrashRun([point], state, world, outcome=report.get("outcome"),
@@ -199,24 +200,25 @@ def _sweep(pool: ForkServers, scenario: Scenario, sweep: _Sweep, chosen: list[Ki
             fresh_for[exact] = entry[0].id
             job = _job(("resume", exact), files=entry[1].as_dict(), world=entry[2],
                        downtime=scenario.profile.downtime)
-            job["watch"], job["entry"] = entry[5], entry
+            job["watch"] = entry[5]
+            entry_of[job["id"]] = entry
             jobs.append(job)
         return jobs
 
     first_wave, deferred, classes = [], [], {}
     for entry in entries:
         cls = entry[4]
-        if cls is not None and cls in classes and entry[3] not in fresh_for:
+        if cls is not None and cls in classes:  # wait for its class's first verdict
             deferred.append(entry)
             continue
         if cls is not None:
             classes.setdefault(cls, entry[3])
         first_wave.append(entry)
-    pool.run(_strip(resume_jobs(first_wave)), _with_entry(resume_done))
+    pool.run(resume_jobs(first_wave), resume_done)
     blind = {cls: results[exact] for cls, exact in classes.items()
              if results[exact].blind_to_content(cls[1])}
     second_wave = [e for e in deferred if e[3] not in results and e[4] not in blind]
-    pool.run(_strip(resume_jobs(second_wave)), _with_entry(resume_done))
+    pool.run(resume_jobs(second_wave), resume_done)
 
     for point, state, _, exact, cls, _ in entries:
         result = results.get(exact) or blind[cls]
@@ -225,25 +227,6 @@ def _sweep(pool: ForkServers, scenario: Scenario, sweep: _Sweep, chosen: list[Ki
     if progress is not None:
         progress(len(chosen), len(chosen))
     return landed
-
-
-_ENTRIES: dict = {}
-
-
-def _strip(jobs: list[dict]) -> list[dict]:
-    """Keep the bookkeeping entry on this side: only the job itself goes to a server."""
-    out = []
-    for job in jobs:
-        entry = job.pop("entry")
-        _ENTRIES[job["id"]] = entry
-        out.append(job)
-    return out
-
-
-def _with_entry(done):
-    def wrapped(job: dict, result: JobResult) -> None:
-        done({**job, "entry": _ENTRIES.pop(job["id"])}, result)
-    return wrapped
 
 
 def _last_written(trace: list) -> dict[int, str]:
