@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping
 if TYPE_CHECKING:
     import anthropic
 
-    from .world import Receiver, WorldClock
+    from .world import Receiver, World, WorldClock
 
 
 @dataclass
@@ -32,6 +32,7 @@ class AgentEnv:
     incarnation: int  # 1 for the first start, 2 for the first resume, …
     mark: Callable[..., None] | None = None  # optional: the agent may report protocol marks
     store: "Store | None" = None  # where the scenario says checkpoints live (None: files)
+    world: "World | None" = None  # for faultsim's own adapters (faultsim.adapters.*) only
 
 
 @dataclass(frozen=True)
@@ -119,3 +120,27 @@ def load_factory(spec: str) -> Callable[[AgentEnv], Any]:
         raise AgentLoadError(f"agent {spec!r}: module {module_name!r} has no callable "
                              f"{attr!r}")
     return factory
+
+
+LANGGRAPH = "langgraph:"  # agent spec langgraph:MODE: the scenario's [langgraph] graph
+LANGGRAPH_MODES = ("sync", "async", "exit")  # LangGraph's durability modes
+
+
+def factory_for(spec: str, scenario: Any = None) -> Callable[[AgentEnv], Any]:
+    """`load_factory`, plus `langgraph:MODE`: the graph a scenario's [langgraph] table names,
+    run by faultsim's LangGraph adapter with durability MODE (sync, async or exit)."""
+    if not spec.startswith(LANGGRAPH):
+        return load_factory(spec)
+    spec_lg = getattr(scenario, "langgraph", None)
+    if spec_lg is None:
+        raise AgentLoadError(f"agent {spec!r} runs a scenario's [langgraph] graph; "
+                             f"{getattr(scenario, 'path', 'this scenario')} has none")
+    try:
+        from .adapters.langgraph import graph_agent
+    except ImportError as exc:
+        raise AgentLoadError(str(exc)) from None
+    try:
+        return graph_agent(load_factory(spec_lg.graph), durability=spec[len(LANGGRAPH):],
+                           human_reply=spec_lg.human_reply)
+    except ValueError as exc:
+        raise AgentLoadError(f"agent {spec!r}: {exc}") from None

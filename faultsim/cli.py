@@ -36,8 +36,39 @@ def _check_plan(plan, scenario, ns: argparse.Namespace, progress) -> None:
     progress.plan(plan)
 
 
+def _durability_modes(asked: str | None) -> list[str]:
+    from .agent import LANGGRAPH_MODES
+
+    modes = [m.strip() for m in (asked or ",".join(LANGGRAPH_MODES)).split(",") if m.strip()]
+    bad = [m for m in modes if m not in LANGGRAPH_MODES]
+    if bad or not modes:
+        raise UsageError(f"--durability {asked!r}: expected some of "
+                         f"{', '.join(LANGGRAPH_MODES)}, comma-separated")
+    return modes
+
+
+def _agents(scenario, ns: argparse.Namespace, modes: list[str]) -> list[str]:
+    """The agent specs to explore a scenario with: --agent, or for a LangGraph scenario
+    one `langgraph:MODE` per durability mode (unless --agent names one)."""
+    from .agent import LANGGRAPH
+
+    if scenario.langgraph is None:
+        if ns.agent.startswith(LANGGRAPH):
+            raise UsageError(f"{scenario.path}: --agent {ns.agent} runs a scenario's "
+                             "[langgraph] graph, and this scenario has no [langgraph] table")
+        return [ns.agent]
+    if ns.agent.startswith(LANGGRAPH):
+        return [ns.agent]
+    return [LANGGRAPH + m for m in modes]
+
+
 def _mode_for(scenario, asked: str) -> str:
     needs = scenario.store.needs_subprocess
+    if scenario.langgraph is not None and asked == "subprocess" and not needs:
+        raise UsageError(f"{scenario.path}: this LangGraph scenario's checkpointer is "
+                         "LangGraph's in-memory one, kept in faultsim's world: it runs "
+                         "in-process (a [store] kind = \"sqlite\" runs SqliteSaver on a real "
+                         "file, in subprocess mode)")
     if asked == "auto":
         return "subprocess" if needs else "in-process"
     if asked == "in-process" and needs:
@@ -47,7 +78,8 @@ def _mode_for(scenario, asked: str) -> str:
     return asked
 
 
-def _run_subprocess(sc, ns: argparse.Namespace, crash_model, only, progress, plan):
+def _run_subprocess(sc, ns: argparse.Namespace, agent: str, crash_model, only, progress,
+                    plan):
     import os
 
     from .real.explore import SubprocessModeError, explore_subprocess
@@ -60,7 +92,7 @@ def _run_subprocess(sc, ns: argparse.Namespace, crash_model, only, progress, pla
         print(f"{sc.id}: subprocess mode explores single crashes (crashes during recovery "
               "run in-process)", file=sys.stderr)
     try:
-        return explore_subprocess(ns.agent, sc, agent_name=ns.agent, only=only,
+        return explore_subprocess(agent, sc, agent_name=agent, only=only,
                                   timeout=ns.timeout, seed=ns.seed,
                                   workers=ns.workers or os.cpu_count() or 1,
                                   crash_model=models, progress=progress, plan=plan)
@@ -71,40 +103,58 @@ def _run_subprocess(sc, ns: argparse.Namespace, crash_model, only, progress, pla
 def cmd_run(ns: argparse.Namespace) -> int:
     import json
 
-    from .agent import load_factory
+    from .agent import LANGGRAPH, factory_for, load_factory
     from .console import Progress, print_run
     from .engine import explore
     from .report import Report
     from .scenario import load_scenario
 
-    factory = load_factory(ns.agent)
     scenarios = [load_scenario(p) for p in scenario_paths(ns.scenarios)]
+    factory = None if ns.agent.startswith(LANGGRAPH) else load_factory(ns.agent)
+    modes = _durability_modes(ns.durability)
     only = None
     if ns.kill_point:
         wanted = set(ns.kill_point)
         only = lambda point: point.id in wanted  # noqa: E731
     report = Report()
-    for sc in scenarios:
+    graphs = []  # runs of LangGraph scenarios: summed up per durability mode at the end
+    for sc, agent in ((sc, agent) for sc in scenarios for agent in _agents(sc, ns, modes)):
         crash_model = ns.crash_model or list(sc.profile.crash_models)
         mode = _mode_for(sc, ns.mode)
-        progress = Progress(sc.id)
+        progress = Progress(sc.id if agent == ns.agent else f"{sc.id} [{agent}]")
         check = lambda plan, sc=sc, progress=progress: _check_plan(  # noqa: E731
             plan, sc, ns, progress)
         try:
             if mode == "subprocess":
-                part = _run_subprocess(sc, ns, crash_model, only, progress, check)
+                part = _run_subprocess(sc, ns, agent, crash_model, only, progress, check)
             else:
-                part = explore(factory, sc, crash_model=crash_model, agent_name=ns.agent,
-                               only=only, timeout=ns.timeout, workers=ns.workers,
-                               crashes=ns.crashes, seed=ns.seed, search=ns.search,
-                               search_seconds=ns.search_seconds, progress=progress,
-                               plan=check)
+                part = explore(factory if agent == ns.agent and factory else
+                               factory_for(agent, sc), sc, crash_model=crash_model,
+                               agent_name=agent, only=only, timeout=ns.timeout,
+                               workers=ns.workers, crashes=ns.crashes, seed=ns.seed,
+                               search=ns.search, search_seconds=ns.search_seconds,
+                               progress=progress, plan=check)
         finally:
             progress.close()
         for run in part.runs:
             report.runs.append(run)
             print_run(run)
+            if sc.langgraph is not None:
+                graphs.append(run)
         sys.stdout.flush()
+    if graphs:
+        from .adapters.langgraph.verdicts import breaks, table
+
+        print()
+        print("LangGraph, per scenario and durability mode (crash states):")
+        print(table(graphs))
+        print()
+        print("per durability mode and kill-point category, over these scenarios:")
+        print(table(graphs, by_category=True))
+        print()
+        print("each break, replayable:")
+        for line in breaks(graphs):
+            print("  " + line)
     if not report.ok and ns.examples > 0:
         print()
         print("\n\n".join(report.counterexamples(limit=ns.examples)))
@@ -121,18 +171,22 @@ def cmd_run(ns: argparse.Namespace) -> int:
 
 
 def cmd_list(ns: argparse.Namespace) -> int:
-    from .agent import load_factory
+    from .agent import LANGGRAPH, factory_for, load_factory
     from .engine import survey
     from .killpoints import categories
     from .scenario import format_duration, load_scenario
 
-    factory = load_factory(ns.agent)
     scenarios = [load_scenario(p) for p in scenario_paths(ns.scenarios)]
+    factory = None if ns.agent.startswith(LANGGRAPH) else load_factory(ns.agent)
     for n, sc in enumerate(scenarios):
         if sc.store.needs_subprocess:
             from .real.explore import survey_subprocess
             points = survey_subprocess(ns.agent, sc, timeout=ns.timeout)
             states = {"process": len(points), "power": "n/a (subprocess mode)"}
+        elif sc.langgraph is not None:  # the kill points of the first durability mode
+            agent = _agents(sc, ns, ["sync"])[0]
+            points, states = survey(factory_for(agent, sc), sc, agent_name=agent,
+                                    timeout=ns.timeout)
         else:
             points, states = survey(factory, sc, agent_name=ns.agent, timeout=ns.timeout)
         main = sc.script.turns
@@ -151,6 +205,8 @@ def cmd_list(ns: argparse.Namespace) -> int:
         print(f"  services     {services}")
         if sc.store.needs_subprocess:
             print(f"  store        {sc.store.kind} (subprocess mode)")
+        if sc.langgraph is not None:
+            print(f"  langgraph    {sc.langgraph.graph} (kill points of durability sync)")
         print(f"  kill points  {len(points)}: crash states process {states['process']}, "
               f"power {states['power']}")
         cats = categories(points)
@@ -235,12 +291,15 @@ def cmd_formats_check(ns: argparse.Namespace) -> int:
 def cmd_replay(ns: argparse.Namespace) -> int:
     import json
 
-    from .agent import load_factory
+    from .agent import factory_for
     from .replayer import replay
+    from .scenario import load_scenario
     from .token import ReplayToken
 
     token = ReplayToken.decode(ns.token)
-    factory = load_factory(ns.agent or token.agent)
+    spec = ns.agent or token.agent
+    factory = factory_for(spec, load_scenario(token.scenario) if spec.startswith(
+        "langgraph:") else None) if ns.agent else None
     result = replay(token, factory, timeout=ns.timeout)
     crashes = len(result.schedule)
     print(f"replaying {crashes} crash{'es' if crashes > 1 else ''} of "
@@ -287,6 +346,9 @@ def build_parser() -> argparse.ArgumentParser:
                      "real process on a real directory, killed by SIGKILL (SQLite, Redis, "
                      "module-level state; process crashes). auto (default): subprocess for "
                      "scenarios whose [store] is sqlite or redis")
+    run.add_argument("--durability", default=None, metavar="MODES",
+                     help="LangGraph scenarios: the durability modes to explore, "
+                          "comma-separated (default: sync,async,exit)")
     run.add_argument("--json", metavar="FILE", help="write the report as JSON")
     run.add_argument("--junit", metavar="FILE",
                      help="write a JUnit XML report: one test case per scenario, crash model "

@@ -122,6 +122,9 @@ def world_signature(world: World) -> str:
     for name, service in sorted(world.services.items()):
         state = {k: v for k, v in vars(service).items() if not k.startswith("_world")}
         parts.append(name + repr(sorted((k, repr(v)) for k, v in state.items())))
+    for name, value in sorted(world.durable.items()):
+        sign = getattr(value, "faultsim_signature", None)
+        parts.append(name + (sign() if callable(sign) else repr(value)))
     return hashlib.blake2b("\n".join(parts).encode(), digest_size=12).hexdigest()
 
 
@@ -518,7 +521,8 @@ class _Sweep:
                                          after_kill)
         run = self.runs[model]
         verdict = Verdict(point, model, state.persisted, violations, state, result.summary,
-                          self.golden, order, earlier=self.earlier)
+                          self.golden, order, earlier=self.earlier,
+                          resumed_at=result.first_position)
         if self.earlier:
             depth = run.depth(len(self.earlier) + 1)
             depth.explored += 1

@@ -96,18 +96,23 @@ class Settings:
             raise FaultsimUsageError("no agent: name it in the marker "
                                      "(@pytest.mark.faultsim(scenario, agent=make_agent)) or "
                                      "pass it: faultsim.check(make_agent)")
-        return factory_and_name(agent)
+        return factory_and_name(agent, self.scenario)
 
 
-def factory_and_name(agent: Any) -> tuple[Callable, str]:
-    """The factory and the name replays use to import it again ("module" or "module:attr")."""
+def factory_and_name(agent: Any, scenario: str | None = None) -> tuple[Callable, str]:
+    """The factory and the name replays use to import it again ("module", "module:attr",
+    or "langgraph:MODE" for the graph a scenario's [langgraph] table names)."""
     import types
 
-    from .agent import AgentLoadError, load_factory
+    from .agent import LANGGRAPH, AgentLoadError, factory_for
 
     if isinstance(agent, str):
         try:
-            return load_factory(agent), agent
+            if agent.startswith(LANGGRAPH):
+                from .scenario import load_scenario
+
+                return factory_for(agent, load_scenario(scenario) if scenario else None), agent
+            return factory_for(agent), agent
         except AgentLoadError as exc:
             raise FaultsimUsageError(str(exc)) from None
     if isinstance(agent, types.ModuleType):

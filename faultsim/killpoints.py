@@ -22,12 +22,18 @@ _PHASES = {
     "mark.checkpoint.B": "after-B",
     "mark.run.completed": "after-completion",
     "mark.run.escalated": "after-escalation",
+    # LangGraph (faultsim.adapters.langgraph): checkpointer calls and the end of a tool
+    "mark.lg.read": "after-checkpoint-read",
+    "mark.lg.put": "after-checkpoint-put",
+    "mark.lg.writes": "after-put-writes",
+    "mark.lg.tool.end": "after-tool",
 }
 _COMMITS = ("sqlite.commit", "redis.exec")
 CATEGORIES = ("start", "after-model-response", "checkpoint-mid-write", "checkpoint-rename",
               "checkpoint-commit",
               "between-A-and-tool", "in-tool", "after-effect", "after-tool-before-B",
-              "after-B", "mid-write", "after-completion", "after-escalation")
+              "after-B", "mid-write", "after-completion", "after-escalation",
+              "after-checkpoint-read", "after-checkpoint-put", "after-put-writes", "after-tool")
 REQUIRED_ON_REFERENCE = ("checkpoint-mid-write", "checkpoint-rename", "after-model-response",
                          "between-A-and-tool", "after-effect", "after-tool-before-B", "after-B")
 

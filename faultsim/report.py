@@ -52,6 +52,7 @@ class Verdict:
     golden: "Golden"
     order: int = 0  # among the crash states of one kill point
     earlier: tuple = ()  # the schedule's crashes before this one (`explore.Earlier`)
+    resumed_at: int | None = None  # the model turn the resumed run asked first (0: turn 1)
 
     @property
     def ok(self) -> bool:
@@ -302,7 +303,9 @@ class Report:
             bad = {v.kill_point.id for v in run.verdicts if not v.ok}
             bad |= {v.earlier[0].point.id for v in run.deep_failures if v.earlier}
             explored = {p.id for p in run.explored}
-            rows.append((run.scenario.id, run.crash_model, str(len(run.explored)),
+            name = run.scenario.id + (f" [{run.agent.partition(':')[2]}]"
+                                      if run.agent.startswith("langgraph:") else "")
+            rows.append((name, run.crash_model, str(len(run.explored)),
                          str(len(explored - bad)), str(len(run.failures)),
                          f"{run.seconds:.1f}s"))
         widths = [max(len(r[i]) for r in [head, *rows]) for i in range(len(head))]

@@ -35,7 +35,7 @@ def make_env(scenario: Scenario, world: World, workdir: Path,
     return AgentEnv(workdir=Path(workdir), client=world.model.client(max_retries=max_retries),
                     services=world.services, clock=world.clock, task=scenario.task,
                     task_id=scenario.id, model=scenario.model,
-                    incarnation=world.incarnation, mark=mark)
+                    incarnation=world.incarnation, mark=mark, world=world)
 
 
 class ScenarioRun:

@@ -63,6 +63,17 @@ class StoreSpec:
 
 
 @dataclass(frozen=True)
+class LangGraphSpec:
+    """A scenario run by a LangGraph graph (faultsim.adapters.langgraph) instead of an agent
+    factory: `graph` names the graph factory, FILE.py:ATTR relative to the scenario file or
+    MODULE:ATTR; `human_reply` answers the graph's interrupt() (none: the pause is the end,
+    an escalation to a person)."""
+
+    graph: str
+    human_reply: str | None = None
+
+
+@dataclass(frozen=True)
 class FaultProfile:
     """How the scenario is attacked by default; `faultsim run` flags and pytest options
     override it. API faults live on the scripts (`Script.faults`): they are addressed by a
@@ -92,6 +103,7 @@ class Scenario:
     subagents: tuple[Script, ...] = ()
     profile: FaultProfile = FaultProfile()
     store: StoreSpec = StoreSpec()
+    langgraph: LangGraphSpec | None = None
 
     def build_world(self, *, retry_after_ms: int = 1) -> World:
         world = World(clock=WorldClock(self.start_time), retry_after_ms=retry_after_ms,
@@ -279,7 +291,7 @@ def parse_duration(value: Any, reader: "_Reader | None" = None, key: str = "dura
 
 
 _TOP_KEYS = {"id", "task", "model", "start_time", "expected_final_answer", "services",
-             "turns", "subagents", "fault_profile", "store"}
+             "turns", "subagents", "fault_profile", "store", "langgraph"}
 _MOVED = ("a fault profile: API faults are listed in [fault_profile] as "
           "api_faults = [{ at = TURN, kind = \"529\" }] (add script = NAME for a sub-agent)")
 
@@ -366,6 +378,21 @@ def parse_scenario(data: dict, path: str | Path = "<scenario>") -> Scenario:
     if store_kind not in STORE_KINDS:
         raise r.fail("store.kind", "one of " + ", ".join(STORE_KINDS), store_kind)
 
+    langgraph = None
+    if "langgraph" in data:
+        raw_lg = r.get(data, "langgraph", "", dict, "a [langgraph] table", {})
+        r.no_extra(raw_lg, {"graph", "human_reply"}, "langgraph")
+        graph = r.get(raw_lg, "graph", "langgraph", str,
+                      "the graph factory: FILE.py:ATTR (relative to this file) or MODULE:ATTR")
+        if ":" not in graph:
+            raise r.fail("langgraph.graph", "FILE.py:ATTR or MODULE:ATTR", graph)
+        file, _, attr = graph.rpartition(":")
+        if file.endswith(".py") and not Path(file).is_absolute():
+            graph = f"{Path(path).parent / file}:{attr}"
+        reply = r.get(raw_lg, "human_reply", "langgraph", str, "a person's answer", None) \
+            if "human_reply" in raw_lg else None
+        langgraph = LangGraphSpec(graph, reply)
+
     scenario_id = r.get(data, "id", "", str, "a scenario id", Path(path).stem)
     return Scenario(
         id=scenario_id, path=str(path), task=task, profile=profile,
@@ -374,4 +401,5 @@ def parse_scenario(data: dict, path: str | Path = "<scenario>") -> Scenario:
                                     "the final answer the run must give"),
         services=tuple(services), model=r.get(data, "model", "", str, "a model name",
                                               "claude-sonnet-5-5"),
-        start_time=start, subagents=tuple(subagents), store=StoreSpec(store_kind))
+        start_time=start, subagents=tuple(subagents), store=StoreSpec(store_kind),
+        langgraph=langgraph)

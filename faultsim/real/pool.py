@@ -112,7 +112,10 @@ class ForkServers:
         os.makedirs(root, exist_ok=True)
         read_fd, write_fd = os.pipe()
         log = os.path.join(self.tmp, f"server-{slot}.log")
-        env = {**os.environ, MARKER: self.run_id}
+        # One hash seed for every server: set iteration order (LangGraph builds checkpoints
+        # from sets) must not differ between the servers two clean runs land on.
+        env = {**os.environ, MARKER: self.run_id,
+               "PYTHONHASHSEED": os.environ.get("PYTHONHASHSEED", "0")}
         with open(log, "ab") as log_file:
             proc = subprocess.Popen(
                 [sys.executable, "-m", "faultsim.real.server", str(write_fd)],

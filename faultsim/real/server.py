@@ -54,7 +54,7 @@ def _setup(init: dict) -> Context:
     importlib.import_module("anthropic")  # the expensive import, paid once here
     import freezegun
 
-    from ..agent import Store, load_factory
+    from ..agent import Store, factory_for
     from ..interpose import sqlite as sqlite_trace
     from ..scenario import load_scenario
     from . import fstrace
@@ -76,7 +76,7 @@ def _setup(init: dict) -> Context:
         redis_trace.install(fstrace.emit)
         store = Store("redis", url=init["redis_url"])
         redis_client = redis.Redis.from_url(init["redis_url"])
-    make_agent = load_factory(init["agent"])
+    make_agent = factory_for(init["agent"], scenario)
     _warm_up(scenario)
     freezer = freezegun.freeze_time(scenario.start_time.replace("+00:00", ""))
     factory = freezer.start()  # once: each start rescans every loaded module

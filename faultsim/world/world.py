@@ -25,6 +25,10 @@ class World:
         self.services: dict[str, Receiver] = {}
         self.incarnation = 0
         self.sealed = False  # set at a kill: a dead incarnation can no longer act
+        # State an adapter keeps outside the agent's process, as a server would (LangGraph's
+        # in-memory checkpointer): it survives crashes, is copied with the world and is part
+        # of what a resumed run can observe (`faultsim.engine.world_signature`).
+        self.durable: dict[str, Any] = {}
         self._listeners: list[Listener] = []
         # Bound methods, not lambdas, so that copy.deepcopy(world) rebinds them.
         self.model = FakeClaude(scripts, retry_after_ms=retry_after_ms,

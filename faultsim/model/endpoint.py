@@ -1,0 +1,115 @@
+"""The fake Claude as a Messages API endpoint on a loopback port.
+
+For agents that build their own client and cannot be handed one: LangChain's
+`ChatAnthropic(base_url=...)`, or any SDK client configured by the environment
+(`ANTHROPIC_BASE_URL`, `ANTHROPIC_API_KEY`). They are served the same answers, by the same
+`FakeClaude`, as the in-process transport serves. Only 127.0.0.1 is bound.
+
+    with serve(world.model) as endpoint:
+        chat = ChatAnthropic(model="claude-sonnet-5-5", base_url=endpoint.base_url,
+                             api_key=endpoint.api_key)
+"""
+from __future__ import annotations
+
+import os
+import threading
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import TYPE_CHECKING, Iterator
+
+import httpx2
+
+from .fake import FAKE_API_KEY
+
+if TYPE_CHECKING:
+    from .fake import FakeClaude
+
+_HOP_BY_HOP = {"connection", "keep-alive", "transfer-encoding", "content-length",
+               "content-encoding"}
+
+
+class ModelEndpoint:
+    """A running endpoint: `base_url` and `api_key` are what a client needs."""
+
+    api_key = FAKE_API_KEY
+
+    def __init__(self, fake: "FakeClaude") -> None:
+        self.fake = fake
+        self._lock = threading.Lock()  # one request at a time: the fake is deterministic
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(target=self._server.serve_forever,
+                                        name="faultsim-model-endpoint", daemon=True)
+
+    @property
+    def base_url(self) -> str:
+        host, port = self._server.server_address[:2]
+        return f"http://{host}:{port}"
+
+    @property
+    def environ(self) -> dict[str, str]:
+        """The variables an SDK client reads when built without arguments."""
+        return {"ANTHROPIC_BASE_URL": self.base_url, "ANTHROPIC_API_KEY": self.api_key}
+
+    def start(self) -> "ModelEndpoint":
+        self._thread.start()
+        return self
+
+    def close(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join(timeout=5)
+
+    def _handler(self) -> type[BaseHTTPRequestHandler]:
+        endpoint = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, format: str, *args: object) -> None:
+                pass  # the fake keeps its own log (FakeClaude.requests)
+
+            def _answer(self) -> None:
+                length = int(self.headers.get("content-length") or 0)
+                body = self.rfile.read(length) if length else b""
+                request = httpx2.Request(self.command, endpoint.base_url + self.path,
+                                         headers=dict(self.headers.items()), content=body)
+                try:
+                    with endpoint._lock:
+                        response = endpoint.fake.handle(request)
+                except BaseException:
+                    # a simulated timeout, or a kill that sealed the world: the client
+                    # sees the connection drop, as it would from a dead or silent server
+                    self.close_connection = True
+                    return
+                content = response.content
+                self.send_response(response.status_code)
+                for name, value in response.headers.items():
+                    if name.lower() not in _HOP_BY_HOP:
+                        self.send_header(name, value)
+                self.send_header("content-length", str(len(content)))
+                self.end_headers()
+                self.wfile.write(content)
+
+            do_POST = do_GET = _answer
+
+        return Handler
+
+
+@contextmanager
+def serve(fake: "FakeClaude", *, environ: bool = False) -> Iterator[ModelEndpoint]:
+    """Serve `fake` on 127.0.0.1 (a free port) while inside. With `environ=True`,
+    ANTHROPIC_BASE_URL and ANTHROPIC_API_KEY point at it meanwhile (restored after)."""
+    endpoint = ModelEndpoint(fake).start()
+    saved = {k: os.environ.get(k) for k in endpoint.environ} if environ else {}
+    if environ:
+        os.environ.update(endpoint.environ)
+    try:
+        yield endpoint
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+        endpoint.close()

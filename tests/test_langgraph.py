@@ -1,0 +1,400 @@
+"""The LangGraph adapter: graphs explored unchanged, per durability mode.
+
+Each measurement is shown to be able to fail: a graph with keyed effects only holds every
+invariant under "sync" durability, and the same graph breaks the one-step rule under
+"async" and "exit"; a blind email breaks effects_exactly_once in every mode.
+"""
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import anthropic
+import pytest
+from langchain_anthropic import ChatAnthropic
+from langchain_core.tools import tool
+from langgraph.prebuilt import create_react_agent
+
+import faultsim
+from faultsim import load_scenario
+from faultsim.adapters.langgraph import (CHECKPOINTER_KEY, DURABILITY_MODES, effect,
+                                         graph_agent)
+from faultsim.adapters.langgraph.verdicts import classify, rows, table
+from faultsim.agent import factory_for
+from faultsim.engine import Explorer, explore
+from faultsim.killpoints import kill_points
+from faultsim.model import serve
+from faultsim.scenario import ScenarioError, parse_scenario
+
+ROOT = Path(__file__).resolve().parent.parent
+BUNDLED = ROOT / "scenarios" / "langgraph"
+KEYED = ROOT / "tests" / "data" / "lg_keyed.toml"
+
+
+def _explore(path: Path, mode: str, **options):
+    sc = load_scenario(path)
+    return explore(factory_for("langgraph:" + mode, sc), sc, agent_name="langgraph:" + mode,
+                   **options).runs[0]
+
+
+def _invariants(run) -> set[str]:
+    return {v.invariant for f in run.failures for v in f.violations}
+
+
+# -- a fake Claude any agent can reach -----------------------------------------------------
+def _world(path: Path = BUNDLED / "react_payments.toml"):
+    return load_scenario(path).build_world()
+
+
+@tool
+def lookup_invoice(invoice: str) -> str:
+    """Look up an invoice."""
+    return '{"supplier": "Acme", "amount_cents": 12000, "status": "approved"}'
+
+
+@tool
+def pay_invoice(invoice: str, amount_cents: int) -> str:
+    """Pay an invoice."""
+    return '{"id": "pay-1"}'
+
+
+@tool
+def send_email(to: str, subject: str, body: str) -> str:
+    """Send an email."""
+    return '{"id": "mail-1"}'
+
+
+def test_chat_anthropic_runs_a_react_graph_against_the_loopback_endpoint():
+    sc = load_scenario(BUNDLED / "react_payments.toml")
+    world = sc.build_world()
+    with serve(world.model) as endpoint:
+        assert endpoint.base_url.startswith("http://127.0.0.1:")
+        chat = ChatAnthropic(model=sc.model, base_url=endpoint.base_url,
+                             api_key=endpoint.api_key, max_tokens=1024)
+        graph = create_react_agent(chat, [lookup_invoice, pay_invoice, send_email])
+        out = graph.invoke({"messages": [("user", sc.task)]})
+    assert out["messages"][-1].content == sc.expected_final_answer
+    served = [r for r in world.model.requests if r.ok]
+    assert [r.position for r in served] == [0, 1, 2, 3]  # each turn once, in order
+    assert not world.model.invalid_requests
+
+
+def test_clients_configured_by_the_environment_are_served(monkeypatch):
+    world = _world()
+    for key in ("ANTHROPIC_BASE_URL", "ANTHROPIC_API_KEY"):
+        monkeypatch.delenv(key, raising=False)
+    with serve(world.model, environ=True) as endpoint:
+        client = anthropic.Anthropic()
+        message = client.messages.create(
+            model="claude-sonnet-5-5", max_tokens=100,
+            messages=[{"role": "user", "content": load_scenario(
+                BUNDLED / "react_payments.toml").task}])
+        assert str(client.base_url).startswith(endpoint.base_url)
+    assert message.content[-1].name == "lookup_invoice"
+    import os
+    assert "ANTHROPIC_BASE_URL" not in os.environ  # restored on the way out
+
+
+def test_the_endpoint_drops_the_connection_when_the_world_is_sealed():
+    world = _world()
+    world.sealed = True
+    with serve(world.model) as endpoint:
+        client = anthropic.Anthropic(base_url=endpoint.base_url, api_key="k", max_retries=0)
+        with pytest.raises(anthropic.APIConnectionError):
+            client.messages.create(model="m", max_tokens=10,
+                                   messages=[{"role": "user", "content": "x"}])
+    assert world.model.requests == []
+
+
+# -- the adapter ---------------------------------------------------------------------------
+@pytest.mark.parametrize("name", ["react_payments", "parallel_tools", "human_approval"])
+def test_each_bundled_graph_runs_clean_and_offers_every_kind_of_kill_point(name):
+    sc = load_scenario(BUNDLED / f"{name}.toml")
+    with Explorer(factory_for("langgraph:sync", sc), sc) as ex:
+        golden = ex.golden()  # two clean runs, compared event by event
+    assert golden.outcome.final_answer == sc.expected_final_answer
+    cats = {p.category for p in kill_points(golden.trace)}
+    assert {"after-checkpoint-read", "after-checkpoint-put", "after-put-writes",
+            "after-model-response", "in-tool", "after-effect", "after-tool"} <= cats
+    starts = [e.subject for e in golden.trace if e.kind == "mark.tool.start"]
+    assert len(starts) == sum(len(t.tool_calls) for t in sc.script.turns)
+
+
+def test_tasks_and_background_writes_run_on_the_calling_thread():
+    seen = []
+
+    @tool
+    @effect("invoices", key=lambda invoice: invoice)
+    def lookup(invoice: str) -> str:
+        """Look up an invoice."""
+
+    def build(checkpointer, model):
+        @tool
+        def lookup_invoice(invoice: str) -> str:
+            """Look up an invoice."""
+            seen.append(threading.current_thread().name)
+            return lookup.invoke({"invoice": invoice})
+        return create_react_agent(model, [lookup_invoice, pay_invoice, send_email],
+                                  checkpointer=checkpointer)
+
+    sc = load_scenario(BUNDLED / "parallel_tools.toml")
+    with Explorer(graph_agent(build, durability="async"), sc, timeout=None) as ex:
+        world = ex.new_world()
+        threads_before = threading.active_count()
+        inc = ex.incarnation(world, timed=False)
+    assert inc.error is None and inc.outcome.final_answer == sc.expected_final_answer
+    assert seen and set(seen) == {threading.main_thread().name}
+    assert threading.active_count() == threads_before
+
+
+def test_kills_land_at_every_point_and_sync_holds_with_keyed_effects_only():
+    run = _explore(KEYED, "sync")
+    assert len(run.verdicts) == len(run.kill_points) > 20  # one landed kill per point
+    assert run.judged > 0
+    assert run.ok, [f.violations for f in run.failures]
+
+
+@pytest.mark.parametrize("mode", ["async", "exit"])
+def test_async_and_exit_lose_more_than_one_step_on_the_same_graph(mode):
+    run = _explore(KEYED, mode)
+    assert "one_step_repeated_per_crash" in _invariants(run)
+    assert "effects_exactly_once" not in _invariants(run)  # the keyed payment holds
+    failure = next(f for f in run.failures)
+    text = run.counterexample(failure)
+    assert "VIOLATED one_step_repeated_per_crash" in text and "---- KILL ----" in text
+
+
+@pytest.mark.parametrize("mode", DURABILITY_MODES)
+def test_a_blind_email_is_sent_twice_in_every_mode(mode):
+    run = _explore(BUNDLED / "react_payments.toml", mode)
+    dup = [f for f in run.failures if "effects duplicated" in classify(f)]
+    assert dup, _invariants(run)
+    assert all("email.send" in v.explanation for f in dup for v in f.violations
+               if v.invariant == "effects_exactly_once")
+
+
+def test_exit_mode_restarts_from_scratch_and_the_table_counts_it():
+    runs = [_explore(KEYED, m) for m in DURABILITY_MODES]
+    by_mode = {r.mode: r for r in rows(runs)}
+    assert by_mode["exit"].counts["restarted from scratch"] > 0
+    assert by_mode["sync"].counts["restarted from scratch"] == 0
+    assert by_mode["sync"].counts["resumed correctly"] == by_mode["sync"].counts[
+        "crash states"]
+    text = table(runs)
+    assert text.splitlines()[0].startswith("| scenario | durability |")
+    assert "faultsim replay fs1_" in by_mode["exit"].replay["steps lost"]
+
+
+def test_same_seed_same_verdicts():
+    a, b = (_explore(BUNDLED / "parallel_tools.toml", "async") for _ in range(2))
+    assert [p.id for p in a.kill_points] == [p.id for p in b.kill_points]
+    assert [(v.kill_point.id, [x.explanation for x in v.violations]) for v in a.verdicts] \
+        == [(v.kill_point.id, [x.explanation for x in v.violations]) for v in b.verdicts]
+
+
+def test_forked_and_replayed_sweeps_agree():
+    forked = _explore(BUNDLED / "human_approval.toml", "async", workers=2)
+    replayed = _explore(BUNDLED / "human_approval.toml", "async", workers=0)
+    assert [(v.kill_point.id, v.ok) for v in forked.verdicts] == \
+        [(v.kill_point.id, v.ok) for v in replayed.verdicts]
+
+
+def test_a_replay_token_reproduces_the_break(monkeypatch):
+    monkeypatch.chdir(ROOT)
+    run = _explore(Path("scenarios/langgraph/react_payments.toml"), "sync")
+    failure = run.failures[0]
+    result = faultsim.replay(failure.token(run))
+    assert not result.ok
+    assert {v.invariant for v in result.verdict.violations} == \
+        {v.invariant for v in failure.violations}
+
+
+def test_a_finished_superstep_call_is_not_run_again():
+    """A crash after the first payment of a parallel superstep was saved (put_writes, done
+    while the second payment was out): the resumed graph keeps its result and does not
+    pay again; the second payment, whose writes were not saved, is asked again."""
+    sc = load_scenario(BUNDLED / "parallel_tools.toml")
+    with Explorer(factory_for("langgraph:sync", sc), sc) as ex:
+        golden = ex.golden()
+        points = kill_points(golden.trace)
+        second = [n for n, e in enumerate(golden.trace, 1)
+                  if e.kind == "effect.applied" and e.subject == "payments.submit"][1]
+        saved = next(p for p in points if p.index > second and
+                     p.category == "after-put-writes")
+        world, states, _ = ex.crash(saved, "process")
+        run = ex.resume(world, states[0], [saved])
+    again = [e for e in run.world.ledger.entries if e.incarnation == 2 and
+             e.service == "payments" and e.params["invoice"] == "INV-1"]
+    assert again == []
+    assert [e.params["invoice"] for e in run.world.ledger.entries if e.incarnation == 2
+            and e.service == "payments"] == ["INV-3"]
+    assert run.outcome.final_answer == sc.expected_final_answer
+
+
+def test_an_interrupt_without_a_reply_is_a_legal_stop():
+    sc = load_scenario(BUNDLED / "human_approval.toml")
+    run = explore(graph_agent(faultsim.load_factory(sc.langgraph.graph), durability="sync"),
+                  sc, crashes=1).runs[0]
+    assert run.verdicts[0].golden.outcome.status == "escalated"
+    assert run.escalated > 0
+    assert "completes_or_escalates" not in _invariants(run)
+
+
+def test_explore_modes_names_each_run_by_its_mode():
+    from faultsim.adapters.langgraph import explore_modes
+
+    sc = load_scenario(KEYED)
+    reports = explore_modes(faultsim.load_factory(sc.langgraph.graph), sc,
+                            modes=["sync", "exit"])
+    assert reports["sync"].ok and not reports["exit"].ok
+    assert reports["exit"].runs[0].agent == "langgraph:exit"
+
+
+def test_the_world_keeps_the_checkpointer_across_incarnations():
+    sc = load_scenario(KEYED)
+    with Explorer(factory_for("langgraph:sync", sc), sc) as ex:
+        world = ex.new_world()
+        ex.incarnation(world)
+        saver = world.durable[CHECKPOINTER_KEY]
+        assert saver.storage[sc.id]  # the finished thread, saved in the world
+        again = ex.incarnation(world)  # a restart finds it
+    assert world.durable[CHECKPOINTER_KEY] is saver
+    assert again.outcome.final_answer == sc.expected_final_answer
+    assert sum(1 for r in world.model.requests if r.incarnation == 2) == 0
+
+
+# -- the tool wrapper ---------------------------------------------------------------------
+def test_effect_is_transparent_outside_faultsim():
+    @effect("payments", key=lambda invoice: invoice)
+    def pay(invoice: str) -> str:
+        return f"paid {invoice}"
+
+    assert pay("INV-1") == "paid INV-1"
+    assert pay.faultsim_effect[0] == "payments"
+
+
+def _graph_with(tool_fn):
+    def build(checkpointer, model):
+        return create_react_agent(model, [tool_fn, pay_invoice, send_email],
+                                  checkpointer=checkpointer)
+    return build
+
+
+@pytest.mark.parametrize("service,key,message", [
+    ("nowhere", lambda invoice: invoice, "does not define"),
+    ("payments", None, "give effect(..., key="),
+])
+def test_effect_mistakes_are_named(service, key, message):
+    @tool
+    @effect(service, key=key)
+    def lookup_invoice(invoice: str) -> str:
+        """Look up an invoice."""
+
+    sc = load_scenario(BUNDLED / "react_payments.toml")
+    with Explorer(graph_agent(_graph_with(lookup_invoice)), sc) as ex:
+        inc = ex.incarnation(ex.new_world())
+    assert message in (inc.error or "")
+
+
+# -- scenario files, CLI ------------------------------------------------------------------
+def test_langgraph_table_errors_name_the_field():
+    base = {"task": "t", "expected_final_answer": "a", "turns": [{"final": "a"}]}
+    with pytest.raises(ScenarioError, match="langgraph.graph"):
+        parse_scenario({**base, "langgraph": {"graph": "no_colon"}}, "x.toml")
+    with pytest.raises(ScenarioError, match="langgraph"):
+        parse_scenario({**base, "langgraph": {"graph": "a.py:b", "human": "x"}}, "x.toml")
+    sc = parse_scenario({**base, "langgraph": {"graph": "g.py:build"}}, "dir/x.toml")
+    assert sc.langgraph.graph == "dir/g.py:build"
+
+
+def _faultsim(*args, cwd=ROOT):
+    exe = shutil.which("faultsim") or [sys.executable, "-m", "faultsim.cli"]
+    cmd = ([exe] if isinstance(exe, str) else exe) + list(args)
+    return subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=600)
+
+
+def test_cli_explores_each_durability_mode_and_prints_the_table(tmp_path):
+    out = tmp_path / "report.json"
+    done = _faultsim("run", str(KEYED), "--durability", "sync,exit", "--json", str(out))
+    assert done.returncode == 1, done.stderr
+    assert "| lg_keyed | sync | " in done.stdout and "| lg_keyed | exit | " in done.stdout
+    assert "lg_keyed [exit] steps lost" in done.stdout
+    runs = json.loads(out.read_text())["runs"]
+    assert [r["agent"] for r in runs] == ["langgraph:sync", "langgraph:exit"]
+    assert runs[0]["violations"] == [] and runs[1]["violations"]
+    rerun = _faultsim("run", str(KEYED), "--agent", "langgraph:sync")
+    assert rerun.returncode == 0, rerun.stdout + rerun.stderr
+
+
+def test_cli_refuses_what_it_cannot_do():
+    bad = _faultsim("run", str(KEYED), "--durability", "sometimes")
+    assert bad.returncode == 2 and "--durability" in bad.stderr
+    wrong = _faultsim("run", "scenarios/refunds.toml", "--agent", "langgraph:sync")
+    assert wrong.returncode == 2 and "[langgraph]" in wrong.stderr
+    real = _faultsim("run", str(KEYED), "--mode", "subprocess")
+    assert real.returncode == 2 and "in-process" in real.stderr
+
+
+def test_sqlite_saver_on_a_real_file_in_subprocess_mode():
+    from faultsim.real.explore import explore_subprocess
+
+    sc = load_scenario(BUNDLED / "react_payments_sqlite.toml")
+    report = explore_subprocess("langgraph:sync", sc, agent_name="langgraph:sync",
+                                workers=2, timeout=60)
+    run = report.runs[0]
+    assert run.mode == "subprocess"
+    kinds = {p.category for p in run.kill_points}
+    assert "checkpoint-commit" in kinds  # statement-level kill points inside the saver
+    assert len(run.verdicts) == len(run.kill_points)
+    assert "effects_exactly_once" in _invariants(run)  # the blind email, as in memory
+    assert "one_step_repeated_per_crash" not in _invariants(run)
+
+
+# -- LangGraph internals the adapter relies on (pinned minor version) ---------------------
+def test_langgraph_internals_are_where_the_adapter_expects_them():
+    from langgraph.pregel import _executor, _loop
+
+    assert callable(getattr(_executor, "get_executor_for_config", None))
+    assert hasattr(_loop.SyncPregelLoop, "_checkpointer_put_after_previous")
+    from langgraph.checkpoint.base import id as checkpoint_id
+    assert hasattr(checkpoint_id, "_last_v6_timestamp")
+    from langchain_core.utils import uuid as lc_uuid
+    assert callable(lc_uuid.uuid7)
+    assert ChatAnthropic.__dict__.get("_client") is not None  # a cached property
+
+
+def test_readmes_langgraph_table_is_what_a_run_measures():
+    section = (ROOT / "README.md").read_text().split("## LangGraph graphs, unchanged")[1]
+    runs = [_explore(BUNDLED / f"{name}.toml", mode)
+            for name in ("human_approval", "parallel_tools", "react_payments")
+            for mode in DURABILITY_MODES]
+    measured = table(runs).splitlines()
+    assert measured[0] in section
+    for line in measured[2:]:
+        assert line in section, line
+
+
+def test_the_plugin_checks_a_graph_per_durability_mode(pytester):
+    """A marker names the scenario and `langgraph:MODE`; the keyed-only graph passes under
+    sync and fails under exit with a counterexample that replays."""
+    pytester.makeini("[pytest]\nfilterwarnings = ignore:create_react_agent has been moved\n")
+    pytester.makepyfile(test_graph=f"""
+        import pytest
+
+        @pytest.mark.faultsim({str(KEYED)!r}, agent="langgraph:sync", crashes=1)
+        def test_sync(faultsim):
+            faultsim.check()
+
+        @pytest.mark.faultsim({str(KEYED)!r}, agent="langgraph:exit", crashes=1)
+        def test_exit(faultsim):
+            faultsim.check()
+        """)
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-q")
+    result.assert_outcomes(passed=1, failed=1)
+    out = result.stdout.str()
+    assert "test_exit" in out and "one_step_repeated_per_crash" in out
+    assert "faultsim replay fs1_" in out
