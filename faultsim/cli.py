@@ -179,12 +179,12 @@ def cmd_list(ns: argparse.Namespace) -> int:
     scenarios = [load_scenario(p) for p in scenario_paths(ns.scenarios)]
     factory = None if ns.agent.startswith(LANGGRAPH) else load_factory(ns.agent)
     for n, sc in enumerate(scenarios):
+        agent = _agents(sc, ns, ["sync"])[0]  # a graph's: the kill points under sync
         if sc.store.needs_subprocess:
             from .real.explore import survey_subprocess
-            points = survey_subprocess(ns.agent, sc, timeout=ns.timeout)
+            points = survey_subprocess(agent, sc, timeout=ns.timeout)
             states = {"process": len(points), "power": "n/a (subprocess mode)"}
-        elif sc.langgraph is not None:  # the kill points of the first durability mode
-            agent = _agents(sc, ns, ["sync"])[0]
+        elif sc.langgraph is not None:
             points, states = survey(factory_for(agent, sc), sc, agent_name=agent,
                                     timeout=ns.timeout)
         else:

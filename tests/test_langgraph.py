@@ -328,6 +328,9 @@ def test_cli_explores_each_durability_mode_and_prints_the_table(tmp_path):
     assert runs[0]["violations"] == [] and runs[1]["violations"]
     rerun = _faultsim("run", str(KEYED), "--agent", "langgraph:sync")
     assert rerun.returncode == 0, rerun.stdout + rerun.stderr
+    listed = _faultsim("list", str(KEYED))
+    assert listed.returncode == 0 and "langgraph    " in listed.stdout
+    assert "after-checkpoint-put" in listed.stdout
 
 
 def test_cli_refuses_what_it_cannot_do():
