@@ -95,6 +95,35 @@ class Incarnation:
     first_position: int | None = None
 
 
+def _traced_world(tracer: Tracer, scenario: Scenario, world: World, result: Incarnation
+                  ) -> tuple[Callable[..., None], Callable[..., None]]:
+    """What of an incarnation reaches its trace besides files, in both modes: a listener
+    for the world's events (model answers, effects on services) and the agent's `mark`.
+    The listener also notes in `result` the first turn of the main task that was asked."""
+
+    def on_world(kind: str, **info: Any) -> None:
+        if kind == "model.response":
+            rec = info["record"]
+            # the main task's first turn asked (a sub-agent starting its own turn 1 while
+            # the parent resumes is no restart of the parent)
+            if result.first_position is None and rec.position is not None \
+                    and rec.script == scenario.script.tag:
+                result.first_position = rec.position
+            tracer.emit("model.response", f"{rec.script}@{rec.position}",
+                        f"{rec.status} {rec.error or ''}".strip())
+        elif kind.startswith("effect."):
+            e = info["entry"]
+            tracer.emit(kind, f"{e.service}.{e.op}",
+                        f"{digest(canonical(e.params).encode())}"
+                        + (f" key={e.key}" if e.key else ""))
+
+    def mark(name: str, **info: Any) -> None:
+        if not world.sealed:  # a killed incarnation marks nothing more
+            tracer.emit("mark." + name, str(info.get("tool") or ""))
+
+    return on_world, mark
+
+
 @contextmanager
 def _time_limit(seconds: float | None) -> Iterator[None]:
     """Stop a hanging incarnation (main thread only; elsewhere no limit can be set)."""
@@ -191,27 +220,7 @@ class Explorer:
         tracer.events, tracer.policy = [], policy
         result = Incarnation()
         world.begin_incarnation()
-
-        def on_world(kind: str, **info: Any) -> None:
-            if kind == "model.response":
-                rec = info["record"]
-                # the main task's first turn asked (a sub-agent starting its own turn 1 while
-                # the parent resumes is no restart of the parent)
-                if result.first_position is None and rec.position is not None \
-                        and rec.script == self.scenario.script.tag:
-                    result.first_position = rec.position
-                tracer.emit("model.response", f"{rec.script}@{rec.position}",
-                            f"{rec.status} {rec.error or ''}".strip())
-            elif kind.startswith("effect."):
-                e = info["entry"]
-                tracer.emit(kind, f"{e.service}.{e.op}",
-                            f"{digest(canonical(e.params).encode())}"
-                            + (f" key={e.key}" if e.key else ""))
-
-        def mark(name: str, **info: Any) -> None:
-            if not world.sealed:
-                tracer.emit("mark." + name, str(info.get("tool") or ""))
-
+        on_world, mark = _traced_world(tracer, self.scenario, world, result)
         env = make_env(self.scenario, world, Path(SANDBOX), mark)
         unsubscribe = world.subscribe(on_world)
         try:
