@@ -132,6 +132,27 @@ def test_a_hanging_resume_is_stopped_and_reported():
     assert "hung" in verdict.violations[0].explanation
 
 
+@pytest.mark.parametrize("agent,answer,says", [
+    # a clean run that answers the wrong thing; one that fails
+    ("reference_agent", "Something else.", "is not the scenario's expected_final_answer"),
+    ("tests.agents:raises_on_start", None, "RuntimeError: cannot read my configuration"),
+])
+def test_both_modes_refuse_a_failing_clean_run_in_the_same_words(agent, answer, says,
+                                                                 tmp_path):
+    scenario = faultsim.load_scenario(TINY)
+    if answer is not None:
+        changed = tmp_path / "tiny.toml"
+        line = f'expected_final_answer = "{scenario.expected_final_answer}"'
+        changed.write_text(TINY.read_text().replace(line, f'expected_final_answer = "{answer}"'))
+        scenario = faultsim.load_scenario(changed)
+    with pytest.raises(AgentFailedCleanly) as real:
+        explore_subprocess(agent, scenario, workers=1)
+    with pytest.raises(AgentFailedCleanly) as model:
+        faultsim.explore(load_factory(agent), scenario, crashes=1, workers=0)
+    assert str(real.value) == str(model.value)
+    assert says in str(real.value)
+
+
 def test_a_write_outside_the_sandbox_is_refused(tmp_path):
     scenario = faultsim.load_scenario(TINY)
     before = os.path.exists("/tmp/faultsim-escape-test.log")
