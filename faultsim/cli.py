@@ -2,15 +2,48 @@
 from __future__ import annotations
 
 import argparse
+import os
+import signal
 import sys
+import threading
 import traceback
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Iterator
 
 EXIT_OK, EXIT_VIOLATION, EXIT_USAGE, EXIT_ERROR = 0, 1, 2, 3
 
 
 class UsageError(Exception):
     pass
+
+
+class Terminated(BaseException):
+    """SIGTERM, raised like KeyboardInterrupt so that no `except Exception` stops it."""
+
+
+@contextmanager
+def _sigterm_unwinds() -> Iterator[None]:
+    """Turn SIGTERM into Terminated, so that every `finally` runs on the way out: the
+    subprocess mode's run folder in /dev/shm is removed like on Ctrl-C. Main thread only
+    (Python runs signal handlers there)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    me = os.getpid()
+
+    def terminated(signum, frame):
+        if os.getpid() != me:  # a forked worker of the in-process mode dies as it used to
+            signal.signal(signum, signal.SIG_DFL)
+            os.kill(os.getpid(), signum)
+            return
+        raise Terminated
+
+    previous = signal.signal(signal.SIGTERM, terminated)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def scenario_paths(args: list[str]) -> list[Path]:
@@ -80,8 +113,6 @@ def _mode_for(scenario, asked: str) -> str:
 
 def _run_subprocess(sc, ns: argparse.Namespace, agent: str, crash_model, only, progress,
                     plan):
-    import os
-
     from .real.explore import SubprocessModeError, explore_subprocess
 
     models = [crash_model] if isinstance(crash_model, str) else list(crash_model)
@@ -446,7 +477,8 @@ def main(argv: list[str] | None = None) -> int:
               "2 or more (single crashes are always explored exhaustively)", file=sys.stderr)
         return EXIT_USAGE
     try:
-        return ns.func(ns)
+        with _sigterm_unwinds():
+            return ns.func(ns)
     except (UsageError, ScenarioError, AgentLoadError, TokenError, FileNotFoundError,
             CorpusError) as exc:
         if ns.debug:
@@ -466,6 +498,9 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("faultsim: interrupted", file=sys.stderr)
         return 130
+    except Terminated:
+        print("faultsim: terminated", file=sys.stderr)
+        return 128 + signal.SIGTERM
     except Exception as exc:
         if ns.debug:
             traceback.print_exc()

@@ -95,6 +95,35 @@ class Incarnation:
     first_position: int | None = None
 
 
+def _traced_world(tracer: Tracer, scenario: Scenario, world: World, result: Incarnation
+                  ) -> tuple[Callable[..., None], Callable[..., None]]:
+    """What of an incarnation reaches its trace besides files, in both modes: a listener
+    for the world's events (model answers, effects on services) and the agent's `mark`.
+    The listener also notes in `result` the first turn of the main task that was asked."""
+
+    def on_world(kind: str, **info: Any) -> None:
+        if kind == "model.response":
+            rec = info["record"]
+            # the main task's first turn asked (a sub-agent starting its own turn 1 while
+            # the parent resumes is no restart of the parent)
+            if result.first_position is None and rec.position is not None \
+                    and rec.script == scenario.script.tag:
+                result.first_position = rec.position
+            tracer.emit("model.response", f"{rec.script}@{rec.position}",
+                        f"{rec.status} {rec.error or ''}".strip())
+        elif kind.startswith("effect."):
+            e = info["entry"]
+            tracer.emit(kind, f"{e.service}.{e.op}",
+                        f"{digest(canonical(e.params).encode())}"
+                        + (f" key={e.key}" if e.key else ""))
+
+    def mark(name: str, **info: Any) -> None:
+        if not world.sealed:  # a killed incarnation marks nothing more
+            tracer.emit("mark." + name, str(info.get("tool") or ""))
+
+    return on_world, mark
+
+
 @contextmanager
 def _time_limit(seconds: float | None) -> Iterator[None]:
     """Stop a hanging incarnation (main thread only; elsewhere no limit can be set)."""
@@ -194,27 +223,7 @@ class Explorer:
         tracer.events, tracer.policy = [], policy
         result = Incarnation()
         world.begin_incarnation()
-
-        def on_world(kind: str, **info: Any) -> None:
-            if kind == "model.response":
-                rec = info["record"]
-                # the main task's first turn asked (a sub-agent starting its own turn 1 while
-                # the parent resumes is no restart of the parent)
-                if result.first_position is None and rec.position is not None \
-                        and rec.script == self.scenario.script.tag:
-                    result.first_position = rec.position
-                tracer.emit("model.response", f"{rec.script}@{rec.position}",
-                            f"{rec.status} {rec.error or ''}".strip())
-            elif kind.startswith("effect."):
-                e = info["entry"]
-                tracer.emit(kind, f"{e.service}.{e.op}",
-                            f"{digest(canonical(e.params).encode())}"
-                            + (f" key={e.key}" if e.key else ""))
-
-        def mark(name: str, **info: Any) -> None:
-            if not world.sealed:
-                tracer.emit("mark." + name, str(info.get("tool") or ""))
-
+        on_world, mark = _traced_world(tracer, self.scenario, world, result)
         env = make_env(self.scenario, world, Path(SANDBOX), mark)
         unsubscribe = world.subscribe(on_world)
         try:
@@ -248,22 +257,14 @@ class Explorer:
 
     # -- the golden run -------------------------------------------------------------------
     def golden(self) -> Golden:
-        runs = []
-        for _ in range(2):  # the flake guard: two clean runs must agree
+        def clean_run(n: int) -> tuple:
             self.reset_sandbox()
             world = self.new_world()
             inc = self.incarnation(world)
-            if inc.error is not None or inc.outcome is None:
-                raise AgentFailedCleanly(self.scenario, inc.error or "no outcome")
-            runs.append((inc, world, self.interposer.snapshot()))
-        (a, world, final), (b, _, _) = runs
-        _compare_traces(a.events, b.events)
-        expected = self.scenario.expected_final_answer.strip()
-        got = (a.outcome.final_answer or "").strip()
-        if a.outcome.status == "completed" and got != expected:
-            raise AgentFailedCleanly(self.scenario, f"its final answer {_short(got)} is not "
-                                     f"the scenario's expected_final_answer {_short(expected)}")
-        return Golden.of(a.outcome, world, final, a.events)
+            return inc.outcome, inc.error, inc.events, (world, self.interposer.snapshot())
+
+        outcome, events, (world, final) = _golden_checked(self.scenario, clean_run)
+        return Golden.of(outcome, world, final, events)
 
     # -- one crash run --------------------------------------------------------------------
     def crash(self, point: KillPoint, model: str, start: Callable[[], World] | None = None
@@ -324,6 +325,27 @@ def _short(text: str, limit: int = 70) -> str:
 class AgentFailedCleanly(Exception):
     def __init__(self, scenario: Scenario, error: str) -> None:
         super().__init__(f"{scenario.path}: the agent fails without any crash: {error}")
+
+
+def _golden_checked(scenario: Scenario, clean_run: Callable[[int], tuple]) -> tuple:
+    """The flake guard of a golden run, in both modes. `clean_run(n)` gives clean run n
+    (1, then 2) as (outcome, error, events, kept): each must end with an outcome and no
+    error, the two must do the same things, and a completed run must give the scenario's
+    expected final answer. Returns the first run's (outcome, events, kept)."""
+    runs = []
+    for n in (1, 2):
+        outcome, error, events, kept = clean_run(n)
+        if error is not None or outcome is None:
+            raise AgentFailedCleanly(scenario, error or "no outcome")
+        runs.append((outcome, events, kept))
+    (outcome, events, kept), (_, other_events, _) = runs
+    _compare_traces(events, other_events)
+    expected = scenario.expected_final_answer.strip()
+    got = (outcome.final_answer or "").strip()
+    if outcome.status == "completed" and got != expected:
+        raise AgentFailedCleanly(scenario, f"its final answer {_short(got)} is not the "
+                                 f"scenario's expected_final_answer {_short(expected)}")
+    return outcome, events, kept
 
 
 def _compare_traces(a: Sequence[Event], b: Sequence[Event]) -> None:

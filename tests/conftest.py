@@ -2,12 +2,17 @@
 a BaseException (as a kill would: no `except Exception` in the agent can swallow it)."""
 from __future__ import annotations
 
+import glob
 import os
+import shutil
+import tempfile
+import uuid
 from pathlib import Path
 
 import pytest
 
 from faultsim import load_scenario
+from faultsim.real.pool import MARKER, sandbox_parent
 
 # pytester: tests/test_plugin.py runs pytest on generated projects; redis_fixture: a real
 # redis-server for the tests that need one (skipped without it, failed in CI)
@@ -16,6 +21,22 @@ pytest_plugins = ["pytester", "redis_fixture"]
 ROOT = Path(__file__).resolve().parent.parent
 SCENARIOS = ROOT / "scenarios"
 DATA = Path(__file__).resolve().parent / "data"
+
+
+# Every run folder of the subprocess mode is named after its run marker; the session's runs
+# carry this one (the tests that kill faultsim extend it), so the session can remove what
+# they left behind, and never the folder of a run that is not its own.
+SESSION_RUNS = f"pytest-{uuid.uuid4().hex}"
+
+
+def pytest_sessionstart(session):
+    os.environ[MARKER] = SESSION_RUNS
+
+
+def pytest_sessionfinish(session, exitstatus):
+    parent = sandbox_parent() or tempfile.gettempdir()
+    for folder in glob.glob(os.path.join(parent, f"faultsim-{SESSION_RUNS}-*")):
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 class Killed(BaseException):

@@ -11,6 +11,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
 
@@ -20,7 +21,7 @@ import faultsim
 from faultsim.agent import load_factory
 from faultsim.engine import AgentFailedCleanly, StoreNeedsSubprocess
 from faultsim.real.explore import SubprocessModeError, explore_subprocess
-from faultsim.real.pool import MARKER
+from faultsim.real.pool import MARKER, sandbox_parent
 from reference_agent.mutants import DOUBLE_CRASH_NAMES, NAMES
 
 from conftest import DATA, ROOT
@@ -131,6 +132,27 @@ def test_a_hanging_resume_is_stopped_and_reported():
     assert "hung" in verdict.violations[0].explanation
 
 
+@pytest.mark.parametrize("agent,answer,says", [
+    # a clean run that answers the wrong thing; one that fails
+    ("reference_agent", "Something else.", "is not the scenario's expected_final_answer"),
+    ("tests.agents:raises_on_start", None, "RuntimeError: cannot read my configuration"),
+])
+def test_both_modes_refuse_a_failing_clean_run_in_the_same_words(agent, answer, says,
+                                                                 tmp_path):
+    scenario = faultsim.load_scenario(TINY)
+    if answer is not None:
+        changed = tmp_path / "tiny.toml"
+        line = f'expected_final_answer = "{scenario.expected_final_answer}"'
+        changed.write_text(TINY.read_text().replace(line, f'expected_final_answer = "{answer}"'))
+        scenario = faultsim.load_scenario(changed)
+    with pytest.raises(AgentFailedCleanly) as real:
+        explore_subprocess(agent, scenario, workers=1)
+    with pytest.raises(AgentFailedCleanly) as model:
+        faultsim.explore(load_factory(agent), scenario, crashes=1, workers=0)
+    assert str(real.value) == str(model.value)
+    assert says in str(real.value)
+
+
 def test_a_write_outside_the_sandbox_is_refused(tmp_path):
     scenario = faultsim.load_scenario(TINY)
     before = os.path.exists("/tmp/faultsim-escape-test.log")
@@ -174,19 +196,74 @@ def _wait_for(condition, seconds: float) -> bool:
     return condition()
 
 
+def _run_folders(marker: str) -> set[str]:
+    """The run folders of this run's fork servers and children: their last argument."""
+    folders = set()
+    for pid in _marked(marker):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                argv = f.read().decode().split("\0")[:-1]
+        except OSError:
+            continue
+        if "faultsim.real.server" in argv:
+            folders.add(argv[-1])
+    return folders
+
+
+def _test_marker() -> str:
+    # an extension of the session's marker: conftest removes what a failing test left
+    return f"{os.environ.get(MARKER, 'test')}-{uuid.uuid4().hex[:8]}"
+
+
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="uses /proc")
 @pytest.mark.parametrize("how", [signal.SIGKILL, signal.SIGINT, signal.SIGTERM])
 def test_no_process_outlives_faultsim(how):
-    marker = f"test-{uuid.uuid4().hex}"
+    """Nor its run folder in /dev/shm: faultsim removes it on the way out (SIGINT,
+    SIGTERM), its fork servers when faultsim is killed (SIGKILL)."""
+    marker = _test_marker()
     proc = _start_long_run(marker)
     try:
         # the servers are up and children are being forked: more than faultsim itself
         assert _wait_for(lambda: len(_marked(marker)) >= 3, 60), "the run never started"
         time.sleep(1.0)  # well into the sweep
+        folders = _run_folders(marker)
+        # one folder, named after the run, there while it runs (so its absence counts)
+        assert len(folders) == 1, folders
+        (folder,) = folders
+        parent = sandbox_parent() or tempfile.gettempdir()
+        assert folder.startswith(os.path.join(parent, f"faultsim-{marker}-"))
+        assert os.path.isdir(os.path.join(folder, "sandbox-0")), os.listdir(folder)
+        proc.send_signal(how)
+        proc.wait(timeout=30)
+        if how == signal.SIGTERM:
+            assert proc.returncode == 128 + signal.SIGTERM
+        assert _wait_for(lambda: not _marked(marker), 10), \
+            f"left behind after {how.name}: {_marked(marker)}"
+        assert _wait_for(lambda: not os.path.exists(folder), 10), \
+            f"{folder} left behind after {how.name}: {os.listdir(folder)}"
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="uses /proc")
+@pytest.mark.parametrize("how", [signal.SIGKILL, signal.SIGTERM])
+def test_no_run_folder_outlives_faultsim_killed_while_servers_start(how):
+    """Killed before the servers are ready (still in Python's start-up or their imports):
+    a server that has no handler yet keeps the death signal blocked until it has one."""
+    marker = _test_marker()
+    proc = _start_long_run(marker)
+    try:
+        assert _wait_for(lambda: _run_folders(marker), 60), "no server started"
+        (folder,) = _run_folders(marker)
+        assert os.path.isdir(folder)
         proc.send_signal(how)
         proc.wait(timeout=30)
         assert _wait_for(lambda: not _marked(marker), 10), \
             f"left behind after {how.name}: {_marked(marker)}"
+        assert _wait_for(lambda: not os.path.exists(folder), 10), \
+            f"{folder} left behind after {how.name}: {os.listdir(folder)}"
     finally:
         if proc.poll() is None:
             proc.kill()

@@ -16,11 +16,10 @@ from pathlib import Path
 from typing import Any
 
 from ..agent import outcome_of
-from ..engine import IncarnationTimeout, _time_limit
+from ..engine import Incarnation, IncarnationTimeout, _time_limit, _traced_world
 from ..interpose.determinism import seeded
 from ..runner import make_env
-from ..trace import Event, Tracer, digest
-from ..world.ledger import canonical
+from ..trace import Event, Tracer
 from . import fstrace, wire
 
 
@@ -89,14 +88,14 @@ def run_job(job: dict, ctx: Any, out_fd: int) -> None:
     tracer = Tracer()
     sandbox = fstrace.activate(ctx.root, tracer)
     sandbox.watch = job.get("watch")
-    state: dict[str, Any] = {"first_position": None}
+    result = Incarnation()  # what the world listener notes: the first main turn asked
 
     def report(kind: str, **extra: Any) -> None:
         world.clock.detach()
         world._listeners = []
         wire.send(out_fd, {"job": job["id"], "kind": kind, "events": tracer.events,
                            "world": pickle.dumps(world), "escapes": sandbox.escapes,
-                           "first_position": state["first_position"],
+                           "first_position": result.first_position,
                            "first_touch": sandbox.first_touch, **extra})
 
     def die() -> None:
@@ -120,22 +119,7 @@ def run_job(job: dict, ctx: Any, out_fd: int) -> None:
 
         tracer.policy = ForkAtEach(job["drive"], ctx, capture)
 
-    def on_world(kind: str, **info: Any) -> None:
-        if kind == "model.response":
-            rec = info["record"]
-            if state["first_position"] is None and rec.position is not None \
-                    and rec.script == scenario.script.tag:
-                state["first_position"] = rec.position
-            tracer.emit("model.response", f"{rec.script}@{rec.position}",
-                        f"{rec.status} {rec.error or ''}".strip())
-        elif kind.startswith("effect."):
-            e = info["entry"]
-            tracer.emit(kind, f"{e.service}.{e.op}", f"{digest(canonical(e.params).encode())}"
-                        + (f" key={e.key}" if e.key else ""))
-
-    def mark(name: str, **info: Any) -> None:
-        tracer.emit("mark." + name, str(info.get("tool") or ""))
-
+    on_world, mark = _traced_world(tracer, scenario, world, result)
     world.begin_incarnation()
     env = make_env(scenario, world, Path(ctx.root), mark)
     env.store = ctx.store

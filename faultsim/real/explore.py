@@ -19,8 +19,8 @@ from typing import Any, Callable
 import freezegun.api as _real_time
 
 from ..crashmodel import process_state
-from ..engine import (AgentFailedCleanly, KillDidNotLand, Plan, ResumeResult, WorkerDied,
-                      _compare_traces, _masked, _short, _Sweep, world_signature)
+from ..engine import (KillDidNotLand, Plan, ResumeResult, WorkerDied, _compare_traces,
+                      _golden_checked, _masked, _Sweep, world_signature)
 from ..killpoints import KillPoint, kill_points
 from ..oracle import RESUME_GUARDS, CrashRun, Golden, judge
 from ..report import ModelRun, Report, ResumeSummary
@@ -123,21 +123,15 @@ def survey_subprocess(agent: str, scenario: Scenario, *, timeout: float | None =
 
 def _golden(pool: ForkServers, scenario: Scenario) -> Golden:
     results = pool.run([_job(("golden", 1), timed=True), _job(("golden", 2), timed=True)])
-    clean = []
-    for n in (1, 2):
+
+    def clean_run(n: int) -> tuple:
         result = results[("golden", n)]
         report = _report_of(result, "the clean run")
-        if report["kind"] != "done" or report["error"] is not None or report["outcome"] is None:
-            raise AgentFailedCleanly(scenario, report.get("error") or "no outcome")
-        clean.append((report, result))
-    (a, ra), (b, _) = clean
-    _compare_traces(a["events"], b["events"])
-    expected = scenario.expected_final_answer.strip()
-    got = (a["outcome"].final_answer or "").strip()
-    if a["outcome"].status == "completed" and got != expected:
-        raise AgentFailedCleanly(scenario, f"its final answer {_short(got)} is not the "
-                                 f"scenario's expected_final_answer {_short(expected)}")
-    return Golden.of(a["outcome"], pickle.loads(a["world"]), ra.files, a["events"])
+        outcome = report["outcome"] if report["kind"] == "done" else None  # else killed
+        return outcome, report.get("error"), report["events"], (report["world"], result.files)
+
+    outcome, events, (world, files) = _golden_checked(scenario, clean_run)
+    return Golden.of(outcome, pickle.loads(world), files, events)
 
 
 def _sweep(pool: ForkServers, scenario: Scenario, sweep: _Sweep, chosen: list[KillPoint],

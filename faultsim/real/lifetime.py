@@ -1,8 +1,10 @@
 """Processes that never outlive faultsim.
 
-A fork server and each of its children ask the kernel to SIGKILL them when their parent
+A fork server and each of its children ask the kernel to signal them when their parent
 dies (Linux `prctl(PR_SET_PDEATHSIG)`), so killing faultsim with SIGKILL, which runs no
-cleanup, still takes the whole tree down: faultsim → servers → children.
+cleanup, still takes the whole tree down: faultsim → servers → children. Children get
+SIGKILL; a server gets PARENT_DIED, which it catches to kill its child and remove the run
+folder faultsim could not remove, before it exits.
 """
 from __future__ import annotations
 
@@ -14,14 +16,16 @@ import sys
 from typing import Callable
 
 PR_SET_PDEATHSIG = 1
+# a fork server's death signal: catchable (unlike SIGKILL) and used for nothing else
+PARENT_DIED = signal.SIGUSR1
 _libc = None
 
 
-def die_with_parent() -> bool:
-    """Ask for SIGKILL when the parent dies; False where the OS has no such request."""
+def die_with_parent(sig: int = signal.SIGKILL) -> bool:
+    """Ask for `sig` when the parent dies; False where the OS has no such request."""
     if not sys.platform.startswith("linux"):
         return False
-    return _load().prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) == 0
+    return _load().prctl(PR_SET_PDEATHSIG, sig, 0, 0, 0) == 0
 
 
 def _load():
@@ -31,9 +35,12 @@ def _load():
     return _libc
 
 
-def preexec_die_with_parent() -> Callable[[], None] | None:
-    """A `preexec_fn` for `subprocess.Popen`: the new process dies with the one starting
-    it, and exits at once if that one is already gone (it died before prctl took effect).
+def preexec_die_with_parent(sig: int = signal.SIGKILL) -> Callable[[], None] | None:
+    """A `preexec_fn` for `subprocess.Popen`: the new process gets `sig` when the one
+    starting it dies. With SIGKILL it exits at once if that one is already gone (it died
+    before prctl took effect). Any other `sig` is blocked (a signal mask outlives exec),
+    and raised at once if the parent is already gone: the new program receives it when
+    it has its handler in place and unblocks it, never before.
     Note: the kernel ties this to the *thread* that started it; start from a long-lived
     one (the main thread, normally)."""
     if not sys.platform.startswith("linux"):
@@ -42,7 +49,11 @@ def preexec_die_with_parent() -> Callable[[], None] | None:
     parent = os.getpid()
 
     def preexec() -> None:
-        die_with_parent()
+        if sig != signal.SIGKILL:
+            signal.pthread_sigmask(signal.SIG_BLOCK, {sig})
+        die_with_parent(sig)
         if os.getppid() != parent:
-            os._exit(1)
+            if sig == signal.SIGKILL:
+                os._exit(1)
+            os.kill(os.getpid(), sig)
     return preexec

@@ -7,6 +7,7 @@ keyed by job id, so the order they finish in never shows in a verdict.
 from __future__ import annotations
 
 import os
+import re
 import selectors
 import subprocess
 import sys
@@ -17,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from . import wire
-from .lifetime import preexec_die_with_parent
+from .lifetime import PARENT_DIED, preexec_die_with_parent
 
 MARKER = "FAULTSIM_RUN"  # in every server's (and child's) environment: tests find strays
 
@@ -91,13 +92,20 @@ class ForkServers:
         self._spawned = 0
 
     def __enter__(self) -> "ForkServers":
+        # the run folder: faultsim removes it on the way out; if faultsim is killed, the
+        # servers do (faultsim.real.server). Named after the run, so strays can be told apart.
+        name = re.sub(r"[^\w.-]", "_", self.run_id)[:64]
         self.tmp = self._stack.enter_context(tempfile.TemporaryDirectory(
-            prefix="faultsim-", dir=sandbox_parent()))
-        if self.fork_server:
-            for i in range(self.workers):
-                self._servers.append(self._start(i))
-            for server in self._servers:
-                self._await_ready(server)
+            prefix=f"faultsim-{name}-", dir=sandbox_parent()))
+        try:
+            if self.fork_server:
+                for i in range(self.workers):
+                    self._servers.append(self._start(i))
+                for server in self._servers:
+                    self._await_ready(server)
+        except BaseException:  # a server that failed, or SIGTERM while they start
+            self.__exit__()
+            raise
         return self
 
     def __exit__(self, *exc: Any) -> None:
@@ -118,10 +126,10 @@ class ForkServers:
                "PYTHONHASHSEED": os.environ.get("PYTHONHASHSEED", "0")}
         with open(log, "ab") as log_file:
             proc = subprocess.Popen(
-                [sys.executable, "-m", "faultsim.real.server", str(write_fd)],
+                [sys.executable, "-m", "faultsim.real.server", str(write_fd), self.tmp],
                 stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=log_file,
                 pass_fds=(write_fd,), env=env,
-                preexec_fn=preexec_die_with_parent())
+                preexec_fn=preexec_die_with_parent(PARENT_DIED))
         os.close(write_fd)
         os.set_blocking(read_fd, False)
         server = _Server(proc, wire.Reader(read_fd), log, root, slot=slot)
@@ -169,6 +177,12 @@ class ForkServers:
             self._selector.unregister(server.reader.fd)
         except (KeyError, ValueError):
             pass
+        try:
+            # the stop: a server that finds its stdin closed without it takes faultsim
+            # for dead and removes the run folder, which other servers may still use
+            wire.send(server.proc.stdin.fileno(), None)
+        except OSError:
+            pass  # it has exited already
         try:
             server.proc.stdin.close()
         except OSError:

@@ -1,7 +1,7 @@
 """The fork server: a process that pays the imports once (anthropic alone costs over a
 second) and then forks one child per incarnation.
 
-    python -m faultsim.real.server OUT_FD      (started by faultsim.real.pool, never by hand)
+    python -m faultsim.real.server OUT_FD RUN_DIR    (started by faultsim.real.pool only)
 
 It reads frames on stdin: first its set-up (agent, scenario, sandbox directory, store),
 then jobs. For each job it puts the starting state in place (files, and the Redis
@@ -9,23 +9,26 @@ database with the downtime's expiries applied), forks, waits for the child, then
 what the child left behind (the directory, the Redis data) and sends it on OUT_FD, after
 the child's own report. One child at a time, so the two never interleave on the pipe.
 
-It never outlives faultsim: it dies with its parent (PR_SET_PDEATHSIG) and stops at EOF
-on stdin; its children die with it the same way.
+It stops when faultsim sends None. It never outlives faultsim: when faultsim dies
+(PR_SET_PDEATHSIG delivers PARENT_DIED), or its ends of the pipes close without that stop,
+the server kills its child, removes the run folder RUN_DIR (faultsim's own clean-up never
+ran) and exits; its children die with it by SIGKILL.
 """
 from __future__ import annotations
 
 import os
 import select
+import shutil
 import signal
 import sys
 import traceback
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NoReturn
 
 import freezegun.api as _real_time  # perf_counter is frozen in the server; this is not
 
 from . import wire
-from .lifetime import die_with_parent
+from .lifetime import PARENT_DIED, die_with_parent
 
 
 @dataclass
@@ -145,17 +148,50 @@ def _left_behind(ctx: Context) -> dict:
     return files
 
 
+_child: int | None = None  # the incarnation running now: killed first if faultsim dies
+
+
+def _faultsim_died(run_dir: str) -> NoReturn:
+    """faultsim is gone without stopping us (a SIGKILL runs none of its clean-up): kill
+    the child, so that nothing writes into the run folder any more, remove the folder
+    (every server of the run may try; the others find it gone) and exit."""
+    if _child is not None:
+        try:
+            os.kill(_child, signal.SIGKILL)
+            os.waitpid(_child, 0)
+        except (ProcessLookupError, ChildProcessError):
+            pass
+    shutil.rmtree(run_dir, ignore_errors=True)
+    os._exit(1)
+
+
+def _fork() -> int:
+    """os.fork, with the child on record before a PARENT_DIED can be handled."""
+    global _child
+    signal.pthread_sigmask(signal.SIG_BLOCK, {PARENT_DIED})
+    try:
+        pid = os.fork()
+        if pid:
+            _child = pid
+        else:
+            signal.signal(PARENT_DIED, signal.SIG_DFL)  # the handler is the server's
+    finally:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {PARENT_DIED})
+    return pid
+
+
 def _wait(pid: int, deadline: float | None) -> tuple[int | None, bool]:
     """The child's wait status, or (None, True) when it outlived the deadline (killed)."""
+    global _child
     fd = os.pidfd_open(pid)
     try:
         timeout = None if deadline is None else deadline
         ready, _, _ = select.select([fd], [], [], timeout)
         if not ready:
             os.kill(pid, signal.SIGKILL)
-            os.waitpid(pid, 0)
-            return None, True
-        return os.waitpid(pid, 0)[1], False
+        _child = None  # it has exited or is dying; once reaped, its pid may be reused
+        status = os.waitpid(pid, 0)[1]
+        return (status, False) if ready else (None, True)
     finally:
         os.close(fd)
 
@@ -169,14 +205,24 @@ def _describe(status: int | None, overdue: bool) -> tuple[str, int | None]:
 
 
 def main() -> None:
-    out_fd = int(sys.argv[1])
+    out_fd, run_dir = int(sys.argv[1]), sys.argv[2]
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # faultsim decides when we stop
-    die_with_parent()
+    # PR_SET_PDEATHSIG was set before exec, with PARENT_DIED blocked until its handler is in
+    # place: a faultsim that died meanwhile is handled here, at the unblock
+    signal.signal(PARENT_DIED, lambda signum, frame: _faultsim_died(run_dir))
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {PARENT_DIED})
     try:
-        init = wire.receive(0)
+        _serve(out_fd)
+    except (EOFError, BrokenPipeError):
+        # faultsim's ends of the pipes closed without a stop: it died (the kernel closes a
+        # dead process's files before it sends the death signal)
+        _faultsim_died(run_dir)
+
+
+def _serve(out_fd: int) -> None:
+    init = wire.receive(0)
+    try:
         ctx = _setup(init)
-    except EOFError:
-        return
     except BaseException:
         wire.send(out_fd, {"kind": "setup-failed", "error": traceback.format_exc()})
         return
@@ -184,13 +230,12 @@ def main() -> None:
     me = os.getpid()
     deadline = None if not ctx.timeout else 3 * ctx.timeout + 5
     while True:
-        try:
-            job = wire.receive(0)
-        except EOFError:
+        job = wire.receive(0)
+        if job is None:  # faultsim stops us
             return
         started = _real_time.real_perf_counter()
         _prepare(ctx, job)
-        pid = os.fork()
+        pid = _fork()
         if pid == 0:
             try:
                 die_with_parent()
