@@ -233,18 +233,22 @@ def test_no_process_outlives_faultsim(how):
         parent = sandbox_parent() or tempfile.gettempdir()
         assert folder.startswith(os.path.join(parent, f"faultsim-{marker}-"))
         assert os.path.isdir(os.path.join(folder, "sandbox-0")), os.listdir(folder)
-        proc.send_signal(how)
-        proc.wait(timeout=30)
+        _kill_and_check_nothing_left(proc, how, marker, folder)
         if how == signal.SIGTERM:
             assert proc.returncode == 128 + signal.SIGTERM
-        assert _wait_for(lambda: not _marked(marker), 10), \
-            f"left behind after {how.name}: {_marked(marker)}"
-        assert _wait_for(lambda: not os.path.exists(folder), 10), \
-            f"{folder} left behind after {how.name}: {os.listdir(folder)}"
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+def _kill_and_check_nothing_left(proc, how, marker: str, folder: str) -> None:
+    proc.send_signal(how)
+    proc.wait(timeout=30)
+    assert _wait_for(lambda: not _marked(marker), 10), \
+        f"left behind after {how.name}: {_marked(marker)}"
+    assert _wait_for(lambda: not os.path.exists(folder), 10), \
+        f"{folder} left behind after {how.name}: {os.listdir(folder)}"
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="uses /proc")
@@ -258,12 +262,7 @@ def test_no_run_folder_outlives_faultsim_killed_while_servers_start(how):
         assert _wait_for(lambda: _run_folders(marker), 60), "no server started"
         (folder,) = _run_folders(marker)
         assert os.path.isdir(folder)
-        proc.send_signal(how)
-        proc.wait(timeout=30)
-        assert _wait_for(lambda: not _marked(marker), 10), \
-            f"left behind after {how.name}: {_marked(marker)}"
-        assert _wait_for(lambda: not os.path.exists(folder), 10), \
-            f"{folder} left behind after {how.name}: {os.listdir(folder)}"
+        _kill_and_check_nothing_left(proc, how, marker, folder)
     finally:
         if proc.poll() is None:
             proc.kill()
