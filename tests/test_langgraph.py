@@ -151,6 +151,34 @@ def test_tasks_and_background_writes_run_on_the_calling_thread():
     assert threading.active_count() == threads_before
 
 
+def test_langsmith_tracing_stays_off_under_faultsim(monkeypatch):
+    from langchain_core.tracers.context import _tracing_v2_is_enabled
+    from langsmith.utils import get_env_var
+
+    monkeypatch.setenv("LANGSMITH_TRACING", "true")
+    get_env_var.cache_clear()
+    seen = []
+
+    def build(checkpointer, model):
+        @tool
+        def lookup_invoice(invoice: str) -> str:
+            """Look up an invoice."""
+            seen.append(_tracing_v2_is_enabled())
+            return "{}"
+        return create_react_agent(model, [lookup_invoice, pay_invoice, send_email],
+                                  checkpointer=checkpointer)
+
+    try:
+        assert _tracing_v2_is_enabled()  # the environment asks for it
+        sc = load_scenario(KEYED)
+        with Explorer(graph_agent(build, durability="sync"), sc) as ex:
+            ex.incarnation(ex.new_world())
+    finally:
+        monkeypatch.undo()
+        get_env_var.cache_clear()
+    assert seen == [False]
+
+
 def test_kills_land_at_every_point_and_sync_holds_with_keyed_effects_only():
     run = _explore(KEYED, "sync")
     assert len(run.verdicts) == len(run.kill_points) > 20  # one landed kill per point

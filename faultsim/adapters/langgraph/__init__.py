@@ -229,7 +229,12 @@ class GraphRun:
         unsubscribe = session.world.subscribe(session.on_world)
         token = _session.set(session)
         try:
-            with session.serializer.installed(), _deterministic_run_ids():
+            # no LangSmith tracing, whatever the environment says: faultsim opens no
+            # connection beyond loopback
+            from langsmith.run_helpers import tracing_context
+
+            with session.serializer.installed(), _deterministic_run_ids(), \
+                    tracing_context(enabled=False):
                 graph = self.build_graph(checkpointer=saver, model=chat_model(env))
                 config = {"configurable": {"thread_id": env.task_id}}
                 state = graph.get_state(config)
