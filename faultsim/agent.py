@@ -128,9 +128,14 @@ LANGGRAPH_MODES = ("sync", "async", "exit")  # LangGraph's durability modes
 
 def factory_for(spec: str, scenario: Any = None) -> Callable[[AgentEnv], Any]:
     """`load_factory`, plus `langgraph:MODE`: the graph a scenario's [langgraph] table names,
-    run by faultsim's LangGraph adapter with durability MODE (sync, async or exit)."""
+    run by faultsim's LangGraph adapter with durability MODE (sync, async or exit).
+    `scenario` is a Scenario or its file, read only for a `langgraph:` spec."""
     if not spec.startswith(LANGGRAPH):
         return load_factory(spec)
+    if isinstance(scenario, (str, Path)):
+        from .scenario import load_scenario
+
+        scenario = load_scenario(scenario)
     spec_lg = getattr(scenario, "langgraph", None)
     if spec_lg is None:
         raise AgentLoadError(f"agent {spec!r} runs a scenario's [langgraph] graph; "

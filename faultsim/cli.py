@@ -215,11 +215,10 @@ def cmd_list(ns: argparse.Namespace) -> int:
             from .real.explore import survey_subprocess
             points = survey_subprocess(agent, sc, timeout=ns.timeout)
             states = {"process": len(points), "power": "n/a (subprocess mode)"}
-        elif sc.langgraph is not None:
-            points, states = survey(factory_for(agent, sc), sc, agent_name=agent,
-                                    timeout=ns.timeout)
         else:
-            points, states = survey(factory, sc, agent_name=ns.agent, timeout=ns.timeout)
+            points, states = survey(factory if agent == ns.agent and factory else
+                                    factory_for(agent, sc), sc, agent_name=agent,
+                                    timeout=ns.timeout)
         main = sc.script.turns
         parallel = sum(1 for t in main if len(t.tool_calls) > 1)
         turns = f"{len(main)} ({sum(1 for t in main if t.tool_calls)} with tool calls" + (
@@ -324,13 +323,10 @@ def cmd_replay(ns: argparse.Namespace) -> int:
 
     from .agent import factory_for
     from .replayer import replay
-    from .scenario import load_scenario
     from .token import ReplayToken
 
     token = ReplayToken.decode(ns.token)
-    spec = ns.agent or token.agent
-    factory = factory_for(spec, load_scenario(token.scenario) if spec.startswith(
-        "langgraph:") else None) if ns.agent else None
+    factory = factory_for(ns.agent, token.scenario) if ns.agent else None
     result = replay(token, factory, timeout=ns.timeout)
     crashes = len(result.schedule)
     print(f"replaying {crashes} crash{'es' if crashes > 1 else ''} of "

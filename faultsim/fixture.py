@@ -104,15 +104,11 @@ def factory_and_name(agent: Any, scenario: str | None = None) -> tuple[Callable,
     or "langgraph:MODE" for the graph a scenario's [langgraph] table names)."""
     import types
 
-    from .agent import LANGGRAPH, AgentLoadError, factory_for
+    from .agent import AgentLoadError, factory_for
 
     if isinstance(agent, str):
         try:
-            if agent.startswith(LANGGRAPH):
-                from .scenario import load_scenario
-
-                return factory_for(agent, load_scenario(scenario) if scenario else None), agent
-            return factory_for(agent), agent
+            return factory_for(agent, scenario), agent
         except AgentLoadError as exc:
             raise FaultsimUsageError(str(exc)) from None
     if isinstance(agent, types.ModuleType):

@@ -18,16 +18,14 @@ def replay(token: str | ReplayToken, make_agent: Callable | None = None,
            timeout: float | None = 30.0) -> ScheduleResult:
     """Re-run the schedule a token names, on the scenario and agent it names (or on
     `make_agent`, e.g. a fixed version of the agent), and judge it."""
-    from .agent import LANGGRAPH, factory_for
-    from .scenario import load_scenario
+    from .agent import factory_for
 
     if isinstance(token, str):
         token = ReplayToken.decode(token)
     if not Path(token.scenario).exists():
         raise FileNotFoundError(f"{token.scenario}: the token's scenario file is not here; "
                                 "replay from the directory the report was made in")
-    factory = make_agent or factory_for(token.agent, load_scenario(token.scenario)
-                                        if token.agent.startswith(LANGGRAPH) else None)
+    factory = make_agent or factory_for(token.agent, token.scenario)
     with Session(factory, token.scenario, crash_model=token.crash_model, seed=token.seed,
                  timeout=timeout, agent_name=token.agent) as session:
         return session.run(schedule_of(token))
