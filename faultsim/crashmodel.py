@@ -7,6 +7,14 @@
   other (a file's data needs an fsync of the file, a name needs an fsync of its directory),
   and unsynced data may also be torn at sector granularity. Each outcome is named, so a
   verdict says which persisted subset it needed.
+
+  What a tear may damage follows the hardware: only sectors that an unsynced write
+  changed, never bytes an fsync made sure of. By default the disk is assumed to do
+  *powersafe overwrite* (SQLite's SQLITE_IOCAP_POWERSAFE_OVERWRITE, true of every disk
+  that keeps a capacitor or journal for its write cache): a torn write damages only the
+  bytes it wrote, even in a sector it shares with synced bytes. A scenario can drop that
+  assumption (`[fault_profile] powersafe_overwrite = false`): then that shared sector may
+  be damaged whole, the synced bytes in it too.
 """
 from __future__ import annotations
 
@@ -65,7 +73,92 @@ def _walk_durable(d: Durability, content_of) -> dict[str, bytes | None]:
     return out
 
 
-def power_states(snapshot: Files, inodes: Mapping[str, int], d: Durability) -> list[CrashState]:
+def unsynced_sectors(base: bytes, new: bytes) -> list[int]:
+    """The sectors of `new` that hold bytes an fsync has not made sure of: bytes past the
+    synced length, or different from the synced ones. An unsynced write can tear only
+    these; a sector no unsynced write changed is never rewritten by the disk."""
+    # skip the long identical prefix of an append or a rewrite first
+    n = min(len(base), len(new))
+    i = 0
+    while i + 4096 <= n and base[i:i + 4096] == new[i:i + 4096]:
+        i += 4096
+    out = []
+    for s in range(i // SECTOR, math.ceil(len(new) / SECTOR)):
+        a, b = s * SECTOR, (s + 1) * SECTOR
+        if new[a:b] != base[a:b]:
+            out.append(s)
+    return out
+
+
+def torn(base: bytes, new: bytes, sectors: list[int], k: int, fill: bytes | None,
+         powersafe: bool) -> bytes:
+    """`new` with the unsynced `sectors` from the k-th on not written: each is filled
+    (zero or garbage) or, for `fill=None`, left as it was synced. With `powersafe`, only the
+    unsynced bytes of a sector are damaged, never synced bytes sharing it."""
+    out = bytearray(new)
+    for s in sectors[k:]:
+        a, b = s * SECTOR, min((s + 1) * SECTOR, len(new))
+        if fill is None:
+            out[a:b] = base[a:b]
+        elif not powersafe:
+            out[a:b] = fill * (b - a)
+        else:
+            # past the synced length every byte is unsynced; below it, only changed ones
+            cut = max(a, min(b, len(base)))
+            for i in range(a, cut):
+                if new[i] != base[i]:
+                    out[i] = fill[0]
+            out[cut:b] = fill * (b - cut)
+    return bytes(out)
+
+
+def _region(sectors: list[int], new: bytes) -> str:
+    end = min((sectors[-1] + 1) * SECTOR, len(new))
+    return f"of unsynced bytes {sectors[0] * SECTOR}-{end}"
+
+
+def torn_variants(path: str, base: bytes, new: bytes, *, powersafe: bool = True
+                  ) -> list[tuple[str, bytes]]:
+    """The torn outcomes of the unsynced writes to one file, named by the region they tore.
+
+    The disk writes whole sectors, in any order; we keep a bounded, deterministic subset:
+    the unsynced region landed up to a sector boundary inside it (after its first sector,
+    its middle, all but its last), the rest zero-filled (garbage-filled at the middle),
+    and, where the region overwrote synced bytes, the rest left as synced. Without
+    `powersafe` (SQLite's SQLITE_IOCAP_POWERSAFE_OVERWRITE off), a sector that an unsynced
+    write shares with synced bytes may be damaged whole, the synced bytes with it."""
+    sectors = unsynced_sectors(base, new)
+    n = len(sectors)
+    if not n:
+        return []
+    region = _region(sectors, new)
+    middle = max(1, n // 2)
+    out = []
+    for k in sorted({1, n // 2, n - 1}):
+        if not 1 <= k < n:
+            continue
+        out.append((f"{path} torn after sector {k}/{n} {region}, zero-filled",
+                    torn(base, new, sectors, k, b"\0", powersafe)))
+        if k == middle:
+            out.append((f"{path} torn after sector {k}/{n} {region}, garbage-filled",
+                        torn(base, new, sectors, k, b"\xa5", powersafe)))
+            if all(min((s + 1) * SECTOR, len(new)) <= len(base) for s in sectors[k:]):
+                # the rest of the region overwrote synced bytes: it may still hold them
+                out.append((f"{path} torn after sector {k}/{n} {region}, the rest as "
+                            "synced", torn(base, new, sectors, k, None, powersafe)))
+    first = sectors[0] * SECTOR
+    shared = any(new[i] == base[i] for i in range(first, min(first + SECTOR, len(base),
+                                                             len(new))))
+    if not powersafe and shared:
+        # the sector shared with synced bytes damaged whole (only without powersafe)
+        out.append((f"{path} torn before sector 1/{n} {region}, zero-filled with the "
+                    "synced bytes sharing it (no powersafe overwrite)",
+                    torn(base, new, sectors, 0, b"\0", False)))
+    return [(name, data) for name, data in out if data != base]
+
+
+def power_states(snapshot: Files, inodes: Mapping[str, int], d: Durability, *,
+                 powersafe: bool = True) -> list[CrashState]:
     """The bounded set of power-loss outcomes at this instant, deterministic in order."""
     current_by_ino = {inodes[p]: data for p, data in snapshot.items() if data is not DIR}
 
@@ -82,22 +175,13 @@ def power_states(snapshot: Files, inodes: Mapping[str, int], d: Durability) -> l
         ("data persisted, unsynced names lost", _walk_durable(d, current)),
         ("nothing unsynced persisted", _walk_durable(d, synced)),
     ]
-    # The most recently written unsynced file, torn at sector granularity.
+    # The most recently written unsynced file, torn within the sectors it did not sync.
     torn_path = next((p for p in reversed(d.last_written) if isinstance(snapshot.get(p), bytes)
                       and snapshot[p] != synced(inodes[p])), None)
     if torn_path is not None:
-        new, base = snapshot[torn_path], synced(inodes[torn_path])
-        sectors = math.ceil(len(new) / SECTOR)
-        for k in sorted({1, sectors // 2, sectors - 1} - {0}):
-            if k >= sectors:
-                continue
-            for fill, name in ((b"\0", "zero"), (b"\xa5", "garbage")):
-                if fill == b"\xa5" and k != max(1, sectors // 2):
-                    continue
-                data = new[:k * SECTOR] + fill * (len(new) - k * SECTOR)
-                if data != base:
-                    candidates.append((f"{torn_path} torn after sector {k}/{sectors}, "
-                                       f"{name}-filled", {**snapshot, torn_path: data}))
+        for name, data in torn_variants(torn_path, synced(inodes[torn_path]),
+                                        snapshot[torn_path], powersafe=powersafe):
+            candidates.append((name, {**snapshot, torn_path: data}))
     seen, out = set(), []
     for persisted, files in candidates:
         state = CrashState.of("power", persisted, files)

@@ -378,7 +378,8 @@ def _models(crash_model: str | Iterable[str]) -> list[str]:
 def _states(ex: Explorer, model: str, snapshot: dict) -> list[CrashState]:
     if model == "process":
         return process_state(snapshot)
-    return power_states(snapshot, ex.interposer.inodes(), ex.interposer.durability)
+    return power_states(snapshot, ex.interposer.inodes(), ex.interposer.durability,
+                        powersafe=ex.scenario.profile.powersafe_overwrite)
 
 
 @dataclass

@@ -82,6 +82,8 @@ class FaultProfile:
     crash_models: tuple[str, ...] = ("process",)
     crashes: int = 2  # the most crashes in one schedule
     downtime: float = 0.0  # seconds the world's clock moves between a crash and the restart
+    # power model: a torn write damages only the bytes it wrote (see crashmodel)
+    powersafe_overwrite: bool = True
 
     @property
     def crash_model(self) -> str:
@@ -239,7 +241,9 @@ class _Reader:
             raise self.fail(f"{where}.crashes", "an integer >= 1", crashes)
         downtime = parse_duration(self.get(profile, "downtime", where, (str, int, float),
                                            DURATION_EXPECTED, 0), self, f"{where}.downtime")
-        return FaultProfile(tuple(models), crashes, downtime)
+        powersafe = self.get(profile, "powersafe_overwrite", where, bool, "true or false",
+                             True)
+        return FaultProfile(tuple(models), crashes, downtime, powersafe)
 
 
 DURATION_EXPECTED = 'a duration such as "90s", "45m", "25h", "2d", "1h30m", or seconds'
@@ -364,7 +368,8 @@ def parse_scenario(data: dict, path: str | Path = "<scenario>") -> Scenario:
         raise r.fail("subagents", "task texts distinct from each other and from 'task'")
 
     raw_profile = r.get(data, "fault_profile", "", dict, "a [fault_profile] table", {})
-    r.no_extra(raw_profile, {"crash_models", "crashes", "downtime", "api_faults"},
+    r.no_extra(raw_profile, {"crash_models", "crashes", "downtime", "api_faults",
+                             "powersafe_overwrite"},
                "fault_profile")
     profile = r.profile(raw_profile)
     faults = r.api_faults(raw_profile, {MAIN_TAG: len(turns),

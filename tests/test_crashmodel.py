@@ -119,11 +119,13 @@ def test_rename_without_file_fsync_can_tear_the_renamed_file(sandbox):
         torn_before = [s.persisted for s in power(ip) if "torn" in s.persisted]
         os.replace("/sb/a.tmp", "/sb/a")
     sectors = -(-len(NEW) // SECTOR)
-    assert torn_before == [f"a.tmp torn after sector 1/{sectors}, zero-filled",
-                           f"a.tmp torn after sector 1/{sectors}, garbage-filled",
-                           f"a.tmp torn after sector {sectors - 1}/{sectors}, zero-filled"]
+    region = f"of unsynced bytes 0-{len(NEW)}"
+    assert torn_before == [f"a.tmp torn after sector 1/{sectors} {region}, zero-filled",
+                           f"a.tmp torn after sector 1/{sectors} {region}, garbage-filled",
+                           f"a.tmp torn after sector {sectors - 1}/{sectors} {region}, "
+                           "zero-filled"]
     torn_after = [s.persisted for s in power(ip) if "torn" in s.persisted]
-    assert f"a torn after sector 1/{sectors}, zero-filled" in torn_after
+    assert f"a torn after sector 1/{sectors} {region}, zero-filled" in torn_after
 
 
 def test_rename_without_dir_fsync_can_lose_the_new_name(sandbox):
@@ -178,10 +180,10 @@ def test_unsynced_multi_sector_write_is_torn_at_sectors(sandbox):
         "names persisted, unsynced data lost",
         "data persisted, unsynced names lost",
         # "nothing unsynced persisted" is the same tree as the one before: deduplicated
-        "big torn after sector 1/5, zero-filled",
-        "big torn after sector 2/5, zero-filled",
-        "big torn after sector 2/5, garbage-filled",
-        "big torn after sector 4/5, zero-filled",
+        "big torn after sector 1/5 of unsynced bytes 0-2460, zero-filled",
+        "big torn after sector 2/5 of unsynced bytes 0-2460, zero-filled",
+        "big torn after sector 2/5 of unsynced bytes 0-2460, garbage-filled",
+        "big torn after sector 4/5 of unsynced bytes 0-2460, zero-filled",
     ]
     named = by_name(states)
     assert named["names persisted, unsynced data lost"] == {"keep": b"k", "big": b""}
@@ -200,9 +202,11 @@ def test_unsynced_multi_sector_write_is_torn_at_sectors(sandbox):
 
 @pytest.mark.parametrize("size, expected", [
     (SECTOR, []),  # one sector: nothing to tear
-    (SECTOR + 1, ["f torn after sector 1/2, zero-filled", "f torn after sector 1/2, garbage-filled"]),
-    (3 * SECTOR, ["f torn after sector 1/3, zero-filled", "f torn after sector 1/3, garbage-filled",
-                  "f torn after sector 2/3, zero-filled"]),
+    (SECTOR + 1, ["f torn after sector 1/2 of unsynced bytes 0-513, zero-filled",
+                  "f torn after sector 1/2 of unsynced bytes 0-513, garbage-filled"]),
+    (3 * SECTOR, ["f torn after sector 1/3 of unsynced bytes 0-1536, zero-filled",
+                  "f torn after sector 1/3 of unsynced bytes 0-1536, garbage-filled",
+                  "f torn after sector 2/3 of unsynced bytes 0-1536, zero-filled"]),
 ])
 def test_torn_variants_by_size(sandbox, size, expected):
     fs, ip, tracer = sandbox

@@ -51,11 +51,17 @@ def install() -> None:
             return orig_set(self, contents)
         return ip._content(self, contents, lambda c: orig_set(self, c))
 
+    def resize(self, st_size):
+        empty = not self._byte_contents
+        orig_size.fset(self, st_size)
+        if empty and st_size:  # pyfakefs leaves an empty file's bytes empty when it grows
+            self._byte_contents = b"\0" * st_size  # the kernel reads zeros there
+
     def size_setter(self, st_size):
         ip = _active
         if ip is None or ip.quiet:
-            return orig_size.fset(self, st_size)
-        return ip._truncate(self, st_size, lambda n: orig_size.fset(self, n))
+            return resize(self, st_size)
+        return ip._truncate(self, st_size, lambda n: resize(self, n))
 
     def add_entry(self, path_object):
         _invalidate(self, path_object.name)
@@ -505,6 +511,11 @@ class FsInterposer:
             self._touch_rel(_join(parent, name), None, "observed")  # fails if it existed
         result = apply()
         if kind == "fs.create":
+            # pyfakefs gives a new file its bytes only after adding it; a kill landing
+            # between the two would leave a "fake large file" that cannot be read. A file a
+            # real kernel has just created is empty, and readable as such.
+            if type(obj) is fake_file.FakeFile and obj._byte_contents is None:
+                obj._byte_contents = b""
             self.last_touched = _join(parent, name)
         self.tracer.emit(kind, _join(parent, name))
         return result
