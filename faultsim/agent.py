@@ -3,13 +3,14 @@
     def make_agent(env: AgentEnv) -> object with .run()
 
 `make_agent` is called once per incarnation and must build everything afresh from `env`;
-`.run()` starts the task, or resumes it from the files under `env.workdir` if an earlier
-incarnation left any, and returns the outcome: a string (the final answer) or an object
+`.run()` (a plain method or a coroutine) starts the task, or resumes it from the files
+under `env.workdir` if an earlier incarnation left any, and returns the outcome: a string (the final answer) or an object
 with `final_answer` and, optionally, `status`, `turns`, `tokens_used`, `steps`, `escalation`.
 """
 from __future__ import annotations
 
 import importlib
+import inspect
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Mapping
@@ -33,6 +34,7 @@ class AgentEnv:
     mark: Callable[..., None] | None = None  # optional: the agent may report protocol marks
     store: "Store | None" = None  # where the scenario says checkpoints live (None: files)
     world: "World | None" = None  # for faultsim's own adapters (faultsim.adapters.*) only
+    async_client: "anthropic.AsyncAnthropic | None" = None  # the same fake, for async code
 
 
 @dataclass(frozen=True)
@@ -52,6 +54,28 @@ class Outcome:
     tokens_used: int | None = None
     steps: int | None = None
     escalation: str | None = None
+
+
+def run_agent(agent: Any) -> Any:
+    """`agent.run()`, awaited when it is a coroutine (an async agent), on a fresh event
+    loop. Process time is frozen to the world clock during a run; the loop keeps real
+    monotonic time, or `asyncio.sleep` and the SDK's async timeouts would never fire."""
+    result = agent.run()
+    if not inspect.isawaitable(result):
+        return result
+    import asyncio
+
+    from freezegun.api import real_monotonic
+
+    loop = asyncio.new_event_loop()
+    loop.time = real_monotonic  # type: ignore[method-assign]
+    try:
+        return loop.run_until_complete(result)
+    finally:
+        try:
+            loop.run_until_complete(loop.shutdown_asyncgens())
+        finally:
+            loop.close()
 
 
 def outcome_of(result: Any) -> Outcome:

@@ -19,7 +19,7 @@ import freezegun
 import freezegun.api as _real_time  # time.perf_counter is frozen in here; these are not
 from pyfakefs.fake_filesystem_unittest import Patcher
 
-from .agent import AgentEnv, Outcome, outcome_of
+from .agent import AgentEnv, Outcome, outcome_of, run_agent
 from .crashmodel import CRASH_MODELS, CrashState, power_states, process_state
 from .interpose.determinism import seeded
 from .interpose.fs import FsInterposer, install
@@ -111,6 +111,8 @@ def _traced_world(tracer: Tracer, scenario: Scenario, world: World, result: Inca
                 result.first_position = rec.position
             tracer.emit("model.response", f"{rec.script}@{rec.position}",
                         f"{rec.status} {rec.error or ''}".strip())
+        elif kind == "model.stream":  # a gap inside a streamed answer: a kill point
+            tracer.emit("model.stream", info["message_id"], info["where"])
         elif kind.startswith("effect."):
             e = info["entry"]
             tracer.emit(kind, f"{e.service}.{e.op}",
@@ -231,7 +233,7 @@ class Explorer:
                     world.model.serving_new_clients(), \
                     _time_limit(self.timeout if timed else None):
                 try:
-                    result.outcome = outcome_of(self.make_agent(env).run())
+                    result.outcome = outcome_of(run_agent(self.make_agent(env)))
                 except (Killed, WorldSealed):
                     pass
                 except IncarnationTimeout as exc:

@@ -33,7 +33,8 @@ CATEGORIES = ("start", "after-model-response", "checkpoint-mid-write", "checkpoi
               "checkpoint-commit",
               "between-A-and-tool", "in-tool", "after-effect", "after-tool-before-B",
               "after-B", "mid-write", "after-completion", "after-escalation",
-              "after-checkpoint-read", "after-checkpoint-put", "after-put-writes", "after-tool")
+              "after-checkpoint-read", "after-checkpoint-put", "after-put-writes", "after-tool",
+              "mid-stream")
 REQUIRED_ON_REFERENCE = ("checkpoint-mid-write", "checkpoint-rename", "after-model-response",
                          "between-A-and-tool", "after-effect", "after-tool-before-B", "after-B")
 
@@ -77,6 +78,8 @@ def _subject(event: Event, counts: dict[str, int]) -> str:
         name = event.kind[5:] + (f"-{event.subject}" if event.subject else "")
     elif event.kind == "model.response":
         name = f"model@{event.subject}"
+    elif event.kind == "model.stream":
+        name = "stream"
     else:
         name = event.kind
     counts[name] = counts.get(name, 0) + 1
@@ -99,7 +102,9 @@ def kill_points(trace: Sequence[Event]) -> list[KillPoint]:
             phase = _PHASES[event.kind]
         nxt = trace[i] if i < len(trace) else None
         cat = phase
-        if nxt is not None and nxt.kind == "fs.rename" and _is_checkpoint(nxt.subject):
+        if event.kind == "model.stream":
+            cat = "mid-stream"  # a streamed answer read in part (the phase goes on after)
+        elif nxt is not None and nxt.kind == "fs.rename" and _is_checkpoint(nxt.subject):
             cat = "checkpoint-rename"
         elif nxt is not None and nxt.kind in _COMMITS:
             cat = "checkpoint-commit"  # a database save written, its commit not yet sent

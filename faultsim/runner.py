@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from .agent import AgentEnv, Outcome, outcome_of
+from .agent import AgentEnv, Outcome, outcome_of, run_agent
 from .scenario import Scenario
 from .world import World
 
@@ -35,7 +35,8 @@ def make_env(scenario: Scenario, world: World, workdir: Path,
     return AgentEnv(workdir=Path(workdir), client=world.model.client(max_retries=max_retries),
                     services=world.services, clock=world.clock, task=scenario.task,
                     task_id=scenario.id, model=scenario.model,
-                    incarnation=world.incarnation, mark=mark, world=world)
+                    incarnation=world.incarnation, mark=mark, world=world,
+                    async_client=world.model.async_client(max_retries=max_retries))
 
 
 class ScenarioRun:
@@ -75,7 +76,7 @@ class ScenarioRun:
         """One start-or-resume of a fresh agent, to completion or until something raises."""
         self.world.begin_incarnation()
         with self.world.model.serving_new_clients():
-            outcome = outcome_of(self.make_agent(self.env(mark)).run())
+            outcome = outcome_of(run_agent(self.make_agent(self.env(mark))))
         self.record.outcomes.append(outcome)
         return outcome
 

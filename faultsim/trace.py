@@ -30,7 +30,7 @@ def digest(data: bytes) -> str:
 class Event:
     index: int  # 1-based position in the incarnation's trace
     kind: str  # fs.create fs.write fs.truncate fs.rename fs.unlink fs.mkdir fs.rmdir fs.fsync
-    #            model.response effect.<outcome> mark.<name>
+    #            model.response model.stream effect.<outcome> mark.<name>
     subject: str  # the path, service call or mark name it concerns
     detail: str = ""  # stable extra facts (sizes, digests, keys)
     size: int = 0  # bytes written, for writes

@@ -82,6 +82,9 @@ class ModelEndpoint:
                     # sees the connection drop, as it would from a dead or silent server
                     self.close_connection = True
                     return
+                if response.headers.get("content-type", "").startswith("text/event-stream"):
+                    self._stream(response)
+                    return
                 content = response.content
                 self.send_response(response.status_code)
                 for name, value in response.headers.items():
@@ -90,6 +93,26 @@ class ModelEndpoint:
                 self.send_header("content-length", str(len(content)))
                 self.end_headers()
                 self.wfile.write(content)
+
+            def _stream(self, response: httpx2.Response) -> None:
+                """Server-sent events in chunked encoding, each event sent as the fake
+                produces it. A kill or a `stream_cut` mid-stream drops the connection
+                without the closing chunk: the client's read fails as in production."""
+                self.send_response(response.status_code)
+                for name, value in response.headers.items():
+                    if name.lower() not in _HOP_BY_HOP:
+                        self.send_header(name, value)
+                self.send_header("transfer-encoding", "chunked")
+                self.end_headers()
+                try:
+                    with endpoint._lock:
+                        for chunk in response.iter_raw():
+                            self.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
+                            self.wfile.flush()
+                except BaseException:
+                    self.close_connection = True
+                    return
+                self.wfile.write(b"0\r\n\r\n")
 
             do_POST = do_GET = _answer
 

@@ -13,8 +13,9 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Mapping
 
 import httpx2
 
+from . import sse
 from .script import ApiFault, Script, turn_content
-from .validate import InvalidRequest, validate_request
+from .validate import InvalidRequest, merged_turns, validate_request
 
 if TYPE_CHECKING:
     import anthropic
@@ -46,10 +47,11 @@ class RequestRecord:
     output_tokens: int = 0
     tool_use_ids: tuple[str, ...] = ()
     stop_reason: str | None = None
+    stream: bool = False  # answered as server-sent events
 
     @property
     def ok(self) -> bool:
-        return self.status == 200
+        return self.status == 200 and self.error is None
 
 
 def _text_of(content: Any) -> str:
@@ -110,6 +112,7 @@ class FakeClaude:
         self.sealed = sealed
         self._answered: dict[tuple[str, int], int] = {}
         self._faulted: dict[tuple[str, int], int] = {}
+        self._cache: set[str] = set()  # prompt prefixes written to the (fake) prompt cache
 
     # -- the client -------------------------------------------------------------------
     def client(self, *, max_retries: int = 2, **options: Any) -> "anthropic.Anthropic":
@@ -120,33 +123,52 @@ class FakeClaude:
             api_key=FAKE_API_KEY, base_url=API_URL, max_retries=max_retries,
             http_client=httpx2.Client(transport=httpx2.MockTransport(self.handle)), **options)
 
+    def async_client(self, *, max_retries: int = 2, **options: Any
+                     ) -> "anthropic.AsyncAnthropic":
+        """The same, for async code: an `anthropic.AsyncAnthropic` served by this fake."""
+        import anthropic
+
+        return anthropic.AsyncAnthropic(
+            api_key=FAKE_API_KEY, base_url=API_URL, max_retries=max_retries,
+            http_client=httpx2.AsyncClient(transport=httpx2.MockTransport(self.handle)),
+            **options)
+
     @contextmanager
     def serving_new_clients(self) -> Iterator[None]:
-        """While inside, an `anthropic.Anthropic` the agent builds itself (no `http_client`
-        of its own) is served by this fake too: its requests go through the same in-process
-        transport, whatever its `base_url`, and it gets a fake API key when none is set, so
-        no credentials are looked up and no socket is opened."""
+        """While inside, an `anthropic.Anthropic` or `anthropic.AsyncAnthropic` the agent
+        builds itself (no `http_client` of its own) is served by this fake too: its requests
+        go through the same in-process transport, whatever its `base_url`, and it gets a
+        fake API key when none is set, so no credentials are looked up and no socket is
+        opened. (An async client left to build its own transport would also import
+        httpcore2, which reads its package metadata: hidden by the fake file system.)"""
         import os
 
         import anthropic
 
-        cls = anthropic.Anthropic
-        original = cls.__init__
         fake = self
+        originals = {}
 
-        def __init__(client, *args: Any, **kwargs: Any) -> None:
-            if kwargs.get("http_client") is None:
-                kwargs["http_client"] = httpx2.Client(
-                    transport=httpx2.MockTransport(fake.handle))
-                if kwargs.get("api_key") is None and not os.environ.get("ANTHROPIC_API_KEY"):
-                    kwargs["api_key"] = FAKE_API_KEY
-            original(client, *args, **kwargs)
+        def serve(cls, http_client):
+            original = originals[cls] = cls.__init__
 
-        cls.__init__ = __init__
+            def __init__(client, *args: Any, **kwargs: Any) -> None:
+                if kwargs.get("http_client") is None:
+                    kwargs["http_client"] = http_client(
+                        transport=httpx2.MockTransport(fake.handle))
+                    if kwargs.get("api_key") is None and \
+                            not os.environ.get("ANTHROPIC_API_KEY"):
+                        kwargs["api_key"] = FAKE_API_KEY
+                original(client, *args, **kwargs)
+
+            cls.__init__ = __init__
+
+        serve(anthropic.Anthropic, httpx2.Client)
+        serve(anthropic.AsyncAnthropic, httpx2.AsyncClient)
         try:
             yield
         finally:
-            cls.__init__ = original
+            for cls, original in originals.items():
+                cls.__init__ = original
 
     # -- what happened ----------------------------------------------------------------
     @property
@@ -167,27 +189,29 @@ class FakeClaude:
             raise WorldSealed("a killed incarnation called the model")
         index = len(self.requests) + 1
         request_id = f"req_faultsim_{index:05d}"
-        if request.method != "POST" or not request.url.path.endswith("/v1/messages"):
+        path = request.url.path
+        counting = path.endswith("/v1/messages/count_tokens")
+        if request.method != "POST" or not (path.endswith("/v1/messages") or counting):
             return self._log(_error(404, "not_found_error", f"faultsim fake serves POST "
-                                    f"/v1/messages only, not {request.method} "
-                                    f"{request.url.path}", request_id), None, None, 0)
+                                    f"/v1/messages and /v1/messages/count_tokens only, not "
+                                    f"{request.method} {path}", request_id), None, None, 0)
         try:
             body = json.loads(request.content or b"null")
         except ValueError:
             return self._log(_error(400, "invalid_request_error", "request body is not valid "
                                     "JSON", request_id), None, None, 0)
         try:
-            validate_request(body)
+            validate_request(body, count_tokens=counting)
         except InvalidRequest as exc:
             return self._log(_error(400, "invalid_request_error", exc.message, request_id),
                              None, None, 0)
-        if body.get("stream"):
-            return self._log(_error(400, "invalid_request_error", "faultsim's fake model "
-                                    "does not serve streaming requests yet (stream=true)",
-                                    request_id), None, None, 0)
+        if counting:  # no answer, no turn: the count the API would bill as input
+            return httpx2.Response(200, json={"input_tokens": self._input_tokens(body)[0]},
+                                   headers={"request-id": request_id})
 
-        messages = body["messages"]
-        task = _text_of(messages[0]["content"])
+        # The API merges consecutive turns of one role; the script is addressed on that.
+        messages = merged_turns(body["messages"])
+        task = _text_of(body["messages"][0]["content"])  # the first message as sent
         script = self.scripts.get(task)
         if script is None:
             known = "; ".join(repr(t[:50]) for t in self.scripts) or "none"
@@ -203,27 +227,78 @@ class FakeClaude:
             return self._script_error(f"script {script.tag!r}: turn {position} was final, "
                                       "yet the conversation went on", request_id, script, position)
 
+        turn = script.turns[position]
+        refused = _tool_choice_refusal(body, turn)
+        if refused:
+            return self._script_error(f"script {script.tag!r}, turn {position + 1}: {refused}",
+                                      request_id, script, position)
+
         fault = script.fault_at(position)
         slot = (script.tag, position)
+        cut = False
         if fault is not None and self._faulted.get(slot, 0) < fault.times:
             self._faulted[slot] = self._faulted.get(slot, 0) + 1
-            return self._fault(fault, request, request_id, script, position)
+            if fault.kind != "stream_cut":
+                return self._fault(fault, request, request_id, script, position)
+            cut = True
 
+        # A cut answer is not an answer: its retry gets the same turn with the same ids.
         repeat = self._answered.get(slot, 0)
-        self._answered[slot] = repeat + 1
+        if not cut:
+            self._answered[slot] = repeat + 1
         content = turn_content(script, position, repeat)
-        turn = script.turns[position]
         stop_reason = "end_turn" if turn.is_final else "tool_use"
-        usage = {"input_tokens": estimate_tokens({k: body.get(k) for k in
-                                                  ("system", "tools", "messages")}),
-                 "output_tokens": estimate_tokens(content)}
+        input_tokens, cache = self._input_tokens(body)
+        usage = {"input_tokens": input_tokens, "output_tokens": estimate_tokens(content),
+                 **cache}
         suffix = "" if repeat == 0 else f"_r{repeat + 1}"
         message = {"id": f"msg_{script.tag}_{position + 1:02d}{suffix}", "type": "message",
                    "role": "assistant", "model": body["model"], "content": content,
                    "stop_reason": stop_reason, "stop_sequence": None, "usage": usage}
         ids = tuple(b["id"] for b in content if b["type"] == "tool_use")
-        return self._log(httpx2.Response(200, json=message, headers={"request-id": request_id}),
-                         script, position, repeat, usage=usage, ids=ids, stop=stop_reason)
+        streaming = bool(body.get("stream"))
+        headers = {"request-id": request_id}
+        if not streaming and cut:
+            # the body stops short: the client's read fails and the SDK retries, as it
+            # does when a connection drops in production
+            self._log(None, script, position, repeat, status=200, error="stream_cut",
+                      message="the connection dropped mid-answer", stream=False)
+            raise httpx2.RemoteProtocolError("peer closed connection without sending "
+                                             "complete message body (incomplete chunked read)",
+                                             request=request)
+        if not streaming:
+            return self._log(httpx2.Response(200, json=message, headers=headers),
+                             script, position, repeat, usage=usage, ids=ids, stop=stop_reason)
+        response = httpx2.Response(200, headers={**headers, "content-type": "text/event-stream",
+                                                 "cache-control": "no-cache"},
+                                   stream=_EventStream(self, message, request, cut))
+        if cut:
+            return self._log(response, script, position, repeat, status=200,
+                             error="stream_cut", message="the connection dropped mid-stream",
+                             stream=True)
+        return self._log(response, script, position, repeat, usage=usage, ids=ids,
+                         stop=stop_reason, stream=True)
+
+    def _input_tokens(self, body: Mapping) -> tuple[int, dict]:
+        """Input tokens, and the cache fields when the request marks a cache breakpoint:
+        the prefix up to the last `cache_control` is written to the cache the first time
+        this fake sees it, and read from it afterwards (deterministic, per fake)."""
+        total = estimate_tokens({k: body.get(k) for k in ("system", "tools", "messages")})
+        prefix = _cached_prefix(body)
+        if prefix is None:
+            return total, {}
+        cached = min(total - 1, estimate_tokens(prefix))
+        key = json.dumps(prefix, sort_keys=True)
+        seen = key in self._cache
+        self._cache.add(key)
+        return total - cached, {"cache_creation_input_tokens": 0 if seen else cached,
+                                "cache_read_input_tokens": cached if seen else 0}
+
+    def _stream_event(self, message: dict, where: str) -> None:
+        if self.sealed is not None and self.sealed():
+            from ..trace import WorldSealed
+            raise WorldSealed("a killed incarnation read the model's stream")
+        self._on_event("model.stream", message_id=message["id"], where=where)
 
     def _fault(self, fault: ApiFault, request: httpx2.Request, request_id: str,
                script: Script, position: int) -> httpx2.Response:
@@ -247,7 +322,8 @@ class FakeClaude:
     def _log(self, response: httpx2.Response | None, script: Script | None,
              position: int | None, repeat: int, *, usage: Mapping | None = None,
              ids: tuple[str, ...] = (), stop: str | None = None, status: int | None = None,
-             error: str | None = None, message: str | None = None) -> httpx2.Response | None:
+             error: str | None = None, message: str | None = None,
+             stream: bool = False) -> httpx2.Response | None:
         if response is not None and response.status_code != 200:
             err = json.loads(response.content)["error"]
             error, message = err["type"], err["message"]
@@ -258,9 +334,107 @@ class FakeClaude:
             error=error, message=message,
             input_tokens=(usage or {}).get("input_tokens", 0),
             output_tokens=(usage or {}).get("output_tokens", 0), tool_use_ids=ids,
-            stop_reason=stop)
+            stop_reason=stop, stream=stream)
         self.requests.append(record)
         # One event per answered request, once it is logged: a kill here means the API
         # answered and the client died before it could use the answer.
         self._on_event("model.response", record=record)
         return response
+
+
+def _cached_prefix(body: Mapping) -> list | None:
+    """tools, system and messages up to the last block marked `cache_control`, or None."""
+    parts: list = []
+    last = None
+    for name in ("tools", "system", "messages"):
+        value = body.get(name)
+        if value is None:
+            continue
+        items = [value] if isinstance(value, str) else list(value)
+        for item in items:
+            parts.append(item)
+            blocks = item.get("content") if isinstance(item, dict) and "role" in item \
+                else [item]
+            if isinstance(blocks, list) and any(isinstance(b, dict) and b.get("cache_control")
+                                                for b in blocks):
+                last = len(parts)
+    return None if last is None else parts[:last]
+
+
+def _tool_choice_refusal(body: Mapping, turn: Any) -> str | None:
+    """Why the scripted turn cannot be the answer to this request, if it cannot: the real
+    model never calls a tool it was not offered, nor against `tool_choice`. Answering
+    anyway would let a lenient agent pass without exercising a single effect."""
+    choice = body.get("tool_choice") or {"type": "auto"}
+    kind = choice.get("type")
+    offered = {t.get("name") for t in body.get("tools") or [] if isinstance(t, dict)}
+    calls = [c.name for c in turn.tool_calls]
+    if not calls:
+        if kind in ("any", "tool"):
+            return (f"the scripted turn is a final answer, but tool_choice "
+                    f"{json.dumps(choice)} forces a tool call")
+        return None
+    if kind == "none":
+        return (f"the scripted turn calls {', '.join(calls)}, but the request sets "
+                'tool_choice {"type": "none"}')
+    for name in calls:
+        if name not in offered:
+            return (f"the scripted turn calls {name!r}, a tool the request does not offer "
+                    f"(it offers: {', '.join(sorted(n for n in offered if n)) or 'no tools'})")
+    if kind == "tool" and calls != [choice.get("name")]:
+        return (f"the scripted turn calls {', '.join(calls)}, but tool_choice forces "
+                f"{choice.get('name')!r}")
+    return None
+
+
+class _EventStream(httpx2.SyncByteStream, httpx2.AsyncByteStream):
+    """The answer as server-sent events, produced as the client reads them (sync or async
+    clients alike). Some gaps are kill points: after `message_start`, after each content
+    block, and in the middle of each tool input. A `stream_cut` fault drops the
+    connection in the middle of the first tool input (else of the first block): the client
+    sees what production shows, a read error after a 200."""
+
+    def __init__(self, fake: "FakeClaude", message: dict, request: httpx2.Request,
+                 cut: bool) -> None:
+        self.fake, self.message, self.request, self.cut = fake, message, request, cut
+
+    def _steps(self) -> Iterator[bytes]:
+        steps = list(sse.events(self.message))
+        cut_at = _cut_point(steps) if self.cut else None
+        for n, step in enumerate(steps):
+            if cut_at is not None and n == cut_at:
+                raise httpx2.RemoteProtocolError(
+                    "peer closed connection without sending complete message body "
+                    "(incomplete chunked read)", request=self.request)
+            yield step.encode()
+            if _is_kill_gap(steps, n):
+                self.fake._stream_event(self.message, step.where)
+
+    def __iter__(self) -> Iterator[bytes]:
+        yield from self._steps()
+
+    async def __aiter__(self):
+        for chunk in self._steps():
+            yield chunk
+
+
+def _is_kill_gap(steps: list, n: int) -> bool:
+    step = steps[n]
+    if step.event in ("message_start", "content_block_stop"):
+        return True
+    if step.event == "content_block_delta" and step.data["delta"]["type"] == "input_json_delta":
+        done, total = step.where.rsplit(" ", 1)[1].split("/")
+        return int(done) == (int(total) + 1) // 2 and int(total) > 2
+    return False
+
+
+def _cut_point(steps: list) -> int:
+    """The index of the first event the client never gets."""
+    deltas = [n for n, s in enumerate(steps) if s.event == "content_block_delta"]
+    tools = [n for n in deltas if steps[n].data["delta"]["type"] == "input_json_delta"]
+    chosen = tools or deltas
+    if chosen:
+        block = steps[chosen[0]].data["index"]
+        mine = [n for n in chosen if steps[n].data["index"] == block]
+        return mine[len(mine) // 2] if len(mine) > 1 else mine[0] + 1
+    return 2  # after message_start and ping

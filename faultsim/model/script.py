@@ -4,7 +4,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-FAULT_KINDS = ("429", "529", "500", "timeout")
+# stream_cut: the connection drops mid-answer (a streaming client sees a read error after
+# the 200; a non-streaming one a failed read, which the SDK retries)
+FAULT_KINDS = ("429", "529", "500", "timeout", "stream_cut")
 
 
 @dataclass(frozen=True)

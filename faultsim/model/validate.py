@@ -20,17 +20,45 @@ def _blocks(content: Any) -> list[dict]:
     return [b for b in content if isinstance(b, dict)]
 
 
-def validate_request(body: Any) -> None:
-    """Raise InvalidRequest with the API's message for the first problem found."""
+def merged_turns(messages: list[dict]) -> list[dict]:
+    """The conversation as the API reads it: "Consecutive `user` or `assistant` turns in
+    your request will be combined into a single turn" (the SDK's own documentation of
+    `messages`). Content becomes a list of blocks where two turns were combined."""
+    out: list[dict] = []
+    for msg in messages:
+        if out and msg.get("role") == out[-1].get("role"):
+            out[-1] = {**out[-1], "content": _blocks(out[-1]["content"])
+                       + _blocks(msg["content"])}
+        else:
+            out.append(msg)
+    return out
+
+
+_TOOL_CHOICES = ("auto", "any", "tool", "none")
+
+
+def validate_request(body: Any, *, count_tokens: bool = False) -> None:
+    """Raise InvalidRequest with the API's message for the first problem found.
+    `count_tokens`: the body of /v1/messages/count_tokens (no max_tokens)."""
     if not isinstance(body, dict):
         raise InvalidRequest("request body must be a JSON object")
-    for name in ("model", "max_tokens", "messages"):
+    for name in ("model", "messages") if count_tokens else ("model", "max_tokens", "messages"):
         if name not in body:
             raise InvalidRequest(f"{name}: Field required")
     if not isinstance(body["model"], str) or not body["model"]:
         raise InvalidRequest("model: Input should be a valid string")
-    if not isinstance(body["max_tokens"], int) or body["max_tokens"] < 1:
+    if not count_tokens and (not isinstance(body["max_tokens"], int)
+                             or body["max_tokens"] < 1):
         raise InvalidRequest("max_tokens: Input should be greater than or equal to 1")
+    choice = body.get("tool_choice")
+    if choice is not None:
+        if not isinstance(choice, dict) or choice.get("type") not in _TOOL_CHOICES:
+            raise InvalidRequest("tool_choice: Input tag does not match any of the expected "
+                                 "tags: 'auto', 'any', 'tool', 'none'")
+        if choice["type"] == "tool" and not isinstance(choice.get("name"), str):
+            raise InvalidRequest("tool_choice.tool.name: Field required")
+        if choice["type"] != "none" and not body.get("tools"):
+            raise InvalidRequest("tool_choice may only be specified while providing tools.")
     messages = body["messages"]
     if not isinstance(messages, list) or not messages:
         raise InvalidRequest("messages: at least one message is required")
@@ -47,11 +75,8 @@ def validate_request(body: Any) -> None:
     if messages[0]["role"] != "user":
         raise InvalidRequest('messages: first message must use the "user" role')
 
+    messages = merged_turns(messages)  # the API combines same-role turns; so does the fake
     for i, msg in enumerate(messages):
-        if i and msg["role"] == messages[i - 1]["role"]:
-            raise InvalidRequest(
-                'messages: roles must alternate between "user" and "assistant", '
-                f'but found multiple "{msg["role"]}" roles in a row')
         blocks = _blocks(msg["content"])
         if msg["role"] == "assistant":
             ids = [b.get("id") for b in blocks if b.get("type") == "tool_use"]

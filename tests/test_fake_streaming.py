@@ -1,0 +1,324 @@
+"""The fake Claude as faithful as the API: streaming (SDK helpers, raw SSE on the loopback
+endpoint), async clients, the API's own rules (merged turns, tool_choice, count_tokens,
+cache usage), stream faults, and kill points inside a stream, on agents written the way
+users write them."""
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+
+import anthropic
+import httpx2
+import pytest
+
+from faultsim import load_scenario
+from faultsim.engine import explore
+from faultsim.model import ApiFault, FakeClaude, Script, ToolCall, Turn
+from faultsim.model import sse
+from faultsim.model.endpoint import serve
+
+TASK = "Refund order ORD-7."
+MODEL = "claude-sonnet-5-5"
+TOOLS = [{"name": "refund", "description": "Refund an order.",
+          "input_schema": {"type": "object", "properties": {"order_id": {"type": "string"}}}}]
+
+
+def script(faults=()):
+    return Script(task=TASK, faults=tuple(faults), turns=(
+        Turn(text="Refunding it now.", tool_calls=(
+            ToolCall("refund", {"order_id": "ORD-7", "reason": "arrived broken, customer "
+                                                              "asked twice"}),)),
+        Turn(final="Refunded ORD-7."),
+    ))
+
+
+def first(**extra):
+    return {"model": MODEL, "max_tokens": 256, "tools": TOOLS,
+            "messages": [{"role": "user", "content": TASK}], **extra}
+
+
+# -- streaming -----------------------------------------------------------------------------
+
+def test_the_event_sequence_is_the_apis():
+    message = {"id": "msg_1", "type": "message", "role": "assistant", "model": MODEL,
+               "content": [{"type": "thinking", "thinking": "t" * 30, "signature": "sig"},
+                           {"type": "text", "text": "hello"},
+                           {"type": "tool_use", "id": "toolu_1", "name": "refund",
+                            "input": {"order_id": "ORD-7"}}],
+               "stop_reason": "tool_use", "stop_sequence": None,
+               "usage": {"input_tokens": 10, "output_tokens": 20}}
+    steps = list(sse.events(message))
+    kinds = [s.event for s in steps]
+    assert kinds[:2] == ["message_start", "ping"]
+    assert kinds[-2:] == ["message_delta", "message_stop"]
+    deltas = [s.data["delta"]["type"] for s in steps if s.event == "content_block_delta"]
+    assert deltas == ["thinking_delta", "thinking_delta", "signature_delta", "text_delta",
+                      "input_json_delta", "input_json_delta"]
+    start = steps[0].data["message"]
+    assert start["content"] == [] and start["stop_reason"] is None
+    assert steps[-2].data["delta"]["stop_reason"] == "tool_use"
+    assert steps[-2].data["usage"] == {"output_tokens": 20}
+    tool_json = "".join(s.data["delta"]["partial_json"] for s in steps
+                        if s.event == "content_block_delta"
+                        and s.data["delta"]["type"] == "input_json_delta")
+    assert json.loads(tool_json) == {"order_id": "ORD-7"}
+    assert all(s.encode().startswith(f"event: {s.event}\ndata: ".encode()) for s in steps)
+
+
+def test_stream_true_and_the_stream_helper_give_the_same_message_as_create():
+    plain = FakeClaude(script()).client().messages.create(**first())
+    client = FakeClaude(script()).client()
+    with client.messages.stream(**first()) as stream:
+        seen = [event.type for event in stream]
+        helper = stream.get_final_message()
+    raw = FakeClaude(script()).client().messages.create(**first(), stream=True)
+    raw_types = [event.type for event in raw]
+    assert helper.model_dump(exclude={"content"}) == plain.model_dump(exclude={"content"})
+    assert [b.model_dump(exclude={"parsed_output"}) for b in helper.content] == \
+        [b.model_dump() for b in plain.content]
+    assert raw_types[0] == "message_start" and raw_types[-1] == "message_stop"
+    assert "input_json" in seen and "text" in seen  # the helper's derived events
+
+
+def test_async_clients_stream_and_create():
+    async def go(client):
+        created = await client.messages.create(**first())
+        async with client.messages.stream(**first()) as stream:
+            streamed = await stream.get_final_message()
+        return created, streamed
+
+    created, streamed = asyncio.run(go(FakeClaude(script()).async_client()))
+    assert created.content[1].input == streamed.content[1].input
+    assert created.id == "msg_s_01" and streamed.id == "msg_s_01_r2"
+
+
+def test_an_async_client_the_agent_builds_itself_is_served():
+    fake = FakeClaude(script())
+    with fake.serving_new_clients():
+        client = anthropic.AsyncAnthropic()
+        reply = asyncio.run(client.messages.create(**first()))
+    assert reply.stop_reason == "tool_use" and len(fake.requests) == 1
+
+
+def test_the_loopback_endpoint_streams_server_sent_events():
+    fake = FakeClaude(script())
+    with serve(fake) as endpoint:
+        raw = httpx2.post(endpoint.base_url + "/v1/messages", json=first(stream=True),
+                          headers={"x-api-key": endpoint.api_key,
+                                   "anthropic-version": "2023-06-01"})
+        assert raw.headers["content-type"] == "text/event-stream"
+        events = [line[7:] for line in raw.text.splitlines() if line.startswith("event: ")]
+        assert events[:2] == ["message_start", "ping"] and events[-1] == "message_stop"
+        client = anthropic.Anthropic(base_url=endpoint.base_url, api_key=endpoint.api_key)
+        with client.messages.stream(**first()) as stream:
+            assert stream.get_final_message().content[1].name == "refund"
+
+        async def via_async():
+            async_client = anthropic.AsyncAnthropic(base_url=endpoint.base_url,
+                                                    api_key=endpoint.api_key)
+            stream = await async_client.messages.create(**first(), stream=True)
+            return [event.type async for event in stream]
+
+        assert asyncio.run(via_async())[-1] == "message_stop"
+
+
+# -- stream faults ---------------------------------------------------------------------------
+
+def test_a_stream_cut_raises_mid_stream_and_a_retry_gets_the_same_turn():
+    fake = FakeClaude(script(faults=[ApiFault(0, "stream_cut")]))
+    client = fake.client()
+    seen = []
+    with pytest.raises(httpx2.RemoteProtocolError):
+        with client.messages.stream(**first()) as stream:
+            for event in stream:
+                seen.append(event.type)
+    assert "message_stop" not in seen and "content_block_start" in seen
+    again = client.messages.create(**first())
+    assert again.id == "msg_s_01"  # a cut answer was never received: same turn, same ids
+    assert [(r.status, r.error) for r in fake.requests] == [(200, "stream_cut"), (200, None)]
+    assert fake.repeated_requests() == []
+
+
+def test_a_cut_non_streaming_answer_is_retried_by_the_sdk():
+    fake = FakeClaude(script(faults=[ApiFault(0, "stream_cut")]))
+    reply = fake.client(max_retries=2).messages.create(**first())
+    assert reply.id == "msg_s_01"
+    assert [r.error for r in fake.requests] == ["stream_cut", None]
+
+
+def test_a_stream_cut_on_the_loopback_endpoint_fails_the_clients_read():
+    fake = FakeClaude(script(faults=[ApiFault(0, "stream_cut")]))
+    with serve(fake) as endpoint:
+        client = anthropic.Anthropic(base_url=endpoint.base_url, api_key=endpoint.api_key,
+                                     max_retries=0)
+        with pytest.raises((httpx2.RemoteProtocolError, anthropic.APIConnectionError)):
+            with client.messages.stream(**first()) as stream:
+                stream.get_final_message()
+
+
+# -- the API's own rules ---------------------------------------------------------------------
+
+def script_error(fake, **body):
+    with pytest.raises(anthropic.BadRequestError) as info:
+        fake.client().messages.create(**body)
+    assert info.value.body["error"]["type"] == "faultsim_script_error"
+    return info.value.body["error"]["message"]
+
+
+def test_a_scripted_tool_call_the_request_does_not_allow_is_a_script_error():
+    fake = FakeClaude(script())
+    message = script_error(fake, **first(tool_choice={"type": "none"}))
+    assert "turn 1" in message and "refund" in message and '"none"' in message
+    message = script_error(fake, **{**first(), "tools": [{**TOOLS[0], "name": "other"}]})
+    assert "'refund', a tool the request does not offer (it offers: other)" in message
+    message = script_error(fake, **first(tool_choice={"type": "tool", "name": "x"},
+                                         tools=TOOLS + [{**TOOLS[0], "name": "x"}]))
+    assert "forces 'x'" in message
+    ok = fake.client().messages.create(**first(tool_choice={"type": "any"}))
+    assert ok.stop_reason == "tool_use"
+
+
+def test_count_tokens_is_served_and_matches_the_billed_input():
+    fake = FakeClaude(script())
+    client = fake.client()
+    body = first()
+    counted = client.messages.count_tokens(model=MODEL, messages=body["messages"],
+                                           tools=TOOLS)
+    billed = client.messages.create(**body).usage.input_tokens
+    assert counted.input_tokens == billed > 0
+    assert len(fake.requests) == 1  # counting is not a turn
+
+
+def test_cache_control_reports_cache_writes_then_reads():
+    fake = FakeClaude(script())
+    client = fake.client()
+    system = [{"type": "text", "text": "You refund orders. " * 40,
+               "cache_control": {"type": "ephemeral"}}]
+    one = client.messages.create(**first(), system=system).usage
+    two = client.messages.create(**first(), system=system).usage
+    assert one.cache_creation_input_tokens > 0 and one.cache_read_input_tokens == 0
+    assert two.cache_read_input_tokens == one.cache_creation_input_tokens
+    assert two.cache_creation_input_tokens == 0
+    plain = client.messages.create(**first()).usage
+    assert plain.cache_creation_input_tokens is None  # no breakpoint, no cache fields
+
+
+# -- agents that stream, async, under crashes -----------------------------------------------
+
+STREAM_SCENARIO = """
+id = "streamed_refund"
+task = "Refund order ORD-7."
+expected_final_answer = "Refunded ORD-7."
+[services.payments]
+kind = "keyed"
+[[turns]]
+text = "Refunding it now."
+tool_calls = [{ name = "refund", input = { order_id = "ORD-7", reason = "arrived broken, the customer asked twice" } }]
+[[turns]]
+final = "Refunded ORD-7."
+"""
+
+
+class StreamingAgent:
+    """An async agent loop as users write it: AsyncAnthropic, `messages.stream`, the
+    conversation saved to state.json (atomically) after each model answer and each tool
+    result. `partial=True` is the planted mistake: it saves the assistant message as the
+    blocks stream in, so a crash mid-stream leaves half an answer that the resume trusts."""
+
+    def __init__(self, env, *, partial: bool = False, own_client: bool = False) -> None:
+        self.env, self.partial, self.own_client = env, partial, own_client
+        self.path = os.path.join(str(env.workdir), "state.json")
+
+    def save(self, messages):
+        os.makedirs(self.env.workdir, exist_ok=True)
+        tmp = self.path + ".tmp"
+        with open(tmp, "w") as f:
+            json.dump(messages, f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, self.path)
+        fd = os.open(str(self.env.workdir), os.O_RDONLY)  # the new name, durable too
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+    async def run(self):
+        client = anthropic.AsyncAnthropic() if self.own_client else self.env.async_client
+        messages = json.load(open(self.path)) if os.path.exists(self.path) else \
+            [{"role": "user", "content": self.env.task}]
+        while True:
+            last = messages[-1]
+            if last["role"] == "assistant":
+                calls = [b for b in last["content"] if b["type"] == "tool_use"]
+                if not calls:
+                    return "".join(b["text"] for b in last["content"] if b["type"] == "text")
+                results = []
+                for call in calls:
+                    done = self.env.services["payments"].submit(
+                        call["input"], key=f"{self.env.task_id}:{call['input']['order_id']}")
+                    results.append({"type": "tool_result", "tool_use_id": call["id"],
+                                    "content": json.dumps(done)})
+                messages.append({"role": "user", "content": results})
+                self.save(messages)
+                continue
+            async with client.messages.stream(model=self.env.model, max_tokens=512,
+                                              tools=TOOLS, messages=messages) as stream:
+                if self.partial:
+                    blocks = []
+                    async for event in stream:
+                        if event.type == "content_block_stop":
+                            blocks.append(event.content_block.model_dump(
+                                exclude_none=True, exclude={"parsed_output"}))
+                            self.save(messages + [{"role": "assistant", "content": blocks}])
+                    reply = await stream.get_final_message()
+                else:
+                    reply = await stream.get_final_message()
+            messages.append({"role": "assistant", "content": [
+                b.model_dump(exclude_none=True, exclude={"parsed_output"})
+                for b in reply.content]})
+            self.save(messages)
+
+
+@pytest.fixture(scope="module")
+def stream_scenario(tmp_path_factory):
+    path = tmp_path_factory.mktemp("streaming") / "streamed_refund.toml"
+    path.write_text(STREAM_SCENARIO)
+    return load_scenario(path)
+
+
+def test_an_async_streaming_agent_is_explored_with_kill_points_inside_its_streams(
+        stream_scenario):
+    report = explore(lambda env: StreamingAgent(env, own_client=True), stream_scenario,
+                     crash_model="all", crashes=2)
+    for run in report.runs:
+        assert run.ok, report.counterexamples()
+        mid = [p for p in run.explored if p.category == "mid-stream"]
+        # two streamed answers: after message_start, after each block, mid tool input
+        assert len(mid) >= 5, [p.id for p in mid]
+
+
+def test_saving_a_half_streamed_answer_is_caught(stream_scenario):
+    report = explore(lambda env: StreamingAgent(env, partial=True), stream_scenario,
+                     crash_model="process", crashes=1)
+    [run] = report.runs
+    bad = [v for v in run.failures if v.kill_point.category == "mid-stream"]
+    assert bad, "a crash between the streamed blocks must leave a half answer that is caught"
+    assert not run.ok
+
+
+def streaming_agent(env):
+    return StreamingAgent(env, own_client=True)
+
+
+def test_an_async_streaming_agent_in_subprocess_mode(stream_scenario):
+    from faultsim.real.explore import explore_subprocess
+
+    stats: dict = {}
+    report = explore_subprocess("test_fake_streaming:streaming_agent", stream_scenario,
+                                stats=stats)
+    [run] = report.runs
+    assert run.ok, report.counterexamples()
+    assert stats["kills_landed"] == len(run.explored)
+    assert sum(p.category == "mid-stream" for p in run.explored) >= 5
