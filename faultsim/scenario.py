@@ -166,12 +166,14 @@ class _Reader:
             at = f"{where}.turns[{i}]" if where else f"turns[{i}]"
             if not isinstance(t, dict):
                 raise self.fail(at, "a table", t)
-            self.no_extra(t, {"text", "tool_calls", "final"}, at)
+            self.no_extra(t, {"text", "tool_calls", "final", "thinking"}, at)
+            thinking = self.get(t, "thinking", at, str, "a non-empty string", None)
             if ("final" in t) == ("tool_calls" in t):
                 raise self.fail(at, "exactly one of 'tool_calls' or 'final'",
                                 "both" if "final" in t else "neither")
             if "final" in t:
-                turns.append(Turn(final=self.get(t, "final", at, str, "a non-empty string")))
+                turns.append(Turn(final=self.get(t, "final", at, str, "a non-empty string"),
+                                  thinking=thinking))
                 if i != len(raw) - 1:
                     raise self.fail(at + ".final", "the final answer only in the last turn")
                 continue
@@ -188,7 +190,8 @@ class _Reader:
                                       dict(self.get(c, "input", cat, dict, "a table of inputs",
                                                     {}))))
             turns.append(Turn(tool_calls=tuple(calls),
-                              text=self.get(t, "text", at, str, "a string", "")))
+                              text=self.get(t, "text", at, str, "a string", ""),
+                              thinking=thinking))
         if not turns[-1].is_final:
             raise self.fail(f"{where}.turns" if where else "turns",
                             "a last turn with a 'final' answer")

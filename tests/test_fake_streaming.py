@@ -322,3 +322,112 @@ def test_an_async_streaming_agent_in_subprocess_mode(stream_scenario):
     assert run.ok, report.counterexamples()
     assert stats["kills_landed"] == len(run.explored)
     assert sum(p.category == "mid-stream" for p in run.explored) >= 5
+
+
+# -- extended thinking -----------------------------------------------------------------------
+
+THINKING_SCENARIO = """
+id = "thinking_refund"
+task = "Refund order ORD-7."
+expected_final_answer = "Refunded ORD-7."
+[services.payments]
+kind = "keyed"
+[[turns]]
+thinking = "The order arrived broken; a refund is due. Refund first, then confirm."
+tool_calls = [{ name = "refund", input = { order_id = "ORD-7" } }]
+[[turns]]
+thinking = "The refund went through."
+final = "Refunded ORD-7."
+"""
+
+THINK = {"type": "enabled", "budget_tokens": 1024}
+
+
+class ThinkingAgent:
+    """Thinking enabled; the conversation saved to state.json after each step.
+    `drop_thinking=True` is the planted mistake: it strips thinking blocks when it saves
+    ("they are large"), so a resume sends the tool call without its thinking."""
+
+    def __init__(self, env, *, drop_thinking=False):
+        self.env, self.drop = env, drop_thinking
+        self.path = os.path.join(str(env.workdir), "state.json")
+
+    def save(self, messages):
+        os.makedirs(self.env.workdir, exist_ok=True)
+        if self.drop:
+            messages = [{**m, "content": [b for b in m["content"] if b["type"] != "thinking"]}
+                        if m["role"] == "assistant" else m for m in messages]
+        with open(self.path + ".tmp", "w") as f:
+            json.dump(messages, f)
+        os.replace(self.path + ".tmp", self.path)
+
+    def run(self):
+        messages = json.load(open(self.path)) if os.path.exists(self.path) else \
+            [{"role": "user", "content": self.env.task}]
+        while True:
+            last = messages[-1]
+            if last["role"] == "assistant":
+                calls = [b for b in last["content"] if b["type"] == "tool_use"]
+                if not calls:
+                    return "".join(b["text"] for b in last["content"] if b["type"] == "text")
+                done = [self.env.services["payments"].submit(c["input"], key=c["input"]["order_id"])
+                        for c in calls]
+                messages.append({"role": "user", "content": [
+                    {"type": "tool_result", "tool_use_id": c["id"], "content": json.dumps(d)}
+                    for c, d in zip(calls, done)]})
+            else:
+                reply = self.env.client.messages.create(
+                    model=self.env.model, max_tokens=4096, thinking=THINK, tools=TOOLS,
+                    messages=messages)
+                messages.append({"role": "assistant", "content": [
+                    b.model_dump(exclude_none=True) for b in reply.content]})
+            self.save(messages)
+
+
+def test_thinking_blocks_are_sent_signed_and_checked_on_the_way_back():
+    fake = FakeClaude(Script(task=TASK, turns=(
+        Turn(thinking="Refund first.", tool_calls=(ToolCall("refund", {"order_id": "O"}),)),
+        Turn(final="done"))))
+    client = fake.client()
+    body = first(thinking=THINK, max_tokens=2048)
+    reply = client.messages.create(**body)
+    think, call = reply.content
+    assert think.type == "thinking" and think.thinking == "Refund first." and think.signature
+    assert client.messages.create(**first()).content[0].type == "tool_use"  # not enabled
+    result = {"role": "user", "content": [{"type": "tool_result", "tool_use_id": call.id,
+                                           "content": "ok"}]}
+    kept = {"role": "assistant", "content": [b.model_dump(exclude_none=True)
+                                             for b in reply.content]}
+    assert client.messages.create(**{**body, "messages": body["messages"] + [kept, result]}
+                                  ).content[-1].text == "done"
+    dropped = {"role": "assistant", "content": [call.model_dump(exclude_none=True)]}
+    edited = {"role": "assistant", "content": [{**kept["content"][0], "thinking": "Other."},
+                                               kept["content"][1]]}
+    for wrong, says in ((dropped, "Expected `thinking` or `redacted_thinking`, but found "
+                                  "`tool_use`"),
+                        (edited, "Invalid `signature` in `thinking` block")):
+        with pytest.raises(anthropic.BadRequestError) as info:
+            client.messages.create(**{**body, "messages": body["messages"] + [wrong, result]})
+        assert says in info.value.body["error"]["message"]
+    with pytest.raises(anthropic.BadRequestError, match="budget_tokens"):
+        client.messages.create(**first(thinking={"type": "enabled", "budget_tokens": 100}))
+
+
+@pytest.fixture(scope="module")
+def thinking_scenario(tmp_path_factory):
+    path = tmp_path_factory.mktemp("thinking") / "thinking_refund.toml"
+    path.write_text(THINKING_SCENARIO)
+    return load_scenario(path)
+
+
+def test_a_thinking_agent_that_keeps_its_blocks_is_clean(thinking_scenario):
+    report = explore(ThinkingAgent, thinking_scenario, crash_model="process", crashes=2)
+    assert report.ok, report.counterexamples()
+
+
+def test_dropping_thinking_blocks_on_resume_is_caught_by_api_valid(thinking_scenario):
+    report = explore(lambda env: ThinkingAgent(env, drop_thinking=True), thinking_scenario,
+                     crash_model="process", crashes=1)
+    [run] = report.runs
+    broken = {v.invariant for f in run.failures for v in f.violations}
+    assert "api_valid" in broken, broken

@@ -246,7 +246,8 @@ class FakeClaude:
         repeat = self._answered.get(slot, 0)
         if not cut:
             self._answered[slot] = repeat + 1
-        content = turn_content(script, position, repeat)
+        content = turn_content(script, position, repeat,
+                               thinking=(body.get("thinking") or {}).get("type") == "enabled")
         stop_reason = "end_turn" if turn.is_final else "tool_use"
         input_tokens, cache = self._input_tokens(body)
         usage = {"input_tokens": input_tokens, "output_tokens": estimate_tokens(content),

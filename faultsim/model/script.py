@@ -22,6 +22,7 @@ class Turn:
     tool_calls: tuple[ToolCall, ...] = ()
     text: str = ""
     final: str | None = None
+    thinking: str | None = None  # sent first, signed, when the request enables thinking
 
     def __post_init__(self) -> None:
         if (self.final is None) == (not self.tool_calls):
@@ -68,11 +69,25 @@ def tool_use_id(tag: str, position: int, index: int, repeat: int) -> str:
     return base if repeat == 0 else f"{base}_r{repeat + 1}"
 
 
-def turn_content(script: Script, position: int, repeat: int) -> list[dict[str, Any]]:
+def sign_thinking(thinking: str) -> str:
+    """The fake's signature of a thinking block: any edit to the text breaks it, as an edit
+    breaks the API's (which is opaque and checked server-side)."""
+    import hashlib
+
+    return "fs1" + hashlib.blake2b(b"faultsim-thinking\0" + thinking.encode(),
+                                   digest_size=24).hexdigest()
+
+
+def turn_content(script: Script, position: int, repeat: int, *,
+                 thinking: bool = False) -> list[dict[str, Any]]:
     turn = script.turns[position]
+    blocks: list[dict[str, Any]] = []
+    if thinking and turn.thinking:
+        blocks.append({"type": "thinking", "thinking": turn.thinking,
+                       "signature": sign_thinking(turn.thinking)})
     if turn.is_final:
-        return [{"type": "text", "text": turn.final}]
-    blocks: list[dict[str, Any]] = [{"type": "text", "text": turn.text}] if turn.text else []
+        return blocks + [{"type": "text", "text": turn.final}]
+    blocks += [{"type": "text", "text": turn.text}] if turn.text else []
     blocks += [{"type": "tool_use", "id": tool_use_id(script.tag, position, i, repeat),
                 "name": call.name, "input": call.input}
                for i, call in enumerate(turn.tool_calls)]

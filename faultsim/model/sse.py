@@ -55,7 +55,7 @@ def events(message: dict[str, Any]) -> Iterator[Step]:
                 {"type": "input_json_delta", "partial_json": c}
                 for c in _chunks(json.dumps(block["input"]))]
         elif kind == "thinking":
-            opened = {"type": "thinking", "thinking": ""}
+            opened = {"type": "thinking", "thinking": "", "signature": ""}
             deltas = [{"type": "thinking_delta", "thinking": c}
                       for c in _chunks(block["thinking"])]
             deltas.append({"type": "signature_delta", "signature": block["signature"]})

@@ -59,6 +59,17 @@ def validate_request(body: Any, *, count_tokens: bool = False) -> None:
             raise InvalidRequest("tool_choice.tool.name: Field required")
         if choice["type"] != "none" and not body.get("tools"):
             raise InvalidRequest("tool_choice may only be specified while providing tools.")
+    thinking = body.get("thinking")
+    if isinstance(thinking, dict) and thinking.get("type") == "enabled":
+        budget = thinking.get("budget_tokens")
+        if not isinstance(budget, int) or budget < 1024:
+            raise InvalidRequest("thinking.enabled.budget_tokens: Input should be greater than "
+                                 "or equal to 1024")
+        if not count_tokens and body["max_tokens"] <= budget:
+            raise InvalidRequest("`max_tokens` must be greater than `thinking.budget_tokens`. "
+                                 "Please consult our documentation at https://docs.claude.com/"
+                                 "en/docs/build-with-claude/extended-thinking#max-tokens-and-"
+                                 "context-window-size")
     messages = body["messages"]
     if not isinstance(messages, list) or not messages:
         raise InvalidRequest("messages: at least one message is required")
@@ -114,3 +125,38 @@ def validate_request(body: Any, *, count_tokens: bool = False) -> None:
     if uses_tools and not body.get("tools"):
         raise InvalidRequest("Requests which include `tool_use` or `tool_result` blocks "
                              "must define tools.")
+    _check_thinking(body, messages)
+
+
+def _check_thinking(body: dict, messages: list[dict]) -> None:
+    """Extended thinking's round trip, as the API enforces it: every thinking block comes
+    back with the signature it was sent with (an edited or forged one is refused), and
+    while thinking is enabled, the assistant turn whose tool calls the conversation is
+    answering must still start with its thinking. A resumed agent that dropped or edited
+    those blocks is refused in production: the session is dead."""
+    from .script import sign_thinking
+
+    for i, msg in enumerate(messages):
+        if msg["role"] != "assistant":
+            continue
+        for k, block in enumerate(_blocks(msg["content"])):
+            if block.get("type") == "thinking" and \
+                    block.get("signature") != sign_thinking(block.get("thinking", "")):
+                raise InvalidRequest(f"messages.{i}.content.{k}: Invalid `signature` in "
+                                     "`thinking` block")
+    if (body.get("thinking") or {}).get("type") != "enabled":
+        return
+    # the last assistant turn, when the conversation ends with its tool results
+    if len(messages) >= 2 and messages[-1]["role"] == "user" and \
+            messages[-2]["role"] == "assistant":
+        blocks = _blocks(messages[-2]["content"])
+        if any(b.get("type") == "tool_use" for b in blocks) and \
+                blocks[0].get("type") not in ("thinking", "redacted_thinking"):
+            raise InvalidRequest(
+                f"messages.{len(messages) - 2}.content.0.type: Expected `thinking` or "
+                f"`redacted_thinking`, but found `{blocks[0].get('type')}`. When `thinking` is "
+                "enabled, a final `assistant` message must start with a thinking block "
+                "(preceeding the lastmost set of `tool_use` and `tool_result` blocks). We "
+                "recommend you include thinking blocks from previous turns. To avoid this "
+                "requirement, disable `thinking`. Please consult our documentation at "
+                "https://docs.claude.com/en/docs/build-with-claude/extended-thinking")
