@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import importlib
 import inspect
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 
@@ -34,7 +35,14 @@ class AgentEnv:
     mark: Callable[..., None] | None = None  # optional: the agent may report protocol marks
     store: "Store | None" = None  # where the scenario says checkpoints live (None: files)
     world: "World | None" = None  # for faultsim's own adapters (faultsim.adapters.*) only
-    async_client: "anthropic.AsyncAnthropic | None" = None  # the same fake, for async code
+    # builds `async_client` on first use: most agents are sync, and a client costs ~0.6 ms
+    async_factory: "Callable[[], anthropic.AsyncAnthropic] | None" = field(default=None,
+                                                                           repr=False)
+
+    @cached_property
+    def async_client(self) -> "anthropic.AsyncAnthropic | None":
+        """The same fake Claude as `client`, as an `anthropic.AsyncAnthropic`."""
+        return self.async_factory() if self.async_factory is not None else None
 
 
 @dataclass(frozen=True)

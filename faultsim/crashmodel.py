@@ -83,11 +83,28 @@ def unsynced_sectors(base: bytes, new: bytes) -> list[int]:
     while i + 4096 <= n and base[i:i + 4096] == new[i:i + 4096]:
         i += 4096
     out = []
-    for s in range(i // SECTOR, math.ceil(len(new) / SECTOR)):
+    overlap_end = math.ceil(n / SECTOR)  # sectors holding synced bytes: compare them
+    for s in range(i // SECTOR, overlap_end):
         a, b = s * SECTOR, (s + 1) * SECTOR
         if new[a:b] != base[a:b]:
             out.append(s)
+    # every sector wholly past the synced length is unsynced
+    out.extend(range(max(overlap_end, i // SECTOR), math.ceil(len(new) / SECTOR)))
     return out
+
+
+def _damaged(new: bytes, base: bytes, fill: int) -> bytes:
+    """`new` with every byte that differs from `base` (same length) replaced by `fill`,
+    computed on whole integers: a byte-level loop cost ~90 ms per 100 KB overwrite."""
+    size = len(new)
+    n, b = int.from_bytes(new, "big"), int.from_bytes(base, "big")
+    d = n ^ b
+    d |= d >> 4  # fold each byte's bits into its lowest bit (the bits that reach
+    d |= d >> 2  # bit 0 are bits 0-7 of the same byte: 4 + 2 + 1 = 7)
+    d |= d >> 1
+    mask = (d & int.from_bytes(b"\x01" * size, "big")) * 0xFF
+    out = (n & ~mask) | (int.from_bytes(bytes([fill]) * size, "big") & mask)
+    return out.to_bytes(size, "big")
 
 
 def torn(base: bytes, new: bytes, sectors: list[int], k: int, fill: bytes | None,
@@ -96,8 +113,8 @@ def torn(base: bytes, new: bytes, sectors: list[int], k: int, fill: bytes | None
     (zero or garbage) or, for `fill=None`, left as it was synced. With `powersafe`, only the
     unsynced bytes of a sector are damaged, never synced bytes sharing it."""
     out = bytearray(new)
-    for s in sectors[k:]:
-        a, b = s * SECTOR, min((s + 1) * SECTOR, len(new))
+    for first, last in _runs(sectors[k:]):  # whole runs at once: the same, bytewise
+        a, b = first * SECTOR, min((last + 1) * SECTOR, len(new))
         if fill is None:
             out[a:b] = base[a:b]
         elif not powersafe:
@@ -105,11 +122,21 @@ def torn(base: bytes, new: bytes, sectors: list[int], k: int, fill: bytes | None
         else:
             # past the synced length every byte is unsynced; below it, only changed ones
             cut = max(a, min(b, len(base)))
-            for i in range(a, cut):
-                if new[i] != base[i]:
-                    out[i] = fill[0]
+            if cut > a:
+                out[a:cut] = _damaged(new[a:cut], base[a:cut], fill[0])
             out[cut:b] = fill * (b - cut)
     return bytes(out)
+
+
+def _runs(sectors: list[int]) -> list[tuple[int, int]]:
+    """Consecutive sectors as (first, last) runs."""
+    runs: list[tuple[int, int]] = []
+    for s in sectors:
+        if runs and runs[-1][1] == s - 1:
+            runs[-1] = (runs[-1][0], s)
+        else:
+            runs.append((s, s))
+    return runs
 
 
 def _region(sectors: list[int], new: bytes) -> str:

@@ -36,7 +36,7 @@ def make_env(scenario: Scenario, world: World, workdir: Path,
                     services=world.services, clock=world.clock, task=scenario.task,
                     task_id=scenario.id, model=scenario.model,
                     incarnation=world.incarnation, mark=mark, world=world,
-                    async_client=world.model.async_client(max_retries=max_retries))
+                    async_factory=lambda: world.model.async_client(max_retries=max_retries))
 
 
 class ScenarioRun:
