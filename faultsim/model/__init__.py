@@ -1,9 +1,9 @@
 """The fake Claude: scripted turns served through the real anthropic SDK."""
 from .endpoint import ModelEndpoint, serve
-from .fake import FAKE_API_KEY, FakeClaude, RequestRecord, position_of
+from .fake import FAKE_API_KEY, FakeClaude, RequestRecord, place, position_of
 from .script import ApiFault, Script, ToolCall, Turn, tool_use_id
 from .validate import InvalidRequest, validate_request
 
 __all__ = ["ApiFault", "FAKE_API_KEY", "FakeClaude", "InvalidRequest", "ModelEndpoint",
-           "RequestRecord", "Script", "ToolCall", "Turn", "position_of", "serve",
+           "RequestRecord", "Script", "ToolCall", "Turn", "place", "position_of", "serve",
            "tool_use_id", "validate_request"]

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Mapping
@@ -65,6 +66,49 @@ def position_of(messages: list[dict]) -> int:
     """The number of tool-result turns (user messages carrying tool results)."""
     return sum(1 for m in messages if m.get("role") == "user" and isinstance(m.get("content"), list)
                and any(isinstance(b, dict) and b.get("type") == "tool_result" for b in m["content"]))
+
+
+def place(script: Script, messages: list[dict]) -> int:
+    """Which scripted turn answers this conversation (0-based): the one after the last
+    scripted turn whose every tool call has its result here. A call is found by its
+    tool-use id (any repeat of the turn) or, for an id the fake did not give, by name and
+    input. So a history rebuilt, merged, summarised or compacted is served the turn it is
+    really at, whatever its shape. With no answered call of the script at all, the number
+    of tool-result turns (0: a fresh start)."""
+    results: set = set()
+    uses: list[dict] = []
+    for m in messages:
+        for b in (m.get("content") if isinstance(m.get("content"), list) else ()):
+            if not isinstance(b, dict):
+                continue
+            if m.get("role") == "user" and b.get("type") == "tool_result":
+                results.add(b.get("tool_use_id"))
+            elif m.get("role") == "assistant" and b.get("type") == "tool_use":
+                uses.append(b)
+    if not results:
+        return 0
+    ours = re.compile(rf"toolu_{re.escape(script.tag)}_(\d+)_(\d+)(?:_r\d+)?")
+    answered: set[tuple[int, int]] = set()
+    foreign = []
+    for rid in results:
+        m = ours.fullmatch(str(rid))
+        if m:
+            answered.add((int(m[1]) - 1, int(m[2]) - 1))
+        else:
+            foreign.append(rid)
+    for block in uses:  # ids the agent or its framework made up: match name and input
+        if block.get("id") not in foreign:
+            continue
+        for pos, turn in enumerate(script.turns):
+            hit = next((i for i, c in enumerate(turn.tool_calls) if (pos, i) not in answered
+                        and c.name == block.get("name") and c.input == block.get("input")),
+                       None)
+            if hit is not None:
+                answered.add((pos, hit))
+                break
+    done = [pos for pos, turn in enumerate(script.turns) if turn.tool_calls
+            and all((pos, i) in answered for i in range(len(turn.tool_calls)))]
+    return max(done) + 1 if done else position_of(messages)
 
 
 def estimate_tokens(value: Any) -> int:
@@ -217,11 +261,11 @@ class FakeClaude:
             known = "; ".join(repr(t[:50]) for t in self.scripts) or "none"
             return self._script_error(f"no script for the task {task[:80]!r} "
                                       f"(scripts exist for: {known})", request_id, None, None)
-        position = position_of(messages)
+        position = place(script, messages)
         if position >= len(script.turns):
             return self._script_error(
                 f"script {script.tag!r} has {len(script.turns)} turns and ran out: the request "
-                f"carries {position} tool-result turns and asks for turn {position + 1}",
+                f"answers the calls of turn {position} and asks for turn {position + 1}",
                 request_id, script, position)
         if script.turns[position - 1].is_final if position else False:
             return self._script_error(f"script {script.tag!r}: turn {position} was final, "
