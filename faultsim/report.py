@@ -35,10 +35,24 @@ class ResumeSummary:
     ledger: Any
     outcome: Any
     error: str | None
+    asked: tuple[str, ...] = ()  # the model turns the resumed incarnations asked for
 
     @classmethod
     def of(cls, crash_run: "CrashRun") -> "ResumeSummary":
-        return cls(crash_run.world.ledger, crash_run.outcome, crash_run.error)
+        asked = tuple(_asked(q) for q in crash_run.world.model.requests if q.incarnation > 1)
+        return cls(crash_run.world.ledger, crash_run.outcome, crash_run.error, asked)
+
+
+def _asked(q: Any) -> str:
+    """One request of a resumed run, as a counterexample names it."""
+    if q.position is None:
+        return f"(unplaced: {q.error or q.status})"
+    what = f"turn {q.position + 1}" + (f" of {q.script}" if q.script not in (None, "s") else "")
+    if q.repeat:
+        what += " again"
+    if not q.ok:
+        what += f" ({q.error or q.status})"
+    return what
 
 
 @dataclass
@@ -219,6 +233,9 @@ class ModelRun:
             if diff["extra"] or diff["missing"]:
                 lines.append(f"ledger difference: extra {diff['extra'] or '{}'}, "
                              f"missing {diff['missing'] or '{}'}")
+            if getattr(run, "asked", ()):
+                lines.append("the resumed run asked the model for: " + ", ".join(run.asked[:12])
+                             + (" ..." if len(run.asked) > 12 else ""))
             resumed = [e for e in run.ledger.entries if e.incarnation > 1]
             if resumed:
                 lines.append("the resumed incarnations' calls to the world:"

@@ -101,6 +101,9 @@ class Scenario:
     expected_final_answer: str
     services: tuple[ServiceSpec, ...]
     model: str = "claude-sonnet-5-5"
+    # models that accept a conversation ending with an assistant turn (None: as the API
+    # does today: not Claude 4.6 and later)
+    prefill_models: tuple[str, ...] | None = None
     start_time: str = "2026-10-01T09:00:00Z"
     subagents: tuple[Script, ...] = ()
     profile: FaultProfile = FaultProfile()
@@ -109,7 +112,8 @@ class Scenario:
 
     def build_world(self, *, retry_after_ms: int = 1) -> World:
         world = World(clock=WorldClock(self.start_time), retry_after_ms=retry_after_ms,
-                      scripts=[self.script, *self.subagents])
+                      scripts=[self.script, *self.subagents],
+                      prefill_models=self.prefill_models)
         for spec in self.services:
             options: dict[str, Any] = {}
             if spec.kind in ("queryable", "readonly"):
@@ -297,7 +301,7 @@ def parse_duration(value: Any, reader: "_Reader | None" = None, key: str = "dura
     return seconds
 
 
-_TOP_KEYS = {"id", "task", "model", "start_time", "expected_final_answer", "services",
+_TOP_KEYS = {"id", "task", "model", "prefill_models", "start_time", "expected_final_answer", "services",
              "turns", "subagents", "fault_profile", "store", "langgraph"}
 _MOVED = ("a fault profile: API faults are listed in [fault_profile] as "
           "api_faults = [{ at = TURN, kind = \"529\" }] (add script = NAME for a sub-agent)")
@@ -410,4 +414,14 @@ def parse_scenario(data: dict, path: str | Path = "<scenario>") -> Scenario:
         services=tuple(services), model=r.get(data, "model", "", str, "a model name",
                                               "claude-sonnet-5-5"),
         start_time=start, subagents=tuple(subagents), store=StoreSpec(store_kind),
-        langgraph=langgraph)
+        langgraph=langgraph, prefill_models=_prefill_models(r, data))
+
+
+def _prefill_models(r: Any, data: dict) -> tuple[str, ...] | None:
+    if "prefill_models" not in data:
+        return None
+    names = r.get(data, "prefill_models", "", list, "a list of model names", [])
+    for k, name in enumerate(names):
+        if not isinstance(name, str) or not name:
+            raise r.fail(f"prefill_models[{k}]", "a model name", name)
+    return tuple(names)

@@ -431,3 +431,66 @@ def test_dropping_thinking_blocks_on_resume_is_caught_by_api_valid(thinking_scen
     [run] = report.runs
     broken = {v.invariant for f in run.failures for v in f.violations}
     assert "api_valid" in broken, broken
+
+
+# -- answers that stop early, and prefill ------------------------------------------------------
+
+def test_max_tokens_truncates_the_tool_call_and_the_retry_gets_the_whole_turn():
+    fake = FakeClaude(script(faults=[ApiFault(0, "max_tokens")]))
+    client = fake.client()
+    cut = client.messages.create(**first())
+    assert cut.stop_reason == "max_tokens"
+    assert cut.content[-1].type == "tool_use" and cut.content[-1].input == {}
+    whole = client.messages.create(**first(max_tokens=4096))
+    assert whole.stop_reason == "tool_use" and whole.content[-1].input["order_id"] == "ORD-7"
+    assert whole.content[-1].id == cut.content[-1].id  # the same turn, not a repeat
+    assert fake.repeated_requests() == []
+    with client.messages.stream(**first()) as stream:  # streamed, the same stop
+        assert stream.get_final_message().stop_reason == "tool_use"
+
+
+def test_refusal_and_pause_turn():
+    fake = FakeClaude(script(faults=[ApiFault(0, "refusal")]))
+    refused = fake.client().messages.create(**first())
+    assert refused.stop_reason == "refusal"
+    assert [b.type for b in refused.content] == ["text"]  # what came before the refusal
+    fake = FakeClaude(script(faults=[ApiFault(0, "pause_turn")]))
+    client = fake.client()
+    paused = client.messages.create(**first())
+    assert paused.stop_reason == "pause_turn" and [b.type for b in paused.content] == ["text"]
+    # the client sends the paused turn back as it is, to continue it (no prefill needed)
+    again = client.messages.create(**{**first(), "messages": first()["messages"] + [
+        {"role": "assistant", "content": [b.model_dump(exclude_none=True)
+                                          for b in paused.content]}]})
+    assert again.stop_reason == "tool_use"
+
+
+@pytest.mark.filterwarnings("ignore:The model .* is deprecated:DeprecationWarning")
+def test_prefill_is_refused_on_models_that_refuse_it():
+    body = {**first(), "messages": first()["messages"] + [
+        {"role": "assistant", "content": "Refunding"}]}
+    for model, accepted in (("claude-sonnet-5-5", False), ("claude-opus-4-6", False),
+                            ("claude-sonnet-4-5", True), ("claude-3-7-sonnet-latest", True)):
+        client = FakeClaude(script()).client()
+        if accepted:
+            assert client.messages.create(**{**body, "model": model}).content
+        else:
+            with pytest.raises(anthropic.BadRequestError,
+                               match="does not support assistant message prefill"):
+                client.messages.create(**{**body, "model": model})
+    # a scenario (or FakeClaude) can name the models that accept it
+    client = FakeClaude(script(), prefill_models=("claude-sonnet-5",)).client()
+    assert client.messages.create(**body).content
+
+
+def test_prefill_models_is_a_scenario_key(tmp_path):
+    path = tmp_path / "s.toml"
+    path.write_text('task = "t"\nexpected_final_answer = "x"\n'
+                    'prefill_models = ["claude-sonnet-4-5"]\n[[turns]]\nfinal = "x"\n')
+    sc = load_scenario(path)
+    assert sc.prefill_models == ("claude-sonnet-4-5",)
+    assert sc.build_world().model.prefill_models == ("claude-sonnet-4-5",)
+    path.write_text('task = "t"\nexpected_final_answer = "x"\nprefill_models = [1]\n'
+                    '[[turns]]\nfinal = "x"\n')
+    with pytest.raises(Exception, match=r"prefill_models\[0\]"):
+        load_scenario(path)

@@ -214,3 +214,7 @@ def test_a_compacting_agent_that_loses_an_unanswered_call_is_caught(scenario):
     [run] = report.runs
     broken = {v.invariant for f in run.failures for v in f.violations}
     assert "effects_exactly_once" in broken, (broken, report.counterexamples())
+    # the counterexample names the turns the resumed run asked for: the lost turn, again
+    shown = "\n".join(report.counterexamples(limit=10))
+    assert "the resumed run asked the model for: turn" in shown
+    assert " again" in shown

@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Mapping
 import httpx2
 
 from . import sse
-from .script import ApiFault, Script, turn_content
-from .validate import InvalidRequest, merged_turns, validate_request
+from .script import STOP_FAULTS, ApiFault, Script, stopped_content, turn_content
+from .validate import InvalidRequest, merged_turns, supports_prefill, validate_request
 
 if TYPE_CHECKING:
     import anthropic
@@ -139,7 +139,8 @@ class FakeClaude:
     def __init__(self, scripts: Script | Iterable[Script], *, retry_after_ms: int = 1,
                  incarnation: Callable[[], int] = lambda: 0,
                  on_event: Callable[..., None] | None = None,
-                 sealed: Callable[[], bool] | None = None) -> None:
+                 sealed: Callable[[], bool] | None = None,
+                 prefill_models: tuple[str, ...] | None = None) -> None:
         scripts = [scripts] if isinstance(scripts, Script) else list(scripts)
         self.scripts: dict[str, Script] = {}
         for s in scripts:
@@ -157,6 +158,8 @@ class FakeClaude:
         self._answered: dict[tuple[str, int], int] = {}
         self._faulted: dict[tuple[str, int], int] = {}
         self._cache: set[str] = set()  # prompt prefixes written to the (fake) prompt cache
+        self._paused: set[str] = set()  # pause_turn answers: sent back, they continue the turn
+        self.prefill_models = prefill_models
 
     # -- the client -------------------------------------------------------------------
     def client(self, *, max_retries: int = 2, **options: Any) -> "anthropic.Anthropic":
@@ -277,22 +280,39 @@ class FakeClaude:
             return self._script_error(f"script {script.tag!r}, turn {position + 1}: {refused}",
                                       request_id, script, position)
 
+        last = messages[-1]
+        if last["role"] == "assistant":
+            paused = json.dumps(last["content"], sort_keys=True) in self._paused
+            if not paused and not supports_prefill(body["model"], self.prefill_models):
+                return self._log(_error(400, "invalid_request_error", "This model does not "
+                                        "support assistant message prefill. The conversation "
+                                        "must end with a user message.", request_id),
+                                 script, position, 0)
+
         fault = script.fault_at(position)
         slot = (script.tag, position)
-        cut = False
+        cut = stopped = None
         if fault is not None and self._faulted.get(slot, 0) < fault.times:
             self._faulted[slot] = self._faulted.get(slot, 0) + 1
-            if fault.kind != "stream_cut":
+            if fault.kind == "stream_cut":
+                cut = True
+            elif fault.kind in STOP_FAULTS:
+                stopped = fault.kind
+            else:
                 return self._fault(fault, request, request_id, script, position)
-            cut = True
 
-        # A cut answer is not an answer: its retry gets the same turn with the same ids.
+        # A cut or early-stopped answer is not the turn: its retry or continuation gets the
+        # same turn with the same ids.
         repeat = self._answered.get(slot, 0)
-        if not cut:
+        if not cut and not stopped:
             self._answered[slot] = repeat + 1
         content = turn_content(script, position, repeat,
                                thinking=(body.get("thinking") or {}).get("type") == "enabled")
         stop_reason = "end_turn" if turn.is_final else "tool_use"
+        if stopped:
+            content, stop_reason = stopped_content(content, stopped), stopped
+            if stopped == "pause_turn":
+                self._paused.add(json.dumps(content, sort_keys=True))
         input_tokens, cache = self._input_tokens(body)
         usage = {"input_tokens": input_tokens, "output_tokens": estimate_tokens(content),
                  **cache}

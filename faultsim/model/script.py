@@ -6,7 +6,12 @@ from typing import Any
 
 # stream_cut: the connection drops mid-answer (a streaming client sees a read error after
 # the 200; a non-streaming one a failed read, which the SDK retries)
-FAULT_KINDS = ("429", "529", "500", "timeout", "stream_cut")
+FAULT_KINDS = ("429", "529", "500", "timeout", "stream_cut", "max_tokens", "pause_turn",
+               "refusal")
+# answers that stop early, with the stop_reason of that name: `max_tokens` cuts the turn
+# (its first tool call arrives with its input truncated), `pause_turn` sends only the
+# turn's text (the client sends it back to continue), `refusal` ends the turn there
+STOP_FAULTS = ("max_tokens", "pause_turn", "refusal")
 
 
 @dataclass(frozen=True)
@@ -92,3 +97,18 @@ def turn_content(script: Script, position: int, repeat: int, *,
                 "name": call.name, "input": call.input}
                for i, call in enumerate(turn.tool_calls)]
     return blocks
+
+
+def stopped_content(content: list[dict[str, Any]], stop: str) -> list[dict[str, Any]]:
+    """What an answer that stopped early (`STOP_FAULTS`) carries of the full turn."""
+    think = [b for b in content if b["type"] in ("thinking", "redacted_thinking")]
+    text = [b for b in content if b["type"] == "text"]
+    calls = [b for b in content if b["type"] == "tool_use"]
+    if stop == "max_tokens":
+        if calls:  # the first call, its input cut off before any key was complete
+            return think + text + [{**calls[0], "input": {}}]
+        return think + [{"type": "text", "text": t["text"][:max(1, len(t["text"]) // 2)]}
+                        for t in text]
+    if stop == "pause_turn":
+        return think + (text or [{"type": "text", "text": "Working on it."}])
+    return think + text  # refusal: whatever came before it

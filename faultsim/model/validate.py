@@ -5,7 +5,22 @@ exactly as production refuses it: that is how faultsim sees an orphaned call.
 """
 from __future__ import annotations
 
+import re
 from typing import Any
+
+
+# Claude 4.6 and later (Opus 4.6, Sonnet 4.6, Opus 4.7, the 5 family) refuse a request
+# that ends with an assistant turn: "This model does not support assistant message prefill.
+# The conversation must end with a user message." Earlier models continue the prefill.
+_NO_PREFILL = re.compile(r"claude-(?:opus|sonnet|haiku)-(?:4-[6-9]|[5-9])")
+
+
+def supports_prefill(model: str, prefill_models: tuple[str, ...] | None = None) -> bool:
+    """Whether `model` accepts a conversation ending with an assistant turn: the models
+    named in `prefill_models` (by prefix) when given, else today's API behaviour."""
+    if prefill_models is not None:
+        return any(model.startswith(m) for m in prefill_models)
+    return not _NO_PREFILL.match(model)
 
 
 class InvalidRequest(Exception):

@@ -19,7 +19,8 @@ class World:
     """
 
     def __init__(self, *, clock: WorldClock | None = None,
-                 scripts: Script | list[Script] = (), retry_after_ms: int = 1) -> None:
+                 scripts: Script | list[Script] = (), retry_after_ms: int = 1,
+                 prefill_models: tuple[str, ...] | None = None) -> None:
         self.clock = clock or WorldClock()
         self.ledger = Ledger()
         self.services: dict[str, Receiver] = {}
@@ -33,7 +34,7 @@ class World:
         # Bound methods, not lambdas, so that copy.deepcopy(world) rebinds them.
         self.model = FakeClaude(scripts, retry_after_ms=retry_after_ms,
                                 incarnation=self.current_incarnation, on_event=self.emit,
-                                sealed=self.is_sealed)
+                                sealed=self.is_sealed, prefill_models=prefill_models)
 
     def current_incarnation(self) -> int:
         return self.incarnation
