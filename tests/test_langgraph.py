@@ -6,6 +6,8 @@ invariant under "sync" durability, and the same graph breaks the one-step rule u
 """
 from __future__ import annotations
 
+import inspect
+
 import json
 import shutil
 import subprocess
@@ -303,6 +305,30 @@ def test_effect_is_transparent_outside_faultsim():
 
     assert pay("INV-1") == "paid INV-1"
     assert pay.faultsim_effect[0] == "payments"
+
+
+def test_an_async_effect_stays_awaitable_and_is_routed_under_faultsim():
+    import asyncio
+
+    from faultsim.adapters import langgraph as adapter
+
+    @effect("payments", key=lambda invoice: invoice)
+    async def pay(invoice: str) -> str:
+        return f"paid {invoice}"
+
+    assert inspect.iscoroutinefunction(pay)
+    assert asyncio.run(pay("INV-1")) == "paid INV-1"  # outside faultsim: the body
+
+    class Session:  # what an incarnation's tools report to
+        def act(self, name, service, arguments, key):
+            return ("routed", name, service, arguments, key(**arguments))
+
+    token = adapter._session.set(Session())
+    try:
+        routed = asyncio.run(pay("INV-2"))
+    finally:
+        adapter._session.reset(token)
+    assert routed == ("routed", "pay", "payments", {"invoice": "INV-2"}, "INV-2")
 
 
 def _graph_with(tool_fn):

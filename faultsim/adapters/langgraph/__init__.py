@@ -64,14 +64,26 @@ def effect(service: str, *, key: Callable[..., str] | None = None) -> Callable:
     def wrap(fn: Callable) -> Callable:
         signature = inspect.signature(fn)
 
-        @functools.wraps(fn)
-        def call(*args: Any, **kwargs: Any) -> Any:
-            session = _session.get()
-            if session is None:
-                return fn(*args, **kwargs)
+        def routed(args: tuple, kwargs: dict) -> Any:
             bound = signature.bind(*args, **kwargs)
             bound.apply_defaults()
-            return session.act(fn.__name__, service, dict(bound.arguments), key)
+            return _session.get().act(fn.__name__, service, dict(bound.arguments), key)
+
+        if inspect.iscoroutinefunction(fn):  # an async tool stays awaitable
+            @functools.wraps(fn)
+            async def call_async(*args: Any, **kwargs: Any) -> Any:
+                if _session.get() is None:
+                    return await fn(*args, **kwargs)
+                return routed(args, kwargs)
+
+            call_async.faultsim_effect = (service, key)  # type: ignore[attr-defined]
+            return call_async
+
+        @functools.wraps(fn)
+        def call(*args: Any, **kwargs: Any) -> Any:
+            if _session.get() is None:
+                return fn(*args, **kwargs)
+            return routed(args, kwargs)
 
         call.faultsim_effect = (service, key)  # type: ignore[attr-defined]
         return call
