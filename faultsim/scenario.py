@@ -170,14 +170,16 @@ class _Reader:
             at = f"{where}.turns[{i}]" if where else f"turns[{i}]"
             if not isinstance(t, dict):
                 raise self.fail(at, "a table", t)
-            self.no_extra(t, {"text", "tool_calls", "final", "thinking"}, at)
+            self.no_extra(t, {"text", "tool_calls", "final", "thinking", "redacted_thinking"},
+                          at)
             thinking = self.get(t, "thinking", at, str, "a non-empty string", None)
+            redacted = self.get(t, "redacted_thinking", at, str, "a non-empty string", None)
             if ("final" in t) == ("tool_calls" in t):
                 raise self.fail(at, "exactly one of 'tool_calls' or 'final'",
                                 "both" if "final" in t else "neither")
             if "final" in t:
                 turns.append(Turn(final=self.get(t, "final", at, str, "a non-empty string"),
-                                  thinking=thinking))
+                                  thinking=thinking, redacted_thinking=redacted))
                 if i != len(raw) - 1:
                     raise self.fail(at + ".final", "the final answer only in the last turn")
                 continue
@@ -195,7 +197,7 @@ class _Reader:
                                                     {}))))
             turns.append(Turn(tool_calls=tuple(calls),
                               text=self.get(t, "text", at, str, "a string", ""),
-                              thinking=thinking))
+                              thinking=thinking, redacted_thinking=redacted))
         if not turns[-1].is_final:
             raise self.fail(f"{where}.turns" if where else "turns",
                             "a last turn with a 'final' answer")

@@ -494,3 +494,25 @@ def test_prefill_models_is_a_scenario_key(tmp_path):
                     '[[turns]]\nfinal = "x"\n')
     with pytest.raises(Exception, match=r"prefill_models\[0\]"):
         load_scenario(path)
+
+
+def test_redacted_thinking_blocks_come_back_unmodified_or_are_refused():
+    fake = FakeClaude(Script(task=TASK, turns=(
+        Turn(thinking="Plan.", redacted_thinking="hidden reasoning",
+             tool_calls=(ToolCall("refund", {"order_id": "O"}),)),
+        Turn(final="done"))))
+    client = fake.client()
+    body = first(thinking=THINK, max_tokens=2048)
+    reply = client.messages.create(**body)
+    assert [b.type for b in reply.content] == ["thinking", "redacted_thinking", "tool_use"]
+    blocks = [b.model_dump(exclude_none=True) for b in reply.content]
+    result = {"role": "user", "content": [{"type": "tool_result",
+                                           "tool_use_id": reply.content[-1].id,
+                                           "content": "ok"}]}
+    ok = client.messages.create(**{**body, "messages": body["messages"] + [
+        {"role": "assistant", "content": blocks}, result]})
+    assert ok.content[-1].text == "done"
+    forged = [blocks[0], {**blocks[1], "data": blocks[1]["data"][:-4] + "AAAA"}, blocks[2]]
+    with pytest.raises(anthropic.BadRequestError, match="Invalid `data` in `redacted_thinking`"):
+        client.messages.create(**{**body, "messages": body["messages"] + [
+            {"role": "assistant", "content": forged}, result]})

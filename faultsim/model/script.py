@@ -28,6 +28,7 @@ class Turn:
     text: str = ""
     final: str | None = None
     thinking: str | None = None  # sent first, signed, when the request enables thinking
+    redacted_thinking: str | None = None  # sent as an opaque redacted_thinking block
 
     def __post_init__(self) -> None:
         if (self.final is None) == (not self.tool_calls):
@@ -83,6 +84,25 @@ def sign_thinking(thinking: str) -> str:
                                    digest_size=24).hexdigest()
 
 
+def redacted_data(text: str) -> str:
+    """A redacted thinking block's opaque data: encrypted in the API, here the text's
+    signature, so an edited or made-up block is refused as the API refuses it."""
+    import base64
+
+    body = base64.urlsafe_b64encode(text.encode()).decode()
+    return f"fsr1.{body}.{sign_thinking('redacted' + chr(0) + text)[3:]}"
+
+
+def redacted_data_valid(data: object) -> bool:
+    import base64
+
+    try:
+        tag, body, _ = str(data).split(".")
+        return tag == "fsr1" and data == redacted_data(base64.urlsafe_b64decode(body).decode())
+    except ValueError:
+        return False
+
+
 def turn_content(script: Script, position: int, repeat: int, *,
                  thinking: bool = False) -> list[dict[str, Any]]:
     turn = script.turns[position]
@@ -90,6 +110,9 @@ def turn_content(script: Script, position: int, repeat: int, *,
     if thinking and turn.thinking:
         blocks.append({"type": "thinking", "thinking": turn.thinking,
                        "signature": sign_thinking(turn.thinking)})
+    if thinking and turn.redacted_thinking:
+        blocks.append({"type": "redacted_thinking",
+                       "data": redacted_data(turn.redacted_thinking)})
     if turn.is_final:
         return blocks + [{"type": "text", "text": turn.final}]
     blocks += [{"type": "text", "text": turn.text}] if turn.text else []

@@ -149,7 +149,7 @@ def _check_thinking(body: dict, messages: list[dict]) -> None:
     while thinking is enabled, the assistant turn whose tool calls the conversation is
     answering must still start with its thinking. A resumed agent that dropped or edited
     those blocks is refused in production: the session is dead."""
-    from .script import sign_thinking
+    from .script import redacted_data_valid, sign_thinking
 
     for i, msg in enumerate(messages):
         if msg["role"] != "assistant":
@@ -159,6 +159,10 @@ def _check_thinking(body: dict, messages: list[dict]) -> None:
                     block.get("signature") != sign_thinking(block.get("thinking", "")):
                 raise InvalidRequest(f"messages.{i}.content.{k}: Invalid `signature` in "
                                      "`thinking` block")
+            if block.get("type") == "redacted_thinking" and \
+                    not redacted_data_valid(block.get("data")):
+                raise InvalidRequest(f"messages.{i}.content.{k}: Invalid `data` in "
+                                     "`redacted_thinking` block")
     if (body.get("thinking") or {}).get("type") != "enabled":
         return
     # the last assistant turn, when the conversation ends with its tool results
