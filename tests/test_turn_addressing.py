@@ -193,6 +193,14 @@ def test_place_follows_answered_calls_not_the_count_of_result_turns(scenario):
     foreign = pair(0, 0)
     foreign[0]["content"][0]["id"] = foreign[1]["content"][0]["tool_use_id"] = "call_abc"
     assert place(script, [task] + foreign) == 1
+    # results that answer nothing of the script: refused, never served a guessed turn
+    stranger = pair(0, 0)
+    stranger[0]["content"][0].update(id="call_x", input={"order": "ORD-9"})
+    stranger[1]["content"][0]["tool_use_id"] = "call_x"
+    from faultsim.model.fake import Unplaceable
+
+    with pytest.raises(Unplaceable, match="none answers a call of script 's'"):
+        place(script, [task] + stranger)
 
 
 @pytest.mark.parametrize("agent", [Compacting, FromSteps], ids=["compacting", "from-steps"])

@@ -73,8 +73,9 @@ def place(script: Script, messages: list[dict]) -> int:
     scripted turn whose every tool call has its result here. A call is found by its
     tool-use id (any repeat of the turn) or, for an id the fake did not give, by name and
     input. So a history rebuilt, merged, summarised or compacted is served the turn it is
-    really at, whatever its shape. With no answered call of the script at all, the number
-    of tool-result turns (0: a fresh start)."""
+    really at, whatever its shape. With no tool result at all: turn 1. Tool results that
+    answer no call of the script cannot be placed (`Unplaceable`), rather than be served a
+    turn by guesswork."""
     results: set = set()
     uses: list[dict] = []
     for m in messages:
@@ -106,9 +107,18 @@ def place(script: Script, messages: list[dict]) -> int:
             if hit is not None:
                 answered.add((pos, hit))
                 break
+    if not answered:
+        raise Unplaceable(
+            f"the request carries {len(results)} tool result(s), but none answers a call of "
+            f"script {script.tag!r} (by tool-use id toolu_{script.tag}_NN_N, or by the name "
+            f"and input of a scripted call): faultsim cannot tell which turn it is at")
     done = [pos for pos, turn in enumerate(script.turns) if turn.tool_calls
             and all((pos, i) in answered for i in range(len(turn.tool_calls)))]
-    return max(done) + 1 if done else position_of(messages)
+    return max(done) + 1 if done else 0
+
+
+class Unplaceable(Exception):
+    """A conversation that answers no call of its script: no turn can be chosen for it."""
 
 
 def estimate_tokens(value: Any) -> int:
@@ -264,7 +274,10 @@ class FakeClaude:
             known = "; ".join(repr(t[:50]) for t in self.scripts) or "none"
             return self._script_error(f"no script for the task {task[:80]!r} "
                                       f"(scripts exist for: {known})", request_id, None, None)
-        position = place(script, messages)
+        try:
+            position = place(script, messages)
+        except Unplaceable as exc:
+            return self._script_error(str(exc), request_id, script, None)
         if position >= len(script.turns):
             return self._script_error(
                 f"script {script.tag!r} has {len(script.turns)} turns and ran out: the request "
