@@ -93,6 +93,7 @@ def test_clients_configured_by_the_environment_are_served(monkeypatch):
         client = anthropic.Anthropic()
         message = client.messages.create(
             model="claude-sonnet-5-5", max_tokens=100,
+            tools=[{"name": "lookup_invoice", "input_schema": {"type": "object"}}],
             messages=[{"role": "user", "content": load_scenario(
                 BUNDLED / "react_payments.toml").task}])
         assert str(client.base_url).startswith(endpoint.base_url)

@@ -6,6 +6,7 @@ import datetime as dt
 import json
 import tomllib
 
+import anthropic
 import pytest
 
 import reference_agent
@@ -143,11 +144,16 @@ def _scenario(tmp_path, **changes):
     return parse_scenario(data, tmp_path / "changed.toml")
 
 
-def test_unknown_tool_is_a_clear_error_before_anything_is_saved(tmp_path):
+def test_a_scripted_tool_the_agent_does_not_offer_is_a_script_error_before_anything_is_saved(
+        tmp_path):
+    """The real model never calls a tool the request did not offer: the fake refuses such
+    a script (naming turn and tool) instead of letting a lenient agent pass untested."""
     sc = _scenario(tmp_path, turns=[{"tool_calls": [{"name": "launch_rocket", "input": {}}]},
                                     {"final": "done"}])
     with ScenarioRun(sc, reference_agent.make_agent, workdir=tmp_path / "w") as run:
-        with pytest.raises(reference_agent.UnknownToolError, match="unknown tool 'launch_rocket'"):
+        with pytest.raises(anthropic.BadRequestError,
+                           match="turn 1: the scripted turn calls 'launch_rocket', a tool the "
+                                 "request does not offer"):
             run.incarnation()
     saved = json.loads((tmp_path / "w/runs/support_tickets/checkpoint.json").read_text())
     assert saved["pendingToolUse"] is None and len(saved["messages"]) == 1

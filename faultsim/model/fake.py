@@ -140,10 +140,11 @@ def _ignore(kind: str, **info: Any) -> None:
 class FakeClaude:
     """A deterministic policy from conversation to response.
 
-    Scripts are chosen by the text of the first user message (the task), so a parent task
-    and its sub-agents can share one fake. Within a script the answer depends only on the
-    position (tool-result turns already carried), so a resumed agent that sends the same
-    conversation gets the same turn; a repeat is logged and gets fresh tool-use ids.
+    Scripts are chosen by the text of the first user message (the task, or a longer text
+    that contains it), so a parent task and its sub-agents can share one fake. Within a
+    script the answer depends only on which scripted calls the conversation answers
+    (`place`), so a resumed agent that sends the same conversation, in whatever shape,
+    gets the same turn; a repeat is logged and gets fresh tool-use ids.
     """
 
     def __init__(self, scripts: Script | Iterable[Script], *, retry_after_ms: int = 1,
@@ -269,7 +270,7 @@ class FakeClaude:
         # The API merges consecutive turns of one role; the script is addressed on that.
         messages = merged_turns(body["messages"])
         task = _text_of(body["messages"][0]["content"])  # the first message as sent
-        script = self.scripts.get(task)
+        script = self.scripts.get(task) or self._script_within(task)
         if script is None:
             known = "; ".join(repr(t[:50]) for t in self.scripts) or "none"
             return self._script_error(f"no script for the task {task[:80]!r} "
@@ -371,6 +372,12 @@ class FakeClaude:
         self._cache.add(key)
         return total - cached, {"cache_creation_input_tokens": 0 if seen else cached,
                                 "cache_read_input_tokens": cached if seen else 0}
+
+    def _script_within(self, text: str) -> Script | None:
+        """The script whose task the first message carries inside a longer text (a summary
+        that restates the task, system reminders around it): the longest such task."""
+        found = [t for t in self.scripts if t and t in text]
+        return self.scripts[max(found, key=len)] if found else None
 
     def _stream_event(self, message: dict, where: str) -> None:
         if self.sealed is not None and self.sealed():
