@@ -200,7 +200,8 @@ class Explorer:
         self._open0 = (list(fs.open_files), list(fs._free_fd_heap))
         self.tracer = Tracer()
         self.interposer = FsInterposer(fs, SANDBOX, self.tracer)
-        self._freezer = freezegun.freeze_time(self.scenario.start_time.replace("+00:00", ""))
+        self._freezer = freezegun.freeze_time(self.scenario.start_time.replace("+00:00", ""),
+                                              real_asyncio=True)
         self._factory = self._freezer.start()
         return self
 

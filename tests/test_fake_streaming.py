@@ -516,3 +516,43 @@ def test_redacted_thinking_blocks_come_back_unmodified_or_are_refused():
     with pytest.raises(anthropic.BadRequestError, match="Invalid `data` in `redacted_thinking`"):
         client.messages.create(**{**body, "messages": body["messages"] + [
             {"role": "assistant", "content": forged}, result]})
+
+
+class OwnLoop:
+    """A sync agent that runs its own event loop per request, with its own AsyncAnthropic
+    (the SDK resolves its platform in a worker thread: a forked crash run must not wait for
+    a thread it does not have)."""
+
+    def __init__(self, env):
+        self.env = env
+
+    def run(self):
+        async def go():
+            client = anthropic.AsyncAnthropic()
+            try:
+                return await client.messages.create(model=self.env.model, max_tokens=64,
+                                                    tools=TOOLS, messages=messages)
+            finally:
+                await client.close()
+
+        messages = [{"role": "user", "content": self.env.task}]
+        while True:
+            reply = asyncio.run(go())
+            messages.append({"role": "assistant", "content": [
+                b.model_dump(exclude_none=True) for b in reply.content]})
+            calls = [b for b in reply.content if b.type == "tool_use"]
+            if not calls:
+                return reply.content[-1].text
+            messages.append({"role": "user", "content": [
+                {"type": "tool_result", "tool_use_id": c.id, "content": json.dumps(
+                    self.env.services["payments"].submit(c.input, key=c.id))} for c in calls]})
+
+
+def test_an_agent_running_its_own_event_loop_is_explored_without_hanging(stream_scenario):
+    # the SDK internal this relies on: the platform is looked up lazily, in a thread
+    assert anthropic.AsyncAnthropic(api_key="k")._platform is None
+    report = explore(OwnLoop, stream_scenario, crash_model="process", crashes=1, timeout=20)
+    [run] = report.runs
+    assert len(run.explored) == len(run.kill_points) == len(run.verdicts) > 2
+    assert not any("hung" in (v.explanation or "") or "timed out" in (v.explanation or "")
+                   for f in run.failures for v in f.violations), report.counterexamples()

@@ -186,10 +186,10 @@ class FakeClaude:
         """The same, for async code: an `anthropic.AsyncAnthropic` served by this fake."""
         import anthropic
 
-        return anthropic.AsyncAnthropic(
+        return _platform_known(anthropic.AsyncAnthropic(
             api_key=FAKE_API_KEY, base_url=API_URL, max_retries=max_retries,
             http_client=httpx2.AsyncClient(transport=httpx2.MockTransport(self.handle)),
-            **options)
+            **options))
 
     @contextmanager
     def serving_new_clients(self) -> Iterator[None]:
@@ -217,6 +217,7 @@ class FakeClaude:
                             not os.environ.get("ANTHROPIC_API_KEY"):
                         kwargs["api_key"] = FAKE_API_KEY
                 original(client, *args, **kwargs)
+                _platform_known(client)
 
             cls.__init__ = __init__
 
@@ -425,6 +426,20 @@ class FakeClaude:
         # answered and the client died before it could use the answer.
         self._on_event("model.response", record=record)
         return response
+
+
+def _platform_known(client: Any) -> Any:
+    """An async SDK client looks its platform up in a worker thread on its first request.
+    A forked crash run has no such thread, and `asyncio.run` then waits forever for it at
+    exit: look it up now, in this thread (it is cheap off Windows)."""
+    try:
+        from anthropic._base_client import get_platform
+
+        if getattr(client, "_platform", 0) is None:
+            client._platform = get_platform()
+    except ImportError:  # a later SDK without this attribute: nothing to pre-empt
+        pass
+    return client
 
 
 def _cached_prefix(body: Mapping) -> list | None:

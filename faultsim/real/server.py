@@ -81,7 +81,8 @@ def _setup(init: dict) -> Context:
         redis_client = redis.Redis.from_url(init["redis_url"])
     make_agent = factory_for(init["agent"], scenario)
     _warm_up(scenario)
-    freezer = freezegun.freeze_time(scenario.start_time.replace("+00:00", ""))
+    freezer = freezegun.freeze_time(scenario.start_time.replace("+00:00", ""),
+                                    real_asyncio=True)
     factory = freezer.start()  # once: each start rescans every loaded module
     gc.collect()
     gc.freeze()  # children share these pages copy-on-write; keep the collector off them

@@ -81,7 +81,7 @@ class WorldClock:
         if self._factory is not None:  # re-entrant: already frozen by an outer block
             yield self
             return
-        freezer = freezegun.freeze_time(self._now.replace(tzinfo=None))
+        freezer = freezegun.freeze_time(self._now.replace(tzinfo=None), real_asyncio=True)
         self._factory = freezer.start()
         try:
             yield self
