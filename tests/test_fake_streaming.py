@@ -394,6 +394,9 @@ def test_thinking_blocks_are_sent_signed_and_checked_on_the_way_back():
     think, call = reply.content
     assert think.type == "thinking" and think.thinking == "Refund first." and think.signature
     assert client.messages.create(**first()).content[0].type == "tool_use"  # not enabled
+    # a turn the scenario gives no thinking still starts with thinking, as the API's do
+    plain = FakeClaude(script()).client().messages.create(**body)
+    assert [b.type for b in plain.content] == ["thinking", "text", "tool_use"]
     result = {"role": "user", "content": [{"type": "tool_result", "tool_use_id": call.id,
                                            "content": "ok"}]}
     kept = {"role": "assistant", "content": [b.model_dump(exclude_none=True)

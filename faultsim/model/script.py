@@ -28,6 +28,7 @@ class Turn:
     text: str = ""
     final: str | None = None
     thinking: str | None = None  # sent first, signed, when the request enables thinking
+    #                              (a default text when the scenario gives none)
     redacted_thinking: str | None = None  # sent as an opaque redacted_thinking block
 
     def __post_init__(self) -> None:
@@ -75,6 +76,9 @@ def tool_use_id(tag: str, position: int, index: int, repeat: int) -> str:
     return base if repeat == 0 else f"{base}_r{repeat + 1}"
 
 
+DEFAULT_THINKING = "Deciding the next step."  # for turns the scenario gives no thinking
+
+
 def sign_thinking(thinking: str) -> str:
     """The fake's signature of a thinking block: any edit to the text breaks it, as an edit
     breaks the API's (which is opaque and checked server-side)."""
@@ -107,9 +111,9 @@ def turn_content(script: Script, position: int, repeat: int, *,
                  thinking: bool = False) -> list[dict[str, Any]]:
     turn = script.turns[position]
     blocks: list[dict[str, Any]] = []
-    if thinking and turn.thinking:
-        blocks.append({"type": "thinking", "thinking": turn.thinking,
-                       "signature": sign_thinking(turn.thinking)})
+    if thinking:  # with thinking enabled the API starts every answer with its thinking
+        text = turn.thinking or DEFAULT_THINKING
+        blocks.append({"type": "thinking", "thinking": text, "signature": sign_thinking(text)})
     if thinking and turn.redacted_thinking:
         blocks.append({"type": "redacted_thinking",
                        "data": redacted_data(turn.redacted_thinking)})
