@@ -14,7 +14,7 @@ __version__ = "0.1.0"
 _PUBLIC = {
     "AgentEnv": "agent", "AgentLoadError": "agent", "Outcome": "agent",
     "load_factory": "agent",
-    "NonDeterminismError": "engine", "explore": "engine",
+    "NonDeterminismError": "errors", "explore": "engine",
     "CATEGORIES": "killpoints", "KillPoint": "killpoints",
     "replay": "replayer",
     "Report": "report",
@@ -45,7 +45,8 @@ def __dir__() -> list[str]:
 
 if TYPE_CHECKING:  # for type checkers and IDEs: the same names, eagerly
     from .agent import AgentEnv, AgentLoadError, Outcome, load_factory
-    from .engine import NonDeterminismError, explore
+    from .engine import explore
+    from .errors import NonDeterminismError
     from .killpoints import CATEGORIES, KillPoint
     from .fixture import FaultsimFixture, parametrize
     from .replayer import replay

@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 
+from .errors import UsageError
+
 if TYPE_CHECKING:
     import anthropic
 
@@ -71,7 +73,7 @@ def outcome_of(result: Any) -> Outcome:
                    escalation=getattr(result, "escalation", None))
 
 
-class AgentLoadError(Exception):
+class AgentLoadError(UsageError):
     """`--agent MODULE[:ATTR]` does not name an importable factory."""
 
 

@@ -21,6 +21,8 @@ from pyfakefs.fake_filesystem_unittest import Patcher
 
 from .agent import AgentEnv, Outcome, outcome_of
 from .crashmodel import CRASH_MODELS, CrashState, power_states, process_state
+from .errors import (AgentFailedCleanly, KillDidNotLand, NonDeterminismError,
+                     StoreNeedsSubprocess, WorkerDied)
 from .interpose.determinism import seeded
 from .interpose.fs import FsInterposer, install
 from .killpoints import KillPoint, kill_points
@@ -36,31 +38,14 @@ from .world.ledger import canonical
 SANDBOX = "/faultsim/sandbox"
 
 
-class NonDeterminismError(Exception):
-    """Two clean runs of the same agent on the same scenario did not do the same things."""
-
-
-class StoreNeedsSubprocess(ValueError):
-    """A scenario whose checkpoints live in SQLite or Redis, given to the in-process mode."""
-
-
 class IncarnationTimeout(BaseException):
     """An incarnation ran past its time limit (an agent that hangs)."""
-
-
-class WorkerDied(Exception):
-    """A forked crash-run worker died without sending its verdicts (killed by a signal, or
-    the agent ended the process): the run cannot say what happened at that kill point."""
 
 
 class _WorkerDiedSignal(BaseException):
     # Raised inside the driver incarnation, where an agent's `except Exception` must not
     # swallow it; `_drive` turns it into WorkerDied.
     pass
-
-
-class KillDidNotLand(Exception):
-    """A kill point of the golden trace was never reached in a crash run."""
 
 
 # -- the pieces a crash run is made of ---------------------------------------------------
@@ -320,11 +305,6 @@ class Explorer:
 
 def _short(text: str, limit: int = 70) -> str:
     return repr(text if len(text) <= limit else text[:limit - 3] + "...")
-
-
-class AgentFailedCleanly(Exception):
-    def __init__(self, scenario: Scenario, error: str) -> None:
-        super().__init__(f"{scenario.path}: the agent fails without any crash: {error}")
 
 
 def _golden_checked(scenario: Scenario, clean_run: Callable[[int], tuple]) -> tuple:

@@ -22,6 +22,8 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import pytest
 
+from .errors import KNOWN, UsageError
+
 if TYPE_CHECKING:
     from .killpoints import KillPoint
     from .pointwise import PointwiseExplorer
@@ -48,7 +50,7 @@ def parametrize(agent: Callable | str, scenario: str | Path, *, crash_model: str
                                         **{k: v for k, v in given.items() if v is not None})
 
 
-class FaultsimUsageError(Exception):
+class FaultsimUsageError(UsageError):
     """A faultsim marker or option that cannot work; the message names what is wrong."""
 
 
@@ -255,14 +257,7 @@ class PluginState:
 
 def known_errors() -> tuple[type[BaseException], ...]:
     """What a wrong agent or scenario raises: told as one line, not a traceback."""
-    from .agent import AgentLoadError
-    from .engine import (AgentFailedCleanly, KillDidNotLand, NonDeterminismError,
-                         StoreNeedsSubprocess)
-    from .formats.corpus import CorpusError
-    from .scenario import ScenarioError
-
-    return (FaultsimUsageError, AgentLoadError, AgentFailedCleanly, NonDeterminismError,
-            KillDidNotLand, ScenarioError, CorpusError, StoreNeedsSubprocess)
+    return KNOWN
 
 
 class FaultsimFixture:

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from .crashmodel import CrashState
+from .errors import UsageError
 from .killpoints import KillPoint, kill_points
 from .report import ModelRun, Verdict
 
@@ -84,8 +85,8 @@ def recovery_points(points: Sequence[KillPoint], trace: Sequence) -> list[KillPo
     return [p for p in points if p.index < first] or list(points)
 
 
-class NoSuchKillPoint(LookupError):
-    pass
+class NoSuchKillPoint(UsageError, LookupError):
+    """A schedule names a kill point its incarnation never reaches."""
 
 
 def pick(crash: Crash, points: Sequence[KillPoint], trace: Sequence) -> KillPoint:

@@ -21,6 +21,7 @@ import freezegun.api as _real_time
 from ..crashmodel import process_state
 from ..engine import (KillDidNotLand, Plan, ResumeResult, WorkerDied, _compare_traces,
                       _golden_checked, _masked, _Sweep, world_signature)
+from ..errors import UsageError
 from ..killpoints import KillPoint, kill_points
 from ..oracle import RESUME_GUARDS, CrashRun, Golden, judge
 from ..report import ModelRun, Report, ResumeSummary
@@ -28,7 +29,7 @@ from ..scenario import Scenario
 from .pool import ForkServers, JobResult, ServerFailed
 
 
-class SubprocessModeError(ValueError):
+class SubprocessModeError(UsageError, ValueError):
     """A request subprocess mode cannot honour (named in words)."""
 
 
