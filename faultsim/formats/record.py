@@ -59,7 +59,7 @@ def record_corpus(make_agent: Callable, scenario: Scenario, out: str | Path, *,
     """Write a corpus of `make_agent`'s durable state at each kill point of `scenario` to
     `out` (replacing what was there, atomically). `agent` is the factory later checks run
     by default (the project's agent); `recorded_by` the one that ran here, if another."""
-    from .. import __version__ as faultsim_version
+    from .._version import __version__ as faultsim_version
 
     out = Path(out)
     staging = out.with_name(out.name + ".recording")
