@@ -172,7 +172,7 @@ class Session:
         self.runs = 0  # schedules run
 
     def __enter__(self) -> "Session":
-        from .engine import Explorer
+        from .inprocess.sandbox import Explorer
 
         self._ex = Explorer(self.make_agent, self.scenario, agent_name=self.agent_name,
                             timeout=self.timeout, seed=self.seed)
@@ -275,7 +275,9 @@ class Session:
 
     # -- the mechanism --------------------------------------------------------------------
     def _run(self, count: int, choose: Callable, choose_state: Callable) -> ScheduleResult:
-        from .engine import Earlier, _resume_and_judge, schedule_violations, world_signature
+        from .inprocess.sandbox import resume_and_judge
+        from .pipeline.incarnation import world_signature
+        from .pipeline.sweep import Earlier, schedule_violations
 
         if self._ex is None:
             raise RuntimeError("use the session inside `with`: it holds the fake filesystem")
@@ -303,7 +305,7 @@ class Session:
         key = (state.digest(), signature, len(schedule))
         result = self._judged.get(key)
         if result is None:
-            result = _resume_and_judge(ex, self.golden, world, state, schedule, watch)
+            result = resume_and_judge(ex, self.golden, world, state, schedule, watch)
             self._judged[key] = result
         violations = schedule_violations(self.golden, schedule, state, result, after_kill)
         self.runs += 1

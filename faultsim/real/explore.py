@@ -19,11 +19,12 @@ from typing import Any, Callable
 import freezegun.api as _real_time
 
 from ..crashmodel import process_state
-from ..engine import (KillDidNotLand, Plan, ResumeResult, WorkerDied, _compare_traces,
-                      _golden_checked, _masked, _Sweep, world_signature)
-from ..errors import UsageError
+from ..errors import KillDidNotLand, UsageError, WorkerDied
 from ..killpoints import KillPoint, kill_points
 from ..oracle import RESUME_GUARDS, CrashRun, Golden, judge
+from ..pipeline.golden import compare_traces, golden_checked
+from ..pipeline.incarnation import world_signature
+from ..pipeline.sweep import Plan, ResumeResult, Sweep, masked_digest
 from ..report import ModelRun, Report, ResumeSummary
 from ..scenario import Scenario
 from .pool import ForkServers, JobResult, ServerFailed
@@ -83,7 +84,7 @@ def explore_subprocess(agent: str, scenario: Scenario, *, agent_name: str | None
         run = ModelRun(scenario=scenario, agent=name, crash_model="process",
                        kill_points=points, explored=chosen, seed=seed, crashes=1,
                        mode="subprocess")
-        sweep = _Sweep(golden, {"process": run}, equivalences=False)
+        sweep = Sweep(golden, {"process": run}, equivalences=False)
         if plan is not None:
             plan(Plan(scenario.id, len(points), len(chosen), {"process": len(chosen)}, 1))
         golden_seconds = _real_time.real_perf_counter() - started
@@ -131,11 +132,11 @@ def _golden(pool: ForkServers, scenario: Scenario) -> Golden:
         outcome = report["outcome"] if report["kind"] == "done" else None  # else killed
         return outcome, report.get("error"), report["events"], (report["world"], result.files)
 
-    outcome, events, (world, files) = _golden_checked(scenario, clean_run)
+    outcome, events, (world, files) = golden_checked(scenario, clean_run)
     return Golden.of(outcome, pickle.loads(world), files, events)
 
 
-def _sweep(pool: ForkServers, scenario: Scenario, sweep: _Sweep, chosen: list[KillPoint],
+def _sweep(pool: ForkServers, scenario: Scenario, sweep: Sweep, chosen: list[KillPoint],
            progress, drive: bool = True, equivalences: bool = True) -> int:
     """Crash at every chosen point, then resume each distinct crash state once."""
     crashed = _crash_by_driving(pool, sweep, chosen) if drive else \
@@ -153,7 +154,7 @@ def _sweep(pool: ForkServers, scenario: Scenario, sweep: _Sweep, chosen: list[Ki
         signature = world_signature(pickle.loads(world_bytes))
         watch = sweep.trace[point.index - 1].subject if point.torn \
             else watch_of.get(point.index)
-        masked = _masked(state, watch) if equivalences else None
+        masked = masked_digest(state, watch) if equivalences else None
         entries.append((point, state, world_bytes, (state.digest(), signature),
                         (masked, watch, signature) if masked is not None else None, watch))
     results: dict[tuple, ResumeResult] = {}
@@ -256,7 +257,7 @@ def _crash_by_replaying(pool: ForkServers, chosen: list[KillPoint]) -> dict[str,
     return crashed
 
 
-def _crash_by_driving(pool: ForkServers, sweep: _Sweep, chosen: list[KillPoint]
+def _crash_by_driving(pool: ForkServers, sweep: Sweep, chosen: list[KillPoint]
                       ) -> dict[str, tuple]:
     """One clean driver run per worker, each forking a copy that dies by SIGKILL at every
     kill point of its share; points before the first event are replayed."""
@@ -282,7 +283,7 @@ def _crash_by_driving(pool: ForkServers, sweep: _Sweep, chosen: list[KillPoint]
         if report["kind"] != "done" or report["error"] is not None:
             raise KillDidNotLand(f"a crash driver's clean run ended with "
                                  f"{report.get('error') or report['kind']}")
-        _compare_traces(sweep.trace, report["events"])
+        compare_traces(sweep.trace, report["events"])
         for message in result.crashes:
             point = by_place[tuple(message["point"])]
             if not message["sigkilled"]:
