@@ -22,7 +22,7 @@ _PUBLIC = {
     "Scenario": "scenario", "ScenarioError": "scenario", "load_scenario": "scenario",
     "parse_scenario": "scenario",
     "Crash": "schedule", "Schedule": "schedule", "ScheduleResult": "schedule",
-    "Session": "schedule",
+    "Session": "session",
     "SearchResult": "schedule_search", "search": "schedule_search",
     "ReplayToken": "token", "TokenError": "token",
     "parametrize": "fixture", "FaultsimFixture": "fixture",
@@ -53,6 +53,7 @@ if TYPE_CHECKING:  # for type checkers and IDEs: the same names, eagerly
     from .report import Report
     from .runner import RunRecord, ScenarioRun, run_once
     from .scenario import Scenario, ScenarioError, load_scenario, parse_scenario
-    from .schedule import Crash, Schedule, ScheduleResult, Session
+    from .schedule import Crash, Schedule, ScheduleResult
+    from .session import Session
     from .schedule_search import SearchResult, search
     from .token import ReplayToken, TokenError

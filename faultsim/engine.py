@@ -129,7 +129,7 @@ def _search(make_agent, scenario, report: Report, name: str, timeout, seed: str,
             min_crashes: int, max_crashes: int, examples: int, seconds, database,
             progress) -> None:
     """Schedules beyond the exhaustive sweep, searched with hypothesis, per crash model."""
-    from .schedule import Session
+    from .session import Session
     from .schedule_search import search
 
     for run in report.runs:

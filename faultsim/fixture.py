@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from .killpoints import KillPoint
     from .pointwise import PointwiseExplorer
     from .report import Report
-    from .schedule import Session
+    from .session import Session
 
 MARKER = "faultsim"
 _MARKER_KEYS = ("scenario", "agent", "crash_model", "crashes", "seed", "timeout",
@@ -438,7 +438,7 @@ class FaultsimFixture:
                 crash_model: str | None = None) -> "Session":
         """A `faultsim.Session` with this test's agent, scenario, seed and timeout (use it
         in `with`)."""
-        from .schedule import Session
+        from .session import Session
 
         settings = self._settings_for(scenario)
         factory, name = settings.resolve_agent(make_agent)

@@ -14,7 +14,8 @@ import freezegun.api as _real_time
 
 from .errors import AgentFinding, KillDidNotLand
 from .killpoints import KillPoint, kill_points
-from .schedule import NoSuchKillPoint, Schedule, ScheduleResult, Session
+from .schedule import NoSuchKillPoint, Schedule, ScheduleResult
+from .session import Session
 
 
 class _Counterexample(AgentFinding):
