@@ -3,6 +3,14 @@
 The public API is re-exported here and loaded on first use: pytest loads the faultsim
 plugin in every session, and a session that does not use faultsim must not pay for the SDK,
 pyfakefs and the engine (PEP 562 lazy attributes).
+
+Layers, each importing only from those before it (tests/test_layers.py): (1) errors,
+_version, trace, killpoints, crashmodel, token: the standard library only; (2) world/,
+model/, scenario, agent, runner; (3) oracle, report, pipeline/ (mode-neutral: incarnation,
+golden run, sweep bookkeeping); (4) the backends inprocess/ (pyfakefs) and real/
+(subprocesses), never each other; (5) engine (the orchestrator), schedule, session,
+schedule_search, strategies, pointwise, replayer, formats/; (6) cli, plugin, fixture,
+console, junit, adapters/.
 """
 from __future__ import annotations
 
