@@ -115,6 +115,7 @@ def explore(make_agent: Callable[[AgentEnv], Any], scenario: Scenario, *,
                 search or 200, search_seconds, database, progress)
     return report
 
+
 def survey(make_agent: Callable[[AgentEnv], Any], scenario: Scenario, *,
            agent_name: str = "agent", timeout: float | None = 30.0, seed: str = "0"
            ) -> tuple[list[KillPoint], dict[str, int]]:
@@ -124,6 +125,7 @@ def survey(make_agent: Callable[[AgentEnv], Any], scenario: Scenario, *,
                   seed=seed) as ex:
         points = kill_points(ex.golden().trace)
         return points, count_crash_states(ex, points, list(CRASH_MODELS))
+
 
 def _search(make_agent, scenario, report: Report, name: str, timeout, seed: str,
             min_crashes: int, max_crashes: int, examples: int, seconds, database,

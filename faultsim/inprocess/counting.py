@@ -30,6 +30,7 @@ class _CountAt:
             self._count({**self.ex.interposer.snapshot(), write.path: write.torn(point.offset)})
         return None
 
+
 def count_crash_states(ex: Explorer, chosen: list[KillPoint], models: list[str]
                        ) -> dict[str, int]:
     """How many crash states the first crashes at `chosen` leave, per crash model: one clean

@@ -26,6 +26,7 @@ class _WorkerDiedSignal(BaseException):
     # swallow it; `_drive` turns it into WorkerDied.
     pass
 
+
 class ForkAt:
     """Tracer policy for the forking executor: at each chosen kill point the driver forks;
     the child dies there (and resumes), the parent goes on to the next point."""
@@ -47,6 +48,7 @@ class ForkAt:
             return write.torn(self.pool.job[0][1].offset)
         return None
 
+
 def sweep_forking(ex: Explorer, sweep: Sweep, chosen: list[KillPoint], models: list[str],
                   workers: int, progress, start: Callable[[], World] | None = None) -> None:
     boundary, torn = by_event(chosen)
@@ -59,6 +61,7 @@ def sweep_forking(ex: Explorer, sweep: Sweep, chosen: list[KillPoint], models: l
         boundary_again, torn_again = by_event(revisit)
         _drive(ex, sweep, models, workers, progress, len(chosen), boundary_again, torn_again,
                True, start)
+
 
 def _drive(ex: Explorer, sweep: Sweep, models, workers, progress, total, boundary, torn,
            no_parking: bool, start: Callable[[], World] | None = None) -> list[KillPoint]:
@@ -90,6 +93,7 @@ def _drive(ex: Explorer, sweep: Sweep, models, workers, progress, total, boundar
         pool.kill_all()
         gc.unfreeze()
 
+
 class _Pool:
     """Forked children, at most `workers` at a time. Each dies at one kill point (a torn
     write's points go to one child together), resumes each new crash state there and sends
@@ -118,7 +122,9 @@ class _Pool:
             snapshot = base if write is None else {**base, write.path: write.torn(point.offset)}
             for model in self.models:
                 for i, state in enumerate(crash_states(self.ex, model, snapshot)):
-                    key, result, masked, absent = self.sweep.known(state, signature, watch)
+                    known = self.sweep.known(state, signature, watch)
+                    key, result, masked, absent = (known.key, known.result, known.masked,
+                                                   known.absent)
                     entry = (model, point, i, state, key, watch, masked)
                     busy = self.waiting.get(key) or (masked and self.waiting.get(
                         (masked, watch, signature))) or (absent and self.waiting.get(
@@ -228,7 +234,7 @@ class _Pool:
         again = []
         for entry, signature in self.parked:
             model, point, i, state, key, watch, masked = entry
-            _, result, _, _ = self.sweep.known(state, signature, watch)
+            result = self.sweep.known(state, signature, watch).result
             if result is not None:
                 self.sweep.record(model, point, i, state, result, [], False)
             elif point not in again:
@@ -278,7 +284,9 @@ class _Pool:
         finally:
             _os._exit(status)
 
+
 _DIED = "the crash run's process died without a verdict"
+
 
 def _death(status: int, job: list) -> str:
     model, point = job[0][0], job[0][1]

@@ -37,6 +37,7 @@ def first_crashes(sweep: Sweep, model: str, position: dict[str, int]) -> list[tu
     reps.sort(key=lambda r: (position[r[0].id], r[1]))
     return reps
 
+
 def sweep_after_first(ex: Explorer, golden: Golden, runs: dict[str, ModelRun], model: str,
                       point: KillPoint, order: int, state: CrashState,
                       result: ResumeResult | None, workers: int, memo: dict,
@@ -73,6 +74,7 @@ def sweep_after_first(ex: Explorer, golden: Golden, runs: dict[str, ModelRun], m
     else:
         sweep_replaying(ex, sub, points, [model], None, start)
     return course
+
 
 def sweep_pairs(ex: Explorer, top: Sweep, models: list[str], position: dict[str, int],
                 workers: int, progress) -> None:

@@ -19,7 +19,8 @@ def sweep_replaying(ex: Explorer, sweep: Sweep, chosen: list[KillPoint], models:
             world, states, after_kill = ex.crash(point, model, start)
             signature, watch = world_signature(world), ex.interposer.last_touched
             for i, state in enumerate(states):
-                key, result, _, _ = sweep.known(state, signature, watch)
+                known = sweep.known(state, signature, watch)
+                key, result = known.key, known.result
                 fresh = result is None
                 if fresh:
                     w = copy.deepcopy(world) if i < len(states) - 1 else world

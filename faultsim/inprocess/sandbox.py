@@ -18,7 +18,7 @@ from ..interpose.determinism import seeded
 from ..interpose.fs import FsInterposer, install
 from ..killpoints import KillPoint
 from ..oracle import RESUME_GUARDS, CrashRun, Golden, judge
-from ..pipeline.golden import golden_checked
+from ..pipeline.golden import CleanRun, golden_checked
 from ..pipeline.incarnation import Incarnation, IncarnationTimeout, time_limit, traced_world
 from ..pipeline.sweep import ResumeResult
 from ..report import ResumeSummary
@@ -29,6 +29,7 @@ from ..world import World
 
 
 SANDBOX = "/faultsim/sandbox"
+
 
 class KillAt:
     """Tracer policy: kill at one kill point."""
@@ -49,6 +50,7 @@ class KillAt:
             self._seal()
             return write.torn(self.point.offset)
         return None
+
 
 class Explorer:
     """Runs incarnations of one agent on one scenario inside one pyfakefs sandbox."""
@@ -150,14 +152,16 @@ class Explorer:
 
     # -- the golden run -------------------------------------------------------------------
     def golden(self) -> Golden:
-        def clean_run(n: int) -> tuple:
+        def clean_run(n: int) -> CleanRun:
             self.reset_sandbox()
             world = self.new_world()
             inc = self.incarnation(world)
-            return inc.outcome, inc.error, inc.events, (world, self.interposer.snapshot())
+            return CleanRun(inc.outcome, inc.error, inc.events,
+                            (world, self.interposer.snapshot()))
 
-        outcome, events, (world, final) = golden_checked(self.scenario, clean_run)
-        return Golden.of(outcome, world, final, events)
+        first = golden_checked(self.scenario, clean_run)
+        world, final = first.kept
+        return Golden.of(first.outcome, world, final, first.events)
 
     # -- one crash run --------------------------------------------------------------------
     def crash(self, point: KillPoint, model: str, start: Callable[[], World] | None = None
@@ -210,10 +214,12 @@ class Explorer:
                         resume_positions=[inc.first_position] if inc.first_position is not None
                         else [], events=inc.events)
 
+
 def crash_states(ex: Explorer, model: str, snapshot: dict) -> list[CrashState]:
     if model == "process":
         return process_state(snapshot)
     return power_states(snapshot, ex.interposer.inodes(), ex.interposer.durability)
+
 
 def resume_and_judge(ex: Explorer, golden: Golden, world: World, state: CrashState,
                      schedule: list[KillPoint], watch: str | None,

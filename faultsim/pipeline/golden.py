@@ -2,8 +2,10 @@
 things before any crash is judged against them."""
 from __future__ import annotations
 
-from typing import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Callable, Sequence
 
+from ..agent import Outcome
 from ..errors import AgentFailedCleanly, NonDeterminismError
 from ..scenario import Scenario
 from ..trace import Event
@@ -12,25 +14,37 @@ from ..trace import Event
 def _short(text: str, limit: int = 70) -> str:
     return repr(text if len(text) <= limit else text[:limit - 3] + "...")
 
-def golden_checked(scenario: Scenario, clean_run: Callable[[int], tuple]) -> tuple:
+
+@dataclass(frozen=True)
+class CleanRun:
+    """One clean run as a backend reports it to the flake guard."""
+
+    outcome: Outcome | None
+    error: str | None
+    events: list
+    kept: Any  # what the backend keeps of the run for the golden run (world, files)
+
+
+def golden_checked(scenario: Scenario, clean_run: Callable[[int], CleanRun]) -> CleanRun:
     """The flake guard of a golden run, in both modes. `clean_run(n)` gives clean run n
-    (1, then 2) as (outcome, error, events, kept): each must end with an outcome and no
-    error, the two must do the same things, and a completed run must give the scenario's
-    expected final answer. Returns the first run's (outcome, events, kept)."""
+    (1, then 2): each must end with an outcome and no error, the two must do the same
+    things, and a completed run must give the scenario's expected final answer. Returns
+    the first run."""
     runs = []
     for n in (1, 2):
-        outcome, error, events, kept = clean_run(n)
-        if error is not None or outcome is None:
-            raise AgentFailedCleanly(scenario, error or "no outcome")
-        runs.append((outcome, events, kept))
-    (outcome, events, kept), (_, other_events, _) = runs
-    compare_traces(events, other_events)
+        run = clean_run(n)
+        if run.error is not None or run.outcome is None:
+            raise AgentFailedCleanly(scenario, run.error or "no outcome")
+        runs.append(run)
+    first, second = runs
+    compare_traces(first.events, second.events)
     expected = scenario.expected_final_answer.strip()
-    got = (outcome.final_answer or "").strip()
-    if outcome.status == "completed" and got != expected:
+    got = (first.outcome.final_answer or "").strip()
+    if first.outcome.status == "completed" and got != expected:
         raise AgentFailedCleanly(scenario, f"its final answer {_short(got)} is not the "
                                  f"scenario's expected_final_answer {_short(expected)}")
-    return outcome, events, kept
+    return first
+
 
 def compare_traces(a: Sequence[Event], b: Sequence[Event]) -> None:
     for x, y in zip(a, b):

@@ -20,6 +20,7 @@ from ..world.ledger import canonical
 class IncarnationTimeout(BaseException):
     """An incarnation ran past its time limit (an agent that hangs)."""
 
+
 @dataclass
 class Incarnation:
     outcome: Outcome | None = None
@@ -28,6 +29,7 @@ class Incarnation:
     timed_out: bool = False
     events: list[Event] = field(default_factory=list)
     first_position: int | None = None
+
 
 def traced_world(tracer: Tracer, scenario: Scenario, world: World, result: Incarnation
                  ) -> tuple[Callable[..., None], Callable[..., None]]:
@@ -57,6 +59,7 @@ def traced_world(tracer: Tracer, scenario: Scenario, world: World, result: Incar
 
     return on_world, mark
 
+
 @contextmanager
 def time_limit(seconds: float | None) -> Iterator[None]:
     """Stop a hanging incarnation (main thread only; elsewhere no limit can be set)."""
@@ -74,6 +77,7 @@ def time_limit(seconds: float | None) -> Iterator[None]:
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, old)
+
 
 def world_signature(world: World) -> str:
     """What of the world a resumed run can observe, plus what the oracle counts."""

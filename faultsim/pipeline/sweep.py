@@ -24,6 +24,7 @@ def crash_models(crash_model: str | Iterable[str]) -> list[str]:
             raise ValueError(f"unknown crash model {name!r}; expected process, power or all")
     return names
 
+
 @dataclass
 class ResumeResult:
     """What one resumed run showed: the resume guards' violations, and what the state
@@ -53,6 +54,7 @@ class ResumeResult:
         return self.blind_to_content(path) and (
             first == "destroyed" or (first is None and not path.startswith(OUTPUTS)))
 
+
 def masked_digest(state: CrashState, path: str | None) -> str | None:
     """The state's digest with one file's content blanked out (its name kept)."""
     files = state.as_dict()
@@ -61,6 +63,7 @@ def masked_digest(state: CrashState, path: str | None) -> str | None:
     files[path] = b"\0faultsim:masked"
     return CrashState.of(state.model, "", files).digest()
 
+
 def absent_digest(state: CrashState, path: str | None) -> str | None:
     """The digest of the state without one file (its directory kept)."""
     files = state.as_dict()
@@ -68,6 +71,7 @@ def absent_digest(state: CrashState, path: str | None) -> str | None:
         return None
     del files[path]
     return CrashState.of(state.model, "", files).digest()
+
 
 def schedule_violations(golden: Golden, schedule: list[KillPoint], state: CrashState,
                         result: ResumeResult, after_kill: list[str]) -> list[Violation]:
@@ -79,6 +83,7 @@ def schedule_violations(golden: Golden, schedule: list[KillPoint], state: CrashS
     return (judge(golden, probe, STATE_GUARDS) + result.violations +
             judge(golden, probe, (no_write_after_kill,)))
 
+
 @dataclass(frozen=True)
 class Earlier:
     """A crash of a schedule before its last one: where, and which crash state it left."""
@@ -87,6 +92,17 @@ class Earlier:
     order: int  # among the crash states the model allows there
     persisted: str
     next_trace: tuple  # the clean course of the incarnation resumed after it
+
+
+@dataclass(frozen=True)
+class Known:
+    """What a sweep knows of one crash state (`Sweep.known`)."""
+
+    key: tuple  # (state digest, world signature): equal states share it
+    result: ResumeResult | None  # its resumed run, if judged or equivalent to one judged
+    masked: str | None  # digest with the watched file's content blanked (None: not needed)
+    absent: str | None  # digest without the watched file (None: not needed)
+
 
 @dataclass
 class Sweep:
@@ -125,23 +141,23 @@ class Sweep:
     def schedule(self, point: KillPoint) -> list[KillPoint]:
         return [e.point for e in self.earlier] + [point]
 
-    def known(self, state: CrashState, signature: str, watch: str | None):
-        """(exact key, result or None, masked digest, absent digest); the two digests are
-        None when not needed or not applicable."""
+    def known(self, state: CrashState, signature: str, watch: str | None) -> Known:
+        """What is known of `state`: its exact key, its result if judged (or equivalent to
+        one judged), and the digests its class is looked up by."""
         key = (state.digest(), signature)
         if key in self.memo or not self.equivalences:
-            return key, self.memo.get(key), None, None
+            return Known(key, self.memo.get(key), None, None)
         masked = masked_digest(state, watch)
         if masked is not None and (masked, watch, signature) in self.insensitive:
             result = self.insensitive[(masked, watch, signature)]
             self.memo[key] = result
-            return key, result, masked, None
+            return Known(key, result, masked, None)
         absent = absent_digest(state, watch)
         without = self.memo.get((absent, signature)) if absent is not None else None
         if without is not None and without.blind_to_presence(watch):
             self.memo[key] = without
-            return key, without, masked, absent
-        return key, None, masked, absent
+            return Known(key, without, masked, absent)
+        return Known(key, None, masked, absent)
 
     def learn(self, key: tuple, state: CrashState, signature: str, watch: str | None,
               result: ResumeResult) -> None:
@@ -180,6 +196,7 @@ class Sweep:
         else:
             run.reused += 1
 
+
 @dataclass(frozen=True)
 class Plan:
     """What a run is about to explore (told before its sweep starts)."""
@@ -189,6 +206,7 @@ class Plan:
     explored: int  # of those, the ones this run crashes at (all, or a shard, or --kill-point)
     crash_states: dict[str, int]  # first crash states, per crash model
     crashes: int  # the most crashes in one schedule
+
 
 def by_event(points: Sequence[KillPoint]) -> tuple[dict[int, KillPoint],
                                                    dict[int, list[KillPoint]]]:

@@ -22,7 +22,7 @@ from ..crashmodel import process_state
 from ..errors import KillDidNotLand, UsageError, WorkerDied
 from ..killpoints import KillPoint, kill_points
 from ..oracle import RESUME_GUARDS, CrashRun, Golden, judge
-from ..pipeline.golden import compare_traces, golden_checked
+from ..pipeline.golden import CleanRun, compare_traces, golden_checked
 from ..pipeline.incarnation import world_signature
 from ..pipeline.sweep import Plan, ResumeResult, Sweep, masked_digest
 from ..report import ModelRun, Report, ResumeSummary
@@ -126,14 +126,16 @@ def survey_subprocess(agent: str, scenario: Scenario, *, timeout: float | None =
 def _golden(pool: ForkServers, scenario: Scenario) -> Golden:
     results = pool.run([_job(("golden", 1), timed=True), _job(("golden", 2), timed=True)])
 
-    def clean_run(n: int) -> tuple:
+    def clean_run(n: int) -> CleanRun:
         result = results[("golden", n)]
         report = _report_of(result, "the clean run")
         outcome = report["outcome"] if report["kind"] == "done" else None  # else killed
-        return outcome, report.get("error"), report["events"], (report["world"], result.files)
+        return CleanRun(outcome, report.get("error"), report["events"],
+                        (report["world"], result.files))
 
-    outcome, events, (world, files) = golden_checked(scenario, clean_run)
-    return Golden.of(outcome, pickle.loads(world), files, events)
+    first = golden_checked(scenario, clean_run)
+    world, files = first.kept
+    return Golden.of(first.outcome, pickle.loads(world), files, first.events)
 
 
 def _sweep(pool: ForkServers, scenario: Scenario, sweep: Sweep, chosen: list[KillPoint],
