@@ -215,8 +215,8 @@ class _Pool:
         for key in [k for k, p in self.waiting.items() if p == pid]:
             del self.waiting[key]
         if result is None:
-            failure = ResumeResult([Violation("completes_or_escalates", "P5",
-                                              problem or "no verdict")], None, None)
+            failure = ResumeResult([Violation.of("completes_or_escalates",
+                                                 problem or "no verdict")], None, None)
             result = {"after_kill": [], "results": [failure] * len(child["job"])}
         for entry, outcome in zip(child["job"], result["results"]):
             model, point, i, state, key, watch, masked = entry

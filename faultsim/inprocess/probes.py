@@ -6,12 +6,13 @@ import json
 
 from ..crashmodel import CrashState
 from ..killpoints import KillPoint
-from ..oracle import Golden, Violation
+from ..oracle import Golden, unknown_version_refused
 from ..report import ResumeSummary, Verdict
 from .sandbox import Explorer
 
 
 PROBE_VERSION = 999
+
 
 def version_probe(ex: Explorer, golden: Golden) -> Verdict | None:
     """P4: a checkpoint whose version this code cannot know (a newer release wrote it, then
@@ -41,20 +42,9 @@ def version_probe(ex: Explorer, golden: Golden) -> Verdict | None:
     effects_before = len(world.ledger.applied())
     asked_before = sum(1 for q in world.model.requests if q.ok)
     run = ex.resume(world, state, [point])
-    problems = []
-    if run.error is None:
-        problems.append(f"the agent resumed from a checkpoint of unknown version "
-                        f"{PROBE_VERSION} instead of refusing it (it ended "
-                        f"{run.outcome.status if run.outcome else 'without an outcome'})")
-    overwritten = [p for p, d in changed.items() if run.final.get(p) != d]
-    if overwritten:
-        problems.append(f"{overwritten[0]} was overwritten while being refused or parsed")
     applied = len(world.ledger.applied()) - effects_before
     asked = sum(1 for q in world.model.requests if q.ok) - asked_before
-    if problems and (applied or asked):
-        problems.append(f"{applied} effect(s) applied and {asked} model turn(s) asked on "
-                        "the strength of it")
-    violations = [Violation("unknown_version_refused", "P4", "; ".join(problems))] \
-        if problems else []
+    violation = unknown_version_refused(run, PROBE_VERSION, changed, applied, asked)
+    violations = [violation] if violation is not None else []
     return Verdict(point, "process", "a checkpoint from a future release", violations, state,
                    ResumeSummary.of(run) if violations else None, golden, 0)
