@@ -23,7 +23,8 @@ from .inprocess.replaying import sweep_replaying
 from .inprocess.sandbox import SANDBOX, Explorer, KillAt  # noqa: F401
 from .killpoints import KillPoint, kill_points
 from .pipeline.incarnation import Incarnation, IncarnationTimeout, world_signature  # noqa: F401
-from .pipeline.sweep import (Earlier, Plan, ResumeResult, Sweep, crash_models,  # noqa: F401
+from .options import check_crashes, check_shard, crash_models, select
+from .pipeline.sweep import (Earlier, Plan, ResumeResult, Sweep,  # noqa: F401
                              schedule_violations)
 from .report import ModelRun, Report
 from .scenario import Scenario
@@ -66,10 +67,8 @@ def explore(make_agent: Callable[[AgentEnv], Any], scenario: Scenario, *,
         crash_model = list(scenario.profile.crash_models)
     if crashes is None:
         crashes = scenario.profile.crashes
-    if crashes < 1:
-        raise ValueError(f"crashes must be at least 1, not {crashes}")
-    if shard is not None and not 1 <= shard[0] <= shard[1]:
-        raise ValueError(f"shard {shard[0]}/{shard[1]}: expected 1 <= i <= n")
+    check_crashes(crashes)
+    check_shard(shard)
     name = agent_name or getattr(make_agent, "__module__", "agent")
     models = crash_models(crash_model)
     if workers is None:
@@ -79,8 +78,7 @@ def explore(make_agent: Callable[[AgentEnv], Any], scenario: Scenario, *,
     with Explorer(make_agent, scenario, agent_name=name, timeout=timeout, seed=seed) as ex:
         golden = ex.golden()
         points = kill_points(golden.trace)
-        chosen = [p for n, p in enumerate(points) if (only is None or only(p)) and
-                  (shard is None or n % shard[1] == shard[0] - 1)]
+        chosen = select(points, only, shard)
         runs = {m: ModelRun(scenario=scenario, agent=name, crash_model=m, kill_points=points,
                             explored=chosen, seed=seed, crashes=crashes) for m in models}
         sweep = Sweep(golden, runs, equivalences=equivalences, keep_traces=crashes >= 2)

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, Callable
 import pytest
 
 from .errors import KNOWN, UsageError
+from .options import in_shard
 
 if TYPE_CHECKING:
     from .killpoints import KillPoint
@@ -251,8 +252,7 @@ class PluginState:
         return self.options.budget - (time.monotonic() - self.started)
 
     def in_shard(self, position: int) -> bool:
-        shard = self.options.shard
-        return shard is None or position % shard[1] == shard[0] - 1
+        return in_shard(position, self.options.shard)
 
 
 def known_errors() -> tuple[type[BaseException], ...]:

@@ -20,7 +20,8 @@ from .inprocess.pairs import sweep_after_first
 from .inprocess.replaying import sweep_replaying
 from .inprocess.sandbox import Explorer
 from .killpoints import KillPoint, kill_points
-from .pipeline.sweep import Earlier, Sweep, crash_models
+from .options import check_crashes, crash_models
+from .pipeline.sweep import Earlier, Sweep
 from .report import ModelRun, Report
 from .scenario import Scenario
 
@@ -43,8 +44,7 @@ class PointwiseExplorer:
                  crash_model: str = "process", crashes: int = 2, seed: str = "0",
                  timeout: float | None = 30.0, workers: int = 1,
                  equivalences: bool = True) -> None:
-        if crashes < 1:
-            raise ValueError(f"crashes must be at least 1, not {crashes}")
+        check_crashes(crashes)
         self.make_agent, self.scenario, self.agent_name = make_agent, scenario, agent_name
         self.models = crash_models(crash_model)
         self.crashes, self.seed, self.timeout = min(crashes, 2), str(seed), timeout

@@ -5,24 +5,13 @@ from __future__ import annotations
 
 import posixpath
 from dataclasses import dataclass, field
-from typing import Iterable, Sequence
+from typing import Sequence
 
-from ..crashmodel import CRASH_MODELS, CrashState
+from ..crashmodel import CrashState
 from ..killpoints import KillPoint
 from ..oracle import (OUTPUTS, STATE_GUARDS, CrashRun, Golden, Violation, judge,
                       no_write_after_kill)
 from ..report import ModelRun, ResumeSummary, Verdict
-
-
-def crash_models(crash_model: str | Iterable[str]) -> list[str]:
-    if isinstance(crash_model, str):
-        names = list(CRASH_MODELS) if crash_model == "all" else [crash_model]
-    else:
-        names = list(crash_model)
-    for name in names:
-        if name not in CRASH_MODELS:
-            raise ValueError(f"unknown crash model {name!r}; expected process, power or all")
-    return names
 
 
 @dataclass

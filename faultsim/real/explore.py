@@ -21,6 +21,7 @@ import freezegun.api as _real_time
 from ..crashmodel import process_state
 from ..errors import KillDidNotLand, UsageError, WorkerDied
 from ..killpoints import KillPoint, kill_points
+from ..options import select
 from ..oracle import RESUME_GUARDS, CrashRun, Golden, judge
 from ..pipeline.golden import CleanRun, compare_traces, golden_checked
 from ..pipeline.incarnation import world_signature
@@ -78,8 +79,7 @@ def explore_subprocess(agent: str, scenario: Scenario, *, agent_name: str | None
             raise WorkerDied(f"{scenario.path}: {exc}") from None
         golden = _golden(pool, scenario)
         points = kill_points(golden.trace)
-        chosen = [p for n, p in enumerate(points) if (only is None or only(p)) and
-                  (shard is None or n % shard[1] == shard[0] - 1)]
+        chosen = select(points, only, shard)
         name = agent_name or agent
         run = ModelRun(scenario=scenario, agent=name, crash_model="process",
                        kill_points=points, explored=chosen, seed=seed, crashes=1,
