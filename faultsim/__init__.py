@@ -3,18 +3,26 @@
 The public API is re-exported here and loaded on first use: pytest loads the faultsim
 plugin in every session, and a session that does not use faultsim must not pay for the SDK,
 pyfakefs and the engine (PEP 562 lazy attributes).
+
+Layers, each importing only from those before it (tests/test_layers.py): (1) errors,
+_version, trace, killpoints, crashmodel, token: the standard library only; (2) world/,
+model/, scenario, agent, runner; (3) oracle, report, pipeline/ (mode-neutral: incarnation,
+golden run, sweep bookkeeping); (4) the backends inprocess/ (pyfakefs) and real/
+(subprocesses), never each other; (5) engine (the orchestrator), schedule, session,
+schedule_search, strategies, pointwise, replayer, formats/; (6) cli, plugin, fixture,
+console, junit, adapters/.
 """
 from __future__ import annotations
 
 import importlib
 from typing import TYPE_CHECKING, Any
 
-__version__ = "0.1.0"
+from ._version import __version__
 
 _PUBLIC = {
     "AgentEnv": "agent", "AgentLoadError": "agent", "Outcome": "agent",
     "load_factory": "agent",
-    "NonDeterminismError": "engine", "explore": "engine",
+    "NonDeterminismError": "errors", "explore": "engine",
     "CATEGORIES": "killpoints", "KillPoint": "killpoints",
     "replay": "replayer",
     "Report": "report",
@@ -22,7 +30,7 @@ _PUBLIC = {
     "Scenario": "scenario", "ScenarioError": "scenario", "load_scenario": "scenario",
     "parse_scenario": "scenario",
     "Crash": "schedule", "Schedule": "schedule", "ScheduleResult": "schedule",
-    "Session": "schedule",
+    "Session": "session",
     "SearchResult": "schedule_search", "search": "schedule_search",
     "ReplayToken": "token", "TokenError": "token",
     "parametrize": "fixture", "FaultsimFixture": "fixture",
@@ -45,13 +53,15 @@ def __dir__() -> list[str]:
 
 if TYPE_CHECKING:  # for type checkers and IDEs: the same names, eagerly
     from .agent import AgentEnv, AgentLoadError, Outcome, load_factory
-    from .engine import NonDeterminismError, explore
+    from .engine import explore
+    from .errors import NonDeterminismError
     from .killpoints import CATEGORIES, KillPoint
     from .fixture import FaultsimFixture, parametrize
     from .replayer import replay
     from .report import Report
     from .runner import RunRecord, ScenarioRun, run_once
     from .scenario import Scenario, ScenarioError, load_scenario, parse_scenario
-    from .schedule import Crash, Schedule, ScheduleResult, Session
+    from .schedule import Crash, Schedule, ScheduleResult
+    from .session import Session
     from .schedule_search import SearchResult, search
     from .token import ReplayToken, TokenError

@@ -16,6 +16,8 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 
+from .errors import UsageError
+
 if TYPE_CHECKING:
     import anthropic
 
@@ -103,7 +105,7 @@ def outcome_of(result: Any) -> Outcome:
                    escalation=getattr(result, "escalation", None))
 
 
-class AgentLoadError(Exception):
+class AgentLoadError(UsageError):
     """`--agent MODULE[:ATTR]` does not name an importable factory."""
 
 

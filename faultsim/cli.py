@@ -11,11 +11,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
+from .errors import AgentFinding, HarnessError, UsageError
+
 EXIT_OK, EXIT_VIOLATION, EXIT_USAGE, EXIT_ERROR = 0, 1, 2, 3
-
-
-class UsageError(Exception):
-    pass
 
 
 class Terminated(BaseException):
@@ -457,12 +455,6 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from .agent import AgentLoadError
-    from .engine import AgentFailedCleanly, NonDeterminismError, WorkerDied
-    from .scenario import ScenarioError
-    from .formats.corpus import CorpusError
-    from .token import TokenError
-
     ns = build_parser().parse_args(argv)
     crashes = getattr(ns, "crashes", None)
     if crashes is not None and crashes < 1:
@@ -475,18 +467,17 @@ def main(argv: list[str] | None = None) -> int:
     try:
         with _sigterm_unwinds():
             return ns.func(ns)
-    except (UsageError, ScenarioError, AgentLoadError, TokenError, FileNotFoundError,
-            CorpusError) as exc:
+    except (UsageError, FileNotFoundError) as exc:
         if ns.debug:
             traceback.print_exc()
         print(f"faultsim: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    except (NonDeterminismError, AgentFailedCleanly) as exc:  # findings about the agent
+    except AgentFinding as exc:
         if ns.debug:
             traceback.print_exc()
         print(f"faultsim: {exc}", file=sys.stderr)
         return EXIT_VIOLATION
-    except WorkerDied as exc:
+    except HarnessError as exc:
         if ns.debug:
             traceback.print_exc()
         print(f"faultsim: error: {exc}", file=sys.stderr)

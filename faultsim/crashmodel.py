@@ -20,15 +20,31 @@ from __future__ import annotations
 
 import hashlib
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Mapping
-
-from .interpose.fs import DIR, Durability
 
 CRASH_MODELS = ("process", "power")
 SECTOR = 512
 
 Files = Mapping[str, "bytes | None"]
+
+DIR = None  # a directory in a snapshot
+
+
+@dataclass
+class Durability:
+    """What an fsync has made sure of, for the power-loss model.
+
+    `data[ino]` is a file's content as of its last fsync (missing: never synced, so a power
+    loss leaves it empty); `entries[ino]` a directory's names as of its last fsync.
+    Everything present when an incarnation starts is durable (it is what was on disk).
+    """
+
+    data: dict[int, bytes] = field(default_factory=dict)  # file inode -> synced bytes
+    entries: dict[int, dict[str, int]] = field(default_factory=dict)  # dir inode -> names
+    dirs: set[int] = field(default_factory=set)  # inodes known to be directories
+    root: int = 0
+    last_written: list[str] = field(default_factory=list)  # unsynced files, oldest first
 
 
 @dataclass(frozen=True)

@@ -22,11 +22,14 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import pytest
 
+from .errors import KNOWN, UsageError
+from .options import in_shard
+
 if TYPE_CHECKING:
     from .killpoints import KillPoint
     from .pointwise import PointwiseExplorer
     from .report import Report
-    from .schedule import Session
+    from .session import Session
 
 MARKER = "faultsim"
 _MARKER_KEYS = ("scenario", "agent", "crash_model", "crashes", "seed", "timeout",
@@ -48,7 +51,7 @@ def parametrize(agent: Callable | str, scenario: str | Path, *, crash_model: str
                                         **{k: v for k, v in given.items() if v is not None})
 
 
-class FaultsimUsageError(Exception):
+class FaultsimUsageError(UsageError):
     """A faultsim marker or option that cannot work; the message names what is wrong."""
 
 
@@ -249,20 +252,12 @@ class PluginState:
         return self.options.budget - (time.monotonic() - self.started)
 
     def in_shard(self, position: int) -> bool:
-        shard = self.options.shard
-        return shard is None or position % shard[1] == shard[0] - 1
+        return in_shard(position, self.options.shard)
 
 
 def known_errors() -> tuple[type[BaseException], ...]:
     """What a wrong agent or scenario raises: told as one line, not a traceback."""
-    from .agent import AgentLoadError
-    from .engine import (AgentFailedCleanly, KillDidNotLand, NonDeterminismError,
-                         StoreNeedsSubprocess)
-    from .formats.corpus import CorpusError
-    from .scenario import ScenarioError
-
-    return (FaultsimUsageError, AgentLoadError, AgentFailedCleanly, NonDeterminismError,
-            KillDidNotLand, ScenarioError, CorpusError, StoreNeedsSubprocess)
+    return KNOWN
 
 
 class FaultsimFixture:
@@ -443,7 +438,7 @@ class FaultsimFixture:
                 crash_model: str | None = None) -> "Session":
         """A `faultsim.Session` with this test's agent, scenario, seed and timeout (use it
         in `with`)."""
-        from .schedule import Session
+        from .session import Session
 
         settings = self._settings_for(scenario)
         factory, name = settings.resolve_agent(make_agent)

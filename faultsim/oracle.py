@@ -18,10 +18,61 @@ OUTPUTS = "workspace/"  # the agent's outputs, compared with the golden run's at
 
 
 @dataclass(frozen=True)
+class Rule:
+    """One invariant the oracle guards: the PROTOCOL.md rule(s) it stands for, when it is
+    judged, and when it fails (one line; README's oracle table is this registry)."""
+
+    invariant: str
+    rule: str
+    stage: str  # "state": every crash state; "resume": the resumed run; "kill": the dead
+    #             incarnation; "probe": the tampered-checkpoint probe
+    summary: str  # fails when ...
+
+
+# The one registry of rules, in severity order: which failures a person should see first
+# (a duplicated payment before a miscount). report.SEVERITY and report.RULES, the JUnit
+# cases and README's oracle table follow it.
+REGISTRY: tuple[Rule, ...] = (
+    Rule("effects_exactly_once", "P8/P11", "resume", "an effect is applied more often than "
+         "in the golden run, or (for a completed run) never"),
+    Rule("unknown_version_refused", "P4", "probe", "the version probe: every "
+         "`checkpoint.json` rewritten with version 999 must be refused loudly and left "
+         "untouched"),
+    Rule("completes_or_escalates", "P5", "resume", "the resumed run raises, hangs, or ends "
+         "with another answer (an explicit escalation is a legal stop)"),
+    Rule("api_valid", "P5", "resume", "the fake API answered 400 `invalid_request_error`"),
+    Rule("checkpoint_whole", "P3", "state", "a `checkpoint.json` on disk at the kill is not "
+         "one whole JSON document"),
+    Rule("no_silent_restart", "P1/P5", "state", "the checkpoint held a conversation in "
+         "progress but the resume asked for turn 1"),
+    Rule("outputs_match", "P9/P10", "resume", "files under `workspace/` differ from the "
+         "golden run's at the end"),
+    Rule("no_write_after_kill", "P3", "kill", "the dead incarnation still wrote"),
+    Rule("no_sandbox_escape", "sandbox", "resume", "the agent wrote outside its workdir "
+         "(contained in the fake filesystem, never on the real disk)"),
+    Rule("one_step_repeated_per_crash", "P2/P5", "resume", "extra effect attempts + "
+         "re-asked model turns exceed the number of crashes"),
+    Rule("counters_continue", "P1/P5", "resume", "final `turns` differ from the golden "
+         "run's, or `tokensUsed` is below the golden spend or above what was billed"),
+    Rule("progress_recorded_once", "P7/P9", "resume", "the agent reports a different number "
+         "of completed steps"),
+)
+RULE_OF = {r.invariant: r for r in REGISTRY}
+
+
+@dataclass(frozen=True)
 class Violation:
     invariant: str
     rule: str
     explanation: str
+
+    @classmethod
+    def of(cls, invariant: str, explanation: str) -> "Violation":
+        """A violation of a registered invariant (its rule code from the registry)."""
+        return cls(invariant, RULE_OF[invariant].rule, explanation)
+
+
+_violated = Violation.of  # the guards' short name for it
 
 
 @dataclass
@@ -80,17 +131,17 @@ def checkpoints_in(files: dict) -> dict[str, bytes]:
 # -- the guards --------------------------------------------------------------------------
 def completes_or_escalates(g: Golden, r: CrashRun) -> Violation | None:
     if r.timed_out:
-        return Violation("completes_or_escalates", "P5", f"the resumed agent hung: {r.error}")
+        return _violated("completes_or_escalates", f"the resumed agent hung: {r.error}")
     if r.error is not None:
-        return Violation("completes_or_escalates", "P5",
+        return _violated("completes_or_escalates",
                          f"the resumed run failed instead of completing: {r.error}")
     out = r.outcome
     if out.status == "escalated":
         return None  # an explicit escalation (P11) is a legal stop
     if out.status != "completed":
-        return Violation("completes_or_escalates", "P5", f"the run ended as {out.status!r}")
+        return _violated("completes_or_escalates", f"the run ended as {out.status!r}")
     if out.final_answer != g.outcome.final_answer:
-        return Violation("completes_or_escalates", "P5",
+        return _violated("completes_or_escalates",
                          f"final answer {_short(out.final_answer)} differs from the clean "
                          f"run's {_short(g.outcome.final_answer)}")
     return None
@@ -106,7 +157,7 @@ def no_silent_restart(g: Golden, r: CrashRun) -> Violation | None:
         except ValueError:
             pass
     if progressed and r.resume_positions and r.resume_positions[0] == 0:
-        return Violation("no_silent_restart", "P1/P5",
+        return _violated("no_silent_restart",
                          f"{progressed[0]} held a conversation in progress, yet the resumed "
                          "agent asked the model for turn 1 again: it restarted from zero")
     return None
@@ -126,7 +177,7 @@ def effects_exactly_once(g: Golden, r: CrashRun) -> Violation | None:
              f"{_golden_count(g, effect)}" for effect, n in sorted(extra.items())]
     parts += [f"{effect} never applied (the clean run applied it {n} time(s))"
               for effect, n in sorted(missing.items())]
-    return Violation("effects_exactly_once", "P8/P11", "; ".join(parts))
+    return _violated("effects_exactly_once", "; ".join(parts))
 
 
 def one_step_repeated_per_crash(g: Golden, r: CrashRun) -> Violation | None:
@@ -134,7 +185,7 @@ def one_step_repeated_per_crash(g: Golden, r: CrashRun) -> Violation | None:
     reasked = sum(1 for q in r.world.model.requests if q.ok and q.repeat > 0)
     repeated = max(0, attempts) + reasked
     if repeated > r.crashes:
-        return Violation("one_step_repeated_per_crash", "P2/P5",
+        return _violated("one_step_repeated_per_crash",
                          f"{repeated} steps were repeated ({max(0, attempts)} extra effect "
                          f"attempts, {reasked} re-asked model turns) after {r.crashes} "
                          "crash(es); at most one per crash is allowed")
@@ -154,7 +205,7 @@ def counters_continue(g: Golden, r: CrashRun) -> Violation | None:
             problems.append(f"tokensUsed ended at {out.tokens_used}; the clean run spent "
                             f"{g.outcome.tokens_used} and this run was billed {billed}")
     if problems:
-        return Violation("counters_continue", "P1/P5", "; ".join(problems) +
+        return _violated("counters_continue", "; ".join(problems) +
                          " (counters must continue from the stored values)")
     return None
 
@@ -164,7 +215,7 @@ def progress_recorded_once(g: Golden, r: CrashRun) -> Violation | None:
     if out is None or out.status != "completed" or out.steps is None or g.outcome.steps is None:
         return None
     if out.steps != g.outcome.steps:
-        return Violation("progress_recorded_once", "P7/P9",
+        return _violated("progress_recorded_once",
                          f"the run reports {out.steps} completed steps, the clean run "
                          f"{g.outcome.steps}: a step was logged twice or lost")
     return None
@@ -175,7 +226,7 @@ def checkpoint_whole(g: Golden, r: CrashRun) -> Violation | None:
         try:
             json.loads(data.decode("utf-8"))
         except (UnicodeDecodeError, ValueError):
-            return Violation("checkpoint_whole", "P3",
+            return _violated("checkpoint_whole",
                              f"at the kill, {path} on disk was not one whole version "
                              f"({len(data)} bytes: {_bytes(data)})")
     return None
@@ -183,7 +234,7 @@ def checkpoint_whole(g: Golden, r: CrashRun) -> Violation | None:
 
 def no_write_after_kill(g: Golden, r: CrashRun) -> Violation | None:
     if r.after_kill:
-        return Violation("no_write_after_kill", "P3",
+        return _violated("no_write_after_kill",
                          "after the kill the dead incarnation still tried: " +
                          "; ".join(r.after_kill[:5]) + " (a real SIGKILL runs no cleanup; "
                          "these never reached the disk)")
@@ -193,7 +244,7 @@ def no_write_after_kill(g: Golden, r: CrashRun) -> Violation | None:
 def api_valid(g: Golden, r: CrashRun) -> Violation | None:
     bad = r.world.model.invalid_requests
     if bad:
-        return Violation("api_valid", "P5", f"the API refused {len(bad)} request(s) with 400 "
+        return _violated("api_valid", f"the API refused {len(bad)} request(s) with 400 "
                          f"invalid_request_error: {bad[0].message}")
     return None
 
@@ -205,14 +256,14 @@ def outputs_match(g: Golden, r: CrashRun) -> Violation | None:
     if got == g.outputs:
         return None
     changed = sorted(p for p in set(got) | set(g.outputs) if got.get(p) != g.outputs.get(p))
-    return Violation("outputs_match", "P9/P10", "outputs differ from the clean run's: " +
+    return _violated("outputs_match", "outputs differ from the clean run's: " +
                      ", ".join(f"{p} ({_size(got.get(p))} vs {_size(g.outputs.get(p))} bytes)"
                                for p in changed[:5]))
 
 
 def no_sandbox_escape(g: Golden, r: CrashRun) -> Violation | None:
     if r.escapes:
-        return Violation("no_sandbox_escape", "sandbox", "the agent wrote outside its "
+        return _violated("no_sandbox_escape", "the agent wrote outside its "
                          "workdir (contained in the fake filesystem): " + "; ".join(r.escapes[:5]))
     return None
 
@@ -229,6 +280,25 @@ GUARDS: tuple[Callable[[Golden, CrashRun], Violation | None], ...] = (
 
 def judge(g: Golden, r: CrashRun, guards=GUARDS) -> list[Violation]:
     return [v for v in (guard(g, r) for guard in guards) if v is not None]
+
+
+def unknown_version_refused(r: CrashRun, version: int, changed: dict[str, bytes],
+                            applied: int, asked: int) -> Violation | None:
+    """P4, judged on the version probe's resumed run: a checkpoint of unknown `version`
+    (`changed`: the files rewritten so) must be refused loudly and left untouched; `applied`
+    effects and `asked` model turns are what the run did on the strength of it."""
+    problems = []
+    if r.error is None:
+        problems.append(f"the agent resumed from a checkpoint of unknown version "
+                        f"{version} instead of refusing it (it ended "
+                        f"{r.outcome.status if r.outcome else 'without an outcome'})")
+    overwritten = [p for p, d in changed.items() if r.final.get(p) != d]
+    if overwritten:
+        problems.append(f"{overwritten[0]} was overwritten while being refused or parsed")
+    if problems and (applied or asked):
+        problems.append(f"{applied} effect(s) applied and {asked} model turn(s) asked on "
+                        "the strength of it")
+    return _violated("unknown_version_refused", "; ".join(problems)) if problems else None
 
 
 def _golden_count(g: Golden, effect: str) -> int:

@@ -16,8 +16,12 @@ from typing import Any, Callable
 
 import freezegun.api as _real_time
 
-from .engine import Earlier, Explorer, _models, _Sweep, _sweep_after_first, _sweep_replaying
+from .inprocess.pairs import sweep_after_first
+from .inprocess.replaying import sweep_replaying
+from .inprocess.sandbox import Explorer
 from .killpoints import KillPoint, kill_points
+from .options import check_crashes, crash_models
+from .pipeline.sweep import Earlier, Sweep
 from .report import ModelRun, Report
 from .scenario import Scenario
 
@@ -40,10 +44,9 @@ class PointwiseExplorer:
                  crash_model: str = "process", crashes: int = 2, seed: str = "0",
                  timeout: float | None = 30.0, workers: int = 1,
                  equivalences: bool = True) -> None:
-        if crashes < 1:
-            raise ValueError(f"crashes must be at least 1, not {crashes}")
+        check_crashes(crashes)
         self.make_agent, self.scenario, self.agent_name = make_agent, scenario, agent_name
-        self.models = _models(crash_model)
+        self.models = crash_models(crash_model)
         self.crashes, self.seed, self.timeout = min(crashes, 2), str(seed), timeout
         self.workers = workers if hasattr(os, "fork") else 0
         self.equivalences = equivalences
@@ -86,9 +89,9 @@ class PointwiseExplorer:
                             kill_points=self.kill_points, explored=[point], seed=self.seed,
                             crashes=self.crashes) for m in self.models}
         with self._explorer() as ex:
-            sweep = _Sweep(self.golden, runs, memo=self._memo, insensitive=self._insensitive,
-                           resumed_from=self._resumed_from, equivalences=self.equivalences, keep_traces=self.crashes >= 2)
-            _sweep_replaying(ex, sweep, [point], self.models, None)
+            sweep = Sweep(self.golden, runs, memo=self._memo, insensitive=self._insensitive,
+                          resumed_from=self._resumed_from, equivalences=self.equivalences, keep_traces=self.crashes >= 2)
+            sweep_replaying(ex, sweep, [point], self.models, None)
             if self.crashes >= 2:
                 for model in self.models:
                     self._explore_pairs(ex, sweep, model, point)
@@ -101,7 +104,7 @@ class PointwiseExplorer:
         report.sweep_seconds = seconds
         return report
 
-    def _explore_pairs(self, ex: Explorer, sweep: _Sweep, model: str, point: KillPoint) -> None:
+    def _explore_pairs(self, ex: Explorer, sweep: Sweep, model: str, point: KillPoint) -> None:
         run = sweep.runs[model]
         stats = run.depth(2)
         for model_, _, order, state, result, ok, key in sweep.instances:
@@ -121,14 +124,14 @@ class PointwiseExplorer:
             run.deep_failures += [dataclasses.replace(v, earlier=earlier)
                                   for v in pairs.failures]
 
-    def _sweep_after(self, ex: Explorer, sweep: _Sweep, model: str, point: KillPoint,
+    def _sweep_after(self, ex: Explorer, sweep: Sweep, model: str, point: KillPoint,
                      order: int, state: Any, result: Any, key: tuple) -> _Pairs:
         """Kill the run resumed from `state` at every kill point of its own course."""
         started = _real_time.real_perf_counter()
         exact = key == sweep.resumed_from.get(id(result))
         scratch = ModelRun(scenario=self.scenario, agent=self.agent_name, crash_model=model,
                            kill_points=[], explored=[], seed=self.seed, crashes=2)
-        course = _sweep_after_first(ex, self.golden, {model: scratch}, model, point, order,
+        course = sweep_after_first(ex, self.golden, {model: scratch}, model, point, order,
                                    state, result if exact else None, self.workers,
                                    self._pair_memo, self._pair_insensitive, self.equivalences)
         depth = scratch.depth(2)

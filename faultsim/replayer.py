@@ -5,7 +5,8 @@ from pathlib import Path
 from typing import Callable
 
 from .killpoints import KillPoint
-from .schedule import Crash, ScheduleResult, Session
+from .schedule import Crash, ScheduleResult
+from .session import Session
 from .token import ReplayToken
 
 

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from .killpoints import KillPoint, categories
+from .oracle import REGISTRY
 
 if TYPE_CHECKING:
     from .crashmodel import CrashState
@@ -14,17 +15,10 @@ if TYPE_CHECKING:
     from .scenario import Scenario
 
 TRACE_CONTEXT = 3
-# Which failures a person should see first: a duplicated payment before a miscount.
-SEVERITY = ("effects_exactly_once", "unknown_version_refused", "completes_or_escalates",
-            "api_valid", "checkpoint_whole", "no_silent_restart", "outputs_match",
-            "no_write_after_kill", "no_sandbox_escape", "one_step_repeated_per_crash",
-            "counters_continue", "progress_recorded_once")
-# The protocol rule each invariant guards (PROTOCOL.md).
-RULES = {"effects_exactly_once": "P8/P11", "unknown_version_refused": "P4",
-         "completes_or_escalates": "P5", "api_valid": "P5", "checkpoint_whole": "P3",
-         "no_silent_restart": "P1/P5", "outputs_match": "P9/P10", "no_write_after_kill": "P3",
-         "no_sandbox_escape": "sandbox", "one_step_repeated_per_crash": "P2/P5",
-         "counters_continue": "P1/P5", "progress_recorded_once": "P7/P9"}
+# Which failures a person should see first, and the protocol rule each invariant guards:
+# both from the oracle's registry.
+SEVERITY = tuple(r.invariant for r in REGISTRY)
+RULES = {r.invariant: r.rule for r in REGISTRY}
 
 
 @dataclass

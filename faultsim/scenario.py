@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .errors import UsageError
 from .model import ApiFault, Script, ToolCall, Turn
 from .model.script import FAULT_KINDS
 from .world import RECEIVER_KINDS, World, WorldClock, parse_instant
@@ -23,7 +24,7 @@ from .world import RECEIVER_KINDS, World, WorldClock, parse_instant
 MAIN_TAG = "s"  # the main script's tag in tool-use ids (toolu_s_03_1)
 
 
-class ScenarioError(ValueError):
+class ScenarioError(UsageError, ValueError):
     """A scenario file is malformed. `str()` names the file, the key and what was expected."""
 
     def __init__(self, path: str | Path, key: str, expected: str, got: Any = None) -> None:

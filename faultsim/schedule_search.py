@@ -12,13 +12,14 @@ from typing import Any
 
 import freezegun.api as _real_time
 
-from .engine import KillDidNotLand
+from .errors import AgentFinding, KillDidNotLand
 from .killpoints import KillPoint, kill_points
-from .schedule import NoSuchKillPoint, Schedule, ScheduleResult, Session
+from .schedule import NoSuchKillPoint, Schedule, ScheduleResult
+from .session import Session
 
 
-class _Counterexample(Exception):
-    pass
+class _Counterexample(AgentFinding):
+    """A schedule broke a rule: raised inside hypothesis so that it shrinks the schedule."""
 
 
 ROUND = 25  # examples per round when a time budget is set

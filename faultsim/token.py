@@ -13,11 +13,13 @@ import json
 import zlib
 from dataclasses import dataclass
 
+from .errors import UsageError
+
 PREFIX = "fs1_"
 
 
-class TokenError(ValueError):
-    pass
+class TokenError(UsageError, ValueError):
+    """A replay token that cannot be read."""
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 from functools import cached_property
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Protocol
 
 
 class Killed(BaseException):
@@ -44,12 +44,26 @@ class Event:
         return f"#{self.index} {self.kind} {self.subject}{extra}"
 
 
+class TracerPolicy(Protocol):
+    """What acts on a traced incarnation as it runs. Six policies: inprocess.sandbox.KillAt
+    (kill at one kill point), inprocess.forking.ForkAt (fork a child that dies at each
+    point), inprocess.counting's counting pass, formats.record's recorder (hand each state
+    over, kill nothing), real.child.RealKill and real.child.ForkAtEach (SIGKILL)."""
+
+    def after(self, tracer: Tracer, event: Event) -> None:
+        """Called once `event` happened; may end the incarnation (raise Killed)."""
+
+    def before_write(self, tracer: Tracer, write: PendingWrite) -> bytes | None:
+        """Called before a content write lands: the bytes that land instead (a torn write),
+        or None for the whole write."""
+
+
 @dataclass
 class Tracer:
     """Collects events and lets a policy act at each one (kill, fork, tear a write)."""
 
     events: list[Event] = field(default_factory=list)
-    policy: Any = None  # has before_write(tracer, next_index, write) and after(tracer, event)
+    policy: TracerPolicy | None = None
 
     @property
     def next_index(self) -> int:

@@ -12,7 +12,7 @@ import agents
 import reference_agent
 from conftest import DATA, SCENARIOS
 from faultsim import NonDeterminismError, explore, load_scenario
-from faultsim.engine import AgentFailedCleanly
+from faultsim.errors import AgentFailedCleanly
 from faultsim.killpoints import REQUIRED_ON_REFERENCE, categories
 
 

@@ -27,7 +27,8 @@ from faultsim.adapters.langgraph import (CHECKPOINTER_KEY, DURABILITY_MODES, eff
                                          graph_agent)
 from faultsim.adapters.langgraph.verdicts import classify, rows, table
 from faultsim.agent import factory_for
-from faultsim.engine import Explorer, explore
+from faultsim.engine import explore
+from faultsim.inprocess.sandbox import Explorer
 from faultsim.killpoints import kill_points
 from faultsim.model import serve
 from faultsim.scenario import ScenarioError, parse_scenario

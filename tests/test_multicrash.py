@@ -14,7 +14,10 @@ from faultsim import (CATEGORIES, Crash, ReplayToken, Schedule, Session, TokenEr
                       replay, search)
 from faultsim import strategies as fst
 from faultsim.cli import main
-from faultsim.engine import Explorer, _Sweep, _sweep_pairs, _sweep_replaying
+from faultsim.inprocess.pairs import sweep_pairs as _sweep_pairs
+from faultsim.inprocess.replaying import sweep_replaying as _sweep_replaying
+from faultsim.inprocess.sandbox import Explorer
+from faultsim.pipeline.sweep import Sweep as _Sweep
 from faultsim.killpoints import kill_points
 from reference_agent.mutants import DOUBLE_CRASH_NAMES
 
@@ -281,7 +284,8 @@ def test_a_class_is_explored_from_the_state_actually_resumed():
     drive from the state that was resumed, or learn the other state's own course."""
     from types import SimpleNamespace
 
-    from faultsim.engine import ResumeResult, _first_crashes
+    from faultsim.inprocess.pairs import first_crashes as _first_crashes
+    from faultsim.pipeline.sweep import ResumeResult
 
     p = [SimpleNamespace(id=f"k{i}") for i in range(3)]
     result = ResumeResult([], None, None, events=["course of the resumed state"])

@@ -19,7 +19,7 @@ import pytest
 
 import faultsim
 from faultsim.agent import load_factory
-from faultsim.engine import AgentFailedCleanly, StoreNeedsSubprocess
+from faultsim.errors import AgentFailedCleanly, StoreNeedsSubprocess
 from faultsim.real.explore import SubprocessModeError, explore_subprocess
 from faultsim.real.pool import MARKER, sandbox_parent
 from reference_agent.mutants import DOUBLE_CRASH_NAMES, NAMES

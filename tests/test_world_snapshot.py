@@ -9,7 +9,7 @@ import pytest
 import reference_agent
 from conftest import DATA
 from faultsim import load_scenario, run_once
-from faultsim.engine import world_signature
+from faultsim.pipeline.incarnation import world_signature
 from faultsim.world.snapshot import SnapshotError, restore_world, world_to_json
 
 

@@ -8,9 +8,10 @@ from pathlib import Path
 from typing import Any, Callable
 
 from ..crashmodel import CrashState
-from ..engine import Explorer, _resume_and_judge, schedule_violations
+from ..inprocess.sandbox import Explorer, resume_and_judge
 from ..killpoints import KillPoint
 from ..oracle import Violation
+from ..pipeline.sweep import schedule_violations
 from ..scenario import load_scenario
 from ..world.snapshot import SnapshotError, restore_world
 from .corpus import Corpus, CorpusEntry, CorpusError
@@ -67,7 +68,7 @@ def check_corpus(make_agent: Callable, corpus: str | Path | Corpus, *, seed: str
                 raise CorpusError(corpus.path / "blobs" / entry.world, f"entry {entry.id}",
                                   f"its world does not restore: {exc}") from None
             point = KillPoint(0, None, entry.category, entry.id, "a recorded state")
-            result = _resume_and_judge(ex, golden, world, state, [point], None)
+            result = resume_and_judge(ex, golden, world, state, [point], None)
             violations = schedule_violations(golden, [point], state, result, [])
             verdicts.append(EntryVerdict(entry, violations, result.summary))
             if progress is not None:

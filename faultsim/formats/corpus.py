@@ -13,12 +13,14 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..errors import UsageError
+
 CORPUS_FORMAT = 1
 MANIFEST = "manifest.json"
 SCENARIO = "scenario.toml"
 
 
-class CorpusError(ValueError):
+class CorpusError(UsageError, ValueError):
     """A corpus that cannot be read. Names the file and the field at fault."""
 
     def __init__(self, path: Path | str, field_name: str, problem: str) -> None:

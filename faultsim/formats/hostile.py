@@ -129,7 +129,7 @@ class Attack:
     def __enter__(self) -> "Attack":
         import copy
 
-        from ..engine import Explorer
+        from ..inprocess.sandbox import Explorer
         from ..killpoints import KillPoint
 
         self._copy = copy.deepcopy

@@ -7,7 +7,7 @@ import shutil
 from pathlib import Path
 from typing import Any, Callable
 
-from ..engine import Explorer
+from ..inprocess.sandbox import Explorer
 from ..killpoints import KillPoint, kill_points
 from ..scenario import Scenario
 from ..world.snapshot import world_to_json
@@ -33,10 +33,10 @@ class _RecordAt:
 
     def __init__(self, ex: Explorer, world, points: list[KillPoint],
                  take: Callable[[KillPoint, dict, dict], None]) -> None:
-        from ..engine import _by_event
+        from ..pipeline.sweep import by_event
 
         self.ex, self.world, self.take = ex, world, take
-        self.boundary, self.torn = _by_event(points)
+        self.boundary, self.torn = by_event(points)
 
     def after(self, tracer, event) -> None:
         point = self.boundary.get(event.index)
@@ -59,7 +59,7 @@ def record_corpus(make_agent: Callable, scenario: Scenario, out: str | Path, *,
     """Write a corpus of `make_agent`'s durable state at each kill point of `scenario` to
     `out` (replacing what was there, atomically). `agent` is the factory later checks run
     by default (the project's agent); `recorded_by` the one that ran here, if another."""
-    from .. import __version__ as faultsim_version
+    from .._version import __version__ as faultsim_version
 
     out = Path(out)
     staging = out.with_name(out.name + ".recording")

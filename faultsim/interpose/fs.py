@@ -19,18 +19,15 @@ that did `from os import fsync` still gets the hooked function), and do nothing 
 from __future__ import annotations
 
 import posixpath
-from dataclasses import dataclass, field
 from typing import Any
 
 from pyfakefs import fake_file, fake_filesystem, fake_os
 
+from ..crashmodel import DIR, Durability  # what a snapshot and an fsync record
 from ..trace import Killed, PendingWrite, Tracer, digest
 
 _active: "FsInterposer | None" = None
 _installed = False
-
-DIR = None  # a directory in a snapshot
-
 
 def install() -> None:
     global _installed
@@ -310,22 +307,6 @@ def _memoised(func, name):
 
     memoised.__wrapped__ = func
     return memoised
-
-
-@dataclass
-class Durability:
-    """What an fsync has made sure of, for the power-loss model.
-
-    `data[ino]` is a file's content as of its last fsync (missing: never synced, so a power
-    loss leaves it empty); `entries[ino]` a directory's names as of its last fsync.
-    Everything present when an incarnation starts is durable (it is what was on disk).
-    """
-
-    data: dict[int, bytes] = field(default_factory=dict)  # file inode -> synced bytes
-    entries: dict[int, dict[str, int]] = field(default_factory=dict)  # dir inode -> names
-    dirs: set[int] = field(default_factory=set)  # inodes known to be directories
-    root: int = 0
-    last_written: list[str] = field(default_factory=list)  # unsynced files, oldest first
 
 
 class FsInterposer:

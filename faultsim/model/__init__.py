@@ -1,4 +1,7 @@
-"""The fake Claude: scripted turns served through the real anthropic SDK."""
+"""The fake Claude: scripted turns served through the real anthropic SDK.
+
+Part of the simulated world (layer 2): may import the bottom layer and `world/`, never
+the pipeline, a backend or a front end."""
 from .endpoint import ModelEndpoint, serve
 from .fake import FAKE_API_KEY, FakeClaude, RequestRecord, place, position_of
 from .script import ApiFault, Script, ToolCall, Turn, tool_use_id

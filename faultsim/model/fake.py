@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Mapping
 
 import httpx2
 
-from . import sse
+from .sse import events as stream_events
 from .script import STOP_FAULTS, ApiFault, Script, stopped_content, turn_content
 from .validate import InvalidRequest, merged_turns, supports_prefill, validate_request
 
@@ -499,7 +499,7 @@ class _EventStream(httpx2.SyncByteStream, httpx2.AsyncByteStream):
         self.fake, self.message, self.request, self.cut = fake, message, request, cut
 
     def _steps(self) -> Iterator[bytes]:
-        steps = list(sse.events(self.message))
+        steps = list(stream_events(self.message))
         cut_at = _cut_point(steps) if self.cut else None
         for n, step in enumerate(steps):
             if cut_at is not None and n == cut_at:

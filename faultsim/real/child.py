@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from ..agent import outcome_of, run_agent
-from ..engine import Incarnation, IncarnationTimeout, _time_limit, _traced_world
 from ..interpose.determinism import seeded
+from ..pipeline.incarnation import Incarnation, IncarnationTimeout, time_limit, traced_world
 from ..runner import make_env
 from ..trace import Event, Tracer
 from . import fstrace, wire
@@ -119,7 +119,7 @@ def run_job(job: dict, ctx: Any, out_fd: int) -> None:
 
         tracer.policy = ForkAtEach(job["drive"], ctx, capture)
 
-    on_world, mark = _traced_world(tracer, scenario, world, result)
+    on_world, mark = traced_world(tracer, scenario, world, result)
     world.begin_incarnation()
     env = make_env(scenario, world, Path(ctx.root), mark)
     env.store = ctx.store
@@ -127,7 +127,7 @@ def run_job(job: dict, ctx: Any, out_fd: int) -> None:
     outcome = error = None
     timed_out = False
     with seeded(f"{ctx.seed}:{world.incarnation}"), world.model.serving_new_clients(), \
-            _time_limit(ctx.timeout if job["timed"] else None):
+            time_limit(ctx.timeout if job["timed"] else None):
         if job["kill"] is not None and job["kill"][0] == 0:
             die()
         try:

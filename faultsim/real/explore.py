@@ -19,16 +19,19 @@ from typing import Any, Callable
 import freezegun.api as _real_time
 
 from ..crashmodel import process_state
-from ..engine import (KillDidNotLand, Plan, ResumeResult, WorkerDied, _compare_traces,
-                      _golden_checked, _masked, _Sweep, world_signature)
+from ..errors import KillDidNotLand, UsageError, WorkerDied
 from ..killpoints import KillPoint, kill_points
+from ..options import select
 from ..oracle import RESUME_GUARDS, CrashRun, Golden, judge
+from ..pipeline.golden import CleanRun, compare_traces, golden_checked
+from ..pipeline.incarnation import world_signature
+from ..pipeline.sweep import Plan, ResumeResult, Sweep, masked_digest
 from ..report import ModelRun, Report, ResumeSummary
 from ..scenario import Scenario
 from .pool import ForkServers, JobResult, ServerFailed
 
 
-class SubprocessModeError(ValueError):
+class SubprocessModeError(UsageError, ValueError):
     """A request subprocess mode cannot honour (named in words)."""
 
 
@@ -76,13 +79,12 @@ def explore_subprocess(agent: str, scenario: Scenario, *, agent_name: str | None
             raise WorkerDied(f"{scenario.path}: {exc}") from None
         golden = _golden(pool, scenario)
         points = kill_points(golden.trace)
-        chosen = [p for n, p in enumerate(points) if (only is None or only(p)) and
-                  (shard is None or n % shard[1] == shard[0] - 1)]
+        chosen = select(points, only, shard)
         name = agent_name or agent
         run = ModelRun(scenario=scenario, agent=name, crash_model="process",
                        kill_points=points, explored=chosen, seed=seed, crashes=1,
                        mode="subprocess")
-        sweep = _Sweep(golden, {"process": run}, equivalences=False)
+        sweep = Sweep(golden, {"process": run}, equivalences=False)
         if plan is not None:
             plan(Plan(scenario.id, len(points), len(chosen), {"process": len(chosen)}, 1))
         golden_seconds = _real_time.real_perf_counter() - started
@@ -124,17 +126,19 @@ def survey_subprocess(agent: str, scenario: Scenario, *, timeout: float | None =
 def _golden(pool: ForkServers, scenario: Scenario) -> Golden:
     results = pool.run([_job(("golden", 1), timed=True), _job(("golden", 2), timed=True)])
 
-    def clean_run(n: int) -> tuple:
+    def clean_run(n: int) -> CleanRun:
         result = results[("golden", n)]
         report = _report_of(result, "the clean run")
         outcome = report["outcome"] if report["kind"] == "done" else None  # else killed
-        return outcome, report.get("error"), report["events"], (report["world"], result.files)
+        return CleanRun(outcome, report.get("error"), report["events"],
+                        (report["world"], result.files))
 
-    outcome, events, (world, files) = _golden_checked(scenario, clean_run)
-    return Golden.of(outcome, pickle.loads(world), files, events)
+    first = golden_checked(scenario, clean_run)
+    world, files = first.kept
+    return Golden.of(first.outcome, pickle.loads(world), files, first.events)
 
 
-def _sweep(pool: ForkServers, scenario: Scenario, sweep: _Sweep, chosen: list[KillPoint],
+def _sweep(pool: ForkServers, scenario: Scenario, sweep: Sweep, chosen: list[KillPoint],
            progress, drive: bool = True, equivalences: bool = True) -> int:
     """Crash at every chosen point, then resume each distinct crash state once."""
     crashed = _crash_by_driving(pool, sweep, chosen) if drive else \
@@ -152,7 +156,7 @@ def _sweep(pool: ForkServers, scenario: Scenario, sweep: _Sweep, chosen: list[Ki
         signature = world_signature(pickle.loads(world_bytes))
         watch = sweep.trace[point.index - 1].subject if point.torn \
             else watch_of.get(point.index)
-        masked = _masked(state, watch) if equivalences else None
+        masked = masked_digest(state, watch) if equivalences else None
         entries.append((point, state, world_bytes, (state.digest(), signature),
                         (masked, watch, signature) if masked is not None else None, watch))
     results: dict[tuple, ResumeResult] = {}
@@ -255,7 +259,7 @@ def _crash_by_replaying(pool: ForkServers, chosen: list[KillPoint]) -> dict[str,
     return crashed
 
 
-def _crash_by_driving(pool: ForkServers, sweep: _Sweep, chosen: list[KillPoint]
+def _crash_by_driving(pool: ForkServers, sweep: Sweep, chosen: list[KillPoint]
                       ) -> dict[str, tuple]:
     """One clean driver run per worker, each forking a copy that dies by SIGKILL at every
     kill point of its share; points before the first event are replayed."""
@@ -281,7 +285,7 @@ def _crash_by_driving(pool: ForkServers, sweep: _Sweep, chosen: list[KillPoint]
         if report["kind"] != "done" or report["error"] is not None:
             raise KillDidNotLand(f"a crash driver's clean run ended with "
                                  f"{report.get('error') or report['kind']}")
-        _compare_traces(sweep.trace, report["events"])
+        compare_traces(sweep.trace, report["events"])
         for message in result.crashes:
             point = by_place[tuple(message["point"])]
             if not message["sigkilled"]:

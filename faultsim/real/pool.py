@@ -17,6 +17,7 @@ from contextlib import ExitStack
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from ..errors import HarnessError
 from . import wire
 from .lifetime import PARENT_DIED, preexec_die_with_parent
 
@@ -33,7 +34,7 @@ def sandbox_parent() -> str | None:
     return None  # the system's temporary directory
 
 
-class ServerFailed(Exception):
+class ServerFailed(HarnessError):
     """A fork server died or could not set up (its log tail says why)."""
 
 

@@ -16,12 +16,13 @@ from pathlib import Path
 
 import redis
 
+from ..errors import HarnessError
 from ..real.lifetime import preexec_die_with_parent
 
 INSTALL_HINT = "apt-get install redis-server"
 
 
-class RedisUnavailable(RuntimeError):
+class RedisUnavailable(HarnessError, RuntimeError):
     """No `redis-server` binary on PATH."""
 
 

@@ -33,7 +33,7 @@ class IdempotencyConflict(ServiceError):
 
 
 @dataclass
-class _StoredKey:
+class StoredKey:
     params: str
     result: Any
     at: _dt.datetime
@@ -78,7 +78,7 @@ class KeyedReceiver(Receiver):
                  key_retention: _dt.timedelta = _dt.timedelta(hours=24)) -> None:
         super().__init__(name, world)
         self.key_retention = key_retention
-        self._keys: dict[str, _StoredKey] = {}
+        self._keys: dict[str, StoredKey] = {}
 
     def _forget_expired(self) -> None:
         now = self._world.clock.now()
@@ -100,7 +100,7 @@ class KeyedReceiver(Receiver):
             self._record("submit", "deduplicated", params, key, stored.result)
             return copy.deepcopy(stored.result)
         result = {"id": self._next_id(self.name), **dict(params)}
-        self._keys[key] = _StoredKey(canonical(params), copy.deepcopy(result),
+        self._keys[key] = StoredKey(canonical(params), copy.deepcopy(result),
                                      self._world.clock.now())
         self._record("submit", APPLIED, params, key, result)
         return result

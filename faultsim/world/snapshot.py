@@ -13,7 +13,7 @@ from typing import Any
 from ..model.fake import RequestRecord
 from .ledger import LedgerEntry
 from .services import (BlindReceiver, KeyedReceiver, QueryableReceiver, ReadOnlyReceiver,
-                       _StoredKey)
+                       StoredKey)
 from .world import World
 
 SNAPSHOT_VERSION = 1
@@ -71,7 +71,7 @@ def restore_world(world: World, data: dict[str, Any]) -> World:
                                 f"{s.kind}")
         s._applied_count = state["applied_count"]
         if isinstance(s, KeyedReceiver):
-            s._keys = {k: _StoredKey(v["params"], v["result"],
+            s._keys = {k: StoredKey(v["params"], v["result"],
                                      _dt.datetime.fromisoformat(v["at"]))
                        for k, v in state["keys"].items()}
         elif isinstance(s, QueryableReceiver):

@@ -1,0 +1,119 @@
+"""Proof that a refactoring changed nothing: `faultsim run --json` before and after.
+
+Runs a fixed set of `faultsim run` commands (the reference agent and mutants on the bundled
+scenarios, both crash models, schedules of two crashes where the profile allows, and the
+database stores in subprocess mode), strips what legitimately varies between runs (timings),
+and either records the reports as a baseline or compares them with one. Prints one line and
+exits non-zero when any report (or exit status) differs.
+
+Run from the project root:
+  python bench/same_json.py --record /tmp/baseline      # on the code before the change
+  python bench/same_json.py --compare /tmp/baseline     # on the code after it
+
+`--workers 1` throughout: the report depends on the worker count in a few corners (issue 19),
+and one worker keeps the comparison about the code, not the scheduling.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+
+# (name, arguments after `faultsim run`). Small enough for a few minutes on two cores.
+MUTANTS = "reference_agent.mutants"
+RUNS = [
+    ("tiny-reference", ["tests/data/tiny.toml", "--crash-model", "all", "--crashes", "2"]),
+    ("tiny-save_b_only", ["tests/data/tiny.toml", "--agent", f"{MUTANTS}.save_b_only",
+                          "--crash-model", "all", "--crashes", "2"]),
+    ("tiny-rename_without_fsync", ["tests/data/tiny.toml", "--agent",
+                                   f"{MUTANTS}.rename_without_fsync", "--crash-model", "all",
+                                   "--crashes", "2"]),
+    ("tiny-reconcile_in_place", ["tests/data/tiny.toml", "--agent",
+                                 f"{MUTANTS}.reconcile_in_place", "--crash-model", "all",
+                                 "--crashes", "2"]),
+    ("tiny-orphan_tool_use", ["tests/data/tiny.toml", "--agent", f"{MUTANTS}.orphan_tool_use",
+                              "--crash-model", "all", "--crashes", "1"]),
+    # a bundled scenario at its own fault profile (one crash)
+    ("refunds-reference", ["scenarios/refunds.toml", "--crash-model", "all"]),
+    ("refunds-key_after_effect", ["scenarios/refunds.toml", "--agent",
+                                  f"{MUTANTS}.key_after_effect", "--crash-model", "all"]),
+    # the stores: subprocess mode (auto picks it for [store] sqlite/redis)
+    ("stores-reference", ["scenarios/stores/", "--mode", "subprocess"]),
+    ("stores-redis_two_writes", ["scenarios/stores/refunds_redis.toml", "--mode", "subprocess",
+                                 "--agent", f"{MUTANTS}.redis_two_writes"]),
+]
+TIMING_KEYS = {"seconds", "time", "elapsed", "duration", "wall_seconds"}
+
+
+def strip(value):
+    """The report without its timings (they differ on every run)."""
+    if isinstance(value, dict):
+        return {k: strip(v) for k, v in value.items() if k not in TIMING_KEYS}
+    if isinstance(value, list):
+        return [strip(v) for v in value]
+    return value
+
+
+def run(name, args, tmp):
+    out = os.path.join(tmp, f"{name}.raw.json")
+    cmd = [sys.executable, "-m", "faultsim.cli", "run", *args, "--workers", "1", "--json", out]
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    try:
+        with open(out) as f:
+            report = strip(json.load(f))
+    except (OSError, ValueError):
+        report = None
+    return {"exit": proc.returncode, "report": report,
+            "stderr_tail": proc.stderr.strip().splitlines()[-3:] if report is None else []}
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    g = p.add_mutually_exclusive_group(required=True)
+    g.add_argument("--record", metavar="DIR", help="save the reports as the baseline")
+    g.add_argument("--compare", metavar="DIR", help="compare the reports with the baseline")
+    p.add_argument("--jobs", type=int, default=2, help="commands at once (default: 2)")
+    p.add_argument("--only", action="append", help="run only this named command (repeatable)")
+    a = p.parse_args(argv)
+    runs = [r for r in RUNS if not a.only or r[0] in a.only]
+    directory = a.record or a.compare
+    os.makedirs(directory, exist_ok=True)
+    tmp = os.path.join(directory, "raw")
+    os.makedirs(tmp, exist_ok=True)
+    with ThreadPoolExecutor(a.jobs) as pool:
+        results = dict(zip([n for n, _ in runs],
+                           pool.map(lambda r: run(r[0], r[1], tmp), runs)))
+    broken = [n for n, r in results.items() if r["report"] is None]
+    if a.record:
+        for name, result in results.items():
+            with open(os.path.join(directory, f"{name}.json"), "w") as f:
+                json.dump(result, f, indent=1, sort_keys=True)
+        status = f"; no report from {broken}" if broken else ""
+        print(f"same_json: recorded {len(results)} runs in {directory}{status}")
+        return 1 if broken else 0
+    differ = []
+    for name, result in results.items():
+        try:
+            with open(os.path.join(directory, f"{name}.json")) as f:
+                base = json.load(f)
+        except OSError:
+            differ.append(f"{name} (no baseline)")
+            continue
+        if json.loads(json.dumps(result, sort_keys=True)) != base:
+            differ.append(name)
+            with open(os.path.join(directory, f"{name}.now.json"), "w") as f:
+                json.dump(result, f, indent=1, sort_keys=True)
+    if differ:
+        print(f"same_json: {len(differ)} of {len(results)} runs differ: {', '.join(differ)} "
+              f"(the new reports are next to the baseline as NAME.now.json)")
+        return 1
+    print(f"same_json: all {len(results)} runs give the same JSON as the baseline "
+          f"(timings removed)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,90 @@
+"""Every error faultsim raises on purpose, in one tree with one base.
+
+    FaultsimError
+    ├── UsageError            what was asked cannot work (a scenario, an option, an agent
+    │   │                     spec, a token, a corpus): the CLI exits 2, the plugin fails
+    │   │                     the test with the one-line message
+    │   ├── fixture.FaultsimUsageError     a pytest marker or --faultsim-* option
+    │   ├── scenario.ScenarioError         (also ValueError) a scenario file
+    │   ├── agent.AgentLoadError           --agent names no importable factory
+    │   ├── token.TokenError               (also ValueError) a replay token
+    │   ├── formats.corpus.CorpusError     (also ValueError) a format corpus
+    │   ├── StoreNeedsSubprocess           (also ValueError) an SQLite/Redis store in-process
+    │   ├── real.explore.SubprocessModeError  (also ValueError) e.g. power loss there
+    │   └── schedule.NoSuchKillPoint       (also LookupError) a point never reached
+    ├── AgentFinding          the agent under test is at fault before any rule is judged:
+    │   │                     the CLI exits 1 (like a violation), the plugin fails the test
+    │   ├── NonDeterminismError            two clean runs did not do the same things
+    │   ├── AgentFailedCleanly             the agent fails without any crash
+    │   ├── KillDidNotLand                 a crash run never reached its kill point
+    │   └── schedule_search._Counterexample  a searched schedule broke a rule (raised
+    │                                      inside hypothesis so it shrinks; never leaves)
+    └── HarnessError          faultsim's own machinery failed: the CLI exits 3 with one
+        │                     line; the plugin lets it through with its traceback
+        ├── WorkerDied                     a crash-run worker died without its verdicts
+        ├── real.pool.ServerFailed         a subprocess-mode fork server died or failed
+        └── world.redis_server.RedisUnavailable  (also RuntimeError) no redis-server
+
+Control flow is `BaseException`, so that an agent's `except Exception` cannot swallow it:
+`trace.Killed`, `trace.WorldSealed`, `pipeline.incarnation.IncarnationTimeout`,
+`cli.Terminated`. The errors of the simulated world (`world.services.ServiceError`,
+`model.validate.InvalidRequest`, `world.snapshot.SnapshotError`) are what the agent meets,
+not faultsim's, and stay outside the tree.
+
+The errors without a module name are defined here (the pipeline and both backends raise
+them) and re-exported where they used to live. Each class keeps the standard base it had
+(ValueError, LookupError, RuntimeError) so that existing `except` clauses still catch it.
+Standard library only: the bottom layer.
+"""
+from __future__ import annotations
+
+
+class FaultsimError(Exception):
+    """The base of every error faultsim raises on purpose."""
+
+
+class UsageError(FaultsimError):
+    """What was asked cannot work; the message names what is wrong."""
+
+
+class AgentFinding(FaultsimError):
+    """The agent under test is at fault (found before or outside the oracle's rules)."""
+
+
+class HarnessError(FaultsimError):
+    """faultsim's own machinery failed; the run cannot say what the agent did."""
+
+
+# What a wrong agent, scenario or request raises: the CLI and the pytest plugin tell it as
+# one line, never as a traceback.
+KNOWN = (UsageError, AgentFinding)
+
+
+# The errors below were the engine's; the others live next to the code that raises them
+# (their module is named in the tree above) and subclass the bases here.
+class StoreNeedsSubprocess(UsageError, ValueError):
+    """A scenario whose checkpoints live in SQLite or Redis, given to the in-process mode."""
+
+
+# -- findings about the agent ---------------------------------------------------------------
+class NonDeterminismError(AgentFinding):
+    """Two clean runs of the same agent on the same scenario did not do the same things."""
+
+
+class AgentFailedCleanly(AgentFinding):
+    """The agent fails (or answers wrongly) without any crash."""
+
+    def __init__(self, scenario, error: str) -> None:
+        super().__init__(f"{scenario.path}: the agent fails without any crash: {error}")
+
+
+class KillDidNotLand(AgentFinding):
+    """A kill point of the golden trace was never reached in a crash run."""
+
+
+# -- harness errors -------------------------------------------------------------------------
+class WorkerDied(HarnessError):
+    """A forked crash-run worker died without sending its verdicts (killed by a signal, or
+    the agent ended the process): the run cannot say what happened at that kill point."""
+
+

@@ -1,0 +1,307 @@
+"""The forking executor: one driver run of the agent, and at each chosen kill point a
+forked child that dies there, resumes each new crash state and sends its verdicts back."""
+from __future__ import annotations
+
+import copy
+import posix as _os  # the real OS: pyfakefs patches every module's `os`, not `posix`
+import signal
+from typing import Callable
+
+import freezegun.api as _real_time  # time.perf_counter is frozen in here; these are not
+
+from ..errors import WorkerDied
+from ..killpoints import KillPoint
+from ..oracle import Violation
+from ..pipeline.golden import compare_traces
+from ..pipeline.incarnation import world_signature
+from ..pipeline.sweep import ResumeResult, Sweep, by_event
+from ..trace import Event, Killed, Tracer
+from ..world import World
+from .replaying import sweep_replaying
+from .sandbox import Explorer, crash_states, resume_and_judge
+
+
+class _WorkerDiedSignal(BaseException):
+    # Raised inside the driver incarnation, where an agent's `except Exception` must not
+    # swallow it; `_drive` turns it into WorkerDied.
+    pass
+
+
+class ForkAt:
+    """Tracer policy for the forking executor: at each chosen kill point the driver forks;
+    the child dies there (and resumes), the parent goes on to the next point."""
+
+    def __init__(self, pool: "_Pool", boundary: dict[int, KillPoint],
+                 torn: dict[int, list[KillPoint]], seal: Callable[[], None]) -> None:
+        self.pool, self.boundary, self.torn, self._seal = pool, boundary, torn, seal
+
+    def after(self, tracer: Tracer, event: Event) -> None:
+        point = self.boundary.get(event.index)
+        if point is not None and self.pool.fork_for([point], None):
+            self._seal()
+            raise Killed(point.id)
+
+    def before_write(self, tracer: Tracer, write) -> bytes | None:
+        points = self.torn.get(tracer.next_index)
+        if points and self.pool.fork_for(points, write):
+            self._seal()
+            return write.torn(self.pool.job[0][1].offset)
+        return None
+
+
+def sweep_forking(ex: Explorer, sweep: Sweep, chosen: list[KillPoint], models: list[str],
+                  workers: int, progress, start: Callable[[], World] | None = None) -> None:
+    boundary, torn = by_event(chosen)
+    if any(p.index == 0 for p in chosen):  # before the first event: nothing to fork from
+        sweep_replaying(ex, sweep, [p for p in chosen if p.index == 0], models, None, start)
+    revisit = _drive(ex, sweep, models, workers, progress, len(chosen), boundary, torn, False,
+                     start)
+    if revisit:  # second pass: only the states whose class turned out to read the file
+        sweep.done_points -= len(revisit)
+        boundary_again, torn_again = by_event(revisit)
+        _drive(ex, sweep, models, workers, progress, len(chosen), boundary_again, torn_again,
+               True, start)
+
+
+def _drive(ex: Explorer, sweep: Sweep, models, workers, progress, total, boundary, torn,
+           no_parking: bool, start: Callable[[], World] | None = None) -> list[KillPoint]:
+    """One driver run: the agent runs clean while children fork off at the kill points."""
+    import gc
+
+    if start is None:
+        ex.reset_sandbox()
+        world = ex.new_world()
+    else:
+        world = start()
+    pool = _Pool(ex, sweep, models, world, workers, ex.timeout, total, progress)
+    pool.no_parking = no_parking
+    # Children share the parent's memory copy-on-write; a garbage collection in a child
+    # would touch (and so copy) every page. Freeze what exists now out of the collector
+    # (no collection first: with the memos of a pair sweep it costs more than it saves).
+    gc.freeze()
+    policy = ForkAt(pool, boundary, torn, seal=lambda: (ex.interposer.kill(),
+                                                        setattr(world, "sealed", True)))
+    try:
+        inc = ex.incarnation(world, policy, timed=False)  # the driver: children have limits
+        if pool.in_child:  # only a child gets here: it died at its kill point
+            pool.child_main(list(ex.interposer.after_kill))
+        compare_traces(sweep.trace, inc.events)
+        return pool.wait_all()
+    except _WorkerDiedSignal as exc:
+        raise WorkerDied(f"{ex.scenario.path}: {exc}") from None
+    finally:
+        pool.kill_all()
+        gc.unfreeze()
+
+
+class _Pool:
+    """Forked children, at most `workers` at a time. Each dies at one kill point (a torn
+    write's points go to one child together), resumes each new crash state there and sends
+    the results back through a pipe. Deterministic: verdicts are sorted at the end, however
+    the children interleave."""
+
+    def __init__(self, ex, sweep, models, world, workers, timeout, total, progress) -> None:
+        self.ex, self.sweep, self.models, self.world = ex, sweep, models, world
+        self.workers, self.total, self.progress = max(1, workers), total, progress
+        self.deadline = None if not timeout else 3 * timeout + 5
+        self.children: dict[int, dict] = {}
+        self.waiting: dict[tuple, int] = {}  # masked class or exact key -> child pid
+        self.in_child = False
+        self.job: list = []
+        self.parked: list = []  # (entry, signature) waiting for another child's answer
+        self.no_parking = False
+
+    # -- parent ---------------------------------------------------------------------------
+    def fork_for(self, points: list[KillPoint], write) -> bool:
+        """Decide in the parent; fork if some crash state here is new. True in the child."""
+        signature = world_signature(self.world)
+        watch = write.path if write is not None else self.ex.interposer.last_touched
+        base = self.ex.interposer.snapshot()
+        job = []
+        for point in points:
+            snapshot = base if write is None else {**base, write.path: write.torn(point.offset)}
+            for model in self.models:
+                for i, state in enumerate(crash_states(self.ex, model, snapshot)):
+                    known = self.sweep.known(state, signature, watch)
+                    key, result, masked, absent = (known.key, known.result, known.masked,
+                                                   known.absent)
+                    entry = (model, point, i, state, key, watch, masked)
+                    busy = self.waiting.get(key) or (masked and self.waiting.get(
+                        (masked, watch, signature))) or (absent and self.waiting.get(
+                            (absent, signature)))
+                    if result is not None:
+                        self.sweep.record(model, point, i, state, result, [], False, key)
+                    elif busy and not self.no_parking:
+                        # A child is judging this state or its class: settle it when that
+                        # answer is in (or in a second pass, if the class proves sensitive).
+                        self.parked.append((entry, signature))
+                    else:
+                        job.append(entry)
+        if not job:
+            for _ in points:
+                self._done_point()
+            return False
+        while len(self.children) >= self.workers:
+            self._collect(block=True)
+        import sys
+
+        sys.stdout.flush()
+        sys.stderr.flush()
+        read_fd, write_fd = _os.pipe()
+        pid = _os.fork()
+        if pid == 0:  # the child: die here, then resume from what is left
+            _os.close(read_fd)
+            self.in_child, self.job, self.fd, self.children = True, job, write_fd, {}
+            return True
+        _os.close(write_fd)
+        self.children[pid] = {"fd": read_fd, "buf": bytearray(), "job": job,
+                              "points": len(points), "signature": signature,
+                              "started": _real_time.real_perf_counter()}
+        for entry in job:
+            self.waiting[entry[4]] = pid
+            if entry[6] is not None:
+                self.waiting[(entry[6], entry[5], signature)] = pid
+        return False
+
+    def _done_point(self) -> None:
+        self.sweep.done_points += 1
+        if self.progress is not None:
+            self.progress(self.sweep.done_points, self.total)
+
+    def _wait_for(self, pid: int) -> None:
+        while pid in self.children:
+            self._collect(block=True)
+
+    def _collect(self, block: bool) -> None:
+        import pickle
+        import select
+
+        while self.children:
+            fds = {c["fd"]: pid for pid, c in self.children.items()}
+            ready, _, _ = select.select(list(fds), [], [], 0.5 if block else 0)
+            now = _real_time.real_perf_counter()
+            for pid, child in list(self.children.items()):
+                if self.deadline and now - child["started"] > self.deadline \
+                        and child["fd"] not in ready:
+                    _os.kill(pid, 9)
+                    self._finish(pid, None, f"the crash run did not finish within "
+                                 f"{self.deadline:g} s and was killed")
+            for fd in ready:
+                pid = fds[fd]
+                if pid not in self.children:
+                    continue
+                chunk = _os.read(fd, 1 << 16)
+                if chunk:
+                    self.children[pid]["buf"] += chunk
+                    continue
+                buf = bytes(self.children[pid]["buf"])
+                try:
+                    result = pickle.loads(buf) if buf else None
+                except Exception:
+                    result = None
+                self._finish(pid, result, None if result is not None else _DIED)
+            if ready or not block:
+                return
+
+    def _finish(self, pid: int, result, problem: str | None) -> None:
+        child = self.children.pop(pid)
+        _os.close(child["fd"])
+        try:
+            _, status = _os.waitpid(pid, 0)
+        except ChildProcessError:
+            status = 0
+        if problem is _DIED:
+            raise _WorkerDiedSignal(_death(status, child["job"]))
+        for key in [k for k, p in self.waiting.items() if p == pid]:
+            del self.waiting[key]
+        if result is None:
+            failure = ResumeResult([Violation.of("completes_or_escalates",
+                                                 problem or "no verdict")], None, None)
+            result = {"after_kill": [], "results": [failure] * len(child["job"])}
+        for entry, outcome in zip(child["job"], result["results"]):
+            model, point, i, state, key, watch, masked = entry
+            self.sweep.learn(key, state, child["signature"], watch, outcome)
+            self.sweep.record(model, point, i, state, outcome, result["after_kill"], True,
+                              key)
+        for _ in range(child["points"]):
+            self._done_point()
+
+    def wait_all(self) -> list[KillPoint]:
+        """Wait for every child; settle parked states; return the kill points whose states
+        still need a run of their own (their class turned out to read the file)."""
+        while self.children:
+            self._collect(block=True)
+        again = []
+        for entry, signature in self.parked:
+            model, point, i, state, key, watch, masked = entry
+            result = self.sweep.known(state, signature, watch).result
+            if result is not None:
+                self.sweep.record(model, point, i, state, result, [], False)
+            elif point not in again:
+                again.append(point)
+        self.parked = []
+        return again
+
+    def kill_all(self) -> None:
+        if self.in_child:
+            return
+        for pid, child in list(self.children.items()):
+            try:
+                _os.kill(pid, 9)
+                _os.waitpid(pid, 0)
+            except (ProcessLookupError, ChildProcessError):
+                pass
+            _os.close(child["fd"])
+        self.children.clear()
+
+    # -- child ----------------------------------------------------------------------------
+    def child_main(self, after_kill: list[str]) -> None:
+        import pickle
+
+        status = 0
+        try:
+            self.world.sealed = False
+            results, by_class = [], {}
+            for n, (model, point, i, state, key, watch, masked) in enumerate(self.job):
+                known = by_class.get((masked, watch)) if masked is not None else None
+                if known is not None:
+                    results.append(known)
+                    continue
+                w = copy.deepcopy(self.world) if n < len(self.job) - 1 else self.world
+                result = resume_and_judge(self.ex, self.sweep.golden, w, state,
+                                          self.sweep.schedule(point), watch,
+                                          self.sweep.keep_traces)
+                if masked is not None and result.blind_to_content(watch):
+                    by_class[(masked, watch)] = result
+                results.append(result)
+            data = pickle.dumps({"after_kill": after_kill, "results": results})
+            view = memoryview(data)
+            while view:
+                written = _os.write(self.fd, view)
+                view = view[written:]
+        except BaseException:
+            status = 70
+        finally:
+            _os._exit(status)
+
+
+_DIED = "the crash run's process died without a verdict"
+
+
+def _death(status: int, job: list) -> str:
+    model, point = job[0][0], job[0][1]
+    if _os.WIFSIGNALED(status):
+        sig = _os.WTERMSIG(status)
+        try:
+            name = signal.Signals(sig).name
+        except ValueError:
+            name = f"signal {sig}"
+        how = f"was killed by {name}" + (" (out of memory?)" if sig == signal.SIGKILL
+                                         else "")
+    elif _os.WIFEXITED(status) and _os.WEXITSTATUS(status) != 70:
+        how = f"exited with status {_os.WEXITSTATUS(status)} (did the agent end the process?)"
+    else:
+        how = "failed inside faultsim before sending its verdicts"
+    return (f"the worker judging kill point {point.id} ({model}) {how}; its verdict is "
+            "unknown. `--workers 0` runs that kill point in this process "
+            f"(add --kill-point {point.id})")

@@ -1,0 +1,50 @@
+"""Tampered-checkpoint probes of the in-process mode: P4, a checkpoint whose version this
+code cannot know must be refused loudly and left untouched."""
+from __future__ import annotations
+
+import json
+
+from ..crashmodel import CrashState
+from ..killpoints import KillPoint
+from ..oracle import Golden, unknown_version_refused
+from ..report import ResumeSummary, Verdict
+from .sandbox import Explorer
+
+
+PROBE_VERSION = 999
+
+
+def version_probe(ex: Explorer, golden: Golden) -> Verdict | None:
+    """P4: a checkpoint whose version this code cannot know (a newer release wrote it, then
+    a rollback) must be refused loudly and left untouched. Taken from the crash state after
+    the second completed turn; skipped when the agent keeps no versioned checkpoint.json."""
+    marks = [e.index for e in golden.trace if e.kind == "mark.checkpoint.B"]
+    index = marks[min(1, len(marks) - 1)] if marks else len(golden.trace) // 2
+    point = KillPoint(index, None, "version-probe", "probe-unknown-version",
+                      f"#{index}, every checkpoint.json rewritten with version "
+                      f"{PROBE_VERSION}")
+    world, states, _ = ex.crash(point, "process")
+    files = states[0].as_dict()
+    changed = {}
+    for path, data in files.items():
+        if path.endswith("checkpoint.json") and data:
+            try:
+                doc = json.loads(data)
+            except ValueError:
+                continue
+            if isinstance(doc, dict) and "version" in doc:
+                doc["version"] = PROBE_VERSION
+                changed[path] = json.dumps(doc).encode()
+    if not changed:
+        return None
+    state = CrashState.of("process", f"checkpoint version set to {PROBE_VERSION}",
+                          {**files, **changed})
+    effects_before = len(world.ledger.applied())
+    asked_before = sum(1 for q in world.model.requests if q.ok)
+    run = ex.resume(world, state, [point])
+    applied = len(world.ledger.applied()) - effects_before
+    asked = sum(1 for q in world.model.requests if q.ok) - asked_before
+    violation = unknown_version_refused(run, PROBE_VERSION, changed, applied, asked)
+    violations = [violation] if violation is not None else []
+    return Verdict(point, "process", "a checkpoint from a future release", violations, state,
+                   ResumeSummary.of(run) if violations else None, golden, 0)

@@ -1,0 +1,33 @@
+"""The plain executor: for each kill point, run the prefix again, kill, resume, judge."""
+from __future__ import annotations
+
+import copy
+from typing import Callable
+
+from ..killpoints import KillPoint
+from ..pipeline.incarnation import world_signature
+from ..pipeline.sweep import Sweep
+from ..world import World
+from .sandbox import Explorer, resume_and_judge
+
+
+def sweep_replaying(ex: Explorer, sweep: Sweep, chosen: list[KillPoint], models: list[str],
+                    progress, start: Callable[[], World] | None = None) -> None:
+    """The plain executor: for each kill point, run the prefix again, kill, resume."""
+    for n, point in enumerate(chosen):
+        for model in models:
+            world, states, after_kill = ex.crash(point, model, start)
+            signature, watch = world_signature(world), ex.interposer.last_touched
+            for i, state in enumerate(states):
+                known = sweep.known(state, signature, watch)
+                key, result = known.key, known.result
+                fresh = result is None
+                if fresh:
+                    w = copy.deepcopy(world) if i < len(states) - 1 else world
+                    result = resume_and_judge(ex, sweep.golden, w, state,
+                                              sweep.schedule(point), watch, sweep.keep_traces)
+                    sweep.learn(key, state, signature, watch, result)
+                sweep.record(model, point, i, state, result, after_kill, fresh, key)
+        sweep.done_points += 1
+        if progress is not None:
+            progress(sweep.done_points, len(chosen))

@@ -1,0 +1,243 @@
+"""The in-process sandbox: incarnations of one agent on one scenario inside one pyfakefs
+file system, with the interposer that traces it and kills it at a kill point, and one
+resumed run judged by the oracle."""
+from __future__ import annotations
+
+import importlib
+from pathlib import Path
+from typing import Any, Callable
+
+import freezegun
+import freezegun.api as _real_time  # time.perf_counter is frozen in here; these are not
+from pyfakefs.fake_filesystem_unittest import Patcher
+
+from ..agent import AgentEnv, outcome_of, run_agent
+from ..crashmodel import CrashState, power_states, process_state
+from ..errors import KillDidNotLand, StoreNeedsSubprocess
+from ..interpose.determinism import seeded
+from ..interpose.fs import FsInterposer, install
+from ..killpoints import KillPoint
+from ..oracle import RESUME_GUARDS, CrashRun, Golden, judge
+from ..pipeline.golden import CleanRun, golden_checked
+from ..pipeline.incarnation import Incarnation, IncarnationTimeout, time_limit, traced_world
+from ..pipeline.sweep import ResumeResult
+from ..report import ResumeSummary
+from ..runner import make_env
+from ..scenario import Scenario
+from ..trace import Event, Killed, Tracer, WorldSealed
+from ..world import World
+
+
+SANDBOX = "/faultsim/sandbox"
+
+
+class KillAt:
+    """Tracer policy: kill at one kill point."""
+
+    def __init__(self, point: KillPoint, seal: Callable[[], None]) -> None:
+        self.point, self._seal = point, seal
+        self.landed = False
+
+    def after(self, tracer: Tracer, event: Event) -> None:
+        if self.point.offset is None and event.index == self.point.index:
+            self.landed = True
+            self._seal()
+            raise Killed(self.point.id)
+
+    def before_write(self, tracer: Tracer, write) -> bytes | None:
+        if self.point.offset is not None and tracer.next_index == self.point.index:
+            self.landed = True
+            self._seal()
+            return write.torn(self.point.offset)
+        return None
+
+
+class Explorer:
+    """Runs incarnations of one agent on one scenario inside one pyfakefs sandbox."""
+
+    def __init__(self, make_agent: Callable[[AgentEnv], Any], scenario: Scenario, *,
+                 agent_name: str = "agent", timeout: float | None = 30.0,
+                 seed: str = "0") -> None:
+        self.make_agent = make_agent
+        self.scenario = scenario
+        self.agent_name = agent_name
+        self.timeout = timeout
+        self.seed = seed
+        self._patcher: Patcher | None = None
+        self._freezer = None
+
+    # -- set-up ---------------------------------------------------------------------------
+    def __enter__(self) -> "Explorer":
+        if self.scenario.store.needs_subprocess:
+            raise StoreNeedsSubprocess(
+                f"{self.scenario.path}: store.kind = {self.scenario.store.kind!r} writes below "
+                "Python's file layer, where the in-process mode cannot see or kill it: run "
+                "it in subprocess mode (faultsim run --mode subprocess, or "
+                "faultsim.real.explore_subprocess)")
+        # The SDK is imported before the fake filesystem: pyfakefs unloads at tear-down the
+        # modules first imported under it, so every Explorer would import anthropic again
+        # (over 2 s, and pydantic's models built anew each time).
+        importlib.import_module("anthropic")
+
+        install()  # before the Patcher, so `from os import fsync` gets the hooked one
+        self._patcher = Patcher()
+        self._patcher.setUp()
+        # pyfakefs lets its own modules reach the real disk by inspecting the call stack
+        # (traceback.extract_stack) on every open(): a third of an agent's open() cost.
+        # Nothing here asks pyfakefs to read real files, so that check is switched off.
+        for module in self._patcher.fake_modules.values():
+            if isinstance(getattr(module, "skip_names", None), set):
+                module.skip_names = set()
+        fs = self._patcher.fs
+        fs.create_dir(SANDBOX)
+        self._open0 = (list(fs.open_files), list(fs._free_fd_heap))
+        self.tracer = Tracer()
+        self.interposer = FsInterposer(fs, SANDBOX, self.tracer)
+        self._freezer = freezegun.freeze_time(self.scenario.start_time.replace("+00:00", ""),
+                                              real_asyncio=True)
+        self._factory = self._freezer.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if self._freezer is not None:
+            self._freezer.stop()
+        if self._patcher is not None:
+            self._patcher.tearDown()
+
+    # -- one incarnation ------------------------------------------------------------------
+    def new_world(self) -> World:
+        world = self.scenario.build_world()
+        world.clock.attach(self._factory)
+        return world
+
+    def use_world(self, world: World) -> None:
+        world.clock.attach(self._factory)
+
+    def incarnation(self, world: World, policy: Any = None, *,
+                    timed: bool = True) -> Incarnation:
+        tracer, ip = self.tracer, self.interposer
+        tracer.events, tracer.policy = [], policy
+        result = Incarnation()
+        world.begin_incarnation()
+        on_world, mark = traced_world(tracer, self.scenario, world, result)
+        env = make_env(self.scenario, world, Path(SANDBOX), mark)
+        unsubscribe = world.subscribe(on_world)
+        try:
+            with ip, seeded(f"{self.seed}:{world.incarnation}"), \
+                    world.model.serving_new_clients(), \
+                    time_limit(self.timeout if timed else None):
+                try:
+                    result.outcome = outcome_of(run_agent(self.make_agent(env)))
+                except (Killed, WorldSealed):
+                    pass
+                except IncarnationTimeout as exc:
+                    result.timed_out, result.error = True, str(exc)
+                except Exception as exc:
+                    result.error = f"{type(exc).__name__}: {exc}"
+        finally:
+            unsubscribe()
+            tracer.policy = None
+            fs = self.interposer.fs
+            fs.open_files[:], fs._free_fd_heap[:] = self._open0[0], self._open0[1]
+        result.killed = ip.killed or world.sealed
+        if result.killed:
+            result.outcome = None
+            result.error = None
+        result.events = tracer.events
+        return result
+
+    def reset_sandbox(self, state: dict | None = None) -> None:
+        self.interposer.undo_escapes()
+        self.interposer.restore(state or {})
+        self.interposer.after_kill, self.interposer.escapes = [], []
+
+    # -- the golden run -------------------------------------------------------------------
+    def golden(self) -> Golden:
+        def clean_run(n: int) -> CleanRun:
+            self.reset_sandbox()
+            world = self.new_world()
+            inc = self.incarnation(world)
+            return CleanRun(inc.outcome, inc.error, inc.events,
+                            (world, self.interposer.snapshot()))
+
+        first = golden_checked(self.scenario, clean_run)
+        world, final = first.kept
+        return Golden.of(first.outcome, world, final, first.events)
+
+    # -- one crash run --------------------------------------------------------------------
+    def crash(self, point: KillPoint, model: str, start: Callable[[], World] | None = None
+              ) -> tuple[World, list[CrashState], list[str]]:
+        """Run one incarnation into `point`; return the sealed world and the crash states the
+        model allows. `start` prepares a resumed incarnation (a crash during recovery);
+        without it the incarnation is the first, on an empty sandbox."""
+        if start is None:
+            self.reset_sandbox()
+            world = self.new_world()
+        else:
+            world = start()
+        if point.index > 0:
+            policy = KillAt(point, seal=lambda: (self.interposer.kill(),
+                                                 setattr(world, "sealed", True)))
+            inc = self.incarnation(world, policy)
+            if not policy.landed:
+                raise KillDidNotLand(f"{point.id} never came: the "
+                                     f"{'first' if start is None else 'resumed'} incarnation "
+                                     f"{'ended with ' + (inc.error or 'an outcome')}; the "
+                                     "agent is not deterministic across runs")
+        elif start is not None:
+            world.begin_incarnation()  # a restart killed before its first event still began
+        states = crash_states(self, model, self.interposer.snapshot())
+        world.sealed = False
+        return world, states, list(self.interposer.after_kill)
+
+    def prepare(self, world: World, state: CrashState) -> None:
+        """Put `state` on disk for the next incarnation, as a restart would find it, after
+        the scenario's downtime (the world's clock moves on: keys and checkpoints may
+        expire in between)."""
+        current = self.interposer.snapshot()
+        if current != state.as_dict():
+            self.interposer.restore(state.as_dict())
+        else:
+            self.interposer.killed = False
+            self.interposer.mark_all_durable()
+        self.interposer.escapes = []
+        self.interposer.after_kill = []
+        self.use_world(world)
+        if self.scenario.profile.downtime:
+            world.clock.advance(self.scenario.profile.downtime)
+
+    def resume(self, world: World, state: CrashState, points: list[KillPoint]) -> CrashRun:
+        self.prepare(world, state)
+        inc = self.incarnation(world)
+        return CrashRun(points, state, world, outcome=inc.outcome, error=inc.error,
+                        timed_out=inc.timed_out, final=self.interposer.snapshot(),
+                        escapes=list(self.interposer.escapes),
+                        resume_positions=[inc.first_position] if inc.first_position is not None
+                        else [], events=inc.events)
+
+
+def crash_states(ex: Explorer, model: str, snapshot: dict) -> list[CrashState]:
+    if model == "process":
+        return process_state(snapshot)
+    return power_states(snapshot, ex.interposer.inodes(), ex.interposer.durability,
+                        powersafe=ex.scenario.profile.powersafe_overwrite)
+
+
+def resume_and_judge(ex: Explorer, golden: Golden, world: World, state: CrashState,
+                     schedule: list[KillPoint], watch: str | None,
+                     keep_trace: bool = False) -> ResumeResult:
+    ip = ex.interposer
+    started = _real_time.real_perf_counter()
+    ip.start_tracking(watch)
+    try:
+        crash_run = ex.resume(world, state, schedule)
+    finally:
+        ip.stop_tracking()
+    violations = judge(golden, crash_run, RESUME_GUARDS)
+    first = crash_run.resume_positions[0] if crash_run.resume_positions else None
+    return ResumeResult(violations, ResumeSummary.of(crash_run) if violations else None,
+                        first, _real_time.real_perf_counter() - started,
+                        dict(ip.first_content), dict(ip.first_presence), frozenset(ip.listed),
+                        crash_run.events if keep_trace else None,
+                        crash_run.outcome is not None
+                        and crash_run.outcome.status == "escalated")

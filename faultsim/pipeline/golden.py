@@ -1,0 +1,61 @@
+"""The golden run's flake guard, in both modes: two clean runs must end well and do the same
+things before any crash is judged against them."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Sequence
+
+from ..agent import Outcome
+from ..errors import AgentFailedCleanly, NonDeterminismError
+from ..scenario import Scenario
+from ..trace import Event
+
+
+def _short(text: str, limit: int = 70) -> str:
+    return repr(text if len(text) <= limit else text[:limit - 3] + "...")
+
+
+@dataclass(frozen=True)
+class CleanRun:
+    """One clean run as a backend reports it to the flake guard."""
+
+    outcome: Outcome | None
+    error: str | None
+    events: list
+    kept: Any  # what the backend keeps of the run for the golden run (world, files)
+
+
+def golden_checked(scenario: Scenario, clean_run: Callable[[int], CleanRun]) -> CleanRun:
+    """The flake guard of a golden run, in both modes. `clean_run(n)` gives clean run n
+    (1, then 2): each must end with an outcome and no error, the two must do the same
+    things, and a completed run must give the scenario's expected final answer. Returns
+    the first run."""
+    runs = []
+    for n in (1, 2):
+        run = clean_run(n)
+        if run.error is not None or run.outcome is None:
+            raise AgentFailedCleanly(scenario, run.error or "no outcome")
+        runs.append(run)
+    first, second = runs
+    compare_traces(first.events, second.events)
+    expected = scenario.expected_final_answer.strip()
+    got = (first.outcome.final_answer or "").strip()
+    if first.outcome.status == "completed" and got != expected:
+        raise AgentFailedCleanly(scenario, f"its final answer {_short(got)} is not the "
+                                 f"scenario's expected_final_answer {_short(expected)}")
+    return first
+
+
+def compare_traces(a: Sequence[Event], b: Sequence[Event]) -> None:
+    for x, y in zip(a, b):
+        if x.signature() != y.signature():
+            raise NonDeterminismError(
+                f"two clean runs part at event #{x.index}: the first did {x.describe()!r}, "
+                f"the second {y.describe()!r}. faultsim needs a deterministic agent (the "
+                "model, the services, time, uuid4, random and tempfile names are already "
+                "made deterministic; look for iteration over sets, os.urandom, threads)")
+    if len(a) != len(b):
+        longer = a if len(a) > len(b) else b
+        raise NonDeterminismError(
+            f"two clean runs part after event #{min(len(a), len(b))}: one goes on with "
+            f"{longer[min(len(a), len(b))].describe()!r}, the other stops")

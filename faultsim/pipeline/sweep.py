@@ -1,0 +1,209 @@
+"""Sweep bookkeeping shared by every executor of both modes: the crash models asked for,
+what one resumed run showed, the verdicts per crash model, and the memos that let equal
+(or equivalent) crash states share one resumed run."""
+from __future__ import annotations
+
+import posixpath
+from dataclasses import dataclass, field
+from typing import Sequence
+
+from ..crashmodel import CrashState
+from ..killpoints import KillPoint
+from ..oracle import (OUTPUTS, STATE_GUARDS, CrashRun, Golden, Violation, judge,
+                      no_write_after_kill)
+from ..report import ModelRun, ResumeSummary, Verdict
+
+
+@dataclass
+class ResumeResult:
+    """What one resumed run showed: the resume guards' violations, and what the state
+    guards need to know of it."""
+
+    violations: list[Violation]
+    summary: ResumeSummary | None
+    first_position: int | None
+    seconds: float = 0.0  # how long the bare resumed run took
+    first_content: dict = field(default_factory=dict)  # path -> observed | destroyed
+    first_presence: dict = field(default_factory=dict)
+    listed: frozenset = frozenset()
+    events: list | None = None  # its trace, kept where a further crash will be tried in it
+    escalated: bool = False  # it stopped with an explicit escalation to a person (P11)
+
+    def blind_to_content(self, path: str) -> bool:
+        """The run's course could not depend on this file's old content, nor its outputs."""
+        first = self.first_content.get(path)
+        return first == "destroyed" or (first is None and not path.startswith(OUTPUTS))
+
+    def blind_to_presence(self, path: str) -> bool:
+        """... nor on whether the file existed at all."""
+        if posixpath.dirname(path) in self.listed or (path.count("/") == 0 and "." in
+                                                      self.listed):
+            return False
+        first = self.first_presence.get(path)
+        return self.blind_to_content(path) and (
+            first == "destroyed" or (first is None and not path.startswith(OUTPUTS)))
+
+
+def masked_digest(state: CrashState, path: str | None) -> str | None:
+    """The state's digest with one file's content blanked out (its name kept)."""
+    files = state.as_dict()
+    if path is None or not isinstance(files.get(path), bytes):
+        return None
+    files[path] = b"\0faultsim:masked"
+    return CrashState.of(state.model, "", files).digest()
+
+
+def absent_digest(state: CrashState, path: str | None) -> str | None:
+    """The digest of the state without one file (its directory kept)."""
+    files = state.as_dict()
+    if path is None or not isinstance(files.get(path), bytes):
+        return None
+    del files[path]
+    return CrashState.of(state.model, "", files).digest()
+
+
+def schedule_violations(golden: Golden, schedule: list[KillPoint], state: CrashState,
+                        result: ResumeResult, after_kill: list[str]) -> list[Violation]:
+    """All of a crash state's violations: the state guards (checked for every state), what
+    the resumed run showed, and writes after the last kill."""
+    probe = CrashRun(schedule, state, None, after_kill=after_kill,
+                     resume_positions=[result.first_position]
+                     if result.first_position is not None else [])
+    return (judge(golden, probe, STATE_GUARDS) + result.violations +
+            judge(golden, probe, (no_write_after_kill,)))
+
+
+@dataclass(frozen=True)
+class Earlier:
+    """A crash of a schedule before its last one: where, and which crash state it left."""
+
+    point: KillPoint
+    order: int  # among the crash states the model allows there
+    persisted: str
+    next_trace: tuple  # the clean course of the incarnation resumed after it
+
+
+@dataclass(frozen=True)
+class Known:
+    """What a sweep knows of one crash state (`Sweep.known`)."""
+
+    key: tuple  # (state digest, world signature): equal states share it
+    result: ResumeResult | None  # its resumed run, if judged or equivalent to one judged
+    masked: str | None  # digest with the watched file's content blanked (None: not needed)
+    absent: str | None  # digest without the watched file (None: not needed)
+
+
+@dataclass
+class Sweep:
+    """Bookkeeping shared by both executors: verdicts per model, and what is known of
+    crash states already judged.
+
+    Memos make a sweep cheap without making it less exact. Equal crash states (same
+    files, same world) give the same resumed run. States that differ only in the content
+    of one file F give the same resumed run when that run destroyed F (truncated, replaced
+    or removed it) before reading it: a torn temp file is the common case. And a state
+    that has one more file F than a judged one gives the same run when that run never
+    looked for F (no exists, stat, read, listing of its folder) before creating it over.
+
+    A sweep with `earlier` crashes explores the last crash of longer schedules: the kill
+    points of one resumed incarnation. Its verdicts are counted, and kept when they fail.
+    """
+
+    golden: Golden
+    runs: dict[str, ModelRun]
+    memo: dict[tuple, ResumeResult] = field(default_factory=dict)
+    insensitive: dict[tuple, ResumeResult] = field(default_factory=dict)
+    recorded: set[tuple] = field(default_factory=set)
+    done_points: int = 0
+    equivalences: bool = True  # False: only equal states share a verdict (for checking)
+    earlier: tuple[Earlier, ...] = ()
+    keep_traces: bool = False  # results keep their trace: a further crash will be tried
+    instances: list = field(default_factory=list)  # (model, point, order, state, result, ok,
+    #                                                  key)
+    resumed_from: dict = field(default_factory=dict)  # id(result) -> the key it was run for
+
+    @property
+    def trace(self) -> list:
+        """The clean course of the incarnation this sweep kills."""
+        return list(self.earlier[-1].next_trace) if self.earlier else self.golden.trace
+
+    def schedule(self, point: KillPoint) -> list[KillPoint]:
+        return [e.point for e in self.earlier] + [point]
+
+    def known(self, state: CrashState, signature: str, watch: str | None) -> Known:
+        """What is known of `state`: its exact key, its result if judged (or equivalent to
+        one judged), and the digests its class is looked up by."""
+        key = (state.digest(), signature)
+        if key in self.memo or not self.equivalences:
+            return Known(key, self.memo.get(key), None, None)
+        masked = masked_digest(state, watch)
+        if masked is not None and (masked, watch, signature) in self.insensitive:
+            result = self.insensitive[(masked, watch, signature)]
+            self.memo[key] = result
+            return Known(key, result, masked, None)
+        absent = absent_digest(state, watch)
+        without = self.memo.get((absent, signature)) if absent is not None else None
+        if without is not None and without.blind_to_presence(watch):
+            self.memo[key] = without
+            return Known(key, without, masked, absent)
+        return Known(key, None, masked, absent)
+
+    def learn(self, key: tuple, state: CrashState, signature: str, watch: str | None,
+              result: ResumeResult) -> None:
+        self.memo[key] = result
+        self.resumed_from.setdefault(id(result), key)
+        masked = masked_digest(state, watch)
+        if masked is not None and result.blind_to_content(watch):
+            self.insensitive[(masked, watch, signature)] = result
+
+    def record(self, model: str, point: KillPoint, order: int, state: CrashState,
+               result: ResumeResult, after_kill: list[str], fresh: bool,
+               key: tuple | None = None) -> None:
+        if (model, point.id, order) in self.recorded:
+            return  # a second driver pass meets states the first one settled
+        self.recorded.add((model, point.id, order))
+        violations = schedule_violations(self.golden, self.schedule(point), state, result,
+                                         after_kill)
+        run = self.runs[model]
+        verdict = Verdict(point, model, state.persisted, violations, state, result.summary,
+                          self.golden, order, earlier=self.earlier,
+                          resumed_at=result.first_position)
+        if self.earlier:
+            depth = run.depth(len(self.earlier) + 1)
+            depth.explored += 1
+            depth.resumed += fresh
+            depth.resume_seconds += result.seconds if fresh else 0.0
+            if violations:
+                run.deep_failures.append(verdict)
+            return
+        run.verdicts.append(verdict)
+        run.escalated += result.escalated
+        self.instances.append((model, point, order, state, result, not violations, key))
+        if fresh:
+            run.judged += 1
+            run.resume_seconds += result.seconds
+        else:
+            run.reused += 1
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What a run is about to explore (told before its sweep starts)."""
+
+    scenario: str
+    kill_points: int  # in the clean run
+    explored: int  # of those, the ones this run crashes at (all, or a shard, or --kill-point)
+    crash_states: dict[str, int]  # first crash states, per crash model
+    crashes: int  # the most crashes in one schedule
+
+
+def by_event(points: Sequence[KillPoint]) -> tuple[dict[int, KillPoint],
+                                                   dict[int, list[KillPoint]]]:
+    """Kill points after an event, by its index; kill points inside a write, by the index
+    of that write (a driver acts on both as the run goes)."""
+    boundary = {p.index: p for p in points if not p.torn and p.index > 0}
+    torn: dict[int, list[KillPoint]] = {}
+    for p in points:
+        if p.torn:
+            torn.setdefault(p.index, []).append(p)
+    return boundary, torn

@@ -1,0 +1,186 @@
+"""The layers of faultsim/, read from the source with `ast` (nothing under test is
+imported): no import cycle, no private name imported across modules, the subprocess
+backend free of the in-process one and of pyfakefs, the mode-neutral pipeline free of both
+backends, and a bottom layer that needs only the standard library."""
+from __future__ import annotations
+
+import ast
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent / "faultsim"
+
+# The few imports that point upwards, made inside a function so that they run only when
+# needed; each is left out of the cycle check, with why.
+LAZY_UPWARD = {
+    # an --agent spec "langgraph:MODE" builds a LangGraph agent: the contract module
+    # resolves it without importing LangGraph (and the adapter) for every other agent
+    ("faultsim.agent", "faultsim.adapters.langgraph"),
+}
+
+# Imported by no faultsim module at import time from the bottom layer: the standard library.
+BOTTOM = {"faultsim.errors", "faultsim._version", "faultsim.trace", "faultsim.killpoints",
+          "faultsim.crashmodel", "faultsim.token"}
+
+
+def _name(path: Path) -> str:
+    parts = path.relative_to(ROOT.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+MODULES = {_name(p): p for p in ROOT.rglob("*.py")}
+
+
+class Import:
+    def __init__(self, source: str, target: str, names: list[str], lazy: bool, line: int):
+        self.source, self.target, self.names, self.lazy, self.line = \
+            source, target, names, lazy, line
+
+    def __repr__(self) -> str:
+        return f"{self.source}:{self.line} -> {self.target}"
+
+
+def _imports(module: str) -> list[Import]:
+    path = MODULES[module]
+    tree = ast.parse(path.read_text(), str(path))
+    skipped, in_function = set(), set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            skipped.update(id(n) for n in ast.walk(node))  # for type checkers only
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            in_function.update(id(n) for n in ast.walk(node))
+    package = module.split(".") if path.name == "__init__.py" else module.split(".")[:-1]
+    found = []
+    for node in ast.walk(tree):
+        if id(node) in skipped or not isinstance(node, (ast.Import, ast.ImportFrom)):
+            continue
+        lazy = id(node) in in_function
+        if isinstance(node, ast.Import):
+            found += [Import(module, a.name, [], lazy, node.lineno) for a in node.names]
+            continue
+        base = node.module or ""
+        if node.level:
+            base = ".".join(package[:len(package) - node.level + 1] + ([base] if base else []))
+        names = [a.name for a in node.names]
+        found.append(Import(module, base, names, lazy, node.lineno))
+        # `from package import module` imports that module
+        found += [Import(module, f"{base}.{n}", [], lazy, node.lineno) for n in names
+                  if f"{base}.{n}" in MODULES]
+    return found
+
+
+IMPORTS = {m: _imports(m) for m in MODULES}
+
+
+def _edges(lazy: bool = True) -> dict[str, set[str]]:
+    edges: dict[str, set[str]] = {m: set() for m in MODULES}
+    for module, imports in IMPORTS.items():
+        for imp in imports:
+            if imp.target in MODULES and imp.target != module and (lazy or not imp.lazy) \
+                    and (module, imp.target) not in LAZY_UPWARD:
+                edges[module].add(imp.target)
+    return edges
+
+
+def _cycles(edges: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on: set[str] = set()
+    out: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        for w in edges[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                out.append(sorted(comp))
+
+    for v in sorted(MODULES):
+        if v not in index:
+            visit(v)
+    return out
+
+
+def _reach(start: str, edges: dict[str, set[str]]) -> set[str]:
+    seen, todo = set(), [start]
+    while todo:
+        m = todo.pop()
+        if m not in seen:
+            seen.add(m)
+            todo += edges[m]
+    return seen
+
+
+def _third_party(modules: set[str], lazy: bool) -> dict[str, set[str]]:
+    return {m: {i.target.split(".")[0] for i in IMPORTS[m]
+                if not i.target.startswith("faultsim") and (lazy or not i.lazy)}
+            for m in modules}
+
+
+def test_no_import_cycle_function_level_imports_included():
+    assert _cycles(_edges()) == []
+
+
+def test_the_allowed_lazy_upward_edges_exist_and_are_lazy():
+    for source, target in LAZY_UPWARD:
+        found = [i for i in IMPORTS[source] if i.target == target]
+        assert found and all(i.lazy for i in found), (source, target)
+
+
+def test_no_private_name_imported_across_modules():
+    private = [f"{imp}.{n}" for imports in IMPORTS.values() for imp in imports
+               for n in imp.names
+               if imp.target.startswith("faultsim") and imp.target != imp.source
+               and n.startswith("_") and not n.startswith("__")
+               and f"{imp.target}.{n}" not in MODULES]
+    assert private == []
+
+
+def test_the_subprocess_backend_never_imports_the_in_process_one_nor_pyfakefs():
+    real = {m for m in MODULES if m.startswith("faultsim.real")}
+    # directly, at any level
+    direct = [i for m in real for i in IMPORTS[m]
+              if i.target.startswith(("faultsim.inprocess", "faultsim.engine", "pyfakefs",
+                                      "faultsim.interpose.fs"))]
+    assert direct == []
+    # nor through what it imports at load time (a fork server loads all of that)
+    edges = _edges(lazy=False)
+    for m in real:
+        reached = _reach(m, edges)
+        assert not {r for r in reached if r.startswith(("faultsim.inprocess",
+                                                        "faultsim.engine"))}, m
+        assert "pyfakefs" not in set().union(*_third_party(reached, lazy=False).values()), m
+
+
+def test_the_pipeline_is_mode_neutral():
+    edges = _edges()
+    for m in (m for m in MODULES if m.startswith("faultsim.pipeline")):
+        reached = _reach(m, _edges(lazy=False))
+        assert not {r for r in edges[m] | reached
+                    if r.startswith(("faultsim.inprocess", "faultsim.real",
+                                     "faultsim.engine"))}, m
+        assert "pyfakefs" not in set().union(*_third_party(reached, lazy=False).values()), m
+
+
+def test_the_bottom_layer_needs_only_the_standard_library():
+    for m in BOTTOM:
+        for imp in IMPORTS[m]:
+            top = imp.target.split(".")[0]
+            assert imp.target in BOTTOM or (top != "faultsim" and top in
+                                            sys.stdlib_module_names), f"{imp}"

@@ -1,0 +1,36 @@
+"""One registry of rules (oracle.REGISTRY): the report's severity order and rule codes, the
+guards' stages and README's oracle table all follow it."""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from faultsim import oracle, report
+
+README = Path(__file__).resolve().parent.parent / "README.md"
+
+
+def test_report_severity_and_rule_codes_come_from_the_registry():
+    assert report.SEVERITY == tuple(r.invariant for r in oracle.REGISTRY)
+    assert report.RULES == {r.invariant: r.rule for r in oracle.REGISTRY}
+    assert len(set(report.SEVERITY)) == len(report.SEVERITY)
+
+
+def test_each_guard_is_registered_at_its_stage():
+    stages = {"state": oracle.STATE_GUARDS, "resume": oracle.RESUME_GUARDS,
+              "kill": (oracle.no_write_after_kill,),
+              "probe": (oracle.unknown_version_refused,)}
+    for stage, guards in stages.items():
+        assert {g.__name__ for g in guards} == \
+            {r.invariant for r in oracle.REGISTRY if r.stage == stage}, stage
+
+
+def test_readmes_oracle_table_is_the_registry():
+    rows = re.findall(r"^  \| `(\w+)` \| ([^|]+) \| (.+) \|$", README.read_text(), re.M)
+    assert [(i, rule.strip(), summary) for i, rule, summary in rows] == \
+        [(r.invariant, r.rule, r.summary) for r in oracle.REGISTRY]
+
+
+def test_a_violation_takes_its_rule_code_from_the_registry():
+    v = oracle.Violation.of("completes_or_escalates", "the run hung")
+    assert (v.rule, v.explanation) == ("P5", "the run hung")
