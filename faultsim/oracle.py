@@ -64,12 +64,19 @@ RULE_OF = {r.invariant: r for r in REGISTRY}
 class Violation:
     invariant: str
     rule: str
-    explanation: str
+    explanation: str  # for people
+    # for programs: what the explanation says, as data (e.g. effects_exactly_once's
+    # `extra` and `missing` counts by effect), so no consumer parses the prose
+    facts: tuple[tuple[str, Any], ...] = ()
 
     @classmethod
-    def of(cls, invariant: str, explanation: str) -> "Violation":
+    def of(cls, invariant: str, explanation: str, **facts: Any) -> "Violation":
         """A violation of a registered invariant (its rule code from the registry)."""
-        return cls(invariant, RULE_OF[invariant].rule, explanation)
+        return cls(invariant, RULE_OF[invariant].rule, explanation,
+                   tuple(sorted(facts.items())))
+
+    def fact(self, name: str, default: Any = None) -> Any:
+        return dict(self.facts).get(name, default)
 
 
 _violated = Violation.of  # the guards' short name for it
@@ -177,7 +184,8 @@ def effects_exactly_once(g: Golden, r: CrashRun) -> Violation | None:
              f"{_golden_count(g, effect)}" for effect, n in sorted(extra.items())]
     parts += [f"{effect} never applied (the clean run applied it {n} time(s))"
               for effect, n in sorted(missing.items())]
-    return _violated("effects_exactly_once", "; ".join(parts))
+    return _violated("effects_exactly_once", "; ".join(parts), extra=dict(extra),
+                     missing=dict(missing))
 
 
 def one_step_repeated_per_crash(g: Golden, r: CrashRun) -> Violation | None:
@@ -188,7 +196,8 @@ def one_step_repeated_per_crash(g: Golden, r: CrashRun) -> Violation | None:
         return _violated("one_step_repeated_per_crash",
                          f"{repeated} steps were repeated ({max(0, attempts)} extra effect "
                          f"attempts, {reasked} re-asked model turns) after {r.crashes} "
-                         "crash(es); at most one per crash is allowed")
+                         "crash(es); at most one per crash is allowed",
+                         extra_attempts=max(0, attempts), reasked=reasked, crashes=r.crashes)
     return None
 
 

@@ -34,3 +34,20 @@ def test_readmes_oracle_table_is_the_registry():
 def test_a_violation_takes_its_rule_code_from_the_registry():
     v = oracle.Violation.of("completes_or_escalates", "the run hung")
     assert (v.rule, v.explanation) == ("P5", "the run hung")
+
+
+def test_violations_carry_their_facts_so_no_consumer_parses_prose():
+    from faultsim import explore, load_scenario
+    from faultsim.agent import load_factory
+
+    from conftest import DATA
+
+    report = explore(load_factory("reference_agent.mutants.key_after_effect"),
+                     load_scenario(DATA / "tiny.toml"), crash_model="process", crashes=1)
+    dup = [v for f in report.runs[0].failures for v in f.violations
+           if v.invariant == "effects_exactly_once"]
+    assert dup, "the mutant applies a keyed effect twice"
+    for v in dup:
+        extra = v.fact("extra")
+        assert extra and all(n > 0 for n in extra.values())
+        assert all(name in v.explanation for name in extra)  # the prose says the same

@@ -32,7 +32,7 @@ def classify(verdict) -> list[str]:
     found = []
     if "one_step_repeated_per_crash" in names:
         found.append("steps lost")
-    if any(v.invariant == "effects_exactly_once" and "times, the clean run" in v.explanation
+    if any(v.invariant == "effects_exactly_once" and v.fact("extra")
            for v in verdict.violations):
         found.append("effects duplicated")
     answered = _second_answer(verdict.golden.trace)
