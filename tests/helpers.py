@@ -55,3 +55,14 @@ def crash_then_resume(scenario, factory, workdir: Path, *killers, between:
         except Exception as exc:  # the mutants' failures: 400s, unreadable checkpoints, …
             result.error = exc
     return result
+
+
+def scenario_from(tmp_path_factory, text: str):
+    """A scenario written inline by a test, loaded from its own file (named by its id)."""
+    from faultsim import load_scenario
+    import tomllib
+
+    name = tomllib.loads(text)["id"]
+    path = tmp_path_factory.mktemp(name) / f"{name}.toml"
+    path.write_text(text)
+    return load_scenario(path)

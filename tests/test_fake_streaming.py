@@ -13,6 +13,7 @@ import httpx2
 import pytest
 
 from faultsim import load_scenario
+from helpers import scenario_from
 from faultsim.engine import explore
 from faultsim.model import ApiFault, FakeClaude, Script, ToolCall, Turn
 from faultsim.model import sse
@@ -283,9 +284,7 @@ class StreamingAgent:
 
 @pytest.fixture(scope="module")
 def stream_scenario(tmp_path_factory):
-    path = tmp_path_factory.mktemp("streaming") / "streamed_refund.toml"
-    path.write_text(STREAM_SCENARIO)
-    return load_scenario(path)
+    return scenario_from(tmp_path_factory, STREAM_SCENARIO)
 
 
 def test_an_async_streaming_agent_is_explored_with_kill_points_inside_its_streams(
@@ -418,9 +417,7 @@ def test_thinking_blocks_are_sent_signed_and_checked_on_the_way_back():
 
 @pytest.fixture(scope="module")
 def thinking_scenario(tmp_path_factory):
-    path = tmp_path_factory.mktemp("thinking") / "thinking_refund.toml"
-    path.write_text(THINKING_SCENARIO)
-    return load_scenario(path)
+    return scenario_from(tmp_path_factory, THINKING_SCENARIO)
 
 
 def test_a_thinking_agent_that_keeps_its_blocks_is_clean(thinking_scenario):

@@ -10,7 +10,7 @@ import os
 
 import pytest
 
-from faultsim import load_scenario
+from helpers import scenario_from
 from faultsim.engine import explore
 from faultsim.model import Script, ToolCall, Turn, place
 
@@ -162,9 +162,7 @@ class FromSteps:
 
 @pytest.fixture(scope="module")
 def scenario(tmp_path_factory):
-    path = tmp_path_factory.mktemp("addressing") / "four_charges.toml"
-    path.write_text(SCENARIO)
-    return load_scenario(path)
+    return scenario_from(tmp_path_factory, SCENARIO)
 
 
 def test_place_follows_answered_calls_not_the_count_of_result_turns(scenario):
