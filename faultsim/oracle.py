@@ -67,7 +67,7 @@ class Violation:
     explanation: str  # for people
     # for programs: what the explanation says, as data (e.g. effects_exactly_once's
     # `extra` and `missing` counts by effect), so no consumer parses the prose
-    facts: tuple[tuple[str, Any], ...] = ()
+    facts: tuple[tuple[str, Any], ...] = field(default=(), compare=False)  # not hashed
 
     @classmethod
     def of(cls, invariant: str, explanation: str, **facts: Any) -> "Violation":

@@ -403,7 +403,8 @@ final = "Tagged."
 def ask(client, task, messages=()):
     return client.messages.create(
         model="claude-sonnet-5-5", max_tokens=100,
-        tools=[{"name": "t", "input_schema": {"type": "object"}}],
+        tools=[{"name": name, "input_schema": {"type": "object"}}  # the scripted tools
+               for name in ("write_file", "create_ticket")],
         messages=[{"role": "user", "content": task}, *messages])
 
 
