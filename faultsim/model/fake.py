@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import math
-import re
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Mapping
@@ -88,13 +87,12 @@ def place(script: Script, messages: list[dict]) -> int:
                 uses.append(b)
     if not results:
         return 0
-    ours = re.compile(rf"toolu_{re.escape(script.tag)}_(\d+)_(\d+)(?:_r\d+)?")
     answered: set[tuple[int, int]] = set()
     foreign = []
     for rid in results:
-        m = ours.fullmatch(str(rid))
-        if m:
-            answered.add((int(m[1]) - 1, int(m[2]) - 1))
+        slot = _our_call(str(rid), script.tag)
+        if slot is not None:
+            answered.add(slot)
         else:
             foreign.append(rid)
     for block in uses:  # ids the agent or its framework made up: match name and input
@@ -115,6 +113,19 @@ def place(script: Script, messages: list[dict]) -> int:
     done = [pos for pos, turn in enumerate(script.turns) if turn.tool_calls
             and all((pos, i) in answered for i in range(len(turn.tool_calls)))]
     return max(done) + 1 if done else 0
+
+
+def _our_call(rid: str, tag: str) -> tuple[int, int] | None:
+    """(turn, call) of a tool-use id this fake gave (`toolu_TAG_NN_I[_rK]`), else None.
+    String operations, not a regex: a forked crash run would compile it anew each time."""
+    prefix = f"toolu_{tag}_"
+    if not rid.startswith(prefix):
+        return None
+    parts = rid[len(prefix):].split("_")
+    if len(parts) not in (2, 3) or not (parts[0].isdigit() and parts[1].isdigit()) or \
+            len(parts) == 3 and not (parts[2][:1] == "r" and parts[2][1:].isdigit()):
+        return None
+    return int(parts[0]) - 1, int(parts[1]) - 1
 
 
 class Unplaceable(Exception):
