@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 
 import anthropic
 import httpx2
@@ -556,3 +557,59 @@ def test_an_agent_running_its_own_event_loop_is_explored_without_hanging(stream_
     assert len(run.explored) == len(run.kill_points) == len(run.verdicts) > 2
     assert not any("hung" in (v.explanation or "") or "timed out" in (v.explanation or "")
                    for f in run.failures for v in f.violations), report.counterexamples()
+
+
+def test_the_pytest_fixture_checks_an_async_streaming_agent(pytester):
+    """The plugin's fixture, on an agent whose `run` is a coroutine that streams."""
+    pytester.makeini("[pytest]\n")
+    (pytester.path / "streamed_refund.toml").write_text(STREAM_SCENARIO)
+    pytester.makepyfile(test_async_agent="""
+        import json, os
+        import pytest
+
+        TOOLS = [{"name": "refund", "input_schema": {"type": "object"}}]
+
+        class Agent:
+            def __init__(self, env):
+                self.env = env
+                self.path = os.path.join(str(env.workdir), "state.json")
+
+            def save(self, messages):
+                os.makedirs(self.env.workdir, exist_ok=True)
+                with open(self.path + ".tmp", "w") as f:
+                    json.dump(messages, f)
+                os.replace(self.path + ".tmp", self.path)
+
+            async def run(self):
+                messages = json.load(open(self.path)) if os.path.exists(self.path) else \\
+                    [{"role": "user", "content": self.env.task}]
+                while True:
+                    if messages[-1]["role"] == "user":
+                        async with self.env.async_client.messages.stream(
+                                model=self.env.model, max_tokens=512, tools=TOOLS,
+                                messages=messages) as stream:
+                            reply = await stream.get_final_message()
+                        messages.append({"role": "assistant", "content": [
+                            b.model_dump(exclude_none=True, exclude={"parsed_output"})
+                            for b in reply.content]})
+                    else:
+                        calls = [b for b in messages[-1]["content"] if b["type"] == "tool_use"]
+                        if not calls:
+                            return messages[-1]["content"][-1]["text"]
+                        messages.append({"role": "user", "content": [
+                            {"type": "tool_result", "tool_use_id": c["id"], "content": json.dumps(
+                                self.env.services["payments"].submit(c["input"], key=c["id"]))}
+                            for c in calls]})
+                    self.save(messages)
+
+        def make_agent(env):
+            return Agent(env)
+
+        @pytest.mark.faultsim("streamed_refund.toml", agent=make_agent, crashes=1)
+        def test_async(faultsim):
+            report = faultsim.check()
+            print("MIDSTREAM", sum(p.category == "mid-stream" for p in report.runs[0].explored))
+        """)
+    result = pytester.runpytest_subprocess("-s", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1)
+    assert int(re.search(r"MIDSTREAM (\d+)", result.stdout.str())[1]) >= 5
