@@ -4,8 +4,8 @@
 
 `make_agent` is called once per incarnation and must build everything afresh from `env`;
 `.run()` (a plain method or a coroutine) starts the task, or resumes it from the files
-under `env.workdir` if an earlier incarnation left any, and returns the outcome: a string (the final answer) or an object
-with `final_answer` and, optionally, `status`, `turns`, `tokens_used`, `steps`, `escalation`.
+under `env.workdir` if an earlier incarnation left any, and returns the outcome: a string
+(the final answer) or an object with `final_answer` and, optionally, `status`, `turns`, `tokens_used`, `steps`, `escalation`.
 """
 from __future__ import annotations
 
@@ -68,17 +68,14 @@ class Outcome:
 
 def run_agent(agent: Any) -> Any:
     """`agent.run()`, awaited when it is a coroutine (an async agent), on a fresh event
-    loop. Process time is frozen to the world clock during a run; the loop keeps real
-    monotonic time, or `asyncio.sleep` and the SDK's async timeouts would never fire."""
+    loop. (Process time is frozen to the world clock during a run; faultsim's freezers
+    keep event loops on real monotonic time, so `asyncio.sleep` still returns.)"""
     result = agent.run()
     if not inspect.isawaitable(result):
         return result
     import asyncio
 
-    from freezegun.api import real_monotonic
-
     loop = asyncio.new_event_loop()
-    loop.time = real_monotonic  # type: ignore[method-assign]
     try:
         return loop.run_until_complete(result)
     finally:

@@ -105,7 +105,7 @@ def unsynced_sectors(base: bytes, new: bytes) -> list[int]:
         if new[a:b] != base[a:b]:
             out.append(s)
     # every sector wholly past the synced length is unsynced
-    out.extend(range(max(overlap_end, i // SECTOR), math.ceil(len(new) / SECTOR)))
+    out.extend(range(overlap_end, math.ceil(len(new) / SECTOR)))
     return out
 
 
@@ -190,9 +190,8 @@ def torn_variants(path: str, base: bytes, new: bytes, *, powersafe: bool = True
                 out.append((f"{path} torn after sector {k}/{n} {region}, the rest as "
                             "synced", torn(base, new, sectors, k, None, powersafe)))
     first = sectors[0] * SECTOR
-    shared = any(new[i] == base[i] for i in range(first, min(first + SECTOR, len(base),
-                                                             len(new))))
-    if not powersafe and shared:
+    if not powersafe and any(new[i] == base[i] for i in range(
+            first, min(first + SECTOR, len(base), len(new)))):
         # the sector shared with synced bytes damaged whole (only without powersafe)
         out.append((f"{path} torn before sector 1/{n} {region}, zero-filled with the "
                     "synced bytes sharing it (no powersafe overwrite)",

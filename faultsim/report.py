@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from .killpoints import KillPoint, categories
 from .oracle import REGISTRY
+from .scenario import MAIN_TAG
 
 if TYPE_CHECKING:
     from .crashmodel import CrashState
@@ -41,7 +42,7 @@ def _asked(q: Any) -> str:
     """One request of a resumed run, as a counterexample names it."""
     if q.position is None:
         return f"(unplaced: {q.error or q.status})"
-    what = f"turn {q.position + 1}" + (f" of {q.script}" if q.script not in (None, "s") else "")
+    what = f"turn {q.position + 1}" + (f" of {q.script}" if q.script not in (None, MAIN_TAG) else "")
     if q.repeat:
         what += " again"
     if not q.ok:

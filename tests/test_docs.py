@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -146,3 +148,14 @@ def test_readmes_round_trip_example_runs_as_shown(monkeypatch):
     namespace: dict = {}
     exec(compile(code, "README.md", "exec"), namespace)
     namespace["test_round_trip"]()
+    # and the example can fail: a save that is not idempotent (each call writes one more
+    # trailing space, which a load ignores) is refused by the same example
+    dumps, calls = namespace["dumps"], [0]
+
+    def drifting(checkpoint):
+        calls[0] += 1
+        return dumps(checkpoint) + b" " * calls[0]
+
+    namespace["dumps"] = drifting
+    with pytest.raises(AssertionError, match="not idempotent"):
+        namespace["test_round_trip"]()

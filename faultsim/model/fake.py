@@ -15,7 +15,7 @@ import httpx2
 
 from .sse import events as stream_events
 from .script import STOP_FAULTS, ApiFault, Script, stopped_content, turn_content
-from .validate import InvalidRequest, merged_turns, supports_prefill, validate_request
+from .validate import InvalidRequest, supports_prefill, validated_turns
 
 if TYPE_CHECKING:
     import anthropic
@@ -59,12 +59,6 @@ def _text_of(content: Any) -> str:
         return content
     return "".join(b.get("text", "") for b in content if isinstance(b, dict)
                    and b.get("type") == "text")
-
-
-def position_of(messages: list[dict]) -> int:
-    """The number of tool-result turns (user messages carrying tool results)."""
-    return sum(1 for m in messages if m.get("role") == "user" and isinstance(m.get("content"), list)
-               and any(isinstance(b, dict) and b.get("type") == "tool_result" for b in m["content"]))
 
 
 def place(script: Script, messages: list[dict]) -> int:
@@ -217,7 +211,7 @@ class FakeClaude:
         fake = self
         originals = {}
 
-        def serve(cls, http_client):
+        def serve(cls, http_client, prepare=lambda client: client):
             original = originals[cls] = cls.__init__
 
             def __init__(client, *args: Any, **kwargs: Any) -> None:
@@ -228,12 +222,12 @@ class FakeClaude:
                             not os.environ.get("ANTHROPIC_API_KEY"):
                         kwargs["api_key"] = FAKE_API_KEY
                 original(client, *args, **kwargs)
-                _platform_known(client)
+                prepare(client)
 
             cls.__init__ = __init__
 
         serve(anthropic.Anthropic, httpx2.Client)
-        serve(anthropic.AsyncAnthropic, httpx2.AsyncClient)
+        serve(anthropic.AsyncAnthropic, httpx2.AsyncClient, _platform_known)
         try:
             yield
         finally:
@@ -271,7 +265,8 @@ class FakeClaude:
             return self._log(_error(400, "invalid_request_error", "request body is not valid "
                                     "JSON", request_id), None, None, 0)
         try:
-            validate_request(body, count_tokens=counting)
+            # the API merges consecutive turns of one role; the script is addressed on that
+            messages = validated_turns(body, count_tokens=counting)
         except InvalidRequest as exc:
             return self._log(_error(400, "invalid_request_error", exc.message, request_id),
                              None, None, 0)
@@ -279,8 +274,6 @@ class FakeClaude:
             return httpx2.Response(200, json={"input_tokens": self._input_tokens(body)[0]},
                                    headers={"request-id": request_id})
 
-        # The API merges consecutive turns of one role; the script is addressed on that.
-        messages = merged_turns(body["messages"])
         task = _text_of(body["messages"][0]["content"])  # the first message as sent
         script = self.scripts.get(task) or self._script_within(task)
         if script is None:
@@ -534,8 +527,7 @@ def _is_kill_gap(steps: list, n: int) -> bool:
     if step.event in ("message_start", "content_block_stop"):
         return True
     if step.event == "content_block_delta" and step.data["delta"]["type"] == "input_json_delta":
-        done, total = step.where.rsplit(" ", 1)[1].split("/")
-        return int(done) == (int(total) + 1) // 2 and int(total) > 2
+        return step.deltas > 2 and step.delta == (step.deltas + 1) // 2  # mid tool input
     return False
 
 

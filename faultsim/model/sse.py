@@ -27,6 +27,8 @@ class Step:
     event: str
     data: dict
     where: str
+    delta: int = 0  # a delta's position in its block (1-based), and how many the block has
+    deltas: int = 0
 
     def encode(self) -> bytes:
         return f"event: {self.event}\ndata: {json.dumps(self.data)}\n\n".encode()
@@ -66,7 +68,7 @@ def events(message: dict[str, Any]) -> Iterator[Step]:
         for n, delta in enumerate(deltas, start=1):
             yield Step("content_block_delta", {"type": "content_block_delta", "index": i,
                                                "delta": delta},
-                       f"{label} delta {n}/{len(deltas)}")
+                       f"{label} delta {n}/{len(deltas)}", n, len(deltas))
         yield Step("content_block_stop", {"type": "content_block_stop", "index": i},
                    f"{label} stop")
     yield Step("message_delta", {"type": "message_delta",

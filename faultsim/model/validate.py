@@ -55,6 +55,12 @@ _TOOL_CHOICES = ("auto", "any", "tool", "none")
 def validate_request(body: Any, *, count_tokens: bool = False) -> None:
     """Raise InvalidRequest with the API's message for the first problem found.
     `count_tokens`: the body of /v1/messages/count_tokens (no max_tokens)."""
+    validated_turns(body, count_tokens=count_tokens)
+
+
+def validated_turns(body: Any, *, count_tokens: bool = False) -> list[dict]:
+    """`validate_request`, returning the conversation as the API reads it
+    (`merged_turns`), so the fake merges it once per request."""
     if not isinstance(body, dict):
         raise InvalidRequest("request body must be a JSON object")
     for name in ("model", "messages") if count_tokens else ("model", "max_tokens", "messages"):
@@ -141,6 +147,7 @@ def validate_request(body: Any, *, count_tokens: bool = False) -> None:
         raise InvalidRequest("Requests which include `tool_use` or `tool_result` blocks "
                              "must define tools.")
     _check_thinking(body, messages)
+    return messages
 
 
 def _check_thinking(body: dict, messages: list[dict]) -> None:
