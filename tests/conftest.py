@@ -101,8 +101,8 @@ def sandbox():
     before the Patcher is built, as the explorer does."""
     from pyfakefs.fake_filesystem_unittest import Patcher
 
-    import faultsim.interpose.fs as fsmod
-    from faultsim.interpose.fs import FsInterposer, install
+    import faultsim.inprocess.fs as fsmod
+    from faultsim.inprocess.fs import FsInterposer, install
     from faultsim.trace import Tracer
 
     install()

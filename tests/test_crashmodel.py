@@ -7,7 +7,7 @@ import pytest
 
 from faultsim.crashmodel import SECTOR, CrashState, power_states, process_state
 from faultsim.engine import KillAt
-from faultsim.interpose.fs import DIR, FsInterposer
+from faultsim.inprocess.fs import DIR, FsInterposer
 from faultsim.killpoints import (CATEGORIES, REQUIRED_ON_REFERENCE, KillPoint, categories,
                                  kill_points, torn_offsets)
 from faultsim.trace import Event, Killed

@@ -22,7 +22,7 @@ from faultsim import load_scenario
 from faultsim.crashmodel import SECTOR, power_states, process_state, torn_variants, \
     unsynced_sectors
 from faultsim.engine import explore
-from faultsim.interpose.fs import DIR, FsInterposer, install
+from faultsim.inprocess.fs import DIR, FsInterposer, install
 from faultsim.trace import Tracer
 
 from conftest import DATA, ROOT, SB, dir_fsync

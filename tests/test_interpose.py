@@ -14,8 +14,8 @@ import pytest
 from pyfakefs import fake_file, fake_filesystem, fake_open, fake_os, fake_path
 from pyfakefs.fake_filesystem_unittest import Patcher
 
-import faultsim.interpose.fs as fsmod
-from faultsim.interpose.fs import DIR, FsInterposer, install
+import faultsim.inprocess.fs as fsmod
+from faultsim.inprocess.fs import DIR, FsInterposer, install
 from faultsim.trace import Killed, PendingWrite, Tracer
 
 from conftest import SB, dir_fsync  # the shared sandbox fixture comes from conftest too
@@ -114,7 +114,7 @@ def test_pyfakefs_internals_are_where_we_hook():
 
     # after install(): faultsim's wrappers are in place
     install()
-    ours = "faultsim.interpose.fs"
+    ours = "faultsim.inprocess.fs"
     assert fake_file.FakeFile.set_initial_contents.__module__ == ours
     size = inspect.getattr_static(fake_file.FakeFile, "size")
     assert isinstance(size, property) and size.fset is not None

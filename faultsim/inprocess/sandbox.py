@@ -15,7 +15,7 @@ from ..agent import AgentEnv, outcome_of, run_agent
 from ..crashmodel import CrashState, power_states, process_state
 from ..errors import KillDidNotLand, StoreNeedsSubprocess
 from ..interpose.determinism import seeded
-from ..interpose.fs import FsInterposer, install
+from .fs import FsInterposer, install
 from ..killpoints import KillPoint
 from ..oracle import RESUME_GUARDS, CrashRun, Golden, judge
 from ..pipeline.golden import CleanRun, golden_checked

@@ -1,7 +1,8 @@
-"""Interposers: what turns an agent's writes into trace events and kill points. `fs` hooks
-pyfakefs (the in-process backend's file system); `sqlite` and `redis` trace the two
-database stores (used by the subprocess backend); `determinism` seeds uuid, random and
-temporary names per incarnation.
+"""Interposers both backends share: what turns an agent's database writes into trace events
+and kill points, and what makes an incarnation deterministic. `sqlite` and `redis` trace the
+two database stores (used by the subprocess backend); `determinism` seeds uuid, random and
+temporary names per incarnation. The in-process file interposer hooks pyfakefs, so it lives
+with its backend (`inprocess/fs.py`).
 
-May import: the bottom layer (trace, crashmodel) and their third-party library (pyfakefs,
-sqlite3, redis); `fs` is imported only by the in-process side."""
+May import: the bottom layer (trace, crashmodel) and their third-party library (sqlite3,
+redis); never pyfakefs, so the subprocess backend can load this package."""
