@@ -6,8 +6,9 @@ pyfakefs and the engine (PEP 562 lazy attributes).
 
 Layers, each importing only from those before it (tests/test_layers.py): (1) errors,
 _version, trace, killpoints, crashmodel, token: the standard library only; (2) world/,
-model/, scenario, agent, runner; (3) oracle, report, pipeline/ (mode-neutral: incarnation,
-golden run, sweep bookkeeping); (4) the backends inprocess/ (pyfakefs) and real/
+model/, scenario, agent (the contract), runner; (3) oracle, report, options (one validated
+ExploreOptions), loading (--agent specs), pipeline/ (mode-neutral: incarnation, golden run,
+sweep bookkeeping); (4) the backends inprocess/ (pyfakefs) and real/
 (subprocesses), never each other; (5) engine (the orchestrator), schedule, session,
 schedule_search, strategies, pointwise, replayer, formats/; (6) cli, plugin, fixture,
 console, junit, adapters/.
@@ -20,8 +21,8 @@ from typing import TYPE_CHECKING, Any
 from ._version import __version__
 
 _PUBLIC = {
-    "AgentEnv": "agent", "AgentLoadError": "agent", "Outcome": "agent",
-    "load_factory": "agent",
+    "AgentEnv": "agent", "AgentLoadError": "loading", "Outcome": "agent",
+    "load_factory": "loading",
     "NonDeterminismError": "errors", "explore": "engine",
     "CATEGORIES": "killpoints", "KillPoint": "killpoints",
     "replay": "replayer",
@@ -52,7 +53,8 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:  # for type checkers and IDEs: the same names, eagerly
-    from .agent import AgentEnv, AgentLoadError, Outcome, load_factory
+    from .agent import AgentEnv, Outcome
+    from .loading import AgentLoadError, load_factory
     from .engine import explore
     from .errors import NonDeterminismError
     from .killpoints import CATEGORIES, KillPoint

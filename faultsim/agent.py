@@ -9,14 +9,12 @@ under `env.workdir` if an earlier incarnation left any, and returns the outcome:
 """
 from __future__ import annotations
 
-import importlib
 import inspect
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 
-from .errors import UsageError
 
 if TYPE_CHECKING:
     import anthropic
@@ -100,83 +98,3 @@ def outcome_of(result: Any) -> Outcome:
                    tokens_used=getattr(result, "tokens_used", None),
                    steps=getattr(result, "steps", None),
                    escalation=getattr(result, "escalation", None))
-
-
-class AgentLoadError(UsageError):
-    """`--agent MODULE[:ATTR]` does not name an importable factory."""
-
-
-def _import_file(spec: str, path: str) -> Any:
-    import importlib.util
-    import sys
-    from pathlib import Path
-
-    file = Path(path)
-    if not file.is_file():
-        raise AgentLoadError(f"agent {spec!r}: no such file {path!r}")
-    name = f"_faultsim_agent_{file.stem}"
-    module_spec = importlib.util.spec_from_file_location(name, file)
-    if module_spec is None or module_spec.loader is None:
-        raise AgentLoadError(f"agent {spec!r}: {path!r} is not a Python file")
-    module = importlib.util.module_from_spec(module_spec)
-    sys.modules[name] = module  # so pickling and dataclasses find it
-    sys.path.insert(0, str(file.resolve().parent))  # its own imports, as `python FILE` has
-    module_spec.loader.exec_module(module)
-    return module
-
-
-def load_factory(spec: str) -> Callable[[AgentEnv], Any]:
-    """`package.module` (attribute `make_agent`), `package.module:attr`, or a file:
-    `path/to/agent.py[:attr]`."""
-    module_name, _, attr = spec.rpartition(":") if spec.count(":") else (spec, "", "")
-    attr = attr or "make_agent"
-    if not module_name:
-        raise AgentLoadError(f"agent {spec!r}: expected MODULE, MODULE:ATTR or FILE.py[:ATTR]")
-    try:
-        if module_name.endswith(".py") or "/" in module_name:
-            module = _import_file(spec, module_name)
-        else:
-            module = importlib.import_module(module_name)
-    except AgentLoadError:
-        raise
-    except ModuleNotFoundError as exc:
-        if exc.name and module_name.startswith(exc.name):
-            raise AgentLoadError(f"agent {spec!r}: no module named {exc.name!r}") from None
-        raise AgentLoadError(f"agent {spec!r}: importing it failed: {exc}") from None
-    except Exception as exc:
-        raise AgentLoadError(f"agent {spec!r}: importing it failed: "
-                             f"{type(exc).__name__}: {exc}") from None
-    factory = getattr(module, attr, None)
-    if not callable(factory):
-        raise AgentLoadError(f"agent {spec!r}: module {module_name!r} has no callable "
-                             f"{attr!r}")
-    return factory
-
-
-LANGGRAPH = "langgraph:"  # agent spec langgraph:MODE: the scenario's [langgraph] graph
-LANGGRAPH_MODES = ("sync", "async", "exit")  # LangGraph's durability modes
-
-
-def factory_for(spec: str, scenario: Any = None) -> Callable[[AgentEnv], Any]:
-    """`load_factory`, plus `langgraph:MODE`: the graph a scenario's [langgraph] table names,
-    run by faultsim's LangGraph adapter with durability MODE (sync, async or exit).
-    `scenario` is a Scenario or its file, read only for a `langgraph:` spec."""
-    if not spec.startswith(LANGGRAPH):
-        return load_factory(spec)
-    if isinstance(scenario, (str, Path)):
-        from .scenario import load_scenario
-
-        scenario = load_scenario(scenario)
-    spec_lg = getattr(scenario, "langgraph", None)
-    if spec_lg is None:
-        raise AgentLoadError(f"agent {spec!r} runs a scenario's [langgraph] graph; "
-                             f"{getattr(scenario, 'path', 'this scenario')} has none")
-    try:
-        from .adapters.langgraph import graph_agent
-    except ImportError as exc:
-        raise AgentLoadError(str(exc)) from None
-    try:
-        return graph_agent(load_factory(spec_lg.graph), durability=spec[len(LANGGRAPH):],
-                           human_reply=spec_lg.human_reply)
-    except ValueError as exc:
-        raise AgentLoadError(f"agent {spec!r}: {exc}") from None

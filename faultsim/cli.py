@@ -68,7 +68,7 @@ def _check_plan(plan, scenario, ns: argparse.Namespace, progress) -> None:
 
 
 def _durability_modes(asked: str | None) -> list[str]:
-    from .agent import LANGGRAPH_MODES
+    from .loading import LANGGRAPH_MODES
 
     modes = [m.strip() for m in (asked or ",".join(LANGGRAPH_MODES)).split(",") if m.strip()]
     bad = [m for m in modes if m not in LANGGRAPH_MODES]
@@ -81,7 +81,7 @@ def _durability_modes(asked: str | None) -> list[str]:
 def _agents(scenario, ns: argparse.Namespace, modes: list[str]) -> list[str]:
     """The agent specs to explore a scenario with: --agent, or for a LangGraph scenario
     one `langgraph:MODE` per durability mode (unless --agent names one)."""
-    from .agent import LANGGRAPH
+    from .loading import LANGGRAPH
 
     if scenario.langgraph is None:
         if ns.agent.startswith(LANGGRAPH):
@@ -132,7 +132,7 @@ def _run_subprocess(sc, ns: argparse.Namespace, agent: str, crash_model, only, p
 def cmd_run(ns: argparse.Namespace) -> int:
     import json
 
-    from .agent import LANGGRAPH, factory_for, load_factory
+    from .loading import LANGGRAPH, factory_for, load_factory
     from .console import Progress, print_run
     from .engine import explore
     from .report import Report
@@ -200,7 +200,7 @@ def cmd_run(ns: argparse.Namespace) -> int:
 
 
 def cmd_list(ns: argparse.Namespace) -> int:
-    from .agent import LANGGRAPH, factory_for, load_factory
+    from .loading import LANGGRAPH, factory_for, load_factory
     from .engine import survey
     from .killpoints import categories
     from .scenario import format_duration, load_scenario
@@ -265,7 +265,7 @@ def _agent_version(spec: str) -> str:
 
 
 def cmd_formats_record(ns: argparse.Namespace) -> int:
-    from .agent import load_factory
+    from .loading import load_factory
     from .formats import record_corpus
     from .scenario import load_scenario
 
@@ -283,7 +283,7 @@ def cmd_formats_record(ns: argparse.Namespace) -> int:
 
 
 def cmd_formats_check(ns: argparse.Namespace) -> int:
-    from .agent import load_factory
+    from .loading import load_factory
     from .formats import Corpus, check_corpus
 
     failed = 0
@@ -319,7 +319,7 @@ def cmd_formats_check(ns: argparse.Namespace) -> int:
 def cmd_replay(ns: argparse.Namespace) -> int:
     import json
 
-    from .agent import factory_for
+    from .loading import factory_for
     from .replayer import replay
     from .token import ReplayToken
 

@@ -6,7 +6,7 @@
     │   │                     the test with the one-line message
     │   ├── fixture.FaultsimUsageError     a pytest marker or --faultsim-* option
     │   ├── scenario.ScenarioError         (also ValueError) a scenario file
-    │   ├── agent.AgentLoadError           --agent names no importable factory
+    │   ├── loading.AgentLoadError         --agent names no importable factory
     │   ├── token.TokenError               (also ValueError) a replay token
     │   ├── formats.corpus.CorpusError     (also ValueError) a format corpus
     │   ├── StoreNeedsSubprocess           (also ValueError) an SQLite/Redis store in-process

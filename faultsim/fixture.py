@@ -107,7 +107,7 @@ def factory_and_name(agent: Any, scenario: str | None = None) -> tuple[Callable,
     or "langgraph:MODE" for the graph a scenario's [langgraph] table names)."""
     import types
 
-    from .agent import AgentLoadError, factory_for
+    from .loading import AgentLoadError, factory_for
 
     if isinstance(agent, str):
         try:
@@ -420,7 +420,7 @@ class FaultsimFixture:
             elif make_agent is None and self.settings is not None and self.settings.agent:
                 factory, _ = self.settings.resolve_agent(None)
             else:
-                from .agent import load_factory
+                from .loading import load_factory
 
                 factory = load_factory(make_agent or corpus.agent)
             verdicts = check_corpus(factory, corpus)

@@ -19,7 +19,7 @@ def replay(token: str | ReplayToken, make_agent: Callable | None = None,
            timeout: float | None = 30.0) -> ScheduleResult:
     """Re-run the schedule a token names, on the scenario and agent it names (or on
     `make_agent`, e.g. a fixed version of the agent), and judge it."""
-    from .agent import factory_for
+    from .loading import factory_for
 
     if isinstance(token, str):
         token = ReplayToken.decode(token)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from faultsim import cli, errors
-from faultsim.agent import AgentLoadError
+from faultsim.loading import AgentLoadError
 from faultsim.fixture import FaultsimUsageError, known_errors
 from faultsim.formats.corpus import CorpusError
 from faultsim.real.explore import SubprocessModeError

@@ -414,7 +414,7 @@ EXAMPLE = ROOT / "examples" / "jsonl_transcript"
 
 
 def _example(attr):
-    from faultsim.agent import load_factory
+    from faultsim.loading import load_factory
 
     return load_factory(f"{EXAMPLE / 'agent.py'}:{attr}")
 

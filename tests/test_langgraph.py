@@ -26,7 +26,7 @@ from faultsim import load_scenario
 from faultsim.adapters.langgraph import (CHECKPOINTER_KEY, DURABILITY_MODES, effect,
                                          graph_agent)
 from faultsim.adapters.langgraph.verdicts import classify, rows, table
-from faultsim.agent import factory_for
+from faultsim.loading import factory_for
 from faultsim.engine import explore
 from faultsim.inprocess.sandbox import Explorer
 from faultsim.killpoints import kill_points

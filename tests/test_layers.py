@@ -13,9 +13,9 @@ ROOT = Path(__file__).resolve().parent.parent / "faultsim"
 # The few imports that point upwards, made inside a function so that they run only when
 # needed; each is left out of the cycle check, with why.
 LAZY_UPWARD = {
-    # an --agent spec "langgraph:MODE" builds a LangGraph agent: the contract module
-    # resolves it without importing LangGraph (and the adapter) for every other agent
-    ("faultsim.agent", "faultsim.adapters.langgraph"),
+    # an --agent spec "langgraph:MODE" builds a LangGraph agent: spec resolution imports
+    # the adapter (and LangGraph) only for such a spec, never for every other agent
+    ("faultsim.loading", "faultsim.adapters.langgraph"),
 }
 
 # Imported by no faultsim module at import time from the bottom layer: the standard library.
@@ -183,3 +183,13 @@ def test_the_bottom_layer_needs_only_the_standard_library():
             top = imp.target.split(".")[0]
             assert imp.target in BOTTOM or (top != "faultsim" and top in
                                             sys.stdlib_module_names), f"{imp}"
+
+
+def test_the_contract_reaches_no_adapter_and_no_spec_resolution():
+    # agent.py is what a user's factory is written against: it must load without any
+    # adapter (LangGraph), the loader, or the machinery that runs agents
+    direct = {i.target for i in IMPORTS["faultsim.agent"]}  # lazy ones included
+    reached = _reach("faultsim.agent", _edges()) | direct
+    assert not {r for r in reached if r.startswith(("faultsim.adapters", "faultsim.loading",
+                                                    "faultsim.engine", "faultsim.inprocess",
+                                                    "faultsim.real"))}

@@ -38,7 +38,7 @@ def test_a_violation_takes_its_rule_code_from_the_registry():
 
 def test_violations_carry_their_facts_so_no_consumer_parses_prose():
     from faultsim import explore, load_scenario
-    from faultsim.agent import load_factory
+    from faultsim.loading import load_factory
 
     from conftest import DATA
 

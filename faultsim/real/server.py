@@ -57,7 +57,8 @@ def _setup(init: dict) -> Context:
     importlib.import_module("anthropic")  # the expensive import, paid once here
     import freezegun
 
-    from ..agent import Store, factory_for
+    from ..agent import Store
+    from ..loading import factory_for
     from ..interpose import sqlite as sqlite_trace
     from ..scenario import load_scenario
     from . import fstrace

@@ -30,7 +30,8 @@ import inspect
 import json
 from typing import Any, Callable, Iterable, Iterator, Mapping
 
-from ...agent import LANGGRAPH_MODES, AgentEnv, Outcome
+from ...agent import AgentEnv, Outcome
+from ...loading import LANGGRAPH_MODES
 
 try:
     from langchain_anthropic import ChatAnthropic
