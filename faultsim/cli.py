@@ -93,76 +93,50 @@ def _agents(scenario, ns: argparse.Namespace, modes: list[str]) -> list[str]:
     return [LANGGRAPH + m for m in modes]
 
 
-def _mode_for(scenario, asked: str) -> str:
-    needs = scenario.store.needs_subprocess
-    if scenario.langgraph is not None and asked == "subprocess" and not needs:
-        raise UsageError(f"{scenario.path}: this LangGraph scenario's checkpointer is "
-                         "LangGraph's in-memory one, kept in faultsim's world: it runs "
-                         "in-process (a [store] kind = \"sqlite\" runs SqliteSaver on a real "
-                         "file, in subprocess mode)")
-    if asked == "auto":
-        return "subprocess" if needs else "in-process"
-    if asked == "in-process" and needs:
-        raise UsageError(f"{scenario.path}: store.kind = {scenario.store.kind!r} writes below "
-                         "Python's file layer, which the in-process mode cannot see: run it "
-                         "with --mode subprocess (or leave --mode at auto)")
-    return asked
+def _options(ns: argparse.Namespace, only=None):
+    """The run's ExploreOptions, from the flags; an out-of-range flag is named as typed."""
+    from .options import ExploreOptions, OptionError
 
-
-def _run_subprocess(sc, ns: argparse.Namespace, agent: str, crash_model, only, progress,
-                    plan):
-    from .real.explore import SubprocessModeError, explore_subprocess
-
-    models = [crash_model] if isinstance(crash_model, str) else list(crash_model)
-    if ns.crash_model is None and "process" in models:
-        models = ["process"]  # the profile's power model stays with the in-process mode
-    crashes = ns.crashes or sc.profile.crashes
-    if crashes > 1:
-        print(f"{sc.id}: subprocess mode explores single crashes (crashes during recovery "
-              "run in-process)", file=sys.stderr)
     try:
-        return explore_subprocess(agent, sc, agent_name=agent, only=only,
-                                  timeout=ns.timeout, seed=ns.seed,
-                                  workers=ns.workers or os.cpu_count() or 1,
-                                  crash_model=models, progress=progress, plan=plan)
-    except SubprocessModeError as exc:
-        raise UsageError(f"{sc.path}: {exc}") from None
+        return ExploreOptions(crash_model=ns.crash_model, crashes=ns.crashes, seed=ns.seed,
+                              timeout=ns.timeout, workers=ns.workers, only=only,
+                              search=ns.search, search_seconds=ns.search_seconds,
+                              mode=ns.mode)
+    except OptionError as exc:
+        raise UsageError(f"--{exc.field.replace('_', '-')} {exc.value}: expected "
+                         f"{exc.expected}") from None
 
 
 def cmd_run(ns: argparse.Namespace) -> int:
     import json
 
-    from .loading import LANGGRAPH, factory_for, load_factory
     from .console import Progress, print_run
-    from .engine import explore
+    from .engine import run
+    from .loading import LANGGRAPH, load_factory
     from .report import Report
     from .scenario import load_scenario
 
-    scenarios = [load_scenario(p) for p in scenario_paths(ns.scenarios)]
-    factory = None if ns.agent.startswith(LANGGRAPH) else load_factory(ns.agent)
-    modes = _durability_modes(ns.durability)
     only = None
     if ns.kill_point:
         wanted = set(ns.kill_point)
         only = lambda point: point.id in wanted  # noqa: E731
+    options = _options(ns, only)
+    scenarios = [load_scenario(p) for p in scenario_paths(ns.scenarios)]
+    factory = None if ns.agent.startswith(LANGGRAPH) else load_factory(ns.agent)
+    modes = _durability_modes(ns.durability)
     report = Report()
     graphs = []  # runs of LangGraph scenarios: summed up per durability mode at the end
     for sc, agent in ((sc, agent) for sc in scenarios for agent in _agents(sc, ns, modes)):
-        crash_model = ns.crash_model or list(sc.profile.crash_models)
-        mode = _mode_for(sc, ns.mode)
+        resolved = options.resolve(sc)
+        if resolved.mode == "subprocess" and resolved.crashes > 1:
+            print(f"{sc.id}: subprocess mode explores single crashes (crashes during "
+                  "recovery run in-process)", file=sys.stderr)
         progress = Progress(sc.id if agent == ns.agent else f"{sc.id} [{agent}]")
         check = lambda plan, sc=sc, progress=progress: _check_plan(  # noqa: E731
             plan, sc, ns, progress)
         try:
-            if mode == "subprocess":
-                part = _run_subprocess(sc, ns, agent, crash_model, only, progress, check)
-            else:
-                part = explore(factory if agent == ns.agent and factory else
-                               factory_for(agent, sc), sc, crash_model=crash_model,
-                               agent_name=agent, only=only, timeout=ns.timeout,
-                               workers=ns.workers, crashes=ns.crashes, seed=ns.seed,
-                               search=ns.search, search_seconds=ns.search_seconds,
-                               progress=progress, plan=check)
+            part = run(sc, resolved, make_agent=factory if agent == ns.agent else None,
+                       spec=agent, agent_name=agent, progress=progress, plan=check)
         finally:
             progress.close()
         for run in part.runs:
@@ -456,14 +430,6 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     ns = build_parser().parse_args(argv)
-    crashes = getattr(ns, "crashes", None)
-    if crashes is not None and crashes < 1:
-        print("faultsim: error: --crashes must be at least 1", file=sys.stderr)
-        return EXIT_USAGE
-    if getattr(ns, "search", None) is not None and (ns.search < 1 or (ns.crashes or 2) < 2):
-        print("faultsim: error: --search needs a positive number of examples and --crashes "
-              "2 or more (single crashes are always explored exhaustively)", file=sys.stderr)
-        return EXIT_USAGE
     try:
         with _sigterm_unwinds():
             return ns.func(ns)

@@ -7,6 +7,7 @@ bookkeeping) and `inprocess/` (the pyfakefs sandbox and its executors). The name
 used to have here are re-exported below for callers of `faultsim.engine`."""
 from __future__ import annotations
 
+import os
 from typing import Any, Callable, Iterable
 
 import freezegun.api as _real_time  # time.perf_counter is frozen in here; these are not
@@ -14,7 +15,7 @@ import freezegun.api as _real_time  # time.perf_counter is frozen in here; these
 from .agent import AgentEnv
 from .crashmodel import CRASH_MODELS
 from .errors import (AgentFailedCleanly, KillDidNotLand, NonDeterminismError,  # noqa: F401
-                     StoreNeedsSubprocess, WorkerDied)
+                     StoreNeedsSubprocess, UsageError, WorkerDied)
 from .inprocess.counting import count_crash_states
 from .inprocess.forking import ForkAt, sweep_forking  # noqa: F401
 from .inprocess.pairs import sweep_pairs
@@ -23,7 +24,7 @@ from .inprocess.replaying import sweep_replaying
 from .inprocess.sandbox import SANDBOX, Explorer, KillAt  # noqa: F401
 from .killpoints import KillPoint, kill_points
 from .pipeline.incarnation import Incarnation, IncarnationTimeout, world_signature  # noqa: F401
-from .options import check_crashes, check_shard, crash_models, select
+from .options import ExploreOptions, select
 from .pipeline.sweep import (Earlier, Plan, ResumeResult, Sweep,  # noqa: F401
                              schedule_violations)
 from .report import ModelRun, Report
@@ -61,27 +62,60 @@ def explore(make_agent: Callable[[AgentEnv], Any], scenario: Scenario, *,
     how many kill points and first crash states there are (one extra clean run counts
     them).
     """
-    import os
+    options = ExploreOptions(crash_model=crash_model, crashes=crashes, seed=seed,
+                             timeout=timeout, workers=workers, shard=shard, only=only,
+                             search=search, search_seconds=search_seconds, database=database,
+                             equivalences=equivalences, mode="in-process")
+    return explore_in_process(make_agent, scenario, options.resolve(scenario),
+                              agent_name=agent_name, progress=progress, plan=plan)
 
-    if crash_model is None:
-        crash_model = list(scenario.profile.crash_models)
-    if crashes is None:
-        crashes = scenario.profile.crashes
-    check_crashes(crashes)
-    check_shard(shard)
+
+def run(scenario: Scenario, options: ExploreOptions, *,
+        make_agent: Callable[[AgentEnv], Any] | None = None, spec: str | None = None,
+        agent_name: str | None = None, progress: Callable[..., None] | None = None,
+        plan: Callable[["Plan"], None] | None = None) -> Report:
+    """The one mode dispatch: explore `scenario` in the mode `options` resolve to. The
+    in-process mode runs `make_agent` (or the factory `spec` names); subprocess mode needs
+    `spec`, which its fork servers import themselves."""
+    options = options.resolve(scenario)
+    if options.mode == "subprocess":
+        from .real.explore import explore_resolved
+
+        if spec is None:
+            raise UsageError(f"{scenario.path}: subprocess mode imports the agent by name: "
+                             "give a module-level factory or 'module:attr'")
+        return explore_resolved(spec, scenario, options, agent_name=agent_name or spec,
+                                progress=progress, plan=plan)
+    if make_agent is None:
+        from .loading import factory_for
+
+        if spec is None:
+            raise UsageError(f"{scenario.path}: no agent to explore")
+        make_agent = factory_for(spec, scenario)
+    return explore_in_process(make_agent, scenario, options, agent_name=agent_name or spec,
+                              progress=progress, plan=plan)
+
+
+def explore_in_process(make_agent: Callable[[AgentEnv], Any], scenario: Scenario,
+                       options: ExploreOptions, *, agent_name: str | None = None,
+                       progress: Callable[..., None] | None = None,
+                       plan: Callable[["Plan"], None] | None = None) -> Report:
+    """The in-process exploration, phase by phase, with resolved `options`."""
     name = agent_name or getattr(make_agent, "__module__", "agent")
-    models = crash_models(crash_model)
-    if workers is None:
-        workers = os.cpu_count() or 1
+    models, crashes, shard = options.models, options.crashes, options.shard
+    workers = options.workers
     report = Report()
     started = _real_time.real_perf_counter()
-    with Explorer(make_agent, scenario, agent_name=name, timeout=timeout, seed=seed) as ex:
+    with Explorer(make_agent, scenario, agent_name=name, timeout=options.timeout,
+                  seed=options.seed) as ex:
         golden = ex.golden()
         points = kill_points(golden.trace)
-        chosen = select(points, only, shard)
+        chosen = select(points, options.only, shard)
         runs = {m: ModelRun(scenario=scenario, agent=name, crash_model=m, kill_points=points,
-                            explored=chosen, seed=seed, crashes=crashes) for m in models}
-        sweep = Sweep(golden, runs, equivalences=equivalences, keep_traces=crashes >= 2)
+                            explored=chosen, seed=options.seed, crashes=crashes)
+                for m in models}
+        sweep = Sweep(golden, runs, equivalences=options.equivalences,
+                      keep_traces=crashes >= 2)
         if plan is not None:
             plan(Plan(scenario.id, len(points), len(chosen),
                       count_crash_states(ex, chosen, models), crashes))
@@ -94,23 +128,21 @@ def explore(make_agent: Callable[[AgentEnv], Any], scenario: Scenario, *,
         report.sweep_seconds += _real_time.real_perf_counter() - sweep_started
         report.golden_seconds += golden_seconds
         position = {p.id: n for n, p in enumerate(chosen)}
-        if crashes >= 2 and not (search and crashes == 2):
+        if crashes >= 2 and not (options.search and crashes == 2):
             sweep_pairs(ex, sweep, models, position, workers, progress)
-        probe = version_probe(ex, golden) if only is None and (shard is None or
-                                                               shard[0] == 1) else None
+        probe = version_probe(ex, golden) if options.first_shard else None
         seconds = _real_time.real_perf_counter() - started
         first = runs[models[0]]
         if probe is not None:
             first.probes.append(probe)
-        for run in runs.values():
-            run.verdicts.sort(key=lambda v: (position[v.kill_point.id], v.order))
-            run.seconds = seconds * len(run.verdicts) / max(1, sum(len(r.verdicts)
-                                                                  for r in runs.values()))
-            report.runs.append(run)
-    exhaustive = 1 if search and crashes == 2 else min(crashes, 2)
-    if crashes > exhaustive and only is None and (shard is None or shard[0] == 1):
-        _search(make_agent, scenario, report, name, timeout, seed, exhaustive + 1, crashes,
-                search or 200, search_seconds, database, progress)
+        for run_ in runs.values():
+            run_.verdicts.sort(key=lambda v: (position[v.kill_point.id], v.order))
+            run_.seconds = seconds * len(run_.verdicts) / max(1, sum(len(r.verdicts)
+                                                                    for r in runs.values()))
+            report.runs.append(run_)
+    exhaustive = 1 if options.search and crashes == 2 else min(crashes, 2)
+    if crashes > exhaustive and options.first_shard:
+        _search(make_agent, scenario, report, name, options, exhaustive + 1, progress)
     return report
 
 
@@ -125,12 +157,13 @@ def survey(make_agent: Callable[[AgentEnv], Any], scenario: Scenario, *,
         return points, count_crash_states(ex, points, list(CRASH_MODELS))
 
 
-def _search(make_agent, scenario, report: Report, name: str, timeout, seed: str,
-            min_crashes: int, max_crashes: int, examples: int, seconds, database,
-            progress) -> None:
+def _search(make_agent, scenario, report: Report, name: str, options: ExploreOptions,
+            min_crashes: int, progress) -> None:
     """Schedules beyond the exhaustive sweep, searched with hypothesis, per crash model."""
     from .session import Session
     from .schedule_search import search
+
+    seed, timeout, max_crashes = options.seed, options.timeout, options.crashes
 
     for run in report.runs:
         if progress is not None:
@@ -138,7 +171,8 @@ def _search(make_agent, scenario, report: Report, name: str, timeout, seed: str,
         with Session(make_agent, scenario, crash_model=run.crash_model, seed=seed,
                      timeout=timeout, agent_name=name) as session:
             found = search(session, max_crashes=max_crashes, min_crashes=min_crashes,
-                           examples=examples, seconds=seconds, seed=seed, database=database)
+                           examples=options.search or 200, seconds=options.search_seconds,
+                           seed=seed, database=options.database)
         stats = run.depth(max_crashes)
         stats.searched += found.tried
         stats.seconds += found.seconds

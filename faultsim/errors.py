@@ -10,7 +10,8 @@
     │   ├── token.TokenError               (also ValueError) a replay token
     │   ├── formats.corpus.CorpusError     (also ValueError) a format corpus
     │   ├── StoreNeedsSubprocess           (also ValueError) an SQLite/Redis store in-process
-    │   ├── real.explore.SubprocessModeError  (also ValueError) e.g. power loss there
+    │   ├── SubprocessModeError            (also ValueError) e.g. power loss there
+    │   ├── options.OptionError            (also ValueError) a setting out of range
     │   └── schedule.NoSuchKillPoint       (also LookupError) a point never reached
     ├── AgentFinding          the agent under test is at fault before any rule is judged:
     │   │                     the CLI exits 1 (like a violation), the plugin fails the test
@@ -64,6 +65,10 @@ KNOWN = (UsageError, AgentFinding)
 # (their module is named in the tree above) and subclass the bases here.
 class StoreNeedsSubprocess(UsageError, ValueError):
     """A scenario whose checkpoints live in SQLite or Redis, given to the in-process mode."""
+
+
+class SubprocessModeError(UsageError, ValueError):
+    """A request subprocess mode cannot honour (named in words), e.g. a power loss."""
 
 
 # -- findings about the agent ---------------------------------------------------------------

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, Callable
 import pytest
 
 from .errors import KNOWN, UsageError
-from .options import in_shard
+from .options import MODES, ExploreOptions, OptionError, in_shard  # noqa: F401
 
 if TYPE_CHECKING:
     from .killpoints import KillPoint
@@ -34,7 +34,6 @@ if TYPE_CHECKING:
 MARKER = "faultsim"
 _MARKER_KEYS = ("scenario", "agent", "crash_model", "crashes", "seed", "timeout",
                 "categories", "kill_points", "mode")
-MODES = ("auto", "in-process", "subprocess")
 DEFAULTS = {"crash_model": "process", "crashes": 2, "seed": "0", "timeout": 30.0}
 
 
@@ -93,6 +92,11 @@ class Settings:
     kill_points: bool  # one test item per kill point
     mode: str = "auto"  # auto | in-process | subprocess (auto: subprocess for a database store)
 
+    def options(self, **more: Any) -> ExploreOptions:
+        """These settings (already validated) as the options of one exploration."""
+        return ExploreOptions(crash_model=self.crash_model, crashes=self.crashes,
+                              seed=self.seed, timeout=self.timeout, mode=self.mode, **more)
+
     def resolve_agent(self, agent: Any = None) -> tuple[Callable, str]:
         agent = agent if agent is not None else self.agent
         if agent is None:
@@ -150,16 +154,17 @@ def settings_for(node: Any, options: Options) -> Settings | None:
         scenario = str(resolve_scenario(scenario, node))
     profile = _profile_of(scenario)
     crash_model = options.crash_model or kwargs.get("crash_model", profile["crash_model"])
-    if crash_model not in ("process", "power", "all"):
-        raise FaultsimUsageError(f"{where}: crash_model={crash_model!r}: expected process, "
-                                 "power or all")
     crashes = options.crashes if options.crashes is not None else \
         kwargs.get("crashes", profile["crashes"])
-    if not isinstance(crashes, int) or crashes < 1:
-        raise FaultsimUsageError(f"{where}: crashes={crashes!r}: expected an integer >= 1")
     timeout = kwargs.get("timeout", DEFAULTS["timeout"])
-    if timeout is not None and (not isinstance(timeout, (int, float)) or timeout <= 0):
-        raise FaultsimUsageError(f"{where}: timeout={timeout!r}: expected seconds > 0 or None")
+    seed = options.seed if options.seed is not None else str(kwargs.get("seed",
+                                                                        DEFAULTS["seed"]))
+    mode = kwargs.get("mode", "auto")
+    try:  # the one validation of every exploration setting
+        ExploreOptions(crash_model=crash_model, crashes=crashes, timeout=timeout, seed=seed,
+                       mode=mode)
+    except OptionError as exc:
+        raise FaultsimUsageError(f"{where}: {exc}") from None
     categories = kwargs.get("categories")
     if categories is not None:
         from .killpoints import CATEGORIES
@@ -170,11 +175,6 @@ def settings_for(node: Any, options: Options) -> Settings | None:
             raise FaultsimUsageError(f"{where}: unknown kill-point categor"
                                      f"{'y' if len(bad) == 1 else 'ies'} {', '.join(bad)}; "
                                      f"expected some of {', '.join(CATEGORIES)}")
-    seed = options.seed if options.seed is not None else str(kwargs.get("seed",
-                                                                        DEFAULTS["seed"]))
-    mode = kwargs.get("mode", "auto")
-    if mode not in MODES:
-        raise FaultsimUsageError(f"{where}: mode={mode!r}: expected {', '.join(MODES)}")
     if mode == "subprocess" and kwargs.get("kill_points"):
         raise FaultsimUsageError(f"{where}: kill_points=True items run in-process; explore "
                                  "in subprocess mode with one test (faultsim.check())")
@@ -338,50 +338,24 @@ class FaultsimFixture:
             report = self._explorer().check(self._param.id)
             self._note(report, "kill point")
             return report
-        from .engine import explore
+        from .engine import run
+        from .scenario import load_scenario
 
         settings = self._settings_for(scenario)
         factory, name = settings.resolve_agent(make_agent)
         left = state.budget_left()
         if left is not None and left <= 0:
             self._skip_for_budget()
-        from .scenario import load_scenario
-
         categories = settings.categories
         scenario_ = load_scenario(settings.scenario)
-        if settings.mode == "subprocess" or (settings.mode == "auto"
-                                             and scenario_.store.needs_subprocess):
-            report = self._explore_subprocess(settings, name, scenario_)
-            self._note(report, "scenario")
-            return report
-        report = explore(factory, scenario_,
-                         crash_model=settings.crash_model, agent_name=name,
-                         timeout=settings.timeout, seed=settings.seed,
-                         crashes=settings.crashes, shard=state.options.shard,
-                         only=(lambda p: p.category in categories) if categories else None,
-                         search_seconds=left)
+        options = settings.options(
+            shard=state.options.shard, search_seconds=left,
+            only=(lambda p: p.category in categories) if categories else None)
+        # subprocess mode imports the agent by name; a factory without one cannot go there
+        report = run(scenario_, options, make_agent=factory, agent_name=name,
+                     spec=None if name == "agent" else name)
         self._note(report, "scenario")
         return report
-
-    def _explore_subprocess(self, settings: Settings, name: str, scenario: Any) -> "Report":
-        """Real processes on a real directory (`mode="subprocess"`, or a scenario whose
-        checkpoints live in SQLite or Redis): the fork servers import the agent by name."""
-        import os
-
-        from .real.explore import SubprocessModeError, explore_subprocess
-
-        if ":" not in name and name == "agent":
-            raise FaultsimUsageError("subprocess mode imports the agent by name: give a "
-                                     "module-level factory or 'module:attr'")
-        categories = settings.categories
-        try:
-            return explore_subprocess(
-                name, scenario, agent_name=name, crash_model=settings.crash_model,
-                timeout=settings.timeout, seed=settings.seed, workers=os.cpu_count() or 1,
-                shard=self._state.options.shard,
-                only=(lambda p: p.category in categories) if categories else None)
-        except SubprocessModeError as exc:
-            raise FaultsimUsageError(f"{scenario.path}: {exc}") from None
 
     def check(self, make_agent: Any = None, scenario: Any = None) -> "Report":
         """Explore, and fail the test (a plain AssertionError carrying the counterexample)

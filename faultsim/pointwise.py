@@ -20,7 +20,7 @@ from .inprocess.pairs import sweep_after_first
 from .inprocess.replaying import sweep_replaying
 from .inprocess.sandbox import Explorer
 from .killpoints import KillPoint, kill_points
-from .options import check_crashes, crash_models
+from .options import ExploreOptions
 from .pipeline.sweep import Earlier, Sweep
 from .report import ModelRun, Report
 from .scenario import Scenario
@@ -44,10 +44,11 @@ class PointwiseExplorer:
                  crash_model: str = "process", crashes: int = 2, seed: str = "0",
                  timeout: float | None = 30.0, workers: int = 1,
                  equivalences: bool = True) -> None:
-        check_crashes(crashes)
+        options = ExploreOptions(crash_model=crash_model, crashes=crashes, seed=seed,
+                                 timeout=timeout, mode="in-process")
         self.make_agent, self.scenario, self.agent_name = make_agent, scenario, agent_name
-        self.models = crash_models(crash_model)
-        self.crashes, self.seed, self.timeout = min(crashes, 2), str(seed), timeout
+        self.models = options.models
+        self.crashes, self.seed, self.timeout = min(crashes, 2), options.seed, timeout
         self.workers = workers if hasattr(os, "fork") else 0
         self.equivalences = equivalences
         self.golden = None

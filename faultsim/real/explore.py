@@ -19,9 +19,9 @@ from typing import Any, Callable
 import freezegun.api as _real_time
 
 from ..crashmodel import process_state
-from ..errors import KillDidNotLand, UsageError, WorkerDied
+from ..errors import KillDidNotLand, SubprocessModeError, WorkerDied  # noqa: F401
 from ..killpoints import KillPoint, kill_points
-from ..options import select
+from ..options import ExploreOptions, select
 from ..oracle import RESUME_GUARDS, CrashRun, Golden, judge
 from ..pipeline.golden import CleanRun, compare_traces, golden_checked
 from ..pipeline.incarnation import world_signature
@@ -29,10 +29,6 @@ from ..pipeline.sweep import Plan, ResumeResult, Sweep, masked_digest
 from ..report import ModelRun, Report, ResumeSummary
 from ..scenario import Scenario
 from .pool import ForkServers, JobResult, ServerFailed
-
-
-class SubprocessModeError(UsageError, ValueError):
-    """A request subprocess mode cannot honour (named in words)."""
 
 
 def _job(job_id: Any, *, files: dict | None = None, world: bytes | None = None,
@@ -60,12 +56,22 @@ def explore_subprocess(agent: str, scenario: Scenario, *, agent_name: str | None
     """`agent` is an importable spec (MODULE[:ATTR] or FILE.py[:ATTR]): the fork servers
     import it themselves. `stats`, when given, receives counts (kills landed, resumes,
     seconds) for benchmarks and tests."""
-    models = [crash_model] if isinstance(crash_model, str) else list(crash_model or
-                                                                   ["process"])
-    if models != ["process"]:
-        raise SubprocessModeError(
-            f"subprocess mode crashes processes (SIGKILL) only, not {', '.join(models)}: a "
-            "power loss cannot be staged on a real file system; use the in-process mode")
+    options = ExploreOptions(crash_model=crash_model or "process", crashes=crashes,
+                             seed=seed, timeout=timeout, workers=workers, shard=shard,
+                             only=only, equivalences=equivalences, mode="subprocess")
+    return explore_resolved(agent, scenario, options.resolve(scenario),
+                            agent_name=agent_name, progress=progress, plan=plan,
+                            fork_server=fork_server, stats=stats)
+
+
+def explore_resolved(agent: str, scenario: Scenario, options: ExploreOptions, *,
+                     agent_name: str | None = None,
+                     progress: Callable[..., None] | None = None,
+                     plan: Callable[[Plan], None] | None = None, fork_server: bool = True,
+                     stats: dict | None = None) -> Report:
+    """The subprocess-mode exploration, with resolved `options` (single crashes)."""
+    workers, seed, timeout = options.workers or 1, options.seed, options.timeout
+    only, shard, equivalences = options.only, options.shard, options.equivalences
     report = Report()
     started = _real_time.real_perf_counter()
     with ExitStack() as stack:
