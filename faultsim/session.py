@@ -161,7 +161,8 @@ class Session:
         start = None
         for n in range(count):
             point = choose(n, points, trace)
-            world, states, after_kill = ex.crash(point, model, start)
+            crashed = ex.crash(point, model, start)
+            world, states, after_kill = crashed.world, crashed.states, crashed.after_kill
             order = choose_state(n, len(states))
             state = states[order]
             watch = ex.interposer.last_touched

@@ -257,8 +257,8 @@ def test_a_finished_superstep_call_is_not_run_again():
                   if e.kind == "effect.applied" and e.subject == "payments.submit"][1]
         saved = next(p for p in points if p.index > second and
                      p.category == "after-put-writes")
-        world, states, _ = ex.crash(saved, "process")
-        run = ex.resume(world, states[0], [saved])
+        crashed = ex.crash(saved, "process")
+        run = ex.resume(crashed.world, crashed.states[0], [saved])
     again = [e for e in run.world.ledger.entries if e.incarnation == 2 and
              e.service == "payments" and e.params["invoice"] == "INV-1"]
     assert again == []

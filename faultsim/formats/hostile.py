@@ -139,8 +139,8 @@ class Attack:
         saves = [e.index for e in golden.trace if e.kind == "mark.checkpoint.B"]
         index = saves[min(1, len(saves) - 1)] if saves else len(golden.trace) // 2
         point = KillPoint(index, None, "hostile", "hostile-checkpoint", f"#{index}")
-        self.world, states, _ = self.ex.crash(point, "process")
-        self.files = states[0].as_dict()
+        crashed = self.ex.crash(point, "process")
+        self.world, self.files = crashed.world, crashed.states[0].as_dict()
         self.paths = [p for p, d in self.files.items()
                       if p.rsplit("/", 1)[-1] == self.name and d]
         if not self.paths:

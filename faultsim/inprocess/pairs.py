@@ -49,7 +49,8 @@ def sweep_after_first(ex: Explorer, golden: Golden, runs: dict[str, ModelRun], m
     course. `memo`/`insensitive` share second crash states' verdicts between calls."""
     import os
 
-    world, states, _ = ex.crash(point, model)
+    crashed = ex.crash(point, model)
+    world, states = crashed.world, crashed.states
     if order >= len(states) or states[order].digest() != state.digest():
         raise NonDeterminismError(f"{point.id}: the crash state differs from the one "
                                   "judged before; the agent is not deterministic")

@@ -23,8 +23,8 @@ def version_probe(ex: Explorer, golden: Golden) -> Verdict | None:
     point = KillPoint(index, None, "version-probe", "probe-unknown-version",
                       f"#{index}, every checkpoint.json rewritten with version "
                       f"{PROBE_VERSION}")
-    world, states, _ = ex.crash(point, "process")
-    files = states[0].as_dict()
+    crashed = ex.crash(point, "process")
+    world, files = crashed.world, crashed.states[0].as_dict()
     changed = {}
     for path, data in files.items():
         if path.endswith("checkpoint.json") and data:

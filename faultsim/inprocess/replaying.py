@@ -16,7 +16,8 @@ def sweep_replaying(ex: Explorer, sweep: Sweep, chosen: list[KillPoint], models:
     """The plain executor: for each kill point, run the prefix again, kill, resume."""
     for n, point in enumerate(chosen):
         for model in models:
-            world, states, after_kill = ex.crash(point, model, start)
+            crashed = ex.crash(point, model, start)
+            world, states, after_kill = crashed.world, crashed.states, crashed.after_kill
             signature, watch = world_signature(world), ex.interposer.last_touched
             for i, state in enumerate(states):
                 known = sweep.known(state, signature, watch)

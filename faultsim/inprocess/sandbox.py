@@ -4,6 +4,7 @@ resumed run judged by the oracle."""
 from __future__ import annotations
 
 import importlib
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
@@ -50,6 +51,15 @@ class KillAt:
             self._seal()
             return write.torn(self.point.offset)
         return None
+
+
+@dataclass(frozen=True)
+class Crashed:
+    """One incarnation run into a kill point (`Explorer.crash`)."""
+
+    world: World  # sealed at the kill; unsealed again for the resumed run
+    states: list[CrashState]  # the crash states the crash model allows, in order
+    after_kill: list[str]  # what a killed incarnation still tried to touch (escapes)
 
 
 class Explorer:
@@ -166,7 +176,7 @@ class Explorer:
 
     # -- one crash run --------------------------------------------------------------------
     def crash(self, point: KillPoint, model: str, start: Callable[[], World] | None = None
-              ) -> tuple[World, list[CrashState], list[str]]:
+              ) -> Crashed:
         """Run one incarnation into `point`; return the sealed world and the crash states the
         model allows. `start` prepares a resumed incarnation (a crash during recovery);
         without it the incarnation is the first, on an empty sandbox."""
@@ -188,7 +198,7 @@ class Explorer:
             world.begin_incarnation()  # a restart killed before its first event still began
         states = crash_states(self, model, self.interposer.snapshot())
         world.sealed = False
-        return world, states, list(self.interposer.after_kill)
+        return Crashed(world, states, list(self.interposer.after_kill))
 
     def prepare(self, world: World, state: CrashState) -> None:
         """Put `state` on disk for the next incarnation, as a restart would find it, after
