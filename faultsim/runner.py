@@ -1,13 +1,14 @@
 """One scenario run: a world, a sandbox workdir, and incarnations of the agent in it."""
 from __future__ import annotations
 
+import importlib
 import tempfile
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from .agent import AgentEnv, Outcome, outcome_of, run_agent
+from .agent import AgentEnv, Outcome, outcome_of, run_incarnation
 from .scenario import Scenario
 from .world import World
 
@@ -58,6 +59,9 @@ class ScenarioRun:
         self.record: RunRecord | None = None
 
     def __enter__(self) -> "ScenarioRun":
+        # the SDK builds its pydantic models at import: under the frozen clock they would
+        # meet freezegun's FakeDatetime and fail (a first run in a fresh interpreter)
+        importlib.import_module("anthropic")
         if self.workdir is None:
             self.workdir = Path(self._stack.enter_context(
                 tempfile.TemporaryDirectory(prefix=f"faultsim-{self.scenario.id}-")))
@@ -76,7 +80,7 @@ class ScenarioRun:
         """One start-or-resume of a fresh agent, to completion or until something raises."""
         self.world.begin_incarnation()
         with self.world.model.serving_new_clients():
-            outcome = outcome_of(run_agent(self.make_agent(self.env(mark))))
+            outcome = outcome_of(run_incarnation(self.make_agent, self.env(mark)))
         self.record.outcomes.append(outcome)
         return outcome
 
