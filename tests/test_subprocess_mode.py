@@ -244,6 +244,10 @@ def test_no_process_outlives_faultsim(how):
 
 def _kill_and_check_nothing_left(proc, how, marker: str, folder: str) -> None:
     proc.send_signal(how)
+    # Unwinding signals every fork server at once (they kill their child and exit) and
+    # freezes the heap before the interpreter's last collection: about half a second at a
+    # load of 10 on 2 cores (a sequential two-second stop per server before).
+    # 30 s leaves room for a machine far busier than that, not for a slow path.
     proc.wait(timeout=30)
     assert _wait_for(lambda: not _marked(marker), 10), \
         f"left behind after {how.name}: {_marked(marker)}"

@@ -12,6 +12,7 @@ import selectors
 import subprocess
 import sys
 import tempfile
+import time
 import uuid
 from contextlib import ExitStack
 from dataclasses import dataclass, field
@@ -105,13 +106,28 @@ class ForkServers:
                 for server in self._servers:
                     self._await_ready(server)
         except BaseException:  # a server that failed, or SIGTERM while they start
-            self.__exit__()
+            self.__exit__(*sys.exc_info())
             raise
         return self
 
-    def __exit__(self, *exc: Any) -> None:
-        for server in list(self._servers):
-            self._stop(server)
+    def __exit__(self, exc_type: Any = None, *exc: Any) -> None:
+        servers = list(self._servers)
+        if exc_type is None:
+            for server in servers:
+                self._ask_to_stop(server)
+        else:
+            # unwinding (SIGTERM, Ctrl-C, an error): no job in flight is worth finishing.
+            # The signal a server gets when faultsim dies makes it kill its child and exit
+            # at once, where the stop would wait for the child's job; all servers together,
+            # so a cancelled CI job exits in about a second however busy the machine is.
+            for server in servers:
+                try:
+                    server.proc.send_signal(PARENT_DIED)
+                except OSError:
+                    pass
+        deadline = time.monotonic() + 2.0
+        for server in servers:
+            self._reap(server, deadline)
         self._selector.close()
         self._stack.close()
 
@@ -174,6 +190,10 @@ class ForkServers:
                 f"(exit {server.proc.returncode}); its log ends:\n{tail}")
 
     def _stop(self, server: _Server) -> None:
+        self._ask_to_stop(server)
+        self._reap(server, time.monotonic() + 2.0)
+
+    def _ask_to_stop(self, server: _Server) -> None:
         try:
             self._selector.unregister(server.reader.fd)
         except (KeyError, ValueError):
@@ -188,8 +208,15 @@ class ForkServers:
             server.proc.stdin.close()
         except OSError:
             pass
+
+    def _reap(self, server: _Server, deadline: float) -> None:
+        """Wait for a stopping server until `deadline` (shared by all), then kill it."""
         try:
-            server.proc.wait(timeout=2)
+            self._selector.unregister(server.reader.fd)
+        except (KeyError, ValueError):
+            pass
+        try:
+            server.proc.wait(timeout=max(0.0, deadline - time.monotonic()))
         except subprocess.TimeoutExpired:
             server.proc.kill()
             server.proc.wait()
