@@ -22,7 +22,7 @@ from ._version import __version__
 
 _PUBLIC = {
     "AgentEnv": "agent", "AgentLoadError": "loading", "Outcome": "agent",
-    "load_factory": "loading",
+    "load_factory": "loading", "effect": "effects", "ExploreOptions": "options",
     "NonDeterminismError": "errors", "explore": "engine",
     "CATEGORIES": "killpoints", "KillPoint": "killpoints",
     "replay": "replayer",
@@ -36,7 +36,7 @@ _PUBLIC = {
     "ReplayToken": "token", "TokenError": "token",
     "parametrize": "fixture", "FaultsimFixture": "fixture",
 }
-__all__ = ['AgentEnv', 'AgentLoadError', 'CATEGORIES', 'Crash', 'FaultsimFixture', 'KillPoint', 'NonDeterminismError', 'Outcome', 'ReplayToken', 'Report', 'RunRecord', 'Scenario', 'ScenarioError', 'ScenarioRun', 'Schedule', 'ScheduleResult', 'SearchResult', 'Session', 'TokenError', 'explore', 'load_factory', 'load_scenario', 'parametrize', 'parse_scenario', 'replay', 'run_once', 'search']
+__all__ = ['AgentEnv', 'AgentLoadError', 'CATEGORIES', 'Crash', 'ExploreOptions', 'FaultsimFixture', 'KillPoint', 'NonDeterminismError', 'Outcome', 'ReplayToken', 'Report', 'RunRecord', 'Scenario', 'ScenarioError', 'ScenarioRun', 'Schedule', 'ScheduleResult', 'SearchResult', 'Session', 'TokenError', 'effect', 'explore', 'load_factory', 'load_scenario', 'parametrize', 'parse_scenario', 'replay', 'run_once', 'search']
 
 
 def __getattr__(name: str) -> Any:
@@ -54,7 +54,9 @@ def __dir__() -> list[str]:
 
 if TYPE_CHECKING:  # for type checkers and IDEs: the same names, eagerly
     from .agent import AgentEnv, Outcome
+    from .effects import effect
     from .loading import AgentLoadError, load_factory
+    from .options import ExploreOptions
     from .engine import explore
     from .errors import NonDeterminismError
     from .killpoints import CATEGORIES, KillPoint

@@ -64,6 +64,26 @@ class Outcome:
     escalation: str | None = None
 
 
+_current: list[AgentEnv] = []  # the incarnation running in this process: one at a time
+
+
+def current_env() -> AgentEnv | None:
+    """The AgentEnv of the incarnation running now, or None outside faultsim. A process
+    runs one incarnation at a time in both modes (forked children are their own
+    processes), so a module-level record reaches every thread the agent starts."""
+    return _current[-1] if _current else None
+
+
+def run_incarnation(make_agent: Callable[[AgentEnv], Any], env: AgentEnv) -> Any:
+    """Build the agent for `env` and run it (`run_agent`), with `env` the current one
+    while it does: `faultsim.effect` routes calls made under it to `env.services`."""
+    _current.append(env)
+    try:
+        return run_agent(make_agent(env))
+    finally:
+        _current.pop()
+
+
 def run_agent(agent: Any) -> Any:
     """`agent.run()`, awaited when it is a coroutine (an async agent), on a fresh event
     loop. (Process time is frozen to the world clock during a run; faultsim's freezers

@@ -12,7 +12,7 @@ import freezegun
 import freezegun.api as _real_time  # time.perf_counter is frozen in here; these are not
 from pyfakefs.fake_filesystem_unittest import Patcher
 
-from ..agent import AgentEnv, outcome_of, run_agent
+from ..agent import AgentEnv, outcome_of, run_incarnation
 from ..crashmodel import CrashState, power_states, process_state
 from ..errors import KillDidNotLand, StoreNeedsSubprocess
 from ..interpose.determinism import seeded
@@ -137,7 +137,7 @@ class Explorer:
                     world.model.serving_new_clients(), \
                     time_limit(self.timeout if timed else None):
                 try:
-                    result.outcome = outcome_of(run_agent(self.make_agent(env)))
+                    result.outcome = outcome_of(run_incarnation(self.make_agent, env))
                 except (Killed, WorldSealed):
                     pass
                 except IncarnationTimeout as exc:

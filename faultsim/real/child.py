@@ -15,7 +15,7 @@ import signal
 from pathlib import Path
 from typing import Any
 
-from ..agent import outcome_of, run_agent
+from ..agent import outcome_of, run_incarnation
 from ..interpose.determinism import seeded
 from ..pipeline.incarnation import Incarnation, IncarnationTimeout, time_limit, traced_world
 from ..runner import make_env
@@ -131,7 +131,7 @@ def run_job(job: dict, ctx: Any, out_fd: int) -> None:
         if job["kill"] is not None and job["kill"][0] == 0:
             die()
         try:
-            outcome = outcome_of(run_agent(ctx.make_agent(env)))
+            outcome = outcome_of(run_incarnation(ctx.make_agent, env))
         except IncarnationTimeout as exc:
             timed_out, error = True, str(exc)
         except Exception as exc:

@@ -31,6 +31,7 @@ import json
 from typing import Any, Callable, Iterable, Iterator, Mapping
 
 from ...agent import AgentEnv, Outcome
+from ...effects import Effect, act
 from ...loading import LANGGRAPH_MODES
 
 try:
@@ -56,37 +57,37 @@ GraphFactory = Callable[..., Any]  # (checkpointer, model) -> compiled graph
 
 # -- tools --------------------------------------------------------------------------------
 def effect(service: str, *, key: Callable[..., str] | None = None) -> Callable:
-    """Mark a tool function as acting on the scenario's `service`.
-
-    `key(**arguments)` gives the idempotency key (keyed services) or the record id
-    (queryable and read-only ones); blind services take none. Put it under `@tool`, so the
-    tool's schema still comes from your function's signature and docstring.
-    """
+    """`faultsim.effect` (the one wrapper for any agent), its end mark told apart: the
+    adapter's kill points after a tool (`lg.tool.end`) are LangGraph's, whose pending
+    writes, not the agent's own save point, record the tool's result. Put it under
+    `@tool`, so the tool's schema still comes from your function's signature and
+    docstring; the tool message gets the receiver's answer as JSON."""
     def wrap(fn: Callable) -> Callable:
-        signature = inspect.signature(fn)
+        spec = Effect(service, key, fn.__name__)
 
-        def routed(args: tuple, kwargs: dict) -> Any:
-            bound = signature.bind(*args, **kwargs)
+        def as_tool_message(env: Any, args: tuple, kwargs: dict) -> str:
+            bound = inspect.signature(fn).bind(*args, **kwargs)
             bound.apply_defaults()
-            return _session.get().act(fn.__name__, service, dict(bound.arguments), key)
+            return json.dumps(act(env, spec, dict(bound.arguments), end_mark="lg.tool.end"),
+                              sort_keys=True)
 
-        if inspect.iscoroutinefunction(fn):  # an async tool stays awaitable
+        if inspect.iscoroutinefunction(fn):
             @functools.wraps(fn)
             async def call_async(*args: Any, **kwargs: Any) -> Any:
-                if _session.get() is None:
+                session = _session.get()
+                if session is None:
                     return await fn(*args, **kwargs)
-                return routed(args, kwargs)
+                return as_tool_message(session.env, args, kwargs)
 
-            call_async.faultsim_effect = (service, key)  # type: ignore[attr-defined]
-            return call_async
-
-        @functools.wraps(fn)
-        def call(*args: Any, **kwargs: Any) -> Any:
-            if _session.get() is None:
-                return fn(*args, **kwargs)
-            return routed(args, kwargs)
-
-        call.faultsim_effect = (service, key)  # type: ignore[attr-defined]
+            call: Callable = call_async
+        else:
+            @functools.wraps(fn)
+            def call(*args: Any, **kwargs: Any) -> Any:
+                session = _session.get()
+                if session is None:
+                    return fn(*args, **kwargs)
+                return as_tool_message(session.env, args, kwargs)
+        call.faultsim_effect = spec  # type: ignore[attr-defined]
         return call
     return wrap
 
@@ -130,27 +131,6 @@ class _Session:
         # done, the race LangGraph's background saving runs with every such call.
         if kind == "model.response" or kind.startswith("effect."):
             self.serializer.flush()
-
-    def act(self, tool: str, service: str, arguments: dict, key: Callable | None) -> str:
-        receiver = self.env.services.get(service)
-        if receiver is None:
-            raise KeyError(f"tool {tool!r} acts on service {service!r}, which the scenario "
-                           f"does not define (it has: {', '.join(sorted(self.env.services))})")
-        if receiver.kind != "blind" and key is None:
-            raise TypeError(f"tool {tool!r}: service {service!r} is {receiver.kind}; give "
-                            "effect(..., key=lambda **arguments: ...) for its "
-                            f"{'idempotency key' if receiver.kind == 'keyed' else 'record id'}")
-        self.report("tool.start", tool)
-        if receiver.kind == "keyed":
-            result = receiver.submit(arguments, key=key(**arguments))
-        elif receiver.kind == "blind":
-            result = receiver.send(arguments)
-        elif receiver.kind == "queryable":
-            result = receiver.apply(key(**arguments), arguments)
-        else:
-            result = receiver.read(key(**arguments))
-        self.report("lg.tool.end", tool)
-        return json.dumps(result, sort_keys=True)
 
 
 def _deterministic_checkpoint_ids(incarnation: int) -> None:
