@@ -76,10 +76,25 @@ def current_env() -> AgentEnv | None:
 
 def run_incarnation(make_agent: Callable[[AgentEnv], Any], env: AgentEnv) -> Any:
     """Build the agent for `env` and run it (`run_agent`), with `env` the current one
-    while it does: `faultsim.effect` routes calls made under it to `env.services`."""
+    while it does (`faultsim.effect` routes calls made under it to `env.services`) and
+    the network guard on: an address faultsim does not serve is refused, and noted in
+    the world (`faultsim.netguard`)."""
+    from .netguard import guarded, parse_allowed
+
+    world = env.world
+    allowed = list(getattr(world, "allow", ()))
+    if env.store is not None and env.store.url:  # the Redis database faultsim started
+        allowed.append(parse_allowed(env.store.url.split("//", 1)[-1].split("/", 1)[0]))
+
+    def record(host: str, port: int, site: str) -> None:
+        if world is not None:
+            world.unrouted.append(f"{host}:{port} from {site} (incarnation "
+                                  f"{env.incarnation})")
+
     _current.append(env)
     try:
-        return run_agent(make_agent(env))
+        with guarded(allowed, record):
+            return run_agent(make_agent(env))
     finally:
         _current.pop()
 

@@ -18,6 +18,7 @@
     │   ├── NonDeterminismError            two clean runs did not do the same things
     │   ├── AgentFailedCleanly             the agent fails without any crash
     │   ├── KillDidNotLand                 a crash run never reached its kill point
+    │   ├── UnroutedEffect                 the clean run reached for an unserved address
     │   └── schedule_search._Counterexample  a searched schedule broke a rule (raised
     │                                      inside hypothesis so it shrinks; never leaves)
     └── HarnessError          faultsim's own machinery failed: the CLI exits 3 with one
@@ -81,6 +82,10 @@ class AgentFailedCleanly(AgentFinding):
 
     def __init__(self, scenario, error: str) -> None:
         super().__init__(f"{scenario.path}: the agent fails without any crash: {error}")
+
+
+class UnroutedEffect(AgentFinding):
+    """The clean run reached for a network address faultsim does not serve."""
 
 
 class KillDidNotLand(AgentFinding):

@@ -50,6 +50,8 @@ REGISTRY: tuple[Rule, ...] = (
     Rule("no_write_after_kill", "P3", "kill", "the dead incarnation still wrote"),
     Rule("no_sandbox_escape", "sandbox", "resume", "the agent wrote outside its workdir "
          "(contained in the fake filesystem, never on the real disk)"),
+    Rule("no_unrouted_effect", "sandbox", "resume", "the agent reached for a network "
+         "address faultsim does not serve (refused before it connected)"),
     Rule("one_step_repeated_per_crash", "P2/P5", "resume", "extra effect attempts + "
          "re-asked model turns exceed the number of crashes"),
     Rule("counters_continue", "P1/P5", "resume", "final `turns` differ from the golden "
@@ -277,12 +279,22 @@ def no_sandbox_escape(g: Golden, r: CrashRun) -> Violation | None:
     return None
 
 
+def no_unrouted_effect(g: Golden, r: CrashRun) -> Violation | None:
+    refused = getattr(r.world, "unrouted", [])
+    if refused:
+        return _violated("no_unrouted_effect", "the agent reached for a network address "
+                         "faultsim does not serve (refused before it connected; an effect "
+                         "not routed with faultsim.effect would fire for real once per "
+                         "crash run): " + "; ".join(refused[:3]), refused=tuple(refused))
+    return None
+
+
 # Guards that depend on the crash state itself (checked for every state, even when the
 # resumed run is known from an equivalent state) and guards on what the resume did.
 STATE_GUARDS = (checkpoint_whole, no_silent_restart)
 RESUME_GUARDS = (completes_or_escalates, effects_exactly_once, one_step_repeated_per_crash,
                  counters_continue, progress_recorded_once, api_valid, outputs_match,
-                 no_sandbox_escape)
+                 no_sandbox_escape, no_unrouted_effect)
 GUARDS: tuple[Callable[[Golden, CrashRun], Violation | None], ...] = (
     *STATE_GUARDS, *RESUME_GUARDS, no_write_after_kill)
 

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import UsageError
+from .netguard import parse_allowed
 from .model import ApiFault, Script, ToolCall, Turn
 from .model.script import FAULT_KINDS
 from .world import RECEIVER_KINDS, World, WorldClock, parse_instant
@@ -110,11 +111,13 @@ class Scenario:
     profile: FaultProfile = FaultProfile()
     store: StoreSpec = StoreSpec()
     langgraph: LangGraphSpec | None = None
+    # addresses besides faultsim's own the agent may connect to ([sandbox] allow)
+    allow: tuple[tuple[str, int], ...] = ()
 
     def build_world(self, *, retry_after_ms: int = 1) -> World:
         world = World(clock=WorldClock(self.start_time), retry_after_ms=retry_after_ms,
                       scripts=[self.script, *self.subagents],
-                      prefill_models=self.prefill_models)
+                      prefill_models=self.prefill_models, allow=self.allow)
         for spec in self.services:
             options: dict[str, Any] = {}
             if spec.kind in ("queryable", "readonly"):
@@ -304,7 +307,7 @@ def parse_duration(value: Any, reader: "_Reader | None" = None, key: str = "dura
     return seconds
 
 
-_TOP_KEYS = {"id", "task", "model", "prefill_models", "start_time", "expected_final_answer", "services",
+_TOP_KEYS = {"sandbox", "id", "task", "model", "prefill_models", "start_time", "expected_final_answer", "services",
              "turns", "subagents", "fault_profile", "store", "langgraph"}
 _MOVED = ("a fault profile: API faults are listed in [fault_profile] as "
           "api_faults = [{ at = TURN, kind = \"529\" }] (add script = NAME for a sub-agent)")
@@ -408,6 +411,17 @@ def parse_scenario(data: dict, path: str | Path = "<scenario>") -> Scenario:
             if "human_reply" in raw_lg else None
         langgraph = LangGraphSpec(graph, reply)
 
+    raw_sandbox = r.get(data, "sandbox", "", dict, "a [sandbox] table", {})
+    r.no_extra(raw_sandbox, {"allow"}, "sandbox")
+    allow = []
+    for k, entry in enumerate(r.get(raw_sandbox, "allow", "sandbox", list,
+                                    "a list of \"HOST:PORT\" strings", [])):
+        try:
+            allow.append(parse_allowed(entry if isinstance(entry, str) else ""))
+        except ValueError:
+            raise r.fail(f"sandbox.allow[{k}]", "\"HOST:PORT\", e.g. \"127.0.0.1:6379\"",
+                         entry) from None
+
     scenario_id = r.get(data, "id", "", str, "a scenario id", Path(path).stem)
     return Scenario(
         id=scenario_id, path=str(path), task=task, profile=profile,
@@ -417,7 +431,7 @@ def parse_scenario(data: dict, path: str | Path = "<scenario>") -> Scenario:
         services=tuple(services), model=r.get(data, "model", "", str, "a model name",
                                               "claude-sonnet-5-5"),
         start_time=start, subagents=tuple(subagents), store=StoreSpec(store_kind),
-        langgraph=langgraph, prefill_models=_prefill_models(r, data))
+        langgraph=langgraph, prefill_models=_prefill_models(r, data), allow=tuple(allow))
 
 
 def _prefill_models(r: Any, data: dict) -> tuple[str, ...] | None:

@@ -19,7 +19,7 @@ from ..interpose.determinism import seeded
 from .fs import FsInterposer, install
 from ..killpoints import KillPoint
 from ..oracle import RESUME_GUARDS, CrashRun, Golden, judge
-from ..pipeline.golden import CleanRun, golden_checked
+from ..pipeline.golden import CleanRun, golden_checked, routed_only
 from ..pipeline.incarnation import Incarnation, IncarnationTimeout, time_limit, traced_world
 from ..pipeline.sweep import ResumeResult
 from ..report import ResumeSummary
@@ -172,6 +172,7 @@ class Explorer:
 
         first = golden_checked(self.scenario, clean_run)
         world, final = first.kept
+        routed_only(self.scenario, world)
         return Golden.of(first.outcome, world, final, first.events)
 
     # -- one crash run --------------------------------------------------------------------

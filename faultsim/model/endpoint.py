@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Iterator
 
 import httpx2
 
+from ..netguard import serving, stopped
 from .fake import FAKE_API_KEY
 
 if TYPE_CHECKING:
@@ -53,9 +54,11 @@ class ModelEndpoint:
 
     def start(self) -> "ModelEndpoint":
         self._thread.start()
+        serving(*self._server.server_address[:2])  # the network guard lets the agent in
         return self
 
     def close(self) -> None:
+        stopped(*self._server.server_address[:2])
         self._server.shutdown()
         self._server.server_close()
         self._thread.join(timeout=5)

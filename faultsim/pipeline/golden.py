@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
 from ..agent import Outcome
-from ..errors import AgentFailedCleanly, NonDeterminismError
+from ..errors import AgentFailedCleanly, NonDeterminismError, UnroutedEffect
 from ..scenario import Scenario
 from ..trace import Event
 
@@ -44,6 +44,18 @@ def golden_checked(scenario: Scenario, clean_run: Callable[[int], CleanRun]) -> 
         raise AgentFailedCleanly(scenario, f"its final answer {_short(got)} is not the "
                                  f"scenario's expected_final_answer {_short(expected)}")
     return first
+
+
+def routed_only(scenario: Scenario, world: Any) -> None:
+    """The network guard's finding on a clean run: every resumed run would repeat it, so it
+    is told once, before any crash (in-process and subprocess alike)."""
+    refused = getattr(world, "unrouted", [])
+    if refused:
+        raise UnroutedEffect(
+            f"{scenario.path}: the clean run reached for a network address faultsim does "
+            f"not serve: {refused[0]}; faultsim refused it (no_unrouted_effect). Route the "
+            "call with faultsim.effect(SERVICE) to one of the scenario's services, or allow "
+            "the address in [sandbox] allow = [\"HOST:PORT\"]")
 
 
 def compare_traces(a: Sequence[Event], b: Sequence[Event]) -> None:

@@ -23,7 +23,7 @@ from ..errors import KillDidNotLand, SubprocessModeError, WorkerDied  # noqa: F4
 from ..killpoints import KillPoint, kill_points
 from ..options import ExploreOptions, select
 from ..oracle import RESUME_GUARDS, CrashRun, Golden, judge
-from ..pipeline.golden import CleanRun, compare_traces, golden_checked
+from ..pipeline.golden import CleanRun, compare_traces, golden_checked, routed_only
 from ..pipeline.incarnation import world_signature
 from ..pipeline.sweep import Plan, ResumeResult, Sweep, masked_digest
 from ..report import ModelRun, Report, ResumeSummary
@@ -141,7 +141,9 @@ def _golden(pool: ForkServers, scenario: Scenario) -> Golden:
 
     first = golden_checked(scenario, clean_run)
     world, files = first.kept
-    return Golden.of(first.outcome, pickle.loads(world), files, first.events)
+    world = pickle.loads(world)
+    routed_only(scenario, world)
+    return Golden.of(first.outcome, world, files, first.events)
 
 
 def _sweep(pool: ForkServers, scenario: Scenario, sweep: Sweep, chosen: list[KillPoint],

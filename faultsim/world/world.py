@@ -20,7 +20,8 @@ class World:
 
     def __init__(self, *, clock: WorldClock | None = None,
                  scripts: Script | list[Script] = (), retry_after_ms: int = 1,
-                 prefill_models: tuple[str, ...] | None = None) -> None:
+                 prefill_models: tuple[str, ...] | None = None,
+                 allow: tuple[tuple[str, int], ...] = ()) -> None:
         self.clock = clock or WorldClock()
         self.ledger = Ledger()
         self.services: dict[str, Receiver] = {}
@@ -30,6 +31,11 @@ class World:
         # in-memory checkpointer): it survives crashes, is copied with the world and is part
         # of what a resumed run can observe (`faultsim.engine.world_signature`).
         self.durable: dict[str, Any] = {}
+        # The network guard: the addresses the scenario lets the agent reach besides
+        # faultsim's own, and every connection it refused (faultsim.netguard), as
+        # "HOST:PORT from FILE:LINE (incarnation N)"
+        self.allow = allow
+        self.unrouted: list[str] = []
         self._listeners: list[Listener] = []
         # Bound methods, not lambdas, so that copy.deepcopy(world) rebinds them.
         self.model = FakeClaude(scripts, retry_after_ms=retry_after_ms,
