@@ -10,6 +10,7 @@
     │   ├── token.TokenError               (also ValueError) a replay token
     │   ├── formats.corpus.CorpusError     (also ValueError) a format corpus
     │   ├── StoreNeedsSubprocess           (also ValueError) an SQLite/Redis store in-process
+    │   ├── UnreachedService               a scenario service the clean run never reached
     │   ├── SubprocessModeError            (also ValueError) e.g. power loss there
     │   ├── options.OptionError            (also ValueError) a setting out of range
     │   └── schedule.NoSuchKillPoint       (also LookupError) a point never reached
@@ -82,6 +83,10 @@ class AgentFailedCleanly(AgentFinding):
 
     def __init__(self, scenario, error: str) -> None:
         super().__init__(f"{scenario.path}: the agent fails without any crash: {error}")
+
+
+class UnreachedService(UsageError):
+    """A scenario service the clean run never reached: nothing about it would be tested."""
 
 
 class UnroutedEffect(AgentFinding):

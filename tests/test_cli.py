@@ -187,7 +187,7 @@ def test_list_gives_turns_services_kill_points_and_crash_states(tmp_path, capsys
     out = capsys.readouterr().out.splitlines()
     assert out[0] == f"tiny  {TINY}"
     assert out[1] == "  turns        5 (4 with tool calls, 1 of them parallel)"
-    assert out[2] == ("  services     tickets (keyed), payments (keyed), email (blind), "
+    assert out[2] == ("  services     payments (keyed), email (blind), "
                       "records (queryable), orders (readonly)")
     assert out[3] == (f"  kill points  {runs['process']['kill_points_total']}: crash states "
                       f"process {runs['process']['crash_states']}, power "

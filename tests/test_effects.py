@@ -162,3 +162,16 @@ def test_run_once_in_a_fresh_interpreter():
                           text=True, timeout=300, env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert proc.returncode == 0, proc.stderr[-1500:]
     assert "Refunded ORD-7" in proc.stdout
+
+
+def test_a_service_the_clean_run_never_reaches_is_an_error(tmp_path_factory):
+    from faultsim.errors import UnreachedService
+
+    text = SCENARIO.replace('id = "billing_effects"', 'id = "billing_unreached"') + \
+        '[services.refunds]\nkind = "keyed"\n'
+    scenario = scenario_from(tmp_path_factory, text)
+    with pytest.raises(UnreachedService) as info:
+        faultsim.explore(effect_agent.make_agent, scenario, crashes=1, workers=0)
+    message = str(info.value)
+    assert "[services.refunds]" in message and "never reached" in message
+    assert "faultsim.effect('refunds')" in message

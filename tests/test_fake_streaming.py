@@ -181,6 +181,25 @@ def test_a_scripted_tool_call_the_request_does_not_allow_is_a_script_error():
     assert ok.stop_reason == "tool_use"
 
 
+def test_a_scripted_input_that_breaks_the_offered_schema_is_a_script_error():
+    fake = FakeClaude(script())
+    strict = {"type": "object", "properties": {"order_id": {"type": "integer"}},
+              "required": ["order_id"]}
+    message = script_error(fake, **first(tools=[{**TOOLS[0], "input_schema": strict}]))
+    assert "turn 1" in message and "'refund'" in message
+    assert 'input.order_id is "ORD-7", not integer' in message
+    closed = {"type": "object", "properties": {"order_id": {"type": "string"}},
+              "required": ["order_id", "amount"], "additionalProperties": True}
+    message = script_error(fake, **first(tools=[{**TOOLS[0], "input_schema": closed}]))
+    assert "input lacks the required 'amount'" in message
+    closed = {"type": "object", "properties": {"order_id": {"type": "string"}},
+              "additionalProperties": False}
+    message = script_error(fake, **first(tools=[{**TOOLS[0], "input_schema": closed}]))
+    assert "input has 'reason', which the schema does not allow" in message
+    # the schema the tests' tools offer (an open object) takes the scripted input
+    assert fake.client().messages.create(**first()).stop_reason == "tool_use"
+
+
 def test_count_tokens_is_served_and_matches_the_billed_input():
     fake = FakeClaude(script())
     client = fake.client()

@@ -139,13 +139,13 @@ def test_powersafe_overwrite_is_a_scenario_setting(tmp_path):
     base = (DATA / "tiny.toml").read_text()
     assert load_scenario(DATA / "tiny.toml").profile.powersafe_overwrite is True
     path = tmp_path / "strict.toml"
-    path.write_text(base.replace("[services.tickets]",
+    path.write_text(base.replace("[services.payments]",
                                  "[fault_profile]\npowersafe_overwrite = false\n\n"
-                                 "[services.tickets]"))
+                                 "[services.payments]"))
     assert load_scenario(path).profile.powersafe_overwrite is False
-    path.write_text(base.replace("[services.tickets]",
+    path.write_text(base.replace("[services.payments]",
                                  "[fault_profile]\npowersafe_overwrite = \"no\"\n\n"
-                                 "[services.tickets]"))
+                                 "[services.payments]"))
     with pytest.raises(Exception) as err:
         load_scenario(path)
     assert "fault_profile.powersafe_overwrite" in str(err.value)

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
 from ..agent import Outcome
-from ..errors import AgentFailedCleanly, NonDeterminismError, UnroutedEffect
+from ..errors import AgentFailedCleanly, NonDeterminismError, UnreachedService, UnroutedEffect
 from ..scenario import Scenario
 from ..trace import Event
 
@@ -47,8 +47,19 @@ def golden_checked(scenario: Scenario, clean_run: Callable[[int], CleanRun]) -> 
 
 
 def routed_only(scenario: Scenario, world: Any) -> None:
-    """The network guard's finding on a clean run: every resumed run would repeat it, so it
-    is told once, before any crash (in-process and subprocess alike)."""
+    """What a clean run must show before any crash is worth judging, in both modes: every
+    service of the scenario reached (one never reached means the agent's effects go
+    somewhere faultsim cannot see, and its rules would pass without testing them), and no
+    connection refused by the network guard (every resumed run would repeat it: told
+    once)."""
+    reached = {e.service for e in world.ledger.entries}
+    for name in world.services:
+        if name not in reached:
+            raise UnreachedService(
+                f"{scenario.path}: [services.{name}]: the clean run never reached it: the "
+                f"agent does not route its effects to {name!r} (wrap the tool that acts on "
+                f"it with faultsim.effect({name!r}), or call env.services[{name!r}]), or "
+                "the scenario lists a service this agent does not use")
     refused = getattr(world, "unrouted", [])
     if refused:
         raise UnroutedEffect(
