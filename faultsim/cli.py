@@ -103,6 +103,28 @@ def _agents(scenario, ns: argparse.Namespace, modes: list[str]) -> list[str]:
     return [LANGGRAPH + m for m in modes]
 
 
+BUILTIN = {"scenarios": ["scenarios"], "mode": "auto", "timeout": 30.0, "seed": "0"}
+NEEDS_AGENT = {"run", "list", "record"}
+
+
+def _project_defaults(ns: argparse.Namespace) -> None:
+    """Fill what the command line left unset from FAULTSIM_* and [tool.faultsim]
+    (faultsim.config), then from the built-in defaults. There is no built-in agent."""
+    from .config import load
+
+    project = load()
+    for key, value in project.values.items():
+        if hasattr(ns, key) and getattr(ns, key) in (None, []):
+            setattr(ns, key, value)
+    for key, value in BUILTIN.items():
+        if hasattr(ns, key) and getattr(ns, key) in (None, []):
+            setattr(ns, key, value)
+    if ns.command in NEEDS_AGENT and not getattr(ns, "agent", None):
+        raise UsageError("no agent to run: give --agent MODULE[:ATTR] (or FILE.py[:ATTR]), "
+                         "set FAULTSIM_AGENT, or agent = \"...\" under [tool.faultsim] in "
+                         "pyproject.toml")
+
+
 def _options(ns: argparse.Namespace, only=None):
     """The run's ExploreOptions, from the flags; an out-of-range flag is named as typed."""
     from .options import ExploreOptions, OptionError
@@ -326,9 +348,10 @@ def cmd_replay(ns: argparse.Namespace) -> int:
 
 
 def _scenarios_and_agent(parser: argparse.ArgumentParser, agent_help: str) -> None:
-    parser.add_argument("scenarios", nargs="*", default=["scenarios"],
-                        help="scenario files or directories (default: scenarios/)")
-    parser.add_argument("--agent", default="reference_agent", help=agent_help)
+    parser.add_argument("scenarios", nargs="*", default=None,
+                        help="scenario files or directories (default: [tool.faultsim] "
+                             "scenarios in pyproject.toml, else scenarios/)")
+    parser.add_argument("--agent", default=None, help=agent_help)
 
 
 def _debug_flag(parser: argparse.ArgumentParser) -> None:
@@ -350,7 +373,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--crash-model", default=None, choices=["process", "power", "all"],
                      help="what a crash leaves on disk: a killed process, power loss, or "
                           "both (default: the scenario's fault profile, else process)")
-    run.add_argument("--mode", default="auto", choices=["auto", "in-process", "subprocess"],
+    run.add_argument("--mode", default=None, choices=["auto", "in-process", "subprocess"],
                      help="in-process: the agent runs under faultsim's file-system model "
                      "(fast; process and power crashes); subprocess: each incarnation is a "
                      "real process on a real directory, killed by SIGKILL (SQLite, Redis, "
@@ -369,7 +392,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--workers", type=int, default=None,
                      help="crash runs at once (default: one per core; 0 = one after "
                           "another in this process)")
-    run.add_argument("--timeout", type=float, default=30.0,
+    run.add_argument("--timeout", type=float, default=None,
                      help="seconds an incarnation may run before it counts as hung "
                           "(default: 30)")
     run.add_argument("--examples", type=int, default=3,
@@ -379,7 +402,7 @@ def build_parser() -> argparse.ArgumentParser:
                           "profile, else 2). One and two are "
                           "explored exhaustively (the second crash at every kill point of "
                           "the resumed run); more are searched with hypothesis")
-    run.add_argument("--seed", default="0",
+    run.add_argument("--seed", default=None,
                      help="seed for the agent's uuid/random/tempfile names and the search "
                           "(default: 0); the same seed gives the same report")
     run.add_argument("--search", type=int, default=None, metavar="EXAMPLES",
@@ -405,7 +428,7 @@ def build_parser() -> argparse.ArgumentParser:
     rec.add_argument("scenario", help="the scenario file")
     rec.add_argument("--out", required=True, metavar="CORPUS", help="the corpus folder "
                      "(replaced: recording is explicit)")
-    rec.add_argument("--agent", default="reference_agent", help="the agent factory that "
+    rec.add_argument("--agent", default=None, help="the agent factory that "
                      "writes the states (default: reference_agent)")
     rec.add_argument("--check-agent", default=None, metavar="AGENT",
                      help="the factory later checks run by default (default: --agent); "
@@ -441,6 +464,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     ns = build_parser().parse_args(argv)
+    try:
+        _project_defaults(ns)
+    except UsageError as exc:
+        print(f"faultsim: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
     # `--agent my_agent` finds my_agent.py in the current directory, as `python -m` would:
     # the `faultsim` script's own folder is what Python put first on the path instead
     if os.getcwd() not in sys.path and "" not in sys.path:

@@ -1,0 +1,90 @@
+"""A user's project: `faultsim run` with no arguments runs the scenarios and agent its
+pyproject.toml names ([tool.faultsim]); FAULTSIM_* variables override it; the current
+directory is importable; no bundled agent is assumed outside this repository."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.test_effects import SCENARIO
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture
+def project(tmp_path):
+    shutil.copy(ROOT / "tests" / "effect_agent.py", tmp_path / "billing_agent.py")
+    (tmp_path / "checks").mkdir()
+    (tmp_path / "checks" / "billing.toml").write_text(SCENARIO)
+    (tmp_path / "pyproject.toml").write_text(
+        '[project]\nname = "billing"\n\n[tool.faultsim]\nagent = "billing_agent"\n'
+        'scenarios = ["checks"]\ncrashes = 1\n')
+    return tmp_path
+
+
+def faultsim(cwd, *args, env=None):
+    environ = {k: v for k, v in os.environ.items() if not k.startswith("FAULTSIM_")}
+    environ.update(env or {}, PYTHONPATH=str(ROOT))
+    return subprocess.run([sys.executable, "-m", "faultsim", *args], cwd=cwd,
+                          capture_output=True, text=True, timeout=600, env=environ)
+
+
+def test_run_with_no_arguments_runs_the_projects_scenarios_with_its_agent(project):
+    r = faultsim(project, "run", "--json", "out.json", "--workers", "1")
+    assert r.returncode == 0, r.stderr[-1500:]
+    data = json.loads((project / "out.json").read_text())
+    [run] = data["runs"]
+    assert run["agent"] == "billing_agent" and run["scenario"] == "billing_effects"
+    assert run["crashes"] == 1  # [tool.faultsim] crashes = 1, over the scenario's profile
+
+
+def test_the_environment_overrides_the_project(project):
+    (project / "other_agent.py").write_text(
+        "from billing_agent import make_agent_new_key_each_run as make_agent\n")
+    r = faultsim(project, "run", "--workers", "1", env={"FAULTSIM_AGENT": "other_agent"})
+    assert r.returncode == 1, r.stderr[-1500:]  # the planted mistake, caught
+    assert "effects_exactly_once" in r.stdout
+    # the printed rerun command works verbatim from the same folder
+    rerun = next(line.strip()[len("or: "):] for line in r.stdout.splitlines()
+                 if line.strip().startswith("or: faultsim run"))
+    again = subprocess.run(rerun.replace("faultsim run", f"{sys.executable} -m faultsim run",
+                                         1), shell=True, cwd=project, capture_output=True,
+                           text=True, timeout=600,
+                           env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert again.returncode == 1, again.stderr[-1500:]
+
+
+def test_settings_that_cannot_work_name_file_and_key(project):
+    (project / "pyproject.toml").write_text('[tool.faultsim]\nagent = "billing_agent"\n'
+                                            'crashez = 2\n')
+    r = faultsim(project, "list")
+    assert r.returncode == 2
+    assert "pyproject.toml: [tool.faultsim] crashez: unknown setting" in r.stderr
+    (project / "pyproject.toml").write_text('[tool.faultsim]\nagent = "billing_agent"\n')
+    r = faultsim(project, "list", env={"FAULTSIM_TIMEOUT": "soon"})
+    assert r.returncode == 2 and "FAULTSIM_TIMEOUT='soon': expected a number" in r.stderr
+
+
+def test_outside_this_repository_there_is_no_default_agent(tmp_path):
+    (tmp_path / "billing.toml").write_text(SCENARIO)
+    r = faultsim(tmp_path, "list", "billing.toml")
+    assert r.returncode == 2
+    assert r.stderr.strip() == ("faultsim: error: no agent to run: give --agent "
+                                "MODULE[:ATTR] (or FILE.py[:ATTR]), set FAULTSIM_AGENT, or "
+                                "agent = \"...\" under [tool.faultsim] in pyproject.toml")
+    shutil.copy(ROOT / "tests" / "effect_agent.py", tmp_path / "billing_agent.py")
+    r = faultsim(tmp_path, "list", "billing.toml", "--agent", "billing_agent")
+    assert r.returncode == 0, r.stderr  # a module in the current directory is importable
+
+
+def test_version_and_python_dash_m(tmp_path):
+    from faultsim import __version__
+
+    r = faultsim(tmp_path, "--version")
+    assert r.returncode == 0 and r.stdout.strip() == f"faultsim {__version__}"
