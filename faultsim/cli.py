@@ -143,7 +143,7 @@ def cmd_run(ns: argparse.Namespace) -> int:
     import json
 
     from .console import Progress, print_run
-    from .engine import run
+    from .engine import run as explore_one
     from .loading import LANGGRAPH, load_factory
     from .report import Report
     from .scenario import load_scenario
@@ -167,7 +167,7 @@ def cmd_run(ns: argparse.Namespace) -> int:
         check = lambda plan, sc=sc, progress=progress: _check_plan(  # noqa: E731
             plan, sc, ns, progress)
         try:
-            part = run(sc, resolved, make_agent=factory if agent == ns.agent else None,
+            part = explore_one(sc, resolved, make_agent=factory if agent == ns.agent else None,
                        spec=agent, agent_name=agent, progress=progress, plan=check)
         finally:
             progress.close()
