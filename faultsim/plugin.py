@@ -74,10 +74,10 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if marker is None or not marker.kwargs.get("kill_points"):
         return
     name = metafunc.definition.name
-    if "faultsim" not in metafunc.fixturenames:
+    if not {"crash_safety", "faultsim"} & set(metafunc.fixturenames):
         pytest.fail(f"{metafunc.definition.nodeid}: faultsim.parametrize needs the test to "
-                    f"take the faultsim fixture: def {name}(faultsim): faultsim.check()",
-                    pytrace=False)
+                    f"take the crash_safety fixture: def {name}(crash_safety): "
+                    "crash_safety.check()", pytrace=False)
     state = metafunc.config.stash[_STATE]
     try:
         settings = settings_for(metafunc.definition, state.options)
@@ -122,9 +122,30 @@ def faultsim_kill_point(request: pytest.FixtureRequest) -> Any:
 
 
 @pytest.fixture
+def crash_safety(request: pytest.FixtureRequest, faultsim_kill_point: Any) -> FaultsimFixture:
+    """The faultsim explorer bound to this test: `crash_safety.check()` explores its kill
+    point (in a kill-point item) or its scenario, and fails with the counterexample. (Named
+    so that it does not shadow the `faultsim` module inside the test.)"""
+    return _bind(request, faultsim_kill_point)
+
+
+@pytest.fixture
 def faultsim(request: pytest.FixtureRequest, faultsim_kill_point: Any) -> FaultsimFixture:
-    """The faultsim explorer bound to this test: `faultsim.check()` explores its kill point
-    (in a kill-point item) or its scenario, and fails with the counterexample."""
+    """The old name of `crash_safety`, kept for a release: it shadows `import faultsim`
+    inside the test that takes it."""
+    import warnings
+
+    warnings.warn(FaultsimDeprecationWarning(
+        f"{request.node.nodeid}: the `faultsim` fixture is now `crash_safety` (the old name "
+        "shadows the faultsim module inside the test); it goes in the next release"))
+    return _bind(request, faultsim_kill_point)
+
+
+class FaultsimDeprecationWarning(DeprecationWarning):
+    """A faultsim name or setting that still works and goes in the next release."""
+
+
+def _bind(request: pytest.FixtureRequest, faultsim_kill_point: Any) -> FaultsimFixture:
     state = request.config.stash[_STATE]
     state.start_clock()
     fixture = FaultsimFixture(request, state, faultsim_kill_point)
@@ -145,7 +166,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Any:
         # a kill-point item that never explored its kill point proved nothing
         report.outcome = "failed"
         report.longrepr = (f"faultsim: {item.nodeid} explored nothing: a kill-point item "
-                           "must call faultsim.check() (or faultsim.explore())")
+                           "must call crash_safety.check() (or crash_safety.explore())")
     return report
 
 

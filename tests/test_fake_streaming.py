@@ -625,8 +625,8 @@ def test_the_pytest_fixture_checks_an_async_streaming_agent(pytester):
             return Agent(env)
 
         @pytest.mark.faultsim("streamed_refund.toml", agent=make_agent, crashes=1)
-        def test_async(faultsim):
-            report = faultsim.check()
+        def test_async(crash_safety):
+            report = crash_safety.check()
             print("MIDSTREAM", sum(p.category == "mid-stream" for p in report.runs[0].explored))
         """)
     result = pytester.runpytest_subprocess("-s", "-p", "no:cacheprovider")

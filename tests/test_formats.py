@@ -116,8 +116,8 @@ def test_the_fixture_checks_and_records(pytester):
         from reference_agent import make_agent
 
         @pytest.mark.faultsim("pair.toml", agent=make_agent)
-        def test_format(faultsim):
-            verdicts = faultsim.corpus("corpora/pair")
+        def test_format(crash_safety):
+            verdicts = crash_safety.corpus("corpora/pair")
             print("CHECKED", len(verdicts))
         """)
     missing = pytester.runpytest_subprocess("-p", "no:randomly")

@@ -445,12 +445,12 @@ def test_the_plugin_checks_a_graph_per_durability_mode(pytester):
         import pytest
 
         @pytest.mark.faultsim({str(KEYED)!r}, agent="langgraph:sync", crashes=1)
-        def test_sync(faultsim):
-            faultsim.check()
+        def test_sync(crash_safety):
+            crash_safety.check()
 
         @pytest.mark.faultsim({str(KEYED)!r}, agent="langgraph:exit", crashes=1)
-        def test_exit(faultsim):
-            faultsim.check()
+        def test_exit(crash_safety):
+            crash_safety.check()
         """)
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-q")
     result.assert_outcomes(passed=1, failed=1)

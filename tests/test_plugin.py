@@ -30,8 +30,8 @@ def make_project(pytester, agent: str = "reference_agent", scenario: str = "tiny
 
         @faultsim.parametrize(make_agent, "{scenario}", crashes={crashes},
                               categories={tuple(categories)!r})
-        def test_agent(faultsim):
-            faultsim.check()
+        def test_agent(crash_safety):
+            crash_safety.check()
         """})
 
 
@@ -237,8 +237,8 @@ def test_whole_scenario_tests_shard_their_kill_points_the_same_way(pytester):
         from reference_agent import make_agent
 
         @pytest.mark.faultsim("tiny.toml", agent=make_agent, crashes=1)
-        def test_whole(faultsim):
-            report = faultsim.check()
+        def test_whole(crash_safety):
+            report = crash_safety.check()
             print("EXPLORED", sorted(p.id for p in report.runs[0].explored))
         """)
     seen = []
@@ -269,9 +269,9 @@ def test_options_reach_the_fixture(pytester):
         from reference_agent import make_agent
 
         @pytest.mark.faultsim("tiny.toml", agent=make_agent, crash_model="process")
-        def test_opts(faultsim):
-            print("SETTINGS", faultsim.settings.crash_model, faultsim.settings.crashes,
-                  faultsim.settings.seed, faultsim.record, faultsim.kill_point)
+        def test_opts(crash_safety):
+            print("SETTINGS", crash_safety.settings.crash_model, crash_safety.settings.crashes,
+                  crash_safety.settings.seed, crash_safety.record, crash_safety.kill_point)
         """)
     result = run(pytester, "-s", "--faultsim-crash-model=all",
                                 "--faultsim-crashes=1", "--faultsim-seed=7",
@@ -290,12 +290,12 @@ def test_the_scenarios_fault_profile_sits_between_the_marker_and_the_defaults(py
         from reference_agent import make_agent
 
         @pytest.mark.faultsim("tiny.toml", agent=make_agent)
-        def test_from_profile(faultsim):
-            print("SETTINGS", faultsim.settings.crash_model, faultsim.settings.crashes)
+        def test_from_profile(crash_safety):
+            print("SETTINGS", crash_safety.settings.crash_model, crash_safety.settings.crashes)
 
         @pytest.mark.faultsim("tiny.toml", agent=make_agent, crashes=2)
-        def test_marker_wins(faultsim):
-            print("SETTINGS", faultsim.settings.crash_model, faultsim.settings.crashes)
+        def test_marker_wins(crash_safety):
+            print("SETTINGS", crash_safety.settings.crash_model, crash_safety.settings.crashes)
         """)
     out = run(pytester, "-s").stdout.str()
     assert "SETTINGS power 1" in out and "SETTINGS power 2" in out
@@ -325,20 +325,20 @@ def test_mistakes_in_a_project_are_one_line_each(pytester):
             from reference_agent import make_agent
 
             @faultsim.parametrize(broken, "tiny.toml")
-            def test_broken_agent(faultsim):
-                faultsim.check()
+            def test_broken_agent(crash_safety):
+                crash_safety.check()
 
             @faultsim.parametrize(make_agent, "nope.toml")
-            def test_missing_scenario(faultsim):
-                faultsim.check()
+            def test_missing_scenario(crash_safety):
+                crash_safety.check()
 
             @pytest.mark.faultsim("tiny.toml", agent=make_agent, crashs=1)
-            def test_typo(faultsim):
-                faultsim.check()
+            def test_typo(crash_safety):
+                crash_safety.check()
 
             @faultsim.parametrize(make_agent, "tiny.toml", crashes=1,
                                   categories=("after-B",))
-            def test_lazy(faultsim):
+            def test_lazy(crash_safety):
                 pass
             """)
     result = run(pytester, "-rA")
@@ -347,6 +347,24 @@ def test_mistakes_in_a_project_are_one_line_each(pytester):
     assert "the agent fails without any crash: RuntimeError: no config file" in text
     assert "scenario 'nope.toml' not found" in text
     assert "unknown setting(s) crashs" in text
-    assert "explored nothing: a kill-point item must call faultsim.check()" in text
+    assert "explored nothing: a kill-point item must call crash_safety.check()" in text
     result.assert_outcomes(failed=7)  # 1 + 1 + 1 + the 4 lazy after-B items
     assert "Traceback" not in text and "faultsim/engine.py" not in text
+
+
+def test_the_old_fixture_name_still_works_and_warns(pytester):
+    pytester.makeini("[pytest]\n")
+    shutil.copy(DATA / "tiny.toml", pytester.path / "tiny.toml")
+    pytester.makepyfile(test_old="""
+        import pytest
+        from reference_agent import make_agent
+
+        @pytest.mark.faultsim("tiny.toml", agent=make_agent, crashes=1,
+                              categories=("after-B",))
+        def test_old(faultsim):
+            report = faultsim.check()
+            assert report.runs and report.runs[0].verdicts
+        """)
+    result = run(pytester, "-W", "always::DeprecationWarning")
+    result.assert_outcomes(passed=1)
+    assert "the `faultsim` fixture is now `crash_safety`" in result.stdout.str()

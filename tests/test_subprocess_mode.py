@@ -331,18 +331,18 @@ def test_the_plugin_runs_a_database_store_in_subprocess_mode(pytester):
         sys.path.insert(0, {str(ROOT)!r})  # tests.agents
 
         @pytest.mark.faultsim("tiny_sqlite.toml", agent="reference_agent")
-        def test_reference(faultsim):
-            report = faultsim.check()
+        def test_reference(crash_safety):
+            report = crash_safety.check()
             assert report.runs[0].mode == "subprocess"
 
         @pytest.mark.faultsim("tiny_sqlite.toml", agent="tests.agents:sqlite_two_transactions")
-        def test_naive(faultsim):
-            faultsim.check()
+        def test_naive(crash_safety):
+            crash_safety.check()
 
         @pytest.mark.faultsim("tiny_sqlite.toml", agent="reference_agent", kill_points=True,
                               mode="subprocess")
-        def test_items(faultsim):
-            faultsim.check()
+        def test_items(crash_safety):
+            crash_safety.check()
         """)
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-q")
     result.assert_outcomes(passed=1, failed=2)
