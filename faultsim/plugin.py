@@ -15,6 +15,7 @@ from .fixture import (MARKER, BrokenParam, FaultsimFixture, FaultsimUsageError, 
 
 _STATE = pytest.StashKey[PluginState]()
 _FIXTURE = pytest.StashKey[FaultsimFixture]()
+_HEADER = pytest.StashKey[Options]()
 _MAX_FAILURES_SHOWN = 20
 
 
@@ -39,6 +40,49 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--faultsim-record", action="store_true", default=False,
                     help="re-record checkpoint-format corpora instead of checking them "
                          "(like a snapshot tool's update flag)")
+    # the same settings as ini keys ([tool.pytest.ini_options] faultsim_budget = 600, ...):
+    # a project's defaults; the command line wins
+    for key, what in INI_KEYS.items():
+        parser.addini(key, f"default for --{key.replace('_', '-')}: {what}", default=None)
+
+
+INI_KEYS = {"faultsim_seed": "the seed", "faultsim_crash_model": "process, power or all",
+            "faultsim_crashes": "crashes per schedule", "faultsim_budget":
+            "seconds each session may spend exploring", "faultsim_shard": "I/N"}
+
+
+def _setting(config: pytest.Config, key: str) -> Any:
+    """The command line's value, else the ini key's (None: neither)."""
+    value = config.getoption(key)
+    if value is None:
+        value = config.getini(key) or None
+    return value
+
+
+def _number(config: pytest.Config, key: str, kind: type) -> Any:
+    value = _setting(config, key)
+    if value is None or isinstance(value, kind):
+        return value
+    try:
+        return kind(value)
+    except ValueError:
+        raise FaultsimUsageError(f"{key} = {value}: expected a number (ini file)") from None
+
+
+def pytest_report_header(config: pytest.Config) -> list[str] | None:
+    """One line: faultsim's version and the settings this session runs with."""
+    options = config.stash.get(_HEADER, None)
+    if options is None:
+        return None
+    from ._version import __version__
+
+    given = [f"{k}={v}" for k, v in (("seed", options.seed),
+                                      ("crash-model", options.crash_model),
+                                      ("crashes", options.crashes),
+                                      ("budget", options.budget),
+                                      ("shard", options.shard and "%d/%d" % options.shard))
+             if v is not None]
+    return [f"faultsim {__version__}" + (": " + ", ".join(given) if given else "")]
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -49,22 +93,26 @@ def pytest_configure(config: pytest.Config) -> None:
         "item per kill point; mode='subprocess' runs real processes killed by SIGKILL (auto: "
         "for scenarios whose [store] is sqlite or redis)")
     try:
-        crashes = config.getoption("faultsim_crashes")
+        crashes = _number(config, "faultsim_crashes", int)
         if crashes is not None and crashes < 1:
             raise FaultsimUsageError(f"--faultsim-crashes={crashes}: expected 1 or more")
-        budget = config.getoption("faultsim_budget")
+        budget = _number(config, "faultsim_budget", float)
         if budget is not None and budget <= 0:
             raise FaultsimUsageError(f"--faultsim-budget={budget:g}: expected seconds > 0")
-        shard = config.getoption("faultsim_shard")
-        options = Options(seed=config.getoption("faultsim_seed"),
-                          crash_model=config.getoption("faultsim_crash_model"),
-                          crashes=crashes, budget=budget,
+        shard = _setting(config, "faultsim_shard")
+        crash_model = _setting(config, "faultsim_crash_model")
+        if crash_model not in (None, "process", "power", "all"):
+            raise FaultsimUsageError(f"faultsim_crash_model = {crash_model}: expected "
+                                     "process, power or all")
+        options = Options(seed=_setting(config, "faultsim_seed"),
+                          crash_model=crash_model, crashes=crashes, budget=budget,
                           shard=parse_shard(shard) if shard is not None else None,
                           record=config.getoption("faultsim_record"))
     except FaultsimUsageError as exc:
         raise pytest.UsageError(str(exc)) from None
     state = PluginState(options)
     config.stash[_STATE] = state
+    config.stash[_HEADER] = options
     config.pluginmanager.register(_Summary(state), "faultsim-summary")
 
 

@@ -368,3 +368,30 @@ def test_the_old_fixture_name_still_works_and_warns(pytester):
     result = run(pytester, "-W", "always::DeprecationWarning")
     result.assert_outcomes(passed=1)
     assert "the `faultsim` fixture is now `crash_safety`" in result.stdout.str()
+
+
+def test_ini_keys_set_a_projects_defaults_and_the_header_says_so(pytester):
+    pytester.makeini("[pytest]\nfaultsim_crashes = 1\nfaultsim_seed = 7\n"
+                     "faultsim_crash_model = all\n")
+    shutil.copy(DATA / "tiny.toml", pytester.path / "tiny.toml")
+    pytester.makepyfile(test_ini="""
+        import pytest
+        from reference_agent import make_agent
+
+        @pytest.mark.faultsim("tiny.toml", agent=make_agent)
+        def test_ini(crash_safety):
+            s = crash_safety.settings
+            print("SETTINGS", s.crash_model, s.crashes, s.seed)
+        """)
+    result = run(pytester, "-s")
+    result.assert_outcomes(passed=1)
+    out = result.stdout.str()
+    assert "SETTINGS all 1 7" in out
+    from faultsim import __version__
+    assert f"faultsim {__version__}: seed=7, crash-model=all, crashes=1" in out
+    # the command line wins over the ini file
+    result = run(pytester, "-s", "--faultsim-crashes=2")
+    assert "SETTINGS all 2 7" in result.stdout.str()
+    pytester.makeini("[pytest]\nfaultsim_crashes = many\n")
+    result = run(pytester)
+    assert "faultsim_crashes = many: expected a number" in result.stderr.str()
