@@ -485,6 +485,9 @@ def main(argv: list[str] | None = None) -> int:
         if ns.debug:
             traceback.print_exc()
         print(f"faultsim: {exc}", file=sys.stderr)
+        details = getattr(exc, "details", "")
+        if details:  # the agent's own traceback and output, as pytest shows a test's
+            print("\n" + details, file=sys.stderr)
         return EXIT_VIOLATION
     except HarnessError as exc:
         if ns.debug:

@@ -81,8 +81,9 @@ class NonDeterminismError(AgentFinding):
 class AgentFailedCleanly(AgentFinding):
     """The agent fails (or answers wrongly) without any crash."""
 
-    def __init__(self, scenario, error: str) -> None:
+    def __init__(self, scenario, error: str, details: str = "") -> None:
         super().__init__(f"{scenario.path}: the agent fails without any crash: {error}")
+        self.details = details  # the agent's traceback and output, shown after the line
 
 
 class UnreachedService(UsageError):

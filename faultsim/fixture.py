@@ -182,6 +182,13 @@ def settings_for(node: Any, options: Options) -> Settings | None:
                     categories, bool(kwargs.get("kill_points", False)), mode)
 
 
+def told(exc: BaseException) -> str:
+    """A known error as a failed test shows it: the one line, then the agent's own
+    traceback and output when it raised."""
+    details = getattr(exc, "details", "")
+    return f"faultsim: {exc}" + (f"\n\n{details}" if details else "")
+
+
 def resolve_scenario(scenario: str | Path, node: Any) -> Path:
     """A relative path is looked up next to the test file, then under the rootdir, then in
     the current directory; the result is relative to the current directory when it can be
@@ -323,7 +330,7 @@ class FaultsimFixture:
         try:
             return self._explore(make_agent, scenario)
         except known_errors() as exc:
-            pytest.fail(f"faultsim: {exc}", pytrace=False)
+            pytest.fail(told(exc), pytrace=False)
 
     def _explore(self, make_agent: Any, scenario: Any) -> "Report":
         state = self._state
@@ -399,7 +406,7 @@ class FaultsimFixture:
                 factory = load_factory(make_agent or corpus.agent)
             verdicts = check_corpus(factory, corpus)
         except known_errors() as exc:
-            pytest.fail(f"faultsim: {exc}", pytrace=False)
+            pytest.fail(told(exc), pytrace=False)
         bad = [v for v in verdicts if not v.ok]
         if bad:
             raise AssertionError(

@@ -11,7 +11,8 @@ from typing import Any
 import pytest
 
 from .fixture import (MARKER, BrokenParam, FaultsimFixture, FaultsimUsageError, Options,
-                      PluginState, PointParam, known_errors, parse_shard, settings_for)
+                      PluginState, PointParam, known_errors, parse_shard, settings_for,
+                      told as _told)
 
 _STATE = pytest.StashKey[PluginState]()
 _FIXTURE = pytest.StashKey[FaultsimFixture]()
@@ -136,7 +137,8 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     except known_errors() as exc:
         # one item that fails with the reason, rather than a collection error
         metafunc.parametrize("faultsim_kill_point",
-                             [pytest.param(BrokenParam(f"{exc}"), id="clean-run")],
+                             [pytest.param(BrokenParam(_told(exc)[len("faultsim: "):]),
+                                           id="clean-run")],
                              indirect=True)
         return
     params = [pytest.param(PointParam(n, p.id), id=p.id) for n, p in enumerate(points)

@@ -88,3 +88,45 @@ def test_version_and_python_dash_m(tmp_path):
 
     r = faultsim(tmp_path, "--version")
     assert r.returncode == 0 and r.stdout.strip() == f"faultsim {__version__}"
+
+
+BROKEN = '''
+import json
+
+
+def read_config(path):
+    print("loading settings from", path)
+    with open(path) as f:
+        return json.load(f)
+
+
+class Agent:
+    def __init__(self, env):
+        self.env = env
+
+    def run(self):
+        settings = read_config("agent-settings.json")
+        return settings["answer"]
+
+
+def make_agent(env):
+    return Agent(env)
+'''
+
+
+@pytest.mark.parametrize("mode", ["in-process", "subprocess"])
+def test_an_agent_that_fails_shows_its_own_traceback_and_output(tmp_path, mode):
+    (tmp_path / "broken_agent.py").write_text(BROKEN)
+    (tmp_path / "billing.toml").write_text(SCENARIO)
+    r = faultsim(tmp_path, "run", "billing.toml", "--agent", "broken_agent", "--mode", mode,
+                 "--workers", "1")
+    assert r.returncode == 1, r.stderr
+    lines = r.stderr.splitlines()
+    assert lines[0].endswith("the agent fails without any crash: FileNotFoundError: "
+                             "[Errno 2] No such file or directory: 'agent-settings.json'")
+    text = r.stderr
+    assert "Traceback (most recent call last)" in text
+    assert "broken_agent.py\", line 16, in run" in text  # the agent's frames
+    assert "in read_config" in text
+    assert "faultsim/inprocess" not in text and "faultsim/real" not in text  # not ours
+    assert "----- the agent's output -----\nloading settings from agent-settings.json" in text

@@ -20,7 +20,8 @@ from .fs import FsInterposer, install
 from ..killpoints import KillPoint
 from ..oracle import RESUME_GUARDS, CrashRun, Golden, judge
 from ..pipeline.golden import CleanRun, golden_checked, routed_only
-from ..pipeline.incarnation import Incarnation, IncarnationTimeout, time_limit, traced_world
+from ..pipeline.incarnation import (Incarnation, IncarnationTimeout, captured_output,
+                                    failure_details, time_limit, traced_world)
 from ..pipeline.sweep import ResumeResult
 from ..report import ResumeSummary
 from ..runner import make_env
@@ -134,7 +135,7 @@ class Explorer:
         unsubscribe = world.subscribe(on_world)
         try:
             with ip, seeded(f"{self.seed}:{world.incarnation}"), \
-                    world.model.serving_new_clients(), \
+                    world.model.serving_new_clients(), captured_output() as output, \
                     time_limit(self.timeout if timed else None):
                 try:
                     result.outcome = outcome_of(run_incarnation(self.make_agent, env))
@@ -142,8 +143,10 @@ class Explorer:
                     pass
                 except IncarnationTimeout as exc:
                     result.timed_out, result.error = True, str(exc)
+                    result.details = failure_details(exc, output.getvalue())
                 except Exception as exc:
                     result.error = f"{type(exc).__name__}: {exc}"
+                    result.details = failure_details(exc, output.getvalue())
         finally:
             unsubscribe()
             tracer.policy = None
@@ -168,7 +171,7 @@ class Explorer:
             world = self.new_world()
             inc = self.incarnation(world)
             return CleanRun(inc.outcome, inc.error, inc.events,
-                            (world, self.interposer.snapshot()))
+                            (world, self.interposer.snapshot()), inc.details)
 
         first = golden_checked(self.scenario, clean_run)
         world, final = first.kept

@@ -23,6 +23,7 @@ class CleanRun:
     error: str | None
     events: list
     kept: Any  # what the backend keeps of the run for the golden run (world, files)
+    details: str = ""  # when the agent raised: its traceback and output
 
 
 def golden_checked(scenario: Scenario, clean_run: Callable[[int], CleanRun]) -> CleanRun:
@@ -34,7 +35,7 @@ def golden_checked(scenario: Scenario, clean_run: Callable[[int], CleanRun]) -> 
     for n in (1, 2):
         run = clean_run(n)
         if run.error is not None or run.outcome is None:
-            raise AgentFailedCleanly(scenario, run.error or "no outcome")
+            raise AgentFailedCleanly(scenario, run.error or "no outcome", run.details)
         runs.append(run)
     first, second = runs
     compare_traces(first.events, second.events)

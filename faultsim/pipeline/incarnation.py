@@ -4,9 +4,12 @@ hanging one, and the world's signature (what a resumed run can observe of it).""
 from __future__ import annotations
 
 import hashlib
+import io
+import os
 import signal
 import threading
-from contextlib import contextmanager
+import traceback
+from contextlib import contextmanager, redirect_stderr, redirect_stdout
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
@@ -29,6 +32,43 @@ class Incarnation:
     timed_out: bool = False
     events: list[Event] = field(default_factory=list)
     first_position: int | None = None
+    details: str = ""  # when the agent raised: its traceback and what it printed
+
+
+class _Capped(io.StringIO):
+    """What an incarnation prints, kept up to a limit (a chatty agent runs thousands of
+    times in a sweep)."""
+
+    LIMIT = 20_000
+
+    def write(self, text: str) -> int:
+        room = self.LIMIT - self.tell()
+        return super().write(text[:room]) if room > 0 else len(text)
+
+
+@contextmanager
+def captured_output() -> Iterator[io.StringIO]:
+    """The agent's stdout and stderr during one incarnation, as pytest captures a test's:
+    shown with its traceback when it fails, never lost among the sweep's runs."""
+    buffer = _Capped()
+    with redirect_stdout(buffer), redirect_stderr(buffer):
+        yield buffer
+
+
+def failure_details(exc: BaseException, output: str) -> str:
+    """The agent's own traceback and its output. Frames of faultsim and of the file-system
+    interposition under the agent (pyfakefs) are left out: they are where faultsim
+    watches, not where the agent went wrong."""
+    ours = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+    frames = [f for f in traceback.extract_tb(exc.__traceback__)
+              if not os.path.abspath(f.filename).startswith(ours)
+              and f"{os.sep}pyfakefs{os.sep}" not in f.filename]
+    text = "Traceback (most recent call last):\n" + "".join(traceback.format_list(frames)) \
+        + "".join(traceback.format_exception_only(type(exc), exc))
+    text = text.rstrip()
+    if output.strip():
+        text += "\n----- the agent's output -----\n" + output.rstrip()
+    return text
 
 
 def traced_world(tracer: Tracer, scenario: Scenario, world: World, result: Incarnation

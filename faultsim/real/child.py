@@ -17,7 +17,8 @@ from typing import Any
 
 from ..agent import outcome_of, run_incarnation
 from ..interpose.determinism import seeded
-from ..pipeline.incarnation import Incarnation, IncarnationTimeout, time_limit, traced_world
+from ..pipeline.incarnation import (Incarnation, IncarnationTimeout, captured_output,
+                                    failure_details, time_limit, traced_world)
 from ..runner import make_env
 from ..trace import Event, Tracer
 from . import fstrace, wire
@@ -125,17 +126,19 @@ def run_job(job: dict, ctx: Any, out_fd: int) -> None:
     env.store = ctx.store
     world.subscribe(on_world)
     outcome = error = None
-    timed_out = False
+    timed_out, details = False, ""
     with seeded(f"{ctx.seed}:{world.incarnation}"), world.model.serving_new_clients(), \
-            time_limit(ctx.timeout if job["timed"] else None):
+            captured_output() as output, time_limit(ctx.timeout if job["timed"] else None):
         if job["kill"] is not None and job["kill"][0] == 0:
             die()
         try:
             outcome = outcome_of(run_incarnation(ctx.make_agent, env))
         except IncarnationTimeout as exc:
             timed_out, error = True, str(exc)
+            details = failure_details(exc, output.getvalue())
         except Exception as exc:
             error = f"{type(exc).__name__}: {exc}"
+            details = failure_details(exc, output.getvalue())
     fstrace.deactivate()
-    report("done", outcome=outcome, error=error, timed_out=timed_out)
+    report("done", outcome=outcome, error=error, timed_out=timed_out, details=details)
     os._exit(0)
