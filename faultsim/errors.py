@@ -10,6 +10,7 @@
     │   ├── token.TokenError               (also ValueError) a replay token
     │   ├── formats.corpus.CorpusError     (also ValueError) a format corpus
     │   ├── StoreNeedsSubprocess           (also ValueError) an SQLite/Redis store in-process
+    │   ├── ScriptMismatch                 the script cannot answer the agent's request
     │   ├── UnreachedService               a scenario service the clean run never reached
     │   ├── SubprocessModeError            (also ValueError) e.g. power loss there
     │   ├── options.OptionError            (also ValueError) a setting out of range
@@ -84,6 +85,11 @@ class AgentFailedCleanly(AgentFinding):
     def __init__(self, scenario, error: str, details: str = "") -> None:
         super().__init__(f"{scenario.path}: the agent fails without any crash: {error}")
         self.details = details  # the agent's traceback and output, shown after the line
+
+
+class ScriptMismatch(UsageError):
+    """The scenario's script cannot answer what the agent asks (a tool the request does not
+    offer, an input the tool's schema refuses, a turn tool_choice forbids)."""
 
 
 class UnreachedService(UsageError):

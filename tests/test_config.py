@@ -130,3 +130,14 @@ def test_an_agent_that_fails_shows_its_own_traceback_and_output(tmp_path, mode):
     assert "in read_config" in text
     assert "faultsim/inprocess" not in text and "faultsim/real" not in text  # not ours
     assert "----- the agent's output -----\nloading settings from agent-settings.json" in text
+
+
+def test_a_scripted_tool_the_agent_does_not_offer_stops_the_run_naming_it(project):
+    # a lenient agent would answer the unknown tool with an error result and pass
+    text = SCENARIO.replace('name = "note_customer"', 'name = "refund_card"')
+    (project / "checks" / "billing.toml").write_text(text)
+    r = faultsim(project, "run", "--workers", "1")
+    assert r.returncode == 2, r.stderr
+    assert r.stderr.strip().startswith("faultsim: error: checks/billing.toml: script 's', "
+                                       "turn 2: the scripted turn calls 'refund_card', a tool "
+                                       "the request does not offer")

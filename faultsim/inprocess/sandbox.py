@@ -171,7 +171,7 @@ class Explorer:
             world = self.new_world()
             inc = self.incarnation(world)
             return CleanRun(inc.outcome, inc.error, inc.events,
-                            (world, self.interposer.snapshot()), inc.details)
+                            (world, self.interposer.snapshot()), inc.details, world)
 
         first = golden_checked(self.scenario, clean_run)
         world, final = first.kept

@@ -6,7 +6,8 @@ from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
 from ..agent import Outcome
-from ..errors import AgentFailedCleanly, NonDeterminismError, UnreachedService, UnroutedEffect
+from ..errors import (AgentFailedCleanly, NonDeterminismError, ScriptMismatch,
+                      UnreachedService, UnroutedEffect)
 from ..scenario import Scenario
 from ..trace import Event
 
@@ -24,6 +25,7 @@ class CleanRun:
     events: list
     kept: Any  # what the backend keeps of the run for the golden run (world, files)
     details: str = ""  # when the agent raised: its traceback and output
+    world: Any = None  # the world after the run (what it asked the model, the services)
 
 
 def golden_checked(scenario: Scenario, clean_run: Callable[[int], CleanRun]) -> CleanRun:
@@ -34,6 +36,7 @@ def golden_checked(scenario: Scenario, clean_run: Callable[[int], CleanRun]) -> 
     runs = []
     for n in (1, 2):
         run = clean_run(n)
+        script_fits(scenario, run.world)
         if run.error is not None or run.outcome is None:
             raise AgentFailedCleanly(scenario, run.error or "no outcome", run.details)
         runs.append(run)
@@ -45,6 +48,17 @@ def golden_checked(scenario: Scenario, clean_run: Callable[[int], CleanRun]) -> 
         raise AgentFailedCleanly(scenario, f"its final answer {_short(got)} is not the "
                                  f"scenario's expected_final_answer {_short(expected)}")
     return first
+
+
+def script_fits(scenario: Scenario, world: Any) -> None:
+    """A request the script could not answer (a tool the request does not offer, an input
+    its schema refuses, a turn tool_choice forbids) is the scenario's mistake, whatever the
+    agent made of the error: a lenient agent would otherwise pass having exercised
+    nothing."""
+    for record in getattr(getattr(world, "model", None), "requests", ()):
+        if record.error == "faultsim_script_error":
+            message = (record.message or "").removeprefix("faultsim: ")
+            raise ScriptMismatch(f"{scenario.path}: {message}")
 
 
 def routed_only(scenario: Scenario, world: Any) -> None:

@@ -137,7 +137,8 @@ def _golden(pool: ForkServers, scenario: Scenario) -> Golden:
         report = _report_of(result, "the clean run")
         outcome = report["outcome"] if report["kind"] == "done" else None  # else killed
         return CleanRun(outcome, report.get("error"), report["events"],
-                        (report["world"], result.files), report.get("details", ""))
+                        (report["world"], result.files), report.get("details", ""),
+                        pickle.loads(report["world"]))
 
     first = golden_checked(scenario, clean_run)
     world, files = first.kept
