@@ -10,6 +10,7 @@
     │   ├── token.TokenError               (also ValueError) a replay token
     │   ├── formats.corpus.CorpusError     (also ValueError) a format corpus
     │   ├── StoreNeedsSubprocess           (also ValueError) an SQLite/Redis store in-process
+    │   ├── NoDurableState                 the clean run saves nothing (or not where declared)
     │   ├── ScriptMismatch                 the script cannot answer the agent's request
     │   ├── UnreachedService               a scenario service the clean run never reached
     │   ├── SubprocessModeError            (also ValueError) e.g. power loss there
@@ -85,6 +86,10 @@ class AgentFailedCleanly(AgentFinding):
     def __init__(self, scenario, error: str, details: str = "") -> None:
         super().__init__(f"{scenario.path}: the agent fails without any crash: {error}")
         self.details = details  # the agent's traceback and output, shown after the line
+
+
+class NoDurableState(UsageError):
+    """The clean run wrote nothing durable, or never the checkpoint its scenario declares."""
 
 
 class ScriptMismatch(UsageError):

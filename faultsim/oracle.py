@@ -2,12 +2,11 @@
 run. A guard returns a `Violation` (with a sentence a person can read) or None."""
 from __future__ import annotations
 
-import json
-import posixpath
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from .agent import Outcome
+from .checkpoints import DEFAULT, CheckpointSpec, progress, whole
 from .crashmodel import CrashState
 from .killpoints import KillPoint
 from .world import World, effect_difference
@@ -93,11 +92,13 @@ class Golden:
     outputs: dict[str, bytes]
     effect_attempts: int
     trace: list  # events
+    checkpoint: CheckpointSpec = DEFAULT  # where the agent keeps its state (the scenario's)
 
     @classmethod
-    def of(cls, outcome: Outcome, world: World, final: dict, trace: list) -> "Golden":
+    def of(cls, outcome: Outcome, world: World, final: dict, trace: list,
+           checkpoint: CheckpointSpec = DEFAULT) -> "Golden":
         return cls(outcome, world.ledger, outputs_of(final), effect_attempts(world.ledger),
-                   trace)
+                   trace, checkpoint)
 
 
 @dataclass
@@ -129,12 +130,10 @@ def effect_attempts(ledger: Ledger) -> int:
     return sum(1 for e in ledger.entries if e.op in EFFECT_OPS)
 
 
-def checkpoints_in(files: dict) -> dict[str, bytes]:
-    """Checkpoint files, and checkpoints kept in Redis under a key ending in /checkpoint
-    (subprocess mode puts a Redis key's value in the crash state as @redis/KEY)."""
-    return {p: d for p, d in files.items() if d is not None and (
-        posixpath.basename(p) == "checkpoint.json"
-        or p.startswith("@redis/") and posixpath.basename(p) == "checkpoint")}
+def checkpoints_in(files: dict, spec: CheckpointSpec = DEFAULT) -> dict[str, bytes]:
+    """The checkpoints among a crash state's files, as the scenario declares them (Redis
+    values appear as @redis/KEY in subprocess mode): faultsim.checkpoints."""
+    return {p: d for p, d in files.items() if d is not None and spec.matches(p)}
 
 
 # -- the guards --------------------------------------------------------------------------
@@ -157,14 +156,9 @@ def completes_or_escalates(g: Golden, r: CrashRun) -> Violation | None:
 
 
 def no_silent_restart(g: Golden, r: CrashRun) -> Violation | None:
-    progressed = []
-    for path, data in checkpoints_in(r.state.as_dict()).items():
-        try:
-            doc = json.loads(data)
-            if isinstance(doc, dict) and len(doc.get("messages") or []) > 1:
-                progressed.append(path)
-        except ValueError:
-            pass
+    progressed = [path for path, data in checkpoints_in(r.state.as_dict(),
+                                                         g.checkpoint).items()
+                  if progress(g.checkpoint, path, data)]
     if progressed and r.resume_positions and r.resume_positions[0] == 0:
         return _violated("no_silent_restart",
                          f"{progressed[0]} held a conversation in progress, yet the resumed "
@@ -233,13 +227,12 @@ def progress_recorded_once(g: Golden, r: CrashRun) -> Violation | None:
 
 
 def checkpoint_whole(g: Golden, r: CrashRun) -> Violation | None:
-    for path, data in checkpoints_in(r.state.as_dict()).items():
-        try:
-            json.loads(data.decode("utf-8"))
-        except (UnicodeDecodeError, ValueError):
+    for path, data in checkpoints_in(r.state.as_dict(), g.checkpoint).items():
+        why = whole(g.checkpoint, path, data)
+        if why:
             return _violated("checkpoint_whole",
-                             f"at the kill, {path} on disk was not one whole version "
-                             f"({len(data)} bytes: {_bytes(data)})")
+                             f"at the kill, {path} on disk was not one whole version: {why} "
+                             f"({len(data)} bytes: {_bytes(data)})", path=path)
     return None
 
 

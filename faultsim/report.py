@@ -207,7 +207,8 @@ class ModelRun:
         files = verdict.state.as_dict()
         from .oracle import checkpoints_in
 
-        checkpoints = checkpoints_in(files)
+        spec = getattr(verdict.golden, "checkpoint", None)
+        checkpoints = checkpoints_in(files, spec) if spec is not None else checkpoints_in(files)
         at = "the kill" if len(crashes) == 1 else "the last kill"
         lines.append(f"checkpoint on disk at {at}:" if checkpoints
                      else f"checkpoint on disk at {at}: none")

@@ -15,6 +15,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .checkpoints import DEFAULT as DEFAULT_CHECKPOINT
+from .checkpoints import FORMATS as CP_FORMATS
+from .checkpoints import CheckpointSpec
 from .errors import UsageError
 from .netguard import parse_allowed
 from .model import ApiFault, Script, ToolCall, Turn
@@ -113,6 +116,7 @@ class Scenario:
     langgraph: LangGraphSpec | None = None
     # addresses besides faultsim's own the agent may connect to ([sandbox] allow)
     allow: tuple[tuple[str, int], ...] = ()
+    checkpoint: CheckpointSpec = DEFAULT_CHECKPOINT  # where the agent keeps its state
 
     def build_world(self, *, retry_after_ms: int = 1) -> World:
         world = World(clock=WorldClock(self.start_time), retry_after_ms=retry_after_ms,
@@ -307,7 +311,7 @@ def parse_duration(value: Any, reader: "_Reader | None" = None, key: str = "dura
     return seconds
 
 
-_TOP_KEYS = {"sandbox", "id", "task", "model", "prefill_models", "start_time", "expected_final_answer", "services",
+_TOP_KEYS = {"checkpoint", "sandbox", "id", "task", "model", "prefill_models", "start_time", "expected_final_answer", "services",
              "turns", "subagents", "fault_profile", "store", "langgraph"}
 _MOVED = ("a fault profile: API faults are listed in [fault_profile] as "
           "api_faults = [{ at = TURN, kind = \"529\" }] (add script = NAME for a sub-agent)")
@@ -411,6 +415,26 @@ def parse_scenario(data: dict, path: str | Path = "<scenario>") -> Scenario:
             if "human_reply" in raw_lg else None
         langgraph = LangGraphSpec(graph, reply)
 
+    checkpoint = DEFAULT_CHECKPOINT
+    if "checkpoint" in data:
+        raw_cp = r.get(data, "checkpoint", "", dict, "a [checkpoint] table", {})
+        r.no_extra(raw_cp, {"files", "redis_keys", "format"}, "checkpoint")
+        globs = {}
+        for key in ("files", "redis_keys"):
+            globs[key] = r.get(raw_cp, key, "checkpoint", list, "a list of globs", [])
+            for k, g in enumerate(globs[key]):
+                if not isinstance(g, str) or not g or g.startswith("/") or ".." in g:
+                    raise r.fail(f"checkpoint.{key}[{k}]", "a glob relative to the workdir"
+                                 if key == "files" else "a glob over Redis keys", g)
+        fmt = r.get(raw_cp, "format", "checkpoint", str, "one of " + ", ".join(CP_FORMATS),
+                    None) if "format" in raw_cp else None
+        if fmt is not None and fmt not in CP_FORMATS:
+            raise r.fail("checkpoint.format", "one of " + ", ".join(CP_FORMATS), fmt)
+        if not globs["files"] and not globs["redis_keys"]:
+            raise r.fail("checkpoint.files", "at least one glob (or redis_keys)", [])
+        checkpoint = CheckpointSpec(tuple(globs["files"]), tuple(globs["redis_keys"]), fmt,
+                                    declared=True)
+
     raw_sandbox = r.get(data, "sandbox", "", dict, "a [sandbox] table", {})
     r.no_extra(raw_sandbox, {"allow"}, "sandbox")
     allow = []
@@ -431,7 +455,8 @@ def parse_scenario(data: dict, path: str | Path = "<scenario>") -> Scenario:
         services=tuple(services), model=r.get(data, "model", "", str, "a model name",
                                               "claude-sonnet-5-5"),
         start_time=start, subagents=tuple(subagents), store=StoreSpec(store_kind),
-        langgraph=langgraph, prefill_models=_prefill_models(r, data), allow=tuple(allow))
+        langgraph=langgraph, prefill_models=_prefill_models(r, data), allow=tuple(allow),
+        checkpoint=checkpoint)
 
 
 def _prefill_models(r: Any, data: dict) -> tuple[str, ...] | None:

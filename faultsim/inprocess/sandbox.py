@@ -176,7 +176,7 @@ class Explorer:
         first = golden_checked(self.scenario, clean_run)
         world, final = first.kept
         routed_only(self.scenario, world)
-        return Golden.of(first.outcome, world, final, first.events)
+        return Golden.of(first.outcome, world, final, first.events, self.scenario.checkpoint)
 
     # -- one crash run --------------------------------------------------------------------
     def crash(self, point: KillPoint, model: str, start: Callable[[], World] | None = None

@@ -6,8 +6,8 @@ from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
 from ..agent import Outcome
-from ..errors import (AgentFailedCleanly, NonDeterminismError, ScriptMismatch,
-                      UnreachedService, UnroutedEffect)
+from ..errors import (AgentFailedCleanly, NoDurableState, NonDeterminismError,
+                      ScriptMismatch, UnreachedService, UnroutedEffect)
 from ..scenario import Scenario
 from ..trace import Event
 
@@ -42,6 +42,7 @@ def golden_checked(scenario: Scenario, clean_run: Callable[[int], CleanRun]) -> 
         runs.append(run)
     first, second = runs
     compare_traces(first.events, second.events)
+    keeps_state(scenario, first.events)
     expected = scenario.expected_final_answer.strip()
     got = (first.outcome.final_answer or "").strip()
     if first.outcome.status == "completed" and got != expected:
@@ -59,6 +60,30 @@ def script_fits(scenario: Scenario, world: Any) -> None:
         if record.error == "faultsim_script_error":
             message = (record.message or "").removeprefix("faultsim: ")
             raise ScriptMismatch(f"{scenario.path}: {message}")
+
+
+# what saves state: files, databases, and the checkpoints an adapter keeps in the world
+WRITES = ("fs.write", "fs.create", "fs.rename", "fs.truncate", "redis.exec", "sqlite.commit",
+          "mark.lg.put", "mark.lg.writes")
+
+
+def keeps_state(scenario: Scenario, events: Sequence[Event]) -> None:
+    """A clean run that saves nothing durable, or never writes the checkpoint its scenario
+    declares, leaves crash states that test nothing: stop instead of judging blind."""
+    writes = [e for e in events if e.kind in WRITES]
+    if not writes:
+        raise NoDurableState(
+            f"{scenario.path}: the clean run wrote nothing durable (no file, no database): "
+            "there is no state for a crash to damage; does the agent checkpoint under "
+            "env.workdir?")
+    spec = scenario.checkpoint
+    if spec.declared and spec.files:
+        touched = {e.subject.split(" from ")[0] for e in writes if e.kind.startswith("fs.")}
+        if not any(spec.matches(path) for path in touched):
+            raise NoDurableState(
+                f"{scenario.path}: [checkpoint] files = {list(spec.files)}: the clean run "
+                f"never wrote one (it wrote {', '.join(sorted(touched)[:5]) or 'no file'}); "
+                "declare the files the agent really keeps its state in")
 
 
 def routed_only(scenario: Scenario, world: Any) -> None:

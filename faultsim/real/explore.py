@@ -144,7 +144,7 @@ def _golden(pool: ForkServers, scenario: Scenario) -> Golden:
     world, files = first.kept
     world = pickle.loads(world)
     routed_only(scenario, world)
-    return Golden.of(first.outcome, world, files, first.events)
+    return Golden.of(first.outcome, world, files, first.events, scenario.checkpoint)
 
 
 def _sweep(pool: ForkServers, scenario: Scenario, sweep: Sweep, chosen: list[KillPoint],

@@ -1,0 +1,100 @@
+"""Where an agent keeps its durable state, as its scenario declares it:
+
+    [checkpoint]
+    files = ["state.json", "sessions/*.jsonl"]   # globs under the workdir
+    redis_keys = ["agent:checkpoint:*"]           # globs over Redis keys
+    format = "json"                               # optional: else from each file's suffix
+
+Without a declaration, today's names: any `checkpoint.json`, and Redis keys ending in
+`/checkpoint`. The state guards (`checkpoint_whole`, `no_silent_restart`), the kill-point
+categories (`checkpoint-mid-write`, `checkpoint-rename`) and the version probe read
+checkpoints through `CheckpointSpec.matches`. Formats: `json` (one document), `jsonl` (a
+transcript: one document per line, the last line may be torn), `sqlite` (a database file:
+SQLite keeps it whole itself), `bytes` (opaque: never parsed).
+
+Standard library only (the bottom layer).
+"""
+from __future__ import annotations
+
+import fnmatch
+import json
+import posixpath
+from dataclasses import dataclass
+
+FORMATS = ("json", "jsonl", "sqlite", "bytes")
+REDIS = "@redis/"  # how a Redis key's value appears in a crash state (subprocess mode)
+_SUFFIX = {".json": "json", ".jsonl": "jsonl", ".ndjson": "jsonl", ".db": "sqlite",
+           ".sqlite": "sqlite", ".sqlite3": "sqlite"}
+
+
+@dataclass(frozen=True)
+class CheckpointSpec:
+    files: tuple[str, ...] = ()
+    redis_keys: tuple[str, ...] = ()
+    format: str | None = None  # None: from each file's suffix
+    declared: bool = False  # False: today's names (checkpoint.json, KEY/checkpoint)
+
+    def matches(self, path: str) -> bool:
+        """Whether `path` (relative to the workdir, or @redis/KEY) is a checkpoint."""
+        if path.startswith(REDIS):
+            key = path[len(REDIS):]
+            if not self.declared:
+                return posixpath.basename(key) == "checkpoint"
+            return any(fnmatch.fnmatchcase(key, g) for g in self.redis_keys)
+        path = path.lstrip("/")
+        if not self.declared:
+            return posixpath.basename(path) == "checkpoint.json"
+        return any(fnmatch.fnmatchcase(path, g) for g in self.files)
+
+    def format_of(self, path: str) -> str:
+        if self.format:
+            return self.format
+        if path.startswith(REDIS):
+            return "json"
+        return _SUFFIX.get(posixpath.splitext(path)[1].lower(), "bytes")
+
+    def describe(self) -> str:
+        if not self.declared:
+            return "checkpoint.json files (no [checkpoint] declared)"
+        return ", ".join([*self.files, *(f"redis {k}" for k in self.redis_keys)])
+
+
+DEFAULT = CheckpointSpec()
+
+
+def whole(spec: CheckpointSpec, path: str, data: bytes) -> str | None:
+    """Why `data` is not a whole checkpoint of its format (None: it is, or the format keeps
+    itself whole). A JSONL transcript's torn last line is a legal state of an append-only
+    log: the resumed run must survive it, and other guards judge whether it did."""
+    fmt = spec.format_of(path)
+    if fmt == "json":
+        try:
+            json.loads(data.decode("utf-8"))
+        except (UnicodeDecodeError, ValueError):
+            return "not one whole JSON document"
+    elif fmt == "jsonl":
+        lines = data.split(b"\n")
+        for n, line in enumerate(lines[:-1]):  # every line the last newline closed
+            if line.strip():
+                try:
+                    json.loads(line.decode("utf-8"))
+                except (UnicodeDecodeError, ValueError):
+                    return f"line {n + 1} (a completed line, not the torn tail) is not JSON"
+    return None
+
+
+def progress(spec: CheckpointSpec, path: str, data: bytes) -> bool:
+    """Whether this checkpoint holds a conversation in progress (more than the task)."""
+    fmt = spec.format_of(path)
+    try:
+        if fmt == "json":
+            doc = json.loads(data)
+            if isinstance(doc, dict):
+                messages = doc.get("messages")
+                return isinstance(messages, list) and len(messages) > 1
+            return False
+        if fmt == "jsonl":
+            return sum(1 for line in data.split(b"\n")[:-1] if line.strip()) > 1
+    except (UnicodeDecodeError, ValueError):
+        return False
+    return False

@@ -1,0 +1,121 @@
+"""Declared checkpoints: a scenario says where its agent keeps state ([checkpoint]), and the
+state guards judge those files in their own format. Proven on agents that are not the
+reference agent: one keeping `state.json`, one keeping a JSONL transcript."""
+from __future__ import annotations
+
+import pytest
+
+import faultsim
+from faultsim.errors import NoDurableState
+from tests import state_agent
+from tests.helpers import scenario_from
+
+BASE = '''
+id = "{id}"
+task = "Charge CUST-1 1200 cents."
+expected_final_answer = "Charged."
+{checkpoint}
+[services.billing]
+kind = "keyed"
+[[turns]]
+tool_calls = [{{ name = "charge_card", input = {{ customer = "CUST-1", cents = 1200 }} }}]
+[[turns]]
+final = "Charged."
+[fault_profile]
+crashes = 1
+'''
+DECLARED = '[checkpoint]\nfiles = ["state.json"]\n'
+
+
+def scenario(tmp_path_factory, name, checkpoint):
+    return scenario_from(tmp_path_factory, BASE.format(id=name, checkpoint=checkpoint))
+
+
+def invariants(report):
+    return {x.invariant for r in report.runs for v in r.failures for x in v.violations}
+
+
+def test_a_torn_declared_checkpoint_is_caught_and_named(tmp_path_factory):
+    sc = scenario(tmp_path_factory, "declared", DECLARED)
+    report = faultsim.explore(state_agent.make_in_place, sc, crashes=1, workers=0)
+    assert "checkpoint_whole" in invariants(report)
+    text = "\n".join(report.counterexamples(limit=3))
+    assert "state.json on disk was not one whole version: not one whole JSON document" in text
+    assert "checkpoint on disk at the kill:\n    state.json" in text
+
+
+def test_without_the_declaration_the_same_mistake_goes_unjudged(tmp_path_factory):
+    # what the declaration adds: by name alone, state.json is nobody's checkpoint
+    sc = scenario(tmp_path_factory, "undeclared", "")
+    report = faultsim.explore(state_agent.make_in_place, sc, crashes=1, workers=0)
+    assert "checkpoint_whole" not in invariants(report)
+
+
+def test_the_careful_agent_passes_with_its_checkpoint_declared(tmp_path_factory):
+    sc = scenario(tmp_path_factory, "careful", DECLARED)
+    report = faultsim.explore(state_agent.make_agent, sc, crashes=1, workers=0,
+                              crash_model="all")
+    assert report.ok, report.counterexamples(limit=1)
+    assert sum(len(r.verdicts) for r in report.runs) > 20
+
+
+def test_a_declared_checkpoint_the_clean_run_never_writes_stops_the_run(tmp_path_factory):
+    sc = scenario(tmp_path_factory, "misdeclared",
+                  '[checkpoint]\nfiles = ["session/*.json"]\n')
+    with pytest.raises(NoDurableState, match=r"\[checkpoint\] files = \['session/\*\.json'\]"
+                       r": the clean run never wrote one \(it wrote state.json"):
+        faultsim.explore(state_agent.make_agent, sc, crashes=1, workers=0)
+
+
+def test_an_agent_that_saves_nothing_is_told_so(tmp_path_factory):
+    sc = scenario(tmp_path_factory, "stateless", "")
+
+    class Stateless:
+        def __init__(self, env):
+            self.env = env
+
+        def run(self):
+            messages = [{"role": "user", "content": self.env.task}]
+            while True:
+                r = self.env.client.messages.create(model=self.env.model, max_tokens=256,
+                                                    tools=state_agent.TOOLS,
+                                                    messages=messages)
+                messages.append({"role": "assistant", "content": [
+                    b.model_dump(exclude_none=True) for b in r.content]})
+                calls = [b for b in r.content if b.type == "tool_use"]
+                if not calls:
+                    return r.content[0].text
+                messages.append({"role": "user", "content": [
+                    {"type": "tool_result", "tool_use_id": c.id, "content": str(
+                        state_agent.charge_card(c.input["customer"], c.input["cents"],
+                                                c.id))} for c in calls]})
+
+    with pytest.raises(NoDurableState, match="the clean run wrote nothing durable"):
+        faultsim.explore(Stateless, sc, crashes=1, workers=0)
+
+
+def test_checkpoint_declarations_are_checked(tmp_path_factory):
+    for bad, where in [('files = ["/etc/state.json"]', r"checkpoint\.files\[0\]"),
+                       ('files = []', r"checkpoint\.files"),
+                       ('files = ["a.json"]\nformat = "yaml"', r"checkpoint\.format")]:
+        with pytest.raises(faultsim.ScenarioError, match=where):
+            scenario(tmp_path_factory, "bad", "[checkpoint]\n" + bad + "\n")
+
+
+def test_each_format_is_judged_on_its_own_terms():
+    from faultsim.checkpoints import CheckpointSpec, progress, whole
+
+    spec = CheckpointSpec(("log/*.jsonl", "state.json", "db.sqlite"), declared=True)
+    assert spec.matches("log/a.jsonl") and spec.matches("state.json")
+    assert not spec.matches("other.json") and not spec.matches("checkpoint.json")
+    lines = b'{"role": "user"}\n{"role": "assistant"}\n{"role": "us'
+    assert whole(spec, "log/a.jsonl", lines) is None  # a torn tail: legal
+    assert progress(spec, "log/a.jsonl", lines)  # two complete lines: under way
+    assert whole(spec, "log/a.jsonl", b'{"a": 1}\n{"b": \n{"c": 3}\n') == \
+        "line 2 (a completed line, not the torn tail) is not JSON"
+    assert whole(spec, "state.json", b'{"messages": [') == "not one whole JSON document"
+    assert whole(spec, "db.sqlite", b"\x00garbage") is None  # SQLite keeps itself whole
+    default = CheckpointSpec()
+    assert default.matches("sub/checkpoint.json") and default.matches("@redis/t/checkpoint")
+    redis = CheckpointSpec(redis_keys=("agent:checkpoint:*",), declared=True)
+    assert redis.matches("@redis/agent:checkpoint:T1") and not redis.matches("@redis/x")
