@@ -187,3 +187,19 @@ def test_subprocess_mode_refuses_too(tmp_path, server):
     assert proc.returncode == 1, proc.stderr[-1500:]
     assert f"127.0.0.1:{server.port}" in proc.stderr and "net_agent.py:" in proc.stderr
     assert server.count == 0
+
+
+def test_an_agent_that_fails_on_the_refusal_is_still_told_about_the_connection(tmp_path,
+                                                                             server,
+                                                                             agent_env):
+    # the refusal, not the agent's failure it caused, is the finding
+    strict = AGENT.replace(
+        "            except ConnectionRefusedError:\n                pass  # a lenient agent: "
+        "logs and goes on", "            finally:\n                pass")
+    assert strict != AGENT  # this agent lets the refusal end its run
+    (tmp_path / "net_agent.py").write_text(strict)
+    (tmp_path / "netguard.toml").write_text(SCENARIO)
+    scenario = faultsim.load_scenario(tmp_path / "netguard.toml")
+    with pytest.raises(UnroutedEffect, match="no_unrouted_effect"):
+        faultsim.explore(_factory(tmp_path), scenario, crashes=1, workers=0)
+    assert server.count == 0

@@ -37,6 +37,7 @@ def golden_checked(scenario: Scenario, clean_run: Callable[[int], CleanRun]) -> 
     for n in (1, 2):
         run = clean_run(n)
         script_fits(scenario, run.world)
+        no_connection_refused(scenario, run.world)
         if run.error is not None or run.outcome is None:
             raise AgentFailedCleanly(scenario, run.error or "no outcome", run.details)
         runs.append(run)
@@ -86,12 +87,22 @@ def keeps_state(scenario: Scenario, events: Sequence[Event]) -> None:
                 "declare the files the agent really keeps its state in")
 
 
+def no_connection_refused(scenario: Scenario, world: Any) -> None:
+    """The network guard's finding on a clean run, before whatever the refusal made the
+    agent do: every resumed run would repeat it, so it is told once."""
+    refused = getattr(world, "unrouted", [])
+    if refused:
+        raise UnroutedEffect(
+            f"{scenario.path}: the clean run reached for a network address faultsim does "
+            f"not serve: {refused[0]}; faultsim refused it (no_unrouted_effect). Route the "
+            "call with faultsim.effect(SERVICE) to one of the scenario's services, or allow "
+            "the address in [sandbox] allow = [\"HOST:PORT\"]")
+
+
 def routed_only(scenario: Scenario, world: Any) -> None:
-    """What a clean run must show before any crash is worth judging, in both modes: every
-    service of the scenario reached (one never reached means the agent's effects go
-    somewhere faultsim cannot see, and its rules would pass without testing them), and no
-    connection refused by the network guard (every resumed run would repeat it: told
-    once)."""
+    """Every service of the scenario reached by the clean run, in both modes: one never
+    reached means the agent's effects go somewhere faultsim cannot see, and its rules
+    would pass without testing them."""
     reached = {e.service for e in world.ledger.entries}
     for name in world.services:
         if name not in reached:
@@ -100,13 +111,6 @@ def routed_only(scenario: Scenario, world: Any) -> None:
                 f"agent does not route its effects to {name!r} (wrap the tool that acts on "
                 f"it with faultsim.effect({name!r}), or call env.services[{name!r}]), or "
                 "the scenario lists a service this agent does not use")
-    refused = getattr(world, "unrouted", [])
-    if refused:
-        raise UnroutedEffect(
-            f"{scenario.path}: the clean run reached for a network address faultsim does "
-            f"not serve: {refused[0]}; faultsim refused it (no_unrouted_effect). Route the "
-            "call with faultsim.effect(SERVICE) to one of the scenario's services, or allow "
-            "the address in [sandbox] allow = [\"HOST:PORT\"]")
 
 
 def compare_traces(a: Sequence[Event], b: Sequence[Event]) -> None:
