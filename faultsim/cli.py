@@ -114,6 +114,8 @@ def _project_defaults(ns: argparse.Namespace) -> None:
 
     project = load()
     for key, value in project.values.items():
+        if key == "agent" and ns.command not in NEEDS_AGENT:
+            continue  # a replay token or a corpus names its own agent
         if hasattr(ns, key) and getattr(ns, key) in (None, []):
             setattr(ns, key, value)
     for key, value in BUILTIN.items():

@@ -58,6 +58,11 @@ def test_the_environment_overrides_the_project(project):
                            text=True, timeout=600,
                            env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert again.returncode == 1, again.stderr[-1500:]
+    # and so does the replay token, though [tool.faultsim] names another agent
+    token = next(line.split("faultsim replay ", 1)[1].strip() for line in r.stdout.splitlines()
+                 if "faultsim replay " in line)
+    replayed = faultsim(project, "replay", token)
+    assert replayed.returncode == 1, replayed.stdout[-800:] + replayed.stderr[-800:]
 
 
 def test_settings_that_cannot_work_name_file_and_key(project):
