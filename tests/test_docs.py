@@ -75,8 +75,29 @@ def _project(pytester, test_code: str) -> None:
     pytester.makepyfile(test_crash_safety=test_code)
 
 
+def _block(section: str, containing: str) -> str:
+    (code,) = [b for b in _python_blocks(section) if containing in b]
+    return code
+
+
+def test_readmes_own_agent_snippets_are_the_examples_code():
+    example = (ROOT / "examples" / "receipts" / "receipts_agent.py").read_text()
+    effect = _block("## Test your own agent", "@faultsim.effect")
+    assert effect.splitlines()[0] in example and effect.splitlines()[1].split(":")[0] \
+        in example
+    test = (ROOT / "examples" / "receipts" / "test_receipts.py").read_text()
+    marker = _block("## Test your own agent", "crash_safety.check()   #")
+    assert marker.splitlines()[1] in test  # the same test function
+    readme = (ROOT / "README.md").read_text()
+    toml = re.search(r"```toml\n(\[tool\.faultsim\].*?)```", readme, re.S).group(1)
+    import tomllib
+
+    from faultsim.config import KEYS
+    assert set(tomllib.loads(toml)["tool"]["faultsim"]) <= set(KEYS)
+
+
 def test_readmes_five_line_example_runs_as_shown(pytester):
-    code = _python_blocks("## Test your own agent in five lines")[0]
+    code = _block("## Test your own agent", "@faultsim.parametrize")
     assert len([line for line in code.splitlines() if line.strip()]) == 5
     _project(pytester, code)
     # as shown, on one shard of 64 (the whole takes many minutes): items with pairs, on xdist
@@ -91,7 +112,7 @@ def test_readmes_five_line_example_runs_as_shown(pytester):
 
 
 def test_readmes_whole_scenario_example_runs_as_shown(pytester):
-    code = _python_blocks("## Test your own agent in five lines")[1]
+    code = _block("## Test your own agent", "def test_whole_scenario")
     _project(pytester, code)
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "test_crash_safety.py",
                                            "--faultsim-crashes=1", "--faultsim-shard=1/8")
