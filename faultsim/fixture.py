@@ -182,6 +182,19 @@ def settings_for(node: Any, options: Options) -> Settings | None:
                     categories, bool(kwargs.get("kill_points", False)), mode)
 
 
+def _golden_key(scenario: Any, name: str, settings: Settings) -> str:
+    """One run's clean runs, shared by its xdist workers: the same scenario text, agent and
+    settings give the same clean run (the flake guard proved it deterministic)."""
+    import hashlib
+
+    from ._version import __version__
+
+    text = Path(scenario.path).read_bytes()
+    parts = [__version__, name, settings.seed, str(settings.timeout)]
+    return hashlib.blake2b(text + "\0".join(parts).encode(),
+                           digest_size=16).hexdigest() + ".golden"
+
+
 def told(exc: BaseException) -> str:
     """A known error as a failed test shows it: the one line, then the agent's own
     traceback and output when it raised."""
@@ -231,6 +244,9 @@ class PluginState:
     options: Options
     explorers: dict = field(default_factory=dict)  # group key -> PointwiseExplorer
     started: float | None = None  # when the first faultsim test began (the budget's clock)
+    # where the xdist workers of one run share their clean runs (None: not under xdist);
+    # found on first use
+    shared_dir: Callable[[], Path | None] = lambda: None
 
     def explorer_for(self, settings: Settings) -> "PointwiseExplorer":
         from .pointwise import PointwiseExplorer
@@ -241,10 +257,14 @@ class PluginState:
                settings.seed, settings.timeout)
         explorer = self.explorers.get(key)
         if explorer is None:
-            explorer = PointwiseExplorer(factory, load_scenario(settings.scenario),
+            scenario = load_scenario(settings.scenario)
+            explorer = PointwiseExplorer(factory, scenario,
                                          agent_name=name, crash_model=settings.crash_model,
                                          crashes=settings.crashes, seed=settings.seed,
                                          timeout=settings.timeout)
+            shared = self.shared_dir()
+            if shared is not None:
+                explorer.golden_cache = shared / _golden_key(scenario, name, settings)
             self.explorers[key] = explorer
         return explorer
 

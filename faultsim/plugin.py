@@ -70,6 +70,17 @@ def _number(config: pytest.Config, key: str, kind: type) -> Any:
         raise FaultsimUsageError(f"{key} = {value}: expected a number (ini file)") from None
 
 
+def _shared_dir(config: pytest.Config) -> Any:
+    """Under the run's base temporary directory, which xdist workers share as the parent of
+    their own (and pytest removes with old runs): no stray files."""
+    try:
+        folder = config._tmp_path_factory.getbasetemp().parent / "faultsim-golden"
+        folder.mkdir(exist_ok=True)
+        return folder
+    except (AttributeError, OSError):
+        return None
+
+
 def pytest_report_header(config: pytest.Config) -> list[str] | None:
     """One line: faultsim's version and the settings this session runs with."""
     options = config.stash.get(_HEADER, None)
@@ -112,6 +123,8 @@ def pytest_configure(config: pytest.Config) -> None:
     except FaultsimUsageError as exc:
         raise pytest.UsageError(str(exc)) from None
     state = PluginState(options)
+    if hasattr(config, "workerinput"):  # an xdist worker: share clean runs with the others
+        state.shared_dir = lambda: _shared_dir(config)
     config.stash[_STATE] = state
     config.stash[_HEADER] = options
     config.pluginmanager.register(_Summary(state), "faultsim-summary")

@@ -10,8 +10,10 @@ a cached class of pairs is re-told with this kill point as its first crash.
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
+import pickle
 from typing import Any, Callable
 
 import freezegun.api as _real_time
@@ -64,13 +66,55 @@ class PointwiseExplorer:
         return Explorer(self.make_agent, self.scenario, agent_name=self.agent_name,
                         timeout=self.timeout, seed=self.seed)
 
+    golden_cache = None  # a file the xdist workers of one run share the clean runs in
+
     def record_golden(self) -> list[KillPoint]:
-        """The clean runs (twice, as a flake guard) and their kill points; once."""
+        """The clean runs (twice, as a flake guard) and their kill points; once per
+        process, and once per run under xdist (the first worker's, read by the others)."""
         if self.golden is None:
-            with self._explorer() as ex:
-                self.golden = ex.golden()
+            with self._turn():  # one worker runs them; the others wait, then read
+                self.golden = self._shared_golden()
+                if self.golden is None:
+                    with self._explorer() as ex:
+                        self.golden = ex.golden()
+                    self._share_golden()
             self.kill_points = kill_points(self.golden.trace)
         return self.kill_points
+
+    @contextlib.contextmanager
+    def _turn(self):
+        if self.golden_cache is None:
+            yield
+            return
+        import fcntl
+
+        with open(f"{self.golden_cache}.lock", "a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(lock, fcntl.LOCK_UN)
+
+    def _shared_golden(self):
+        if self.golden_cache is None:
+            return None
+        try:
+            with open(self.golden_cache, "rb") as f:
+                return pickle.load(f)
+        except (OSError, EOFError, pickle.UnpicklingError):
+            return None
+
+    def _share_golden(self) -> None:
+        if self.golden_cache is None:
+            return
+        tmp = f"{self.golden_cache}.{os.getpid()}.tmp"
+        try:
+            with open(tmp, "wb") as f:
+                pickle.dump(self.golden, f)
+            os.replace(tmp, self.golden_cache)  # whole or absent for the other workers
+        except (OSError, pickle.PicklingError, TypeError, AttributeError):
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
 
     def point(self, point_id: str) -> KillPoint:
         for point in self.record_golden():

@@ -395,3 +395,44 @@ def test_ini_keys_set_a_projects_defaults_and_the_header_says_so(pytester):
     pytester.makeini("[pytest]\nfaultsim_crashes = many\n")
     result = run(pytester)
     assert "faultsim_crashes = many: expected a number" in result.stderr.str()
+
+
+def test_xdist_workers_share_one_runs_clean_runs(pytester):
+    # collection runs the two clean runs of the flake guard; under xdist, once per run. The
+    # factory counts itself with a datagram to this test's loopback socket (files are the
+    # sandbox's), which the scenario allows
+    import socket
+
+    counter = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    counter.bind(("127.0.0.1", 0))
+    port = counter.getsockname()[1]
+    pytester.makeini("[pytest]\n")
+    (pytester.path / "tiny.toml").write_text(
+        (DATA / "tiny.toml").read_text() + f'\n[sandbox]\nallow = ["127.0.0.1:{port}"]\n')
+    pytester.makepyfile(test_shared=f"""
+        import socket
+        import faultsim
+        from reference_agent import make_agent as _make
+
+        def make_agent(env):
+            socket.socket(socket.AF_INET, socket.SOCK_DGRAM).sendto(b"x", ("127.0.0.1", {port}))
+            return _make(env)
+
+        @faultsim.parametrize(make_agent, "tiny.toml", crashes=1, categories=("after-B",))
+        def test_agent(crash_safety):
+            pass
+        """)
+    result = run(pytester, "-n", "2", "-q")  # (the items explore nothing: they fail)
+    assert "gw1" in result.stdout.str() or "2 workers" in result.stdout.str(), \
+        result.stdout.str()[-1000:]
+    counter.settimeout(0.5)
+    seen = 0
+    try:
+        while True:
+            counter.recv(16)
+            seen += 1
+    except socket.timeout:
+        pass
+    finally:
+        counter.close()
+    assert seen == 2  # the two clean runs, in one worker; not two per worker
