@@ -15,6 +15,7 @@
     │   ├── UnreachedService               a scenario service the clean run never reached
     │   ├── SubprocessModeError            (also ValueError) e.g. power loss there
     │   ├── options.OptionError            (also ValueError) a setting out of range
+    │   ├── config.ConfigError             a [tool.faultsim] key or FAULTSIM_* variable
     │   └── schedule.NoSuchKillPoint       (also LookupError) a point never reached
     ├── AgentFinding          the agent under test is at fault before any rule is judged:
     │   │                     the CLI exits 1 (like a violation), the plugin fails the test

@@ -7,7 +7,9 @@ import pytest
 from faultsim import cli, errors
 from faultsim.loading import AgentLoadError
 from faultsim.fixture import FaultsimUsageError, known_errors
+from faultsim.config import ConfigError
 from faultsim.formats.corpus import CorpusError
+from faultsim.options import OptionError
 from faultsim.real.explore import SubprocessModeError
 from faultsim.real.pool import ServerFailed
 from faultsim.scenario import ScenarioError
@@ -18,9 +20,11 @@ from faultsim.world.redis_server import RedisUnavailable
 KINDS = {
     errors.UsageError: [cli.UsageError, FaultsimUsageError, ScenarioError, AgentLoadError,
                         TokenError, CorpusError, errors.StoreNeedsSubprocess,
-                        SubprocessModeError, NoSuchKillPoint],
+                        SubprocessModeError, NoSuchKillPoint, OptionError, ConfigError,
+                        errors.ScriptMismatch, errors.UnreachedService,
+                        errors.NoDurableState],
     errors.AgentFinding: [errors.NonDeterminismError, errors.AgentFailedCleanly,
-                          errors.KillDidNotLand],
+                          errors.KillDidNotLand, errors.UnroutedEffect],
     errors.HarnessError: [errors.WorkerDied, ServerFailed, RedisUnavailable],
 }
 
