@@ -119,3 +119,22 @@ def test_each_format_is_judged_on_its_own_terms():
     assert default.matches("sub/checkpoint.json") and default.matches("@redis/t/checkpoint")
     redis = CheckpointSpec(redis_keys=("agent:checkpoint:*",), declared=True)
     assert redis.matches("@redis/agent:checkpoint:T1") and not redis.matches("@redis/x")
+
+
+def test_an_agent_that_never_asks_the_model_is_told_so(tmp_path_factory):
+    sc = scenario(tmp_path_factory, "modelless", "")
+
+    class NoModel:
+        def __init__(self, env):
+            self.env = env
+
+        def run(self):
+            import os
+            os.makedirs(str(self.env.workdir), exist_ok=True)
+            with open(os.path.join(str(self.env.workdir), "state.json"), "w") as f:
+                f.write("{}")
+            state_agent.charge_card("CUST-1", 1200, "k")
+            return "Charged."
+
+    with pytest.raises(NoDurableState, match="the clean run never asked the model"):
+        faultsim.explore(NoModel, sc, crashes=1, workers=0)

@@ -71,6 +71,12 @@ WRITES = ("fs.write", "fs.create", "fs.rename", "fs.truncate", "redis.exec", "sq
 def keeps_state(scenario: Scenario, events: Sequence[Event]) -> None:
     """A clean run that saves nothing durable, or never writes the checkpoint its scenario
     declares, leaves crash states that test nothing: stop instead of judging blind."""
+    if not any(e.kind == "model.response" for e in events):
+        raise NoDurableState(
+            f"{scenario.path}: the clean run never asked the model: faultsim's fake Claude "
+            "answers through env.client (or env.async_client); an agent that builds its own "
+            "client must build it from them, or from ANTHROPIC_BASE_URL under "
+            "faultsim.model.serve")
     writes = [e for e in events if e.kind in WRITES]
     if not writes:
         raise NoDurableState(
