@@ -104,14 +104,6 @@ class _Pool:
         self.ex, self.sweep, self.models, self.world = ex, sweep, models, world
         self.workers, self.total, self.progress = max(1, workers), total, progress
         self.deadline = None if not timeout else 3 * timeout + 5
-        # Forked children wait at a gate until one of the `workers` slots is theirs: the
-        # driver forks at a kill point and drives on at once, instead of stalling there
-        # until a slot frees (with most states of a pair sweep already judged, the driver's
-        # own bookkeeping is the longer task, and stalling it left the workers idle).
-        # At most `queue` children wait; they hold memory the driver goes on to change.
-        self.queue = 4 * self.workers
-        self.gated: list[int] = []  # pids forked and waiting, in kill-point order
-        self.running = 0
         self.children: dict[int, dict] = {}
         self.waiting: dict[tuple, int] = {}  # masked class or exact key -> child pid
         self.in_child = False
@@ -149,49 +141,27 @@ class _Pool:
             for _ in points:
                 self._done_point()
             return False
-        while len(self.children) >= self.workers + self.queue:
+        while len(self.children) >= self.workers:
             self._collect(block=True)
         import sys
 
         sys.stdout.flush()
         sys.stderr.flush()
         read_fd, write_fd = _os.pipe()
-        go_read, go_write = _os.pipe()
         pid = _os.fork()
         if pid == 0:  # the child: die here, then resume from what is left
             _os.close(read_fd)
-            _os.close(go_write)
-            for child in self.children.values():  # a sibling's gate is not ours to open
-                if child["go"] is not None:
-                    _os.close(child["go"])
             self.in_child, self.job, self.fd, self.children = True, job, write_fd, {}
-            self.go = go_read
             return True
         _os.close(write_fd)
-        _os.close(go_read)
         self.children[pid] = {"fd": read_fd, "buf": bytearray(), "job": job,
                               "points": len(points), "signature": signature,
-                              "started": None, "go": go_write}
-        self.gated.append(pid)
-        self._open_gates()
+                              "started": _real_time.real_perf_counter()}
         for entry in job:
             self.waiting[entry[4]] = pid
             if entry[6] is not None:
                 self.waiting[(entry[6], entry[5], signature)] = pid
         return False
-
-    def _open_gates(self) -> None:
-        """Let waiting children run, oldest first, while a worker slot is free."""
-        while self.gated and self.running < self.workers:
-            pid = self.gated.pop(0)
-            child = self.children[pid]
-            try:
-                _os.write(child["go"], b"g")
-            except OSError:  # it died waiting: its pipe's end tells
-                pass
-            _os.close(child["go"])
-            child["go"], child["started"] = None, _real_time.real_perf_counter()
-            self.running += 1
 
     def _done_point(self) -> None:
         self.sweep.done_points += 1
@@ -211,8 +181,8 @@ class _Pool:
             ready, _, _ = select.select(list(fds), [], [], 0.5 if block else 0)
             now = _real_time.real_perf_counter()
             for pid, child in list(self.children.items()):
-                if self.deadline and child["started"] is not None \
-                        and now - child["started"] > self.deadline and child["fd"] not in ready:
+                if self.deadline and now - child["started"] > self.deadline \
+                        and child["fd"] not in ready:
                     _os.kill(pid, 9)
                     self._finish(pid, None, f"the crash run did not finish within "
                                  f"{self.deadline:g} s and was killed")
@@ -236,12 +206,6 @@ class _Pool:
     def _finish(self, pid: int, result, problem: str | None) -> None:
         child = self.children.pop(pid)
         _os.close(child["fd"])
-        if child["go"] is not None:  # it died before its turn
-            _os.close(child["go"])
-            self.gated.remove(pid)
-        else:
-            self.running -= 1
-        self._open_gates()
         try:
             _, status = _os.waitpid(pid, 0)
         except ChildProcessError:
@@ -288,10 +252,7 @@ class _Pool:
             except (ProcessLookupError, ChildProcessError):
                 pass
             _os.close(child["fd"])
-            if child["go"] is not None:
-                _os.close(child["go"])
         self.children.clear()
-        self.gated, self.running = [], 0
 
     # -- child ----------------------------------------------------------------------------
     def child_main(self, after_kill: list[str]) -> None:
@@ -299,10 +260,6 @@ class _Pool:
 
         status = 0
         try:
-            # wait for a worker slot (end of file: the parent is gone, so is the sweep)
-            if _os.read(self.go, 1) != b"g":
-                _os._exit(0)
-            _os.close(self.go)
             self.world.sealed = False
             results, by_class = [], {}
             for n, (model, point, i, state, key, watch, masked) in enumerate(self.job):
