@@ -61,11 +61,24 @@ class CrashState:
         return dict(self.files)
 
     def digest(self) -> str:
-        h = hashlib.blake2b(digest_size=16)
-        for path, data in self.files:
-            h.update(path.encode() + b"\0")
-            h.update(b"D" if data is None else b"F%d\0" % len(data) + data)
-        return h.hexdigest()
+        # Asked several times per state by a sweep (its memo key, its class's keys, the
+        # pair stage's check): computed once. The instance is frozen; the cache is no field.
+        found = self.__dict__.get("_digest")
+        if found is None:
+            found = files_digest(self.files)
+            object.__setattr__(self, "_digest", found)
+        return found
+
+
+def files_digest(files: "tuple[tuple[str, bytes | None], ...]") -> str:
+    """The digest of sorted (path, bytes or None) pairs: one hash update, not two a file."""
+    parts = []
+    for path, data in files:
+        parts.append(path.encode() + b"\0")
+        parts.append(b"D" if data is None else b"F%d\0" % len(data))
+        if data is not None:
+            parts.append(data)
+    return hashlib.blake2b(b"".join(parts), digest_size=16).hexdigest()
 
 
 def process_state(snapshot: Files) -> list[CrashState]:

@@ -7,7 +7,7 @@ import posixpath
 from dataclasses import dataclass, field
 from typing import Sequence
 
-from ..crashmodel import CrashState
+from ..crashmodel import CrashState, files_digest
 from ..killpoints import KillPoint
 from ..oracle import (OUTPUTS, STATE_GUARDS, CrashRun, Golden, Violation, judge,
                       no_write_after_kill)
@@ -46,20 +46,25 @@ class ResumeResult:
 
 def masked_digest(state: CrashState, path: str | None) -> str | None:
     """The state's digest with one file's content blanked out (its name kept)."""
-    files = state.as_dict()
-    if path is None or not isinstance(files.get(path), bytes):
+    # Straight from the sorted files (no dict, no re-sort): asked at every kill point.
+    if path is None or not isinstance(_content(state, path), bytes):
         return None
-    files[path] = b"\0faultsim:masked"
-    return CrashState.of(state.model, "", files).digest()
+    return files_digest(tuple((p, b"\0faultsim:masked" if p == path else d)
+                              for p, d in state.files))
 
 
 def absent_digest(state: CrashState, path: str | None) -> str | None:
     """The digest of the state without one file (its directory kept)."""
-    files = state.as_dict()
-    if path is None or not isinstance(files.get(path), bytes):
+    if path is None or not isinstance(_content(state, path), bytes):
         return None
-    del files[path]
-    return CrashState.of(state.model, "", files).digest()
+    return files_digest(tuple((p, d) for p, d in state.files if p != path))
+
+
+def _content(state: CrashState, path: str) -> bytes | None:
+    for p, d in state.files:
+        if p == path:
+            return d
+    return None
 
 
 def schedule_violations(golden: Golden, schedule: list[KillPoint], state: CrashState,
