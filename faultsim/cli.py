@@ -117,14 +117,12 @@ def _run_subprocess(sc, ns: argparse.Namespace, agent: str, crash_model, only, p
     if ns.crash_model is None and "process" in models:
         models = ["process"]  # the profile's power model stays with the in-process mode
     crashes = ns.crashes or sc.profile.crashes
-    if crashes > 1:
-        print(f"{sc.id}: subprocess mode explores single crashes (crashes during recovery "
-              "run in-process)", file=sys.stderr)
     try:
         return explore_subprocess(agent, sc, agent_name=agent, only=only,
                                   timeout=ns.timeout, seed=ns.seed,
                                   workers=ns.workers or os.cpu_count() or 1,
-                                  crash_model=models, progress=progress, plan=plan)
+                                  crash_model=models, crashes=crashes, progress=progress,
+                                  plan=plan)
     except SubprocessModeError as exc:
         raise UsageError(f"{sc.path}: {exc}") from None
 
@@ -324,8 +322,9 @@ def cmd_replay(ns: argparse.Namespace) -> int:
     from .token import ReplayToken
 
     token = ReplayToken.decode(ns.token)
-    factory = factory_for(ns.agent, token.scenario) if ns.agent else None
-    result = replay(token, factory, timeout=ns.timeout)
+    factory = factory_for(ns.agent, token.scenario) if ns.agent and \
+        token.mode != "subprocess" else None
+    result = replay(token, factory, timeout=ns.timeout, agent=ns.agent)
     crashes = len(result.schedule)
     print(f"replaying {crashes} crash{'es' if crashes > 1 else ''} of "
           f"{result.run.scenario.id} / {ns.agent or token.agent} / crash model "
