@@ -377,6 +377,7 @@ class FaultsimFixture:
         try:
             return explore_subprocess(
                 name, scenario, agent_name=name, crash_model=settings.crash_model,
+                crashes=settings.crashes,
                 timeout=settings.timeout, seed=settings.seed, workers=os.cpu_count() or 1,
                 shard=self._state.options.shard,
                 only=(lambda p: p.category in categories) if categories else None)
