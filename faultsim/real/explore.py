@@ -188,6 +188,23 @@ class _Entry:
     watch: str | None
 
 
+@dataclass
+class _Memo:
+    """Verdicts of crash states already judged, shared by every state equal (or equivalent)
+    to one of them."""
+
+    results: dict = field(default_factory=dict)  # exact key -> ResumeResult
+    classes: dict = field(default_factory=dict)  # masked class -> exact key of its first
+    fresh_for: dict = field(default_factory=dict)  # exact key -> (target tag, point id)
+    ran_for: dict = field(default_factory=dict)  # id(result) -> the exact key it ran for
+
+    def blind(self, cls: tuple | None) -> ResumeResult | None:
+        """The class's verdict, if its first state's resumed run destroyed the watched file
+        before reading it (so its content cannot matter)."""
+        result = self.results.get(self.classes.get(cls)) if cls is not None else None
+        return result if result is not None and result.blind_to_content(cls[1]) else None
+
+
 def _start_job(job_id: Any, target: _Target, downtime: float, **kw: Any) -> dict:
     if target.start is None:
         return _job(job_id, **kw)
@@ -206,8 +223,10 @@ def _sweep(pool: ForkServers, scenario: Scenario, targets: list[_Target], progre
 
 
 def _judge(pool: ForkServers, scenario: Scenario, targets: list[_Target], progress,
-           equivalences: bool, stage: str | None) -> None:
-    """Judge every crash state the targets left; the verdicts go to each target's sweep."""
+           equivalences: bool, stage: str | None, memo: "_Memo | None" = None,
+           done_before: int = 0, units: int | None = None) -> None:
+    """Judge every crash state the targets left; the verdicts go to each target's sweep.
+    `memo` carries what earlier calls judged (the pairs go in shares)."""
     # Resume each distinct crash state once. States that differ only in the content of
     # the file being written at the kill (a torn temp file, mostly) share the verdict of
     # the first of them when its resumed run destroyed that file before reading it.
@@ -225,19 +244,20 @@ def _judge(pool: ForkServers, scenario: Scenario, targets: list[_Target], progre
                                   (state.digest(), signature),
                                   (masked, watch, signature) if masked is not None else None,
                                   watch))
-    results: dict[tuple, ResumeResult] = {}
-    fresh_for: dict[tuple, tuple] = {}  # exact key -> (target, point) whose state was resumed
-    ran_for: dict[int, tuple] = {}  # id(result) -> the exact key it was run for
+    memo = memo if memo is not None else _Memo()
+    results, fresh_for, ran_for = memo.results, memo.fresh_for, memo.ran_for
     entry_of: dict[Any, _Entry] = {}  # job id -> its entry (kept here, not sent)
     golden = targets[0].sweep.golden
-    total, settled, units = len(entries), [0], len(targets)
+    total, settled = len(entries), [0]
+    units = units or len(targets)
 
     def tell(done: int) -> None:  # in kill points, or (pairs) in first crash states
         if progress is not None:
             if stage is None:
                 progress(done, total)
             else:
-                progress(done * units // max(1, total), units, stage=stage)
+                progress(done_before + done * len(targets) // max(1, total), units,
+                         stage=stage)
 
     def resume_done(job: dict, result: JobResult) -> None:
         entry = entry_of.pop(job["id"])
@@ -262,22 +282,22 @@ def _judge(pool: ForkServers, scenario: Scenario, targets: list[_Target], progre
             jobs.append(job)
         return jobs
 
-    first_wave, deferred, classes = [], [], {}
+    first_wave, deferred = [], []
     for entry in entries:
-        if entry.cls is not None and entry.cls in classes:  # wait for its class's verdict
+        if entry.exact in results:  # judged before (an earlier share of the pairs)
+            continue
+        if entry.cls is not None and entry.cls in memo.classes:  # wait for its class
             deferred.append(entry)
             continue
         if entry.cls is not None:
-            classes.setdefault(entry.cls, entry.exact)
+            memo.classes[entry.cls] = entry.exact
         first_wave.append(entry)
     pool.run(resume_jobs(first_wave), resume_done)
-    blind = {cls: results[exact] for cls, exact in classes.items()
-             if results[exact].blind_to_content(cls[1])}
-    second_wave = [e for e in deferred if e.exact not in results and e.cls not in blind]
+    second_wave = [e for e in deferred if e.exact not in results and memo.blind(e.cls) is None]
     pool.run(resume_jobs(second_wave), resume_done)
 
     for entry in entries:
-        result = results.get(entry.exact) or blind[entry.cls]
+        result = results.get(entry.exact) or memo.blind(entry.cls)
         fresh = fresh_for.get(entry.exact) == (entry.target.tag, entry.point.id)
         sweep = entry.target.sweep
         sweep.resumed_from.setdefault(id(result), ran_for[id(result)])
@@ -370,8 +390,16 @@ def _pairs(pool: ForkServers, scenario: Scenario, first: _Target, chosen: list[K
                                (state.as_dict(), first.crashed[point.id][0])))
     if progress is not None:
         progress(0, len(targets), stage="pairs (process)")
-    landed = _sweep(pool, scenario, targets, progress, drive, equivalences,
-                    stage="pairs (process)") if targets else 0
+    # In shares of a few first crashes: the crash states of one share are held in memory
+    # (files and world of each) until judged; the verdicts carry over in `memo`.
+    memo, landed, share = _Memo(), 0, max(4, 2 * pool.workers)
+    for start in range(0, len(targets), share):
+        part = targets[start:start + share]
+        landed += _crash(pool, part, drive, downtime)
+        _judge(pool, scenario, part, progress, equivalences, "pairs (process)", memo,
+               done_before=start, units=len(targets))
+        for target in part:
+            target.crashed = {}  # judged: only failing verdicts keep their state
     for target, rep in zip(targets, reps):
         stats.total += rep[4] * len(target.points)
     stats.seconds += _real_time.real_perf_counter() - started
