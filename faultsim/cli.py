@@ -162,9 +162,6 @@ def cmd_run(ns: argparse.Namespace) -> int:
     graphs = []  # runs of LangGraph scenarios: summed up per durability mode at the end
     for sc, agent in ((sc, agent) for sc in scenarios for agent in _agents(sc, ns, modes)):
         resolved = options.resolve(sc)
-        if resolved.mode == "subprocess" and resolved.crashes > 1:
-            print(f"{sc.id}: subprocess mode explores single crashes (crashes during "
-                  "recovery run in-process)", file=sys.stderr)
         progress = Progress(sc.id if agent == ns.agent else f"{sc.id} [{agent}]")
         check = lambda plan, sc=sc, progress=progress: _check_plan(  # noqa: E731
             plan, sc, ns, progress)
@@ -332,8 +329,9 @@ def cmd_replay(ns: argparse.Namespace) -> int:
     from .token import ReplayToken
 
     token = ReplayToken.decode(ns.token)
-    factory = factory_for(ns.agent, token.scenario) if ns.agent else None
-    result = replay(token, factory, timeout=ns.timeout)
+    factory = factory_for(ns.agent, token.scenario) if ns.agent and \
+        token.mode != "subprocess" else None
+    result = replay(token, factory, timeout=ns.timeout, agent=ns.agent)
     crashes = len(result.schedule)
     print(f"replaying {crashes} crash{'es' if crashes > 1 else ''} of "
           f"{result.run.scenario.id} / {ns.agent or token.agent} / crash model "

@@ -16,9 +16,11 @@ def schedule_of(token: ReplayToken) -> list[Crash]:
 
 
 def replay(token: str | ReplayToken, make_agent: Callable | None = None,
-           timeout: float | None = 30.0) -> ScheduleResult:
+           timeout: float | None = 30.0, agent: str | None = None) -> ScheduleResult:
     """Re-run the schedule a token names, on the scenario and agent it names (or on
-    `make_agent`, e.g. a fixed version of the agent), and judge it."""
+    `make_agent`, e.g. a fixed version of the agent), and judge it, in the mode the token
+    was made in. A subprocess token replays on real processes, which import the agent
+    themselves: a fix is given as `agent` (an importable spec), not as a factory."""
     from .loading import factory_for
 
     if isinstance(token, str):
@@ -26,6 +28,15 @@ def replay(token: str | ReplayToken, make_agent: Callable | None = None,
     if not Path(token.scenario).exists():
         raise FileNotFoundError(f"{token.scenario}: the token's scenario file is not here; "
                                 "replay from the directory the report was made in")
+    if token.mode == "subprocess":
+        from .errors import UsageError
+        from .real.replay import replay_subprocess
+
+        if make_agent is not None and agent is None:
+            raise UsageError("a subprocess replay token runs the agent in fresh processes: "
+                             "name it as an importable spec (agent='MODULE[:ATTR]'), not a "
+                             "factory")
+        return replay_subprocess(token, agent, timeout)
     factory = make_agent or factory_for(token.agent, token.scenario)
     with Session(factory, token.scenario, crash_model=token.crash_model, seed=token.seed,
                  timeout=timeout, agent_name=token.agent) as session:

@@ -78,7 +78,7 @@ class Verdict:
         steps = [Step(e.point.index, e.point.offset, e.order) for e in self.earlier]
         steps.append(Step(self.kill_point.index, self.kill_point.offset, self.order))
         return ReplayToken(run.scenario.path, run.agent, self.crash_model, run.seed,
-                           tuple(steps)).encode()
+                           tuple(steps), run.mode).encode()
 
 
 @dataclass
@@ -135,9 +135,7 @@ class ModelRun:
     def replay_command(self, verdict: Verdict) -> str:
         if verdict.kill_point.category == "version-probe":
             return self.run_command()  # the probe runs with every full run
-        if self.mode == "subprocess":  # tokens replay in-process; narrow the real run
-            return self.rerun_command(verdict) or self.run_command()
-        return f"faultsim replay {verdict.token(self)}"
+        return f"faultsim replay {verdict.token(self)}"  # in the run's mode
 
     def rerun_command(self, verdict: Verdict) -> str | None:
         """For a single crash: the run narrowed to its kill point (every crash state)."""

@@ -1,7 +1,8 @@
 """Replay tokens: one short, self-contained string per counterexample.
 
 A token names everything a replay needs and nothing it can look up: the scenario file, the
-agent factory, the crash model, the seed, and for each crash of the schedule where it
+agent factory, the crash model, the seed, the mode (real processes or in-process), and for
+each crash of the schedule where it
 landed (event index, byte offset inside a torn write) and which crash state it left.
 Kill points are addressed by position, not by id, because a later incarnation's ids only
 exist once that incarnation has run; the replay prints the ids again.
@@ -36,10 +37,13 @@ class ReplayToken:
     crash_model: str
     seed: str
     steps: tuple[Step, ...]
+    mode: str = "in-process"  # or "subprocess": replayed on real processes (SIGKILL)
 
     def encode(self) -> str:
         doc = [self.scenario, self.agent, self.crash_model, self.seed,
                [[s.index, -1 if s.offset is None else s.offset, s.order] for s in self.steps]]
+        if self.mode != "in-process":  # in-process tokens stay as they always were
+            doc.append(self.mode)
         raw = zlib.compress(json.dumps(doc, separators=(",", ":")).encode(), 9)
         return PREFIX + base64.urlsafe_b64encode(raw).decode().rstrip("=")
 
@@ -52,12 +56,17 @@ class ReplayToken:
         body = token[len(PREFIX):]
         try:
             raw = zlib.decompress(base64.urlsafe_b64decode(body + "=" * (-len(body) % 4)))
-            scenario, agent, model, seed, steps = json.loads(raw)
+            scenario, agent, model, seed, steps, *rest = json.loads(raw)
+            mode = rest[0] if rest else "in-process"
             parsed = tuple(Step(int(i), None if int(o) < 0 else int(o), int(n))
                            for i, o, n in steps)
         except Exception:
             raise TokenError("the replay token is damaged (truncated or mistyped?); copy it "
                              "whole from a report") from None
-        if not parsed or not all(isinstance(x, str) for x in (scenario, agent, model, seed)):
+        if not parsed or not all(isinstance(x, str) for x in (scenario, agent, model, seed,
+                                                              mode)):
             raise TokenError("the replay token is damaged: it names no crash")
-        return cls(scenario, agent, model, seed, parsed)
+        if mode not in ("in-process", "subprocess"):
+            raise TokenError(f"the replay token names an unknown mode {mode!r} (made by a "
+                             "newer faultsim?)")
+        return cls(scenario, agent, model, seed, parsed, mode)

@@ -179,3 +179,36 @@ class _SqliteTwoTransactions(Agent):
 
 def sqlite_two_transactions(env):
     return _SqliteTwoTransactions(env)
+
+
+class _HopefulSqliteStore:
+    """P4 broken in SQLite: the row's version is never checked (parsed on hope), as
+    reference_agent.mutants.unknown_version_parsed does for checkpoint.json."""
+
+    def __init__(self, db_path, namespace):
+        from reference_agent.stores import SqliteCheckpointStore
+        self._inner = SqliteCheckpointStore(db_path, namespace)
+
+    def load(self):
+        import json
+
+        from reference_agent.checkpoint import from_json
+        raw = self._inner.load_raw()
+        if raw is None:
+            return None
+        data = json.loads(raw)
+        return from_json(self._inner.label, {**data, "version": 2})
+
+    def save(self, checkpoint):
+        self._inner.save(checkpoint)
+
+    def retire(self):
+        pass
+
+
+class _SqliteVersionParsed(Agent):
+    sqlite_store = _HopefulSqliteStore
+
+
+def sqlite_version_parsed(env):
+    return _SqliteVersionParsed(env)

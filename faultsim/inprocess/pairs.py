@@ -10,32 +10,12 @@ from ..crashmodel import CrashState
 from ..errors import NonDeterminismError
 from ..killpoints import KillPoint, kill_points
 from ..oracle import Golden
-from ..pipeline.sweep import Earlier, ResumeResult, Sweep
+from ..pipeline.sweep import Earlier, ResumeResult, Sweep, first_crashes  # noqa: F401
 from ..report import ModelRun
 from ..world import World
 from .forking import sweep_forking
 from .replaying import sweep_replaying
 from .sandbox import Explorer
-
-
-def first_crashes(sweep: Sweep, model: str, position: dict[str, int]) -> list[tuple]:
-    """The first crashes to explore further: one per class of equal (or equivalent) crash
-    states that passed, with how many first crashes the class stands for. The class is
-    represented by the earliest state equal to the one actually resumed (its trace is the
-    resumed run's course), else by its earliest state (whose course is then run afresh)."""
-    classes: dict[int, list] = {}
-    for model_, point, order, state, result, ok, key in sweep.instances:
-        if model_ == model and ok:
-            exact = key is not None and key == sweep.resumed_from.get(id(result))
-            classes.setdefault(id(result), []).append(
-                (not exact, position[point.id], order, point, state, result))
-    reps = []
-    for members in classes.values():
-        members.sort(key=lambda m: m[:3])
-        inexact, _, order, point, state, result = members[0]
-        reps.append((point, order, state, result if not inexact else None, len(members)))
-    reps.sort(key=lambda r: (position[r[0].id], r[1]))
-    return reps
 
 
 def sweep_after_first(ex: Explorer, golden: Golden, runs: dict[str, ModelRun], model: str,

@@ -2,16 +2,14 @@
 code cannot know must be refused loudly and left untouched."""
 from __future__ import annotations
 
-import json
-
 from ..crashmodel import CrashState
 from ..killpoints import KillPoint
 from ..oracle import Golden, unknown_version_refused
+from ..pipeline.probes import PROBE_VERSION, tamper_versions
 from ..report import ResumeSummary, Verdict
 from .sandbox import Explorer
 
-
-PROBE_VERSION = 999
+__all__ = ["PROBE_VERSION", "version_probe"]
 
 
 def version_probe(ex: Explorer, golden: Golden) -> Verdict | None:
@@ -25,16 +23,7 @@ def version_probe(ex: Explorer, golden: Golden) -> Verdict | None:
                       f"{PROBE_VERSION}")
     crashed = ex.crash(point, "process")
     world, files = crashed.world, crashed.states[0].as_dict()
-    changed = {}
-    for path, data in files.items():
-        if path.endswith("checkpoint.json") and data:
-            try:
-                doc = json.loads(data)
-            except ValueError:
-                continue
-            if isinstance(doc, dict) and "version" in doc:
-                doc["version"] = PROBE_VERSION
-                changed[path] = json.dumps(doc).encode()
+    changed = tamper_versions(files, golden.checkpoint)
     if not changed:
         return None
     state = CrashState.of("process", f"checkpoint version set to {PROBE_VERSION}",

@@ -13,3 +13,6 @@ DOUBLE_CRASH_NAMES = ("reconcile_in_place", "repeat_before_save")
 # Mutants of the database-backed stores (run them on a scenario with [store] kind = "redis",
 # in subprocess mode); on the file store they behave like the reference agent.
 STORE_NAMES = ("redis_two_writes", "ttl_on_running")
+# A database-store mutant broken only on the recovery path: caught by pairs alone, in
+# subprocess mode with `--crashes 2` (every single crash passes).
+STORE_DOUBLE_CRASH_NAMES = ("recovery_two_writes",)

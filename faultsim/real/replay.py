@@ -1,0 +1,75 @@
+"""Replaying a subprocess counterexample from its token: exactly its schedule, on real
+processes killed by SIGKILL, judged as the sweep judged it.
+
+One fork server. The clean run gives the first incarnation's kill points; each crash of
+the schedule is a child that runs its incarnation (the first, or one resumed from the
+state the previous crash left) and SIGKILLs itself at the token's place; between crashes,
+a clean resume from that state gives the next incarnation's course (its kill points). The
+last state is resumed and judged. A place that is no kill point of this agent's run (the
+agent changed) is said so, naming the crash."""
+from __future__ import annotations
+
+from contextlib import ExitStack
+
+from ..crashmodel import process_state
+from ..errors import KillDidNotLand, UsageError, WorkerDied
+from ..killpoints import kill_points
+from ..pipeline.sweep import Earlier, Sweep, schedule_violations
+from ..report import ModelRun, Verdict
+from ..scenario import load_scenario
+from ..schedule import ScheduleResult
+from ..token import ReplayToken
+from .explore import golden_of, judged_resume, one_crash, redis_for
+from .pool import ForkServers, ServerFailed
+
+
+def replay_subprocess(token: ReplayToken, agent: str | None = None,
+                      timeout: float | None = 30.0) -> ScheduleResult:
+    """Re-run the token's schedule in subprocess mode, on the token's agent or on `agent`
+    (an importable spec, e.g. a fixed version), and judge it."""
+    if token.crash_model != "process":
+        raise UsageError(f"the replay token's crash model is {token.crash_model!r}: subprocess "
+                         "mode crashes processes only")
+    scenario = load_scenario(token.scenario)
+    agent = agent or token.agent
+    downtime = scenario.profile.downtime
+    with ExitStack() as stack:
+        redis_url = redis_for(stack, scenario)
+        try:
+            pool = stack.enter_context(ForkServers(agent, scenario.path, workers=1,
+                                                   seed=token.seed, timeout=timeout,
+                                                   redis_url=redis_url))
+        except ServerFailed as exc:
+            raise WorkerDied(f"{scenario.path}: {exc}") from None
+        golden = golden_of(pool, scenario)
+        points = kill_points(golden.trace)
+        run = ModelRun(scenario=scenario, agent=agent, crash_model="process",
+                       kill_points=points, explored=[], seed=token.seed,
+                       crashes=len(token.steps), mode="subprocess")
+        trace, start, earlier = golden.trace, None, []
+        for k, step in enumerate(token.steps, 1):
+            here = {(p.index, p.offset): p for p in kill_points(trace)}
+            point = here.get((step.index, step.offset))
+            if point is None:
+                who = "the clean run" if k == 1 else f"resumed run {k - 1}"
+                raise KillDidNotLand(
+                    f"{token.scenario}: crash {k} of the replay token (#{step.index}"
+                    f"{'' if step.offset is None else f' +{step.offset} bytes'}) is not a kill "
+                    f"point of {who} of {agent} (its course has {len(trace)} events)")
+            sweep = Sweep(golden, {"process": run}, earlier=tuple(earlier))
+            world, files = one_crash(pool, sweep, point, start, downtime, tag=("replay", k))
+            state = process_state(files)[0]
+            if k == len(token.steps):
+                break
+            course = judged_resume(pool, scenario, sweep, point, state, world,
+                                   keep_trace=True).events
+            earlier.append(Earlier(point, 0, state.persisted, tuple(course)))
+            trace, start = list(course), (state.as_dict(), world)
+        if k == 1:
+            run.explored = [point]
+        result = judged_resume(pool, scenario, sweep, point, state, world)
+        violations = schedule_violations(golden, sweep.schedule(point), state, result, [])
+        verdict = Verdict(point, "process", state.persisted, violations, state,
+                          result.summary, golden, 0, earlier=tuple(earlier),
+                          resumed_at=result.first_position)
+    return ScheduleResult(verdict, run)
