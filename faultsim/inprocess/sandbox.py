@@ -157,10 +157,10 @@ class Explorer:
             self.reset_sandbox()
             world = self.new_world()
             inc = self.incarnation(world)
-            return CleanRun(inc.outcome, inc.error, inc.events,
-                            (world, self.interposer.snapshot()))
+            files = self.interposer.snapshot()
+            return CleanRun(inc.outcome, inc.error, inc.events, (world, files), files)
 
-        first = golden_checked(self.scenario, clean_run)
+        first = golden_checked(self.scenario, clean_run, SANDBOX)
         world, final = first.kept
         return Golden.of(first.outcome, world, final, first.events)
 

@@ -131,9 +131,9 @@ def _golden(pool: ForkServers, scenario: Scenario) -> Golden:
         report = _report_of(result, "the clean run")
         outcome = report["outcome"] if report["kind"] == "done" else None  # else killed
         return CleanRun(outcome, report.get("error"), report["events"],
-                        (report["world"], result.files))
+                        (report["world"], result.files), result.files)
 
-    first = golden_checked(scenario, clean_run)
+    first = golden_checked(scenario, clean_run, pool.workdir)
     world, files = first.kept
     return Golden.of(first.outcome, pickle.loads(world), files, first.events)
 

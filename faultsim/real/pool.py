@@ -263,5 +263,10 @@ class ForkServers:
                 server.report = message  # the child's own: killed | done | crashed
         return False
 
+    @property
+    def workdir(self) -> str:
+        """The agent's workdir in every incarnation of this run, on every server."""
+        return canonical_path(self.tmp)
+
     def pids(self) -> list[int]:
         return [s.proc.pid for s in self._servers]
