@@ -80,7 +80,8 @@ def explore(make_agent: Callable[[AgentEnv], Any], scenario: Scenario, *,
         points = kill_points(golden.trace)
         chosen = select(points, only, shard)
         runs = {m: ModelRun(scenario=scenario, agent=name, crash_model=m, kill_points=points,
-                            explored=chosen, seed=seed, crashes=crashes) for m in models}
+                            explored=chosen, seed=seed, crashes=crashes, timeout=timeout)
+                for m in models}
         sweep = Sweep(golden, runs, equivalences=equivalences, keep_traces=crashes >= 2)
         if plan is not None:
             plan(Plan(scenario.id, len(points), len(chosen),

@@ -23,11 +23,11 @@ from same_json import strip  # noqa: E402  (the bench's own rule for what is a t
 # Written the way a user writes an agent: plain files, its own checkpoint format, the
 # absolute workdir in the state and in the keys (seed-style `f"{path}:{task}:{call}"`).
 AGENT = r'''
-import json, os
+import json, os, random, uuid
 
 
-def write_atomic(path, data):
-    tmp = path + ".tmp"
+def write_atomic(path, data, suffix=".tmp"):
+    tmp = path + suffix
     with open(tmp, "w") as f:
         f.write(json.dumps(data)); f.flush(); os.fsync(f.fileno())
     os.replace(tmp, path)
@@ -39,6 +39,8 @@ class PathAgent:
         self.root = os.path.abspath(str(env.workdir))
         self.path = os.path.join(self.root, "checkpoint.json")
         self.extra = {}
+        self.suffix = ".tmp"
+        self.save_a = 1.0  # the share of turns that get save point A
 
     def run(self):
         os.makedirs(self.root, exist_ok=True)
@@ -53,7 +55,7 @@ class PathAgent:
             s = {"version": 2, "task": self.env.task, "turns": 0, "tokensUsed": 0,
                  "root": self.root, "messages": [{"role": "user", "content": self.env.task}],
                  "pendingToolUse": [], **self.extra}
-            write_atomic(self.path, s)
+            write_atomic(self.path, s, self.suffix)
         while True:
             last = s["messages"][-1]
             if last["role"] == "assistant" and not s["pendingToolUse"]:
@@ -69,8 +71,8 @@ class PathAgent:
                     b.model_dump(exclude_none=True) for b in r.content]})
                 s["pendingToolUse"] = [{"id": b.id, "input": b.input} for b in r.content
                                        if b.type == "tool_use"]
-                if not self.careless:
-                    write_atomic(self.path, s)
+                if not self.careless and random.random() < self.save_a:
+                    write_atomic(self.path, s, self.suffix)
                 continue
             out = []
             for c in s["pendingToolUse"]:
@@ -80,7 +82,7 @@ class PathAgent:
                             "content": json.dumps(res)})
             s["messages"].append({"role": "user", "content": out})
             s["pendingToolUse"], s["turns"] = [], s["turns"] + 1
-            write_atomic(self.path, s)
+            write_atomic(self.path, s, self.suffix)
 
 
 def make_agent(env):
@@ -89,6 +91,15 @@ def make_agent(env):
 
 def make_careless(env):
     return PathAgent(env, careless=True)
+
+
+def make_sometimes(env):
+    """Saves point A on a random half of the turns (random is seeded by faultsim), and
+    names its temp files with uuid4: its course, so its kill points and verdicts, depend
+    on the seed; a printed command without it would not reproduce."""
+    agent = PathAgent(env)
+    agent.save_a, agent.suffix = 0.5, f".{uuid.uuid4().hex[:8]}.tmp"
+    return agent
 
 
 RUNS = [0]

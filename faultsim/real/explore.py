@@ -83,7 +83,7 @@ def explore_subprocess(agent: str, scenario: Scenario, *, agent_name: str | None
         name = agent_name or agent
         run = ModelRun(scenario=scenario, agent=name, crash_model="process",
                        kill_points=points, explored=chosen, seed=seed, crashes=1,
-                       mode="subprocess")
+                       mode="subprocess", timeout=timeout)
         sweep = Sweep(golden, {"process": run}, equivalences=False)
         if plan is not None:
             plan(Plan(scenario.id, len(points), len(chosen), {"process": len(chosen)}, 1))
