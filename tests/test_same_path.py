@@ -181,7 +181,10 @@ def test_its_careless_twin_is_caught_with_one_key_in_both_incarnations(pay, caps
             assert killed and resumed and set(resumed) == {killed.group(1)}, out
             reports[workers] = report
         assert reports["1"] == reports["2"]
-        found[mode] = sorted((tuple(v["schedule"]), v["invariant"])
+        # a torn write's offsets are places in the bytes written, and the checkpoint
+        # holds the workdir, a longer path in subprocess mode: compare the writes torn
+        found[mode] = sorted((re.sub(r"\.\d+-|@\d+", lambda m: "-" * (m[0][-1] == "-"),
+                                     v["schedule"][-1]), v["invariant"])
                              for v in reports["1"]["runs"][0]["violations"])
     assert found["in-process"] == found["subprocess"] != []
 
