@@ -2,8 +2,8 @@
 
 Each server runs one child at a time on its own sandbox directory (and its own Redis
 database), so N servers judge N crash states at once; every child sees its server's
-directory at one path, the same for all (faultsim.real.samepath). Jobs are independent; results are
-keyed by job id, so the order they finish in never shows in a verdict.
+directory at one path, the same for all (faultsim.real.samepath). Jobs are independent;
+results are keyed by job id, so the order they finish in never shows in a verdict.
 """
 from __future__ import annotations
 

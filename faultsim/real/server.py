@@ -5,10 +5,10 @@ second) and then forks one child per incarnation.
 
 It reads frames on stdin: first its set-up (agent, scenario, sandbox directory, store),
 then jobs. Its children see its sandbox directory at the run's one path
-(faultsim.real.samepath): the server makes that so before anything else. For each job it puts the starting state in place (files, and the Redis
-database with the downtime's expiries applied), forks, waits for the child, then reads
-what the child left behind (the directory, the Redis data) and sends it on OUT_FD, after
-the child's own report. One child at a time, so the two never interleave on the pipe.
+(faultsim.real.samepath): the server makes that so before anything else. For each job
+it puts the starting state in place (files, and the Redis database with the downtime's
+expiries applied), forks, waits for the child, then reads what the child left behind
+(the directory, the Redis data) and sends it on OUT_FD, after the child's own report. One child at a time, so the two never interleave on the pipe.
 
 It stops when faultsim sends None. It never outlives faultsim: when faultsim dies
 (PR_SET_PDEATHSIG delivers PARENT_DIED), or its ends of the pipes close without that stop,
