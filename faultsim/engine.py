@@ -112,7 +112,8 @@ def explore_in_process(make_agent: Callable[[AgentEnv], Any], scenario: Scenario
         points = kill_points(golden.trace)
         chosen = select(points, options.only, shard)
         runs = {m: ModelRun(scenario=scenario, agent=name, crash_model=m, kill_points=points,
-                            explored=chosen, seed=options.seed, crashes=crashes)
+                            explored=chosen, seed=options.seed, crashes=crashes,
+                            timeout=options.timeout)
                 for m in models}
         sweep = Sweep(golden, runs, equivalences=options.equivalences,
                       keep_traces=crashes >= 2)

@@ -115,6 +115,7 @@ class ModelRun:
     depths: dict[int, DepthStats] = field(default_factory=dict)
     deep_failures: list[Verdict] = field(default_factory=list)  # schedules of 2+ crashes
     mode: str = "in-process"  # or "subprocess": real processes, real files, SIGKILL
+    timeout: float | None = 30.0  # an incarnation's limit: a slower resume counts as hung
 
     def depth(self, crashes: int) -> DepthStats:
         return self.depths.setdefault(crashes, DepthStats(crashes))
@@ -132,17 +133,25 @@ class ModelRun:
         return (f"faultsim run {shlex.quote(self.scenario.path)} --agent "
                 f"{shlex.quote(self.agent)}{mode}")
 
+    def _timeout_option(self) -> str:
+        # only when not the default: it decides whether a slow resumed run counts as hung
+        return "" if self.timeout == 30.0 else f" --timeout {self.timeout or 0:g}"
+
     def replay_command(self, verdict: Verdict) -> str:
+        """Everything that decides the verdict is in the command: the token carries the
+        scenario file (with its downtime), agent, crash model, seed and schedule; the
+        worker count decides nothing (the same report for any)."""
         if verdict.kill_point.category == "version-probe":
             return self.run_command()  # the probe runs with every full run
-        return f"faultsim replay {verdict.token(self)}"  # in the run's mode
+        return f"faultsim replay {verdict.token(self)}{self._timeout_option()}"  # its mode
 
     def rerun_command(self, verdict: Verdict) -> str | None:
         """For a single crash: the run narrowed to its kill point (every crash state)."""
         if verdict.earlier or verdict.kill_point.category == "version-probe":
             return None
         return (f"{self.run_command()} --crash-model {self.crash_model} --crashes 1 "
-                f"--seed {shlex.quote(self.seed)} --kill-point {verdict.kill_point.id}")
+                f"--seed {shlex.quote(self.seed)}{self._timeout_option()} "
+                f"--kill-point {verdict.kill_point.id}")
 
     def to_json(self) -> dict[str, Any]:
         return {

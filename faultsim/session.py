@@ -60,7 +60,7 @@ class Session:
         self.kill_points = kill_points(self.trace)
         self.model_run = ModelRun(scenario=self.scenario, agent=self.agent_name,
                                   crash_model=self.crash_model, kill_points=self.kill_points,
-                                  explored=[], seed=self.seed)
+                                  explored=[], seed=self.seed, timeout=self.timeout)
         return self
 
     def __exit__(self, *exc: Any) -> None:

@@ -218,10 +218,15 @@ class _Pool:
             failure = ResumeResult([Violation.of("completes_or_escalates",
                                                  problem or "no verdict")], None, None)
             result = {"after_kill": [], "results": [failure] * len(child["job"])}
+        resumed = set()
         for entry, outcome in zip(child["job"], result["results"]):
             model, point, i, state, key, watch, masked = entry
+            # states of one job that shared a resumed run (one object through pickle)
+            # count it once, as the replaying executor does
+            fresh = id(outcome) not in resumed
+            resumed.add(id(outcome))
             self.sweep.learn(key, state, child["signature"], watch, outcome)
-            self.sweep.record(model, point, i, state, outcome, result["after_kill"], True,
+            self.sweep.record(model, point, i, state, outcome, result["after_kill"], fresh,
                               key)
         for _ in range(child["points"]):
             self._done_point()
@@ -261,9 +266,14 @@ class _Pool:
         status = 0
         try:
             self.world.sealed = False
-            results, by_class = [], {}
+            results, by_class, by_key = [], {}, {}
             for n, (model, point, i, state, key, watch, masked) in enumerate(self.job):
-                known = by_class.get((masked, watch)) if masked is not None else None
+                # an equal state of another crash model (a power loss after every write
+                # was synced leaves what a process kill does): one resumed run, as the
+                # replaying executor has, so counts do not depend on the executor
+                known = by_key.get(key)
+                if known is None and masked is not None:
+                    known = by_class.get((masked, watch))
                 if known is not None:
                     results.append(known)
                     continue
@@ -273,6 +283,7 @@ class _Pool:
                                           self.sweep.keep_traces)
                 if masked is not None and result.blind_to_content(watch):
                     by_class[(masked, watch)] = result
+                by_key[key] = result
                 results.append(result)
             data = pickle.dumps({"after_kill": after_kill, "results": results})
             view = memoryview(data)

@@ -170,10 +170,11 @@ class Explorer:
             self.reset_sandbox()
             world = self.new_world()
             inc = self.incarnation(world)
-            return CleanRun(inc.outcome, inc.error, inc.events,
-                            (world, self.interposer.snapshot()), inc.details, world)
+            files = self.interposer.snapshot()
+            return CleanRun(inc.outcome, inc.error, inc.events, (world, files),
+                            details=inc.details, world=world, files=files)
 
-        first = golden_checked(self.scenario, clean_run)
+        first = golden_checked(self.scenario, clean_run, SANDBOX)
         world, final = first.kept
         routed_only(self.scenario, world)
         return Golden.of(first.outcome, world, final, first.events, self.scenario.checkpoint)

@@ -2,6 +2,8 @@
 things before any crash is judged against them."""
 from __future__ import annotations
 
+import difflib
+import re
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
@@ -26,13 +28,15 @@ class CleanRun:
     kept: Any  # what the backend keeps of the run for the golden run (world, files)
     details: str = ""  # when the agent raised: its traceback and output
     world: Any = None  # the world after the run (what it asked the model, the services)
+    files: dict | None = None  # the files it left (path -> bytes), to name what differs
 
 
-def golden_checked(scenario: Scenario, clean_run: Callable[[int], CleanRun]) -> CleanRun:
+def golden_checked(scenario: Scenario, clean_run: Callable[[int], CleanRun],
+                   sandbox: str = "") -> CleanRun:
     """The flake guard of a golden run, in both modes. `clean_run(n)` gives clean run n
     (1, then 2): each must end with an outcome and no error, the two must do the same
     things, and a completed run must give the scenario's expected final answer. Returns
-    the first run."""
+    the first run. `sandbox` is the agent's workdir, named when runs differ below it."""
     runs = []
     for n in (1, 2):
         run = clean_run(n)
@@ -42,7 +46,7 @@ def golden_checked(scenario: Scenario, clean_run: Callable[[int], CleanRun]) -> 
             raise AgentFailedCleanly(scenario, run.error or "no outcome", run.details)
         runs.append(run)
     first, second = runs
-    compare_traces(first.events, second.events)
+    compare_traces(first.events, second.events, (first.files, second.files), sandbox)
     keeps_state(scenario, first.events)
     expected = scenario.expected_final_answer.strip()
     got = (first.outcome.final_answer or "").strip()
@@ -120,16 +124,87 @@ def routed_only(scenario: Scenario, world: Any) -> None:
                 "the scenario lists a service this agent does not use")
 
 
-def compare_traces(a: Sequence[Event], b: Sequence[Event]) -> None:
+def compare_traces(a: Sequence[Event], b: Sequence[Event],
+                   files: tuple[dict | None, dict | None] = (None, None),
+                   sandbox: str = "") -> None:
+    """Two runs must do the same things. The error names the first event they part at,
+    the values that differ (from the event itself, or from the files the runs left when
+    the event is a write, which shows only a digest) and, for paths under the agent's
+    workdir, says so: the usual advice (sets, urandom, threads) would point elsewhere."""
     for x, y in zip(a, b):
         if x.signature() != y.signature():
             raise NonDeterminismError(
                 f"two clean runs part at event #{x.index}: the first did {x.describe()!r}, "
-                f"the second {y.describe()!r}. faultsim needs a deterministic agent (the "
-                "model, the services, time, uuid4, random and tempfile names are already "
-                "made deterministic; look for iteration over sets, os.urandom, threads)")
+                f"the second {y.describe()!r}" + _why(x, y, files, sandbox))
     if len(a) != len(b):
         longer = a if len(a) > len(b) else b
         raise NonDeterminismError(
             f"two clean runs part after event #{min(len(a), len(b))}: one goes on with "
             f"{longer[min(len(a), len(b))].describe()!r}, the other stops")
+
+
+_ADVICE = (". faultsim needs a deterministic agent (the model, the services, time, uuid4, "
+           "random and tempfile names are already made deterministic; look for iteration "
+           "over sets, os.urandom, threads)")
+# what separates values in a description or a file: paths stay whole (no "/" here)
+_SEPARATORS = re.compile(r"""([\s"'`,:;=(){}\[\]<>|]+)""")
+
+
+def _why(x: Event, y: Event, files: tuple, sandbox: str) -> str:
+    first, second, where = _first_difference(x, y, files)
+    if first is None:
+        return _ADVICE
+    said = f". They differ in {_short(first, 120)} vs {_short(second, 120)}{where}"
+    if sandbox and _under(first, sandbox) and _under(second, sandbox):
+        return (f"{said}: both are paths under the agent's workdir {sandbox}, which is the "
+                "same in every run and every incarnation, so the part that differs is the "
+                "agent's own (a process id, a counter or clock kept outside the workdir?)")
+    if sandbox and (_under(first, sandbox) or _under(second, sandbox)):
+        return f"{said}: one of them is a path under the agent's workdir {sandbox}" + _ADVICE
+    if x.kind.startswith("fs.") and first in x.subject and second in y.subject:
+        return f"{said}: file names in the agent's workdir" + _ADVICE
+    return said + _ADVICE
+
+
+def _under(value: str, sandbox: str) -> bool:
+    root = sandbox.rstrip("/")
+    return value == root or value.startswith(root + "/")
+
+
+def _first_difference(x: Event, y: Event, files: tuple) -> tuple:
+    """The first differing values of two events: of their descriptions, or for a write
+    (whose description holds a digest of the content) of the first file the two runs
+    left with different contents."""
+    if x.kind == y.kind == "fs.write" and x.subject == y.subject and all(
+            f is not None for f in files):
+        mine, theirs = files
+        names = sorted(set(mine) | set(theirs),
+                       key=lambda n: (n != x.subject, n))  # the written file first
+        for name in names:
+            p, q = mine.get(name), theirs.get(name)
+            if isinstance(p, bytes) and isinstance(q, bytes) and p != q:
+                first, second = _differing_tokens(p.decode("utf-8", "replace"),
+                                                  q.decode("utf-8", "replace"))
+                if first is not None:
+                    return first, second, f" (in {name} as each run left it)"
+    body = lambda e: f"{e.kind} {e.subject} {e.detail}"  # noqa: E731
+    return (*_differing_tokens(body(x), body(y)), "")
+
+
+def _differing_tokens(p: str, q: str) -> tuple[str | None, str | None]:
+    """The first pair of values that differ, preferring a path, then anything but a
+    digest (a digest differs whenever what it digests does: it names nothing)."""
+    ta, tb = _SEPARATORS.split(p), _SEPARATORS.split(q)
+    matcher = difflib.SequenceMatcher(None, ta, tb, autojunk=False)
+    pairs = [("".join(ta[i1:i2]).strip(), "".join(tb[j1:j2]).strip())
+             for tag, i1, i2, j1, j2 in matcher.get_opcodes() if tag != "equal"]
+    if not pairs:
+        return None, None
+    for prefer in (lambda v: "/" in v, lambda v: not _DIGEST.fullmatch(v)):
+        for first, second in pairs:
+            if prefer(first) or prefer(second):
+                return first, second
+    return pairs[0]
+
+
+_DIGEST = re.compile(r"[0-9a-f]{8,}")

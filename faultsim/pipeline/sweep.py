@@ -216,19 +216,27 @@ def by_event(points: Sequence[KillPoint]) -> tuple[dict[int, KillPoint],
 
 def first_crashes(sweep: Sweep, model: str, position: dict[str, int]) -> list[tuple]:
     """The first crashes to explore further: one per class of equal (or equivalent) crash
-    states that passed, with how many first crashes the class stands for. The class is
-    represented by the earliest state equal to the one actually resumed (its trace is the
-    resumed run's course), else by its earliest state (whose course is then run afresh)."""
-    classes: dict[int, list] = {}
+    states that passed, with how many first crashes the class stands for.
+
+    A class is the states that share one resumed run, by the state that run was resumed
+    for: two children that happened to resume equal states at once (more likely with
+    more workers) still make one class. It is represented by its earliest member (kill
+    point, then crash state), never by the one that happened to be resumed: which one
+    that is depends on how the workers' children interleaved, and the report must not.
+    The resumed run's trace is reused as the course when the representative is the very
+    state it was run for; otherwise its course is run afresh."""
+    classes: dict[object, list] = {}
     for model_, point, order, state, result, ok, key in sweep.instances:
         if model_ == model and ok:
-            exact = key is not None and key == sweep.resumed_from.get(id(result))
-            classes.setdefault(id(result), []).append(
-                (not exact, position[point.id], order, point, state, result))
+            resumed = sweep.resumed_from.get(id(result))
+            exact = key is not None and key == resumed
+            group = resumed if resumed is not None else id(result)
+            classes.setdefault(group, []).append(
+                (position[point.id], order, not exact, point, state, result))
     reps = []
     for members in classes.values():
         members.sort(key=lambda m: m[:3])
-        inexact, _, order, point, state, result = members[0]
+        _, order, inexact, point, state, result = members[0]
         reps.append((point, order, state, result if not inexact else None, len(members)))
     reps.sort(key=lambda r: (position[r[0].id], r[1]))
     return reps

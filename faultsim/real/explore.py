@@ -101,7 +101,7 @@ def explore_resolved(agent: str, scenario: Scenario, options: ExploreOptions, *,
         name = agent_name or agent
         run = ModelRun(scenario=scenario, agent=name, crash_model="process",
                        kill_points=points, explored=chosen, seed=seed, crashes=crashes,
-                       mode="subprocess")
+                       mode="subprocess", timeout=timeout)
         sweep = Sweep(golden, {"process": run}, equivalences=False, keep_traces=crashes >= 2)
         if plan is not None:
             plan(Plan(scenario.id, len(points), len(chosen), {"process": len(chosen)},
@@ -162,10 +162,10 @@ def golden_of(pool: ForkServers, scenario: Scenario) -> Golden:
         report = _report_of(result, "the clean run")
         outcome = report["outcome"] if report["kind"] == "done" else None  # else killed
         return CleanRun(outcome, report.get("error"), report["events"],
-                        (report["world"], result.files), report.get("details", ""),
-                        pickle.loads(report["world"]))
+                        (report["world"], result.files), details=report.get("details", ""),
+                        world=pickle.loads(report["world"]), files=result.files)
 
-    first = golden_checked(scenario, clean_run)
+    first = golden_checked(scenario, clean_run, pool.workdir)
     world, files = first.kept
     world = pickle.loads(world)
     routed_only(scenario, world)

@@ -1,8 +1,9 @@
 """faultsim's side of subprocess mode: fork servers, jobs in, results out.
 
 Each server runs one child at a time on its own sandbox directory (and its own Redis
-database), so N servers judge N crash states at once. Jobs are independent; results are
-keyed by job id, so the order they finish in never shows in a verdict.
+database), so N servers judge N crash states at once; every child sees its server's
+directory at one path, the same for all (faultsim.real.samepath). Jobs are independent;
+results are keyed by job id, so the order they finish in never shows in a verdict.
 """
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from typing import Any, Callable
 from ..errors import HarnessError
 from . import wire
 from .lifetime import PARENT_DIED, preexec_die_with_parent
+from .samepath import canonical_path
 
 MARKER = "FAULTSIM_RUN"  # in every server's (and child's) environment: tests find strays
 
@@ -92,6 +94,7 @@ class ForkServers:
         self._selector = selectors.DefaultSelector()
         self.tmp = ""
         self._spawned = 0
+        self.same_path: list[str] = []  # how each server gives the one path (see samepath)
 
     def __enter__(self) -> "ForkServers":
         # the run folder: faultsim removes it on the way out; if faultsim is killed, the
@@ -99,6 +102,7 @@ class ForkServers:
         name = re.sub(r"[^\w.-]", "_", self.run_id)[:64]
         self.tmp = self._stack.enter_context(tempfile.TemporaryDirectory(
             prefix=f"faultsim-{name}-", dir=sandbox_parent()))
+        os.makedirs(canonical_path(self.tmp))
         try:
             if self.fork_server:
                 for i in range(self.workers):
@@ -133,8 +137,8 @@ class ForkServers:
 
     # -- servers --------------------------------------------------------------------------
     def _start(self, slot: int) -> _Server:
-        root = os.path.join(self.tmp, f"sandbox-{slot}")
-        os.makedirs(root, exist_ok=True)
+        own = os.path.join(self.tmp, f"sandbox-{slot}")
+        os.makedirs(own, exist_ok=True)
         read_fd, write_fd = os.pipe()
         log = os.path.join(self.tmp, f"server-{slot}.log")
         # One hash seed for every server: set iteration order (LangGraph builds checkpoints
@@ -149,9 +153,9 @@ class ForkServers:
                 preexec_fn=preexec_die_with_parent(PARENT_DIED))
         os.close(write_fd)
         os.set_blocking(read_fd, False)
-        server = _Server(proc, wire.Reader(read_fd), log, root, slot=slot)
+        server = _Server(proc, wire.Reader(read_fd), log, own, slot=slot)
         wire.send(proc.stdin.fileno(), {
-            "agent": self.agent, "scenario": self.scenario_path, "root": root,
+            "agent": self.agent, "scenario": self.scenario_path, "own": own,
             "path": [os.getcwd()] + [p for p in sys.path if p],
             "seed": self.seed, "timeout": self.timeout,
             "redis_url": self.redis_url(slot) if self.redis_url else None})
@@ -162,6 +166,7 @@ class ForkServers:
         while True:
             message = self._next(server)
             if message.get("kind") == "ready":
+                self.same_path.append(message.get("same_path", ""))
                 return
             if message.get("kind") == "setup-failed":
                 self._stop(server)
@@ -284,6 +289,11 @@ class ForkServers:
             else:
                 server.report = message  # the child's own: killed | done | crashed
         return False
+
+    @property
+    def workdir(self) -> str:
+        """The agent's workdir in every incarnation of this run, on every server."""
+        return canonical_path(self.tmp)
 
     def pids(self) -> list[int]:
         return [s.proc.pid for s in self._servers]

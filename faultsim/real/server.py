@@ -4,10 +4,11 @@ second) and then forks one child per incarnation.
     python -m faultsim.real.server OUT_FD RUN_DIR    (started by faultsim.real.pool only)
 
 It reads frames on stdin: first its set-up (agent, scenario, sandbox directory, store),
-then jobs. For each job it puts the starting state in place (files, and the Redis
-database with the downtime's expiries applied), forks, waits for the child, then reads
-what the child left behind (the directory, the Redis data) and sends it on OUT_FD, after
-the child's own report. One child at a time, so the two never interleave on the pipe.
+then jobs. Its children see its sandbox directory at the run's one path
+(faultsim.real.samepath): the server makes that so before anything else. For each job
+it puts the starting state in place (files, and the Redis database with the downtime's
+expiries applied), forks, waits for the child, then reads what the child left behind
+(the directory, the Redis data) and sends it on OUT_FD, after the child's own report. One child at a time, so the two never interleave on the pipe.
 
 It stops when faultsim sends None. It never outlives faultsim: when faultsim dies
 (PR_SET_PDEATHSIG delivers PARENT_DIED), or its ends of the pipes close without that stop,
@@ -29,6 +30,7 @@ import freezegun.api as _real_time  # perf_counter is frozen in the server; this
 
 from . import wire
 from .lifetime import PARENT_DIED, die_with_parent
+from .samepath import SamePath, establish
 
 
 @dataclass
@@ -41,6 +43,7 @@ class Context:
     clock_factory: Any
     store: Any
     redis: Any = None  # a client on this server's Redis database, for snapshots
+    same: SamePath | None = None  # how `root` is this server's own directory
 
     @staticmethod
     def left_behind(ctx: "Context") -> dict:
@@ -50,7 +53,7 @@ class Context:
 REDIS_PREFIX = "@"  # crash-state entries that are Redis keys, not files ("@redis/KEY")
 
 
-def _setup(init: dict) -> Context:
+def _setup(init: dict, same: SamePath) -> Context:
     import gc
     import importlib
 
@@ -72,7 +75,7 @@ def _setup(init: dict) -> Context:
     redis_client = None
     store = Store("file")
     if scenario.store.kind == "sqlite":
-        store = Store("sqlite", path=__import__("pathlib").Path(init["root"]) / "store.db")
+        store = Store("sqlite", path=__import__("pathlib").Path(same.root) / "store.db")
     elif scenario.store.kind == "redis":
         import redis
 
@@ -87,8 +90,8 @@ def _setup(init: dict) -> Context:
     factory = freezer.start()  # once: each start rescans every loaded module
     gc.collect()
     gc.freeze()  # children share these pages copy-on-write; keep the collector off them
-    return Context(scenario, make_agent, init["root"], init["seed"], init["timeout"],
-                   factory, store, redis_client)
+    return Context(scenario, make_agent, same.root, init["seed"], init["timeout"],
+                   factory, store, redis_client, same)
 
 
 def _warm_up(scenario: Any) -> None:
@@ -151,6 +154,7 @@ def _left_behind(ctx: Context) -> dict:
 
 
 _child: int | None = None  # the incarnation running now: killed first if faultsim dies
+_same: SamePath | None = None  # its mount is undone before the run folder is removed
 
 
 def _faultsim_died(run_dir: str) -> NoReturn:
@@ -163,6 +167,8 @@ def _faultsim_died(run_dir: str) -> NoReturn:
             os.waitpid(_child, 0)
         except (ProcessLookupError, ChildProcessError):
             pass
+    if _same is not None:
+        _same.release_mount()
     shutil.rmtree(run_dir, ignore_errors=True)
     os._exit(1)
 
@@ -214,50 +220,60 @@ def main() -> None:
     signal.signal(PARENT_DIED, lambda signum, frame: _faultsim_died(run_dir))
     signal.pthread_sigmask(signal.SIG_UNBLOCK, {PARENT_DIED})
     try:
-        _serve(out_fd)
+        _serve(out_fd, run_dir)
     except (EOFError, BrokenPipeError):
         # faultsim's ends of the pipes closed without a stop: it died (the kernel closes a
         # dead process's files before it sends the death signal)
         _faultsim_died(run_dir)
 
 
-def _serve(out_fd: int) -> None:
+def _serve(out_fd: int, run_dir: str) -> None:
+    global _same
     init = wire.receive(0)
     try:
-        ctx = _setup(init)
+        # first: unshare(CLONE_NEWUSER) refuses a process with threads (imports may start one)
+        _same = same = establish(run_dir, init["own"])
+        ctx = _setup(init, same)
     except BaseException:
         wire.send(out_fd, {"kind": "setup-failed", "error": traceback.format_exc()})
         return
-    wire.send(out_fd, {"kind": "ready", "pid": os.getpid()})
+    wire.send(out_fd, {"kind": "ready", "pid": os.getpid(),
+                       "same_path": same.how + (f" ({same.why})" if same.why else "")})
     me = os.getpid()
     deadline = None if not ctx.timeout else 3 * ctx.timeout + 5
     while True:
         job = wire.receive(0)
         if job is None:  # faultsim stops us
             return
-        started = _real_time.real_perf_counter()
-        _prepare(ctx, job)
-        pid = _fork()
-        if pid == 0:
+        with ctx.same:  # in the fallback, one server at a time on the one path
+            _run_one(ctx, job, out_fd, me, deadline)
+
+
+def _run_one(ctx: Context, job: dict, out_fd: int, me: int, deadline: float | None) -> None:
+    """Put the job's state in place, fork its child, wait, send what it left."""
+    started = _real_time.real_perf_counter()
+    _prepare(ctx, job)
+    pid = _fork()
+    if pid == 0:
+        try:
+            die_with_parent()
+            if os.getppid() != me:  # the server died between fork and prctl
+                os._exit(1)
+            signal.signal(signal.SIGINT, signal.SIG_DFL)
+            from .child import run_job
+            run_job(job, ctx, out_fd)
+        except BaseException:
             try:
-                die_with_parent()
-                if os.getppid() != me:  # the server died between fork and prctl
-                    os._exit(1)
-                signal.signal(signal.SIGINT, signal.SIG_DFL)
-                from .child import run_job
-                run_job(job, ctx, out_fd)
-            except BaseException:
-                try:
-                    wire.send(out_fd, {"job": job["id"], "kind": "crashed",
-                                       "error": traceback.format_exc()})
-                finally:
-                    os._exit(70)
-            os._exit(0)
-        status, overdue = _wait(pid, job.get("deadline", deadline))
-        how, code = _describe(status, overdue)
-        wire.send(out_fd, {"job": job["id"], "kind": "exit", "how": how, "code": code,
-                           "files": _left_behind(ctx),
-                           "seconds": _real_time.real_perf_counter() - started})
+                wire.send(out_fd, {"job": job["id"], "kind": "crashed",
+                                   "error": traceback.format_exc()})
+            finally:
+                os._exit(70)
+        os._exit(0)
+    status, overdue = _wait(pid, job.get("deadline", deadline))
+    how, code = _describe(status, overdue)
+    wire.send(out_fd, {"job": job["id"], "kind": "exit", "how": how, "code": code,
+                       "files": _left_behind(ctx),
+                       "seconds": _real_time.real_perf_counter() - started})
 
 
 if __name__ == "__main__":
