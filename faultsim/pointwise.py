@@ -152,9 +152,10 @@ class PointwiseExplorer:
     def _explore_pairs(self, ex: Explorer, sweep: Sweep, model: str, point: KillPoint) -> None:
         run = sweep.runs[model]
         stats = run.depth(2)
-        for model_, _, order, state, result, ok, key in sweep.instances:
-            if model_ != model or not ok:
+        for judged in sweep.instances:
+            if judged.model != model or not judged.ok:
                 continue  # a first crash that already fails has its counterexample
+            order, state, result, key = judged.order, judged.state, judged.result, judged.key
             pairs = self._pairs.get((model, key))
             fresh = pairs is None
             if fresh:

@@ -306,7 +306,7 @@ def test_effect_is_transparent_outside_faultsim():
         return f"paid {invoice}"
 
     assert pay("INV-1") == "paid INV-1"
-    assert pay.faultsim_effect[0] == "payments"
+    assert pay.faultsim_effect.service == "payments"
 
 
 def test_an_async_effect_stays_awaitable_and_is_routed_under_faultsim():

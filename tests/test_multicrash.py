@@ -287,23 +287,23 @@ def test_a_class_is_explored_from_its_earliest_state_with_its_own_course():
     two); the representative must not."""
     from types import SimpleNamespace
 
-    from faultsim.inprocess.pairs import first_crashes as _first_crashes
-    from faultsim.pipeline.sweep import ResumeResult
+    from faultsim.pipeline.sweep import FirstCrash as F, Judged as J, ResumeResult
+    from faultsim.pipeline.sweep import first_crashes as _first_crashes
 
     p = [SimpleNamespace(id=f"k{i}") for i in range(3)]
     result = ResumeResult([], None, None, events=["course of the resumed state"])
     sweep = SimpleNamespace(
-        instances=[("power", p[0], 1, "state A", result, True, ("A", "w")),
-                   ("power", p[1], 0, "state B", result, True, ("B", "w")),
-                   ("process", p[2], 0, "state B", result, True, ("B", "w"))],
+        instances=[J("power", p[0], 1, "state A", result, True, ("A", "w")),
+                   J("power", p[1], 0, "state B", result, True, ("B", "w")),
+                   J("process", p[2], 0, "state B", result, True, ("B", "w"))],
         resumed_from={id(result): ("B", "w")})
     position = {x.id: i for i, x in enumerate(p)}
     # in power, A comes first: it stands for the class, with a course of its own
-    assert _first_crashes(sweep, "power", position) == [(p[0], 1, "state A", None, 2)]
+    assert _first_crashes(sweep, "power", position) == [F(p[0], 1, "state A", None, 2)]
     sweep.resumed_from = {id(result): ("A", "w")}  # had A been the one resumed
-    assert _first_crashes(sweep, "power", position) == [(p[0], 1, "state A", result, 2)]
+    assert _first_crashes(sweep, "power", position) == [F(p[0], 1, "state A", result, 2)]
     sweep.resumed_from = {id(result): ("C", "w")}  # resumed for a state of another model
-    assert _first_crashes(sweep, "power", position) == [(p[0], 1, "state A", None, 2)]
+    assert _first_crashes(sweep, "power", position) == [F(p[0], 1, "state A", None, 2)]
 
 
 def test_equal_states_resumed_twice_at_once_are_still_one_class():
@@ -311,14 +311,14 @@ def test_equal_states_resumed_twice_at_once_are_still_one_class():
     two result objects for one state must not split its class (nor double its pairs)."""
     from types import SimpleNamespace
 
-    from faultsim.inprocess.pairs import first_crashes as _first_crashes
-    from faultsim.pipeline.sweep import ResumeResult
+    from faultsim.pipeline.sweep import FirstCrash as F, Judged as J, ResumeResult
+    from faultsim.pipeline.sweep import first_crashes as _first_crashes
 
     p = [SimpleNamespace(id=f"k{i}") for i in range(2)]
     first, second = (ResumeResult([], None, None, events=["course"]) for _ in range(2))
     sweep = SimpleNamespace(
-        instances=[("process", p[0], 0, "state", first, True, ("S", "w")),
-                   ("process", p[1], 0, "state", second, True, ("S", "w"))],
+        instances=[J("process", p[0], 0, "state", first, True, ("S", "w")),
+                   J("process", p[1], 0, "state", second, True, ("S", "w"))],
         resumed_from={id(first): ("S", "w"), id(second): ("S", "w")})
     position = {x.id: i for i, x in enumerate(p)}
-    assert _first_crashes(sweep, "process", position) == [(p[0], 0, "state", first, 2)]
+    assert _first_crashes(sweep, "process", position) == [F(p[0], 0, "state", first, 2)]

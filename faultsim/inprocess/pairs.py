@@ -76,11 +76,12 @@ def sweep_pairs(ex: Explorer, top: Sweep, models: list[str], position: dict[str,
         reps = first_crashes(top, model, position)
         if progress is not None:
             progress(0, len(reps), stage=f"pairs ({model})")
-        for n, (point, order, state, result, count) in enumerate(reps):
+        for n, rep in enumerate(reps):
             before = stats.explored
-            sweep_after_first(ex, top.golden, top.runs, model, point, order, state, result,
-                              workers, memo, insensitive, top.equivalences)
-            stats.total += count * (stats.explored - before)
+            sweep_after_first(ex, top.golden, top.runs, model, rep.point, rep.order,
+                              rep.state, rep.result, workers, memo, insensitive,
+                              top.equivalences)
+            stats.total += rep.count * (stats.explored - before)
             if progress is not None:
                 progress(n + 1, len(reps), stage=f"pairs ({model})")
         stats.seconds += _real_time.real_perf_counter() - started

@@ -176,7 +176,7 @@ class Explorer:
 
         first = golden_checked(self.scenario, clean_run, SANDBOX)
         world, final = first.kept
-        routed_only(self.scenario, world)
+        routed_only(self.scenario, world, first.outcome)
         return Golden.of(first.outcome, world, final, first.events, self.scenario.checkpoint)
 
     # -- one crash run --------------------------------------------------------------------

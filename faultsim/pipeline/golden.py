@@ -110,10 +110,13 @@ def no_connection_refused(scenario: Scenario, world: Any) -> None:
             "the address in [sandbox] allow = [\"HOST:PORT\"]")
 
 
-def routed_only(scenario: Scenario, world: Any) -> None:
+def routed_only(scenario: Scenario, world: Any, outcome: Outcome | None = None) -> None:
     """Every service of the scenario reached by the clean run, in both modes: one never
     reached means the agent's effects go somewhere faultsim cannot see, and its rules
-    would pass without testing them."""
+    would pass without testing them. (A clean run that escalates to a person stops early
+    by design: what it did not reach is not held against it.)"""
+    if outcome is not None and outcome.status == "escalated":
+        return
     reached = {e.service for e in world.ledger.entries}
     for name in world.services:
         if name not in reached:

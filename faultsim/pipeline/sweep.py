@@ -123,8 +123,7 @@ class Sweep:
     equivalences: bool = True  # False: only equal states share a verdict (for checking)
     earlier: tuple[Earlier, ...] = ()
     keep_traces: bool = False  # results keep their trace: a further crash will be tried
-    instances: list = field(default_factory=list)  # (model, point, order, state, result, ok,
-    #                                                  key)
+    instances: list["Judged"] = field(default_factory=list)  # first crash states judged
     resumed_from: dict = field(default_factory=dict)  # id(result) -> the key it was run for
 
     @property
@@ -183,12 +182,38 @@ class Sweep:
             return
         run.verdicts.append(verdict)
         run.escalated += result.escalated
-        self.instances.append((model, point, order, state, result, not violations, key))
+        self.instances.append(Judged(model, point, order, state, result, not violations, key))
         if fresh:
             run.judged += 1
             run.resume_seconds += result.seconds
         else:
             run.reused += 1
+
+
+@dataclass(frozen=True)
+class Judged:
+    """One first crash state a sweep judged: where, which, what the resumed run did, and
+    the memo key it was judged under (None: shared from an equivalent state)."""
+
+    model: str
+    point: KillPoint
+    order: int  # which of the point's crash states
+    state: CrashState
+    result: ResumeResult
+    ok: bool
+    key: tuple | None
+
+
+@dataclass(frozen=True)
+class FirstCrash:
+    """A first crash the pair stage explores further: a class's earliest member, and how
+    many first crashes the class stands for."""
+
+    point: KillPoint
+    order: int
+    state: CrashState
+    result: ResumeResult | None  # the resumed run, when it was run for this very state
+    count: int
 
 
 @dataclass(frozen=True)
@@ -214,7 +239,7 @@ def by_event(points: Sequence[KillPoint]) -> tuple[dict[int, KillPoint],
     return boundary, torn
 
 
-def first_crashes(sweep: Sweep, model: str, position: dict[str, int]) -> list[tuple]:
+def first_crashes(sweep: Sweep, model: str, position: dict[str, int]) -> list[FirstCrash]:
     """The first crashes to explore further: one per class of equal (or equivalent) crash
     states that passed, with how many first crashes the class stands for.
 
@@ -226,17 +251,18 @@ def first_crashes(sweep: Sweep, model: str, position: dict[str, int]) -> list[tu
     The resumed run's trace is reused as the course when the representative is the very
     state it was run for; otherwise its course is run afresh."""
     classes: dict[object, list] = {}
-    for model_, point, order, state, result, ok, key in sweep.instances:
-        if model_ == model and ok:
-            resumed = sweep.resumed_from.get(id(result))
-            exact = key is not None and key == resumed
-            group = resumed if resumed is not None else id(result)
+    for j in sweep.instances:
+        if j.model == model and j.ok:
+            resumed = sweep.resumed_from.get(id(j.result))
+            exact = j.key is not None and j.key == resumed
+            group = resumed if resumed is not None else id(j.result)
             classes.setdefault(group, []).append(
-                (position[point.id], order, not exact, point, state, result))
+                (position[j.point.id], j.order, not exact, j))
     reps = []
     for members in classes.values():
         members.sort(key=lambda m: m[:3])
-        _, order, inexact, point, state, result = members[0]
-        reps.append((point, order, state, result if not inexact else None, len(members)))
-    reps.sort(key=lambda r: (position[r[0].id], r[1]))
+        _, _, inexact, j = members[0]
+        reps.append(FirstCrash(j.point, j.order, j.state, j.result if not inexact else None,
+                               len(members)))
+    reps.sort(key=lambda r: (position[r.point.id], r.order))
     return reps

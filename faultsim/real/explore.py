@@ -168,7 +168,7 @@ def golden_of(pool: ForkServers, scenario: Scenario) -> Golden:
     first = golden_checked(scenario, clean_run, pool.workdir)
     world, files = first.kept
     world = pickle.loads(world)
-    routed_only(scenario, world)
+    routed_only(scenario, world, first.outcome)
     return Golden.of(first.outcome, world, files, first.events, scenario.checkpoint)
 
 
@@ -380,20 +380,21 @@ def _pairs(pool: ForkServers, scenario: Scenario, first: _Target, chosen: list[K
 
     def course_done(job: dict, result: JobResult) -> None:
         n = job["id"][1]
-        report = _report_of(result, f"the resumed run after {reps[n][0].id}")
+        report = _report_of(result, f"the resumed run after {reps[n].point.id}")
         if report["kind"] != "done":
-            raise WorkerDied(f"the resumed run after {reps[n][0].id} ended by {result.how} "
+            raise WorkerDied(f"the resumed run after {reps[n].point.id} ended by {result.how} "
                              f"{result.code} while its course was learned")
         courses[n] = tuple(report["events"])
 
     # an equivalent state was resumed, not this one: learn its own course afresh
-    pool.run([_job(("course", n), files=state.as_dict(), world=first.crashed[point.id][0],
-                   downtime=downtime)
-              for n, (point, _, state, result, _) in enumerate(reps)
-              if result is None or result.events is None], course_done)
+    pool.run([_job(("course", n), files=rep.state.as_dict(),
+                   world=first.crashed[rep.point.id][0], downtime=downtime)
+              for n, rep in enumerate(reps)
+              if rep.result is None or rep.result.events is None], course_done)
     targets = []
-    for n, (point, order, state, result, _) in enumerate(reps):
-        course = courses[n] if n in courses else tuple(result.events)
+    for n, rep in enumerate(reps):
+        point, order, state = rep.point, rep.order, rep.state
+        course = courses[n] if n in courses else tuple(rep.result.events)
         sub = Sweep(top.golden, top.runs, equivalences=False,
                     earlier=(Earlier(point, order, state.persisted, course),))
         targets.append(_Target(("pair", n), sub, kill_points(list(course)),
@@ -411,7 +412,7 @@ def _pairs(pool: ForkServers, scenario: Scenario, first: _Target, chosen: list[K
         for target in part:
             target.crashed = {}  # judged: only failing verdicts keep their state
     for target, rep in zip(targets, reps):
-        stats.total += rep[4] * len(target.points)
+        stats.total += rep.count * len(target.points)
     stats.seconds += _real_time.real_perf_counter() - started
     return landed
 

@@ -65,11 +65,10 @@ def effect(service: str, *, key: Callable[..., str] | None = None) -> Callable:
     def wrap(fn: Callable) -> Callable:
         spec = Effect(service, key, fn.__name__)
 
-        def as_tool_message(env: Any, args: tuple, kwargs: dict) -> str:
+        def as_tool_message(session: Any, args: tuple, kwargs: dict) -> str:
             bound = inspect.signature(fn).bind(*args, **kwargs)
             bound.apply_defaults()
-            return json.dumps(act(env, spec, dict(bound.arguments), end_mark="lg.tool.end"),
-                              sort_keys=True)
+            return session.act(fn.__name__, service, dict(bound.arguments), key)
 
         if inspect.iscoroutinefunction(fn):
             @functools.wraps(fn)
@@ -77,7 +76,7 @@ def effect(service: str, *, key: Callable[..., str] | None = None) -> Callable:
                 session = _session.get()
                 if session is None:
                     return await fn(*args, **kwargs)
-                return as_tool_message(session.env, args, kwargs)
+                return as_tool_message(session, args, kwargs)
 
             call: Callable = call_async
         else:
@@ -86,7 +85,7 @@ def effect(service: str, *, key: Callable[..., str] | None = None) -> Callable:
                 session = _session.get()
                 if session is None:
                     return fn(*args, **kwargs)
-                return as_tool_message(session.env, args, kwargs)
+                return as_tool_message(session, args, kwargs)
         call.faultsim_effect = spec  # type: ignore[attr-defined]
         return call
     return wrap
@@ -115,6 +114,11 @@ class _Session:
                                "carries the world)")
         self.env, self.world = env, env.world
         self.serializer = Serializer(dead=self.world.is_sealed)
+
+    def act(self, tool: str, service: str, arguments: dict, key: Callable | None) -> str:
+        """One routed tool call (faultsim.effects.act), its answer as the tool message."""
+        result = act(self.env, Effect(service, key, tool), arguments, end_mark="lg.tool.end")
+        return json.dumps(result, sort_keys=True)
 
     def report(self, name: str, subject: str) -> None:
         if self.env.mark is not None:
