@@ -28,6 +28,7 @@ def replay(token: str | ReplayToken, make_agent: Callable | None = None,
     if not Path(token.scenario).exists():
         raise FileNotFoundError(f"{token.scenario}: the token's scenario file is not here; "
                                 "replay from the directory the report was made in")
+    token.check_scenario()
     if token.mode == "subprocess":
         from .errors import UsageError
         from .real.replay import replay_subprocess

@@ -73,12 +73,14 @@ class Verdict:
         return [e.point for e in self.earlier] + [self.kill_point]
 
     def token(self, run: "ModelRun") -> str:
-        from .token import ReplayToken, Step
+        from ._version import __version__
+        from .token import ReplayToken, Step, scenario_fingerprint
 
         steps = [Step(e.point.index, e.point.offset, e.order) for e in self.earlier]
         steps.append(Step(self.kill_point.index, self.kill_point.offset, self.order))
         return ReplayToken(run.scenario.path, run.agent, self.crash_model, run.seed,
-                           tuple(steps), run.mode).encode()
+                           tuple(steps), run.mode, __version__,
+                           scenario_fingerprint(run.scenario.path)).encode()
 
 
 @dataclass

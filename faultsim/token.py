@@ -10,7 +10,10 @@ exist once that incarnation has run; the replay prints the ids again.
 from __future__ import annotations
 
 import base64
+import functools
+import hashlib
 import json
+import os
 import zlib
 from dataclasses import dataclass
 
@@ -38,12 +41,15 @@ class ReplayToken:
     seed: str
     steps: tuple[Step, ...]
     mode: str = "in-process"  # or "subprocess": replayed on real processes (SIGKILL)
+    version: str = ""  # the faultsim that made it
+    fingerprint: str = ""  # of the scenario file's bytes: a replay refuses a changed one
 
     def encode(self) -> str:
         doc = [self.scenario, self.agent, self.crash_model, self.seed,
-               [[s.index, -1 if s.offset is None else s.offset, s.order] for s in self.steps]]
-        if self.mode != "in-process":  # in-process tokens stay as they always were
-            doc.append(self.mode)
+               [[s.index, -1 if s.offset is None else s.offset, s.order] for s in self.steps],
+               self.mode]
+        if self.version or self.fingerprint:
+            doc.append({"v": self.version, "fp": self.fingerprint})
         raw = zlib.compress(json.dumps(doc, separators=(",", ":")).encode(), 9)
         return PREFIX + base64.urlsafe_b64encode(raw).decode().rstrip("=")
 
@@ -57,7 +63,9 @@ class ReplayToken:
         try:
             raw = zlib.decompress(base64.urlsafe_b64decode(body + "=" * (-len(body) % 4)))
             scenario, agent, model, seed, steps, *rest = json.loads(raw)
-            mode = rest[0] if rest else "in-process"
+            mode = rest[0] if rest and isinstance(rest[0], str) else "in-process"
+            meta = next((r for r in rest if isinstance(r, dict)), {})
+            version, fingerprint = str(meta.get("v", "")), str(meta.get("fp", ""))
             parsed = tuple(Step(int(i), None if int(o) < 0 else int(o), int(n))
                            for i, o, n in steps)
         except Exception:
@@ -69,4 +77,35 @@ class ReplayToken:
         if mode not in ("in-process", "subprocess"):
             raise TokenError(f"the replay token names an unknown mode {mode!r} (made by a "
                              "newer faultsim?)")
-        return cls(scenario, agent, model, seed, parsed, mode)
+        return cls(scenario, agent, model, seed, parsed, mode, version, fingerprint)
+
+    def check_scenario(self) -> None:
+        """Refuse, in one line, a scenario file that changed since the token was made: the
+        same positions would name other kill points (a silent replay of something else)."""
+        if not self.fingerprint:
+            return  # a token from before fingerprints
+        now = scenario_fingerprint(self.scenario)
+        if now != self.fingerprint:
+            raise TokenError(
+                f"{self.scenario}: the scenario changed since this token was made (by "
+                f"faultsim {self.version or '?'}): it would replay other kill points; rerun "
+                "faultsim run for fresh tokens")
+
+
+def scenario_fingerprint(path: str) -> str:
+    """A short digest of the scenario file's bytes ('' when it cannot be read); read once
+    per version of the file (every counterexample of a run asks)."""
+    try:
+        stat = os.stat(path)
+    except OSError:
+        return ""
+    return _fingerprint(path, stat.st_mtime_ns, stat.st_size)
+
+
+@functools.lru_cache(maxsize=64)
+def _fingerprint(path: str, mtime_ns: int, size: int) -> str:
+    try:
+        with open(path, "rb") as f:
+            return hashlib.blake2b(f.read(), digest_size=6).hexdigest()
+    except OSError:
+        return ""

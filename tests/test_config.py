@@ -146,3 +146,23 @@ def test_a_scripted_tool_the_agent_does_not_offer_stops_the_run_naming_it(projec
     assert r.stderr.strip().startswith("faultsim: error: checks/billing.toml: script 's', "
                                        "turn 2: the scripted turn calls 'refund_card', a tool "
                                        "the request does not offer")
+
+
+def test_a_replay_token_refuses_a_changed_scenario(project):
+    r = faultsim(project, "run", "--workers", "1", env={"FAULTSIM_AGENT":
+                                                        "billing_agent:make_agent_new_key_each_run"})
+    assert r.returncode == 1
+    token = next(line.split("faultsim replay ", 1)[1].strip() for line in r.stdout.splitlines()
+                 if "faultsim replay " in line)
+    from faultsim import __version__
+    from faultsim.token import ReplayToken
+    decoded = ReplayToken.decode(token)
+    assert decoded.version == __version__ and len(decoded.fingerprint) == 12
+    path = project / "checks" / "billing.toml"
+    path.write_text(path.read_text().replace("charge 700", "charge 800"))  # the task edited
+    again = faultsim(project, "replay", token)
+    assert again.returncode == 2
+    assert again.stderr.strip() == (
+        f"faultsim: error: checks/billing.toml: the scenario changed since this token was "
+        f"made (by faultsim {__version__}): it would replay other kill points; rerun "
+        "faultsim run for fresh tokens")
