@@ -21,7 +21,7 @@ def readme_commands():
 def test_readme_opens_with_the_two_commands():
     first, second = readme_commands()[:2]
     assert first.endswith("faultsim run scenarios/")
-    assert second.endswith("python -m pytest")
+    assert second.endswith("python -m pytest -n 2")  # two xdist workers: see README
     assert "pip install -e" in first and "pip install -e '.[test]'" in second
 
 

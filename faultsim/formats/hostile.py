@@ -135,7 +135,7 @@ class Attack:
         self._copy = copy.deepcopy
         self.ex = Explorer(self.make_agent, self.scenario, timeout=self.timeout,
                            seed=self.seed).__enter__()
-        golden = self.ex.golden()
+        golden = self.ex.golden(every_service=False)  # a corpus keeps its own scenario
         saves = [e.index for e in golden.trace if e.kind == "mark.checkpoint.B"]
         index = saves[min(1, len(saves) - 1)] if saves else len(golden.trace) // 2
         point = KillPoint(index, None, "hostile", "hostile-checkpoint", f"#{index}")
