@@ -64,29 +64,32 @@ def effect(service: str, *, key: Callable[..., str] | None = None, tool: str | N
             bound.apply_defaults()
             return act(env, spec, dict(bound.arguments))
 
-        if inspect.iscoroutinefunction(fn):
-            @functools.wraps(fn)
-            async def call_async(*args: Any, **kwargs: Any) -> Any:
-                env = current_env()
-                if env is None:
-                    return await fn(*args, **kwargs)
-                return routed(env, args, kwargs)
-
-            call: Callable = call_async
-        else:
-            @functools.wraps(fn)
-            def call_sync(*args: Any, **kwargs: Any) -> Any:
-                env = current_env()
-                if env is None:
-                    return fn(*args, **kwargs)
-                return routed(env, args, kwargs)
-
-            call = call_sync
+        call = transparent(fn, current_env, routed)
         call.faultsim_effect = spec  # type: ignore[attr-defined]
         call.lookup = _lookup(spec, "lookup_key", lookup)  # type: ignore[attr-defined]
         call.query = _lookup(spec, "query", query)  # type: ignore[attr-defined]
         return call
     return wrap
+
+
+def transparent(fn: Callable, current: Callable[[], Any],
+                route: Callable[[Any, tuple, dict], Any]) -> Callable:
+    """`fn` wrapped: called as written while `current()` is None, else `route(it, args,
+    kwargs)` instead of its body; an async `fn` stays awaitable."""
+    if inspect.iscoroutinefunction(fn):
+        @functools.wraps(fn)
+        async def call_async(*args: Any, **kwargs: Any) -> Any:
+            ctx = current()
+            return await fn(*args, **kwargs) if ctx is None else route(ctx, args, kwargs)
+
+        return call_async
+
+    @functools.wraps(fn)
+    def call_sync(*args: Any, **kwargs: Any) -> Any:
+        ctx = current()
+        return fn(*args, **kwargs) if ctx is None else route(ctx, args, kwargs)
+
+    return call_sync
 
 
 def receiver_of(env: AgentEnv, spec: Effect) -> Any:

@@ -315,19 +315,26 @@ def _judge(pool: ForkServers, scenario: Scenario, targets: list[_Target], progre
     tell(total)
 
 
-def _resumed(golden: Golden, schedule: list[KillPoint], state: Any, result: JobResult,
-             watch: str | None, keep_trace: bool) -> ResumeResult:
-    """What a resumed child showed, judged by the resume guards (as in-process)."""
-    report = _report_of(result, f"the resumed run after {schedule[-1].id}")
-    world = pickle.loads(report["world"])
-    crash_run = CrashRun(schedule, state, world, outcome=report.get("outcome"),
-                         error=report.get("error"), timed_out=report.get("timed_out", False),
-                         final=result.files, escapes=report["escapes"],
+def _crash_run(schedule: list[KillPoint], state: Any, report: dict,
+               result: JobResult) -> CrashRun:
+    """A resumed child's report as the oracle judges it (a sweep's state, or the probe's)."""
+    crash_run = CrashRun(schedule, state, pickle.loads(report["world"]),
+                         outcome=report.get("outcome"), error=report.get("error"),
+                         timed_out=report.get("timed_out", False), final=result.files,
+                         escapes=report["escapes"],
                          resume_positions=[report["first_position"]]
                          if report["first_position"] is not None else [],
                          events=report["events"])
     if report["kind"] != "done":
         crash_run.error = f"the resumed process died ({result.how} {result.code})"
+    return crash_run
+
+
+def _resumed(golden: Golden, schedule: list[KillPoint], state: Any, result: JobResult,
+             watch: str | None, keep_trace: bool) -> ResumeResult:
+    """What a resumed child showed, judged by the resume guards (as in-process)."""
+    report = _report_of(result, f"the resumed run after {schedule[-1].id}")
+    crash_run = _crash_run(schedule, state, report, result)
     violations = judge(golden, crash_run, RESUME_GUARDS)
     outcome = crash_run.outcome
     return ResumeResult(
@@ -436,15 +443,9 @@ def _version_probe(pool: ForkServers, scenario: Scenario, golden: Golden) -> Ver
     result = pool.run([_job(("probe",), files=state.as_dict(), world=world_bytes,
                             downtime=scenario.profile.downtime)])[("probe",)]
     report = _report_of(result, "the version probe's resumed run")
-    before, world = pickle.loads(world_bytes), pickle.loads(report["world"])
-    crash_run = CrashRun([point], state, world, outcome=report.get("outcome"),
-                         error=report.get("error"), timed_out=report.get("timed_out", False),
-                         final=result.files, escapes=report["escapes"],
-                         resume_positions=[report["first_position"]]
-                         if report["first_position"] is not None else [],
-                         events=report["events"])
-    if report["kind"] != "done":
-        crash_run.error = f"the resumed process died ({result.how} {result.code})"
+    before = pickle.loads(world_bytes)
+    crash_run = _crash_run([point], state, report, result)
+    world = crash_run.world
     applied = len(world.ledger.applied()) - len(before.ledger.applied())
     asked = (sum(1 for q in world.model.requests if q.ok) -
              sum(1 for q in before.model.requests if q.ok))

@@ -25,13 +25,12 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
-import functools
 import inspect
 import json
 from typing import Any, Callable, Iterable, Iterator, Mapping
 
 from ...agent import AgentEnv, Outcome
-from ...effects import Effect, act
+from ...effects import Effect, act, transparent
 from ...loading import LANGGRAPH_MODES
 
 try:
@@ -70,22 +69,7 @@ def effect(service: str, *, key: Callable[..., str] | None = None) -> Callable:
             bound.apply_defaults()
             return session.act(fn.__name__, service, dict(bound.arguments), key)
 
-        if inspect.iscoroutinefunction(fn):
-            @functools.wraps(fn)
-            async def call_async(*args: Any, **kwargs: Any) -> Any:
-                session = _session.get()
-                if session is None:
-                    return await fn(*args, **kwargs)
-                return as_tool_message(session, args, kwargs)
-
-            call: Callable = call_async
-        else:
-            @functools.wraps(fn)
-            def call(*args: Any, **kwargs: Any) -> Any:
-                session = _session.get()
-                if session is None:
-                    return fn(*args, **kwargs)
-                return as_tool_message(session, args, kwargs)
+        call = transparent(fn, _session.get, as_tool_message)
         call.faultsim_effect = spec  # type: ignore[attr-defined]
         return call
     return wrap
