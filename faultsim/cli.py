@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import io
 import os
 import signal
 import sys
@@ -39,10 +40,27 @@ def _sigterm_unwinds() -> Iterator[None]:
         raise Terminated
 
     previous = signal.signal(signal.SIGTERM, terminated)
+    dumps = _stack_dumps()
     try:
         yield
     finally:
         signal.signal(signal.SIGTERM, previous)
+        if dumps:
+            import faulthandler
+
+            faulthandler.unregister(signal.SIGUSR2)
+
+
+def _stack_dumps() -> bool:
+    """`kill -USR2 PID` prints where a run is, every thread, to stderr (a run that seems
+    stuck, or one that does not exit when cancelled, can say why)."""
+    import faulthandler
+
+    try:
+        faulthandler.register(signal.SIGUSR2, all_threads=True, chain=False)
+    except (AttributeError, ValueError, OSError, io.UnsupportedOperation):
+        return False
+    return True
 
 
 def _exiting_now() -> None:

@@ -181,10 +181,24 @@ def _marked(marker: str) -> list[int]:
 
 def _start_long_run(marker: str) -> subprocess.Popen:
     env = {**os.environ, MARKER: marker, "PYTHONPATH": str(ROOT)}
-    return subprocess.Popen([sys.executable, "-m", "faultsim.cli", "run",
+    stderr = tempfile.TemporaryFile()  # kept: a run that does not exit shows where it is
+    proc = subprocess.Popen([sys.executable, "-m", "faultsim.cli", "run",
                              str(ROOT / "scenarios" / "support_tickets.toml"), "--mode",
                              "subprocess", "--workers", "2"], cwd=ROOT, env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                            stdout=subprocess.DEVNULL, stderr=stderr)
+    proc.stderr_file = stderr
+    return proc
+
+
+def _where_it_is(proc) -> str:
+    """The stacks of a faultsim that did not exit (it dumps them on SIGUSR2)."""
+    try:
+        proc.send_signal(signal.SIGUSR2)
+        time.sleep(1.0)
+        proc.stderr_file.seek(0)
+        return proc.stderr_file.read().decode(errors="replace")[-6000:]
+    except OSError as exc:
+        return f"(no stack dump: {exc})"
 
 
 def _wait_for(condition, seconds: float) -> bool:
@@ -247,8 +261,13 @@ def _kill_and_check_nothing_left(proc, how, marker: str, folder: str) -> None:
     # Unwinding signals every fork server at once (they kill their child and exit) and
     # freezes the heap before the interpreter's last collection: about half a second at a
     # load of 10 on 2 cores (a sequential two-second stop per server before).
-    # 30 s leaves room for a machine far busier than that, not for a slow path.
-    proc.wait(timeout=30)
+    # 30 s leaves room for a machine far busier than that, not for a slow path: past it,
+    # the failure shows where faultsim was (its stacks, dumped on SIGUSR2).
+    try:
+        proc.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"faultsim did not exit within 30 s of {how.name}; where it was:\n"
+                    f"{_where_it_is(proc)}")
     assert _wait_for(lambda: not _marked(marker), 10), \
         f"left behind after {how.name}: {_marked(marker)}"
     assert _wait_for(lambda: not os.path.exists(folder), 10), \
