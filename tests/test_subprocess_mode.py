@@ -182,10 +182,13 @@ def _marked(marker: str) -> list[int]:
 def _start_long_run(marker: str) -> subprocess.Popen:
     env = {**os.environ, MARKER: marker, "PYTHONPATH": str(ROOT)}
     stderr = tempfile.TemporaryFile()  # kept: a run that does not exit shows where it is
+    # as from a terminal: an xdist worker runs with SIGINT ignored, which a child inherits
+    # (and Python then installs no KeyboardInterrupt handler): Ctrl-C would never arrive
     proc = subprocess.Popen([sys.executable, "-m", "faultsim.cli", "run",
                              str(ROOT / "scenarios" / "support_tickets.toml"), "--mode",
                              "subprocess", "--workers", "2"], cwd=ROOT, env=env,
-                            stdout=subprocess.DEVNULL, stderr=stderr)
+                            stdout=subprocess.DEVNULL, stderr=stderr,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     proc.stderr_file = stderr
     return proc
 
