@@ -33,6 +33,9 @@ KEYS = {"agent": str, "scenarios": list, "crash_model": str, "crashes": int, "se
         "timeout": float, "workers": int, "mode": str}
 
 
+_EXPECTED = {str: "a string", list: "a list of paths", int: "an integer", float: "seconds"}
+
+
 class ConfigError(UsageError):
     """A [tool.faultsim] key or FAULTSIM_* variable that cannot work."""
 
@@ -103,8 +106,7 @@ def _checked(key: str, value: Any, where: str, from_text: bool = False) -> Any:
             and key == "seed":
         value = str(value)
     if not isinstance(value, kind) or isinstance(value, bool):
-        raise ConfigError(f"{where} = {value!r}: expected "
-                          f"{ {str: 'a string', list: 'a list of paths', int: 'an integer', float: 'seconds'}[kind] }")
+        raise ConfigError(f"{where} = {value!r}: expected {_EXPECTED[kind]}")
     if kind is list and not all(isinstance(s, str) and s for s in value):
         raise ConfigError(f"{where} = {value!r}: expected a list of paths")
     return value

@@ -155,12 +155,6 @@ def crash_models(crash_model: str | Iterable[str]) -> list[str]:
     return names
 
 
-def check_crashes(crashes: int) -> int:
-    if crashes < 1:
-        raise ValueError(f"crashes must be at least 1, not {crashes}")
-    return crashes
-
-
 def check_shard(shard: tuple[int, int] | None) -> tuple[int, int] | None:
     if shard is not None and not 1 <= shard[0] <= shard[1]:
         raise ValueError(f"shard {shard[0]}/{shard[1]}: expected 1 <= i <= n")
