@@ -19,6 +19,7 @@ that did `from os import fsync` still gets the hooked function), and do nothing 
 from __future__ import annotations
 
 import posixpath
+from stat import S_ISLNK
 from typing import Any
 
 from pyfakefs import fake_file, fake_filesystem, fake_os
@@ -60,20 +61,27 @@ def install() -> None:
             return resize(self, st_size)
         return ip._truncate(self, st_size, lambda n: resize(self, n))
 
+    # The lookup caches learn what a change did once it is done (after a kill it is only
+    # recorded, and a refused one changes nothing).
     def add_entry(self, path_object):
-        _invalidate(self, path_object.name)
-        ip = _active
-        if ip is None or ip.quiet or ip.nested:
-            return orig_add(self, path_object)
-        return ip._add(self, path_object, lambda: orig_add(self, path_object))
+        try:
+            ip = _active
+            if ip is None or ip.quiet or ip.nested:
+                return orig_add(self, path_object)
+            return ip._add(self, path_object, lambda: orig_add(self, path_object))
+        finally:
+            _changed(self, path_object.name, path_object)
 
     def remove_entry(self, pathname_name, recursive=True):
-        _invalidate(self, pathname_name)
-        ip = _active
-        if ip is None or ip.quiet or ip.nested:
-            return orig_remove(self, pathname_name, recursive)
-        return ip._remove(self, pathname_name,
-                          lambda: orig_remove(self, pathname_name, recursive))
+        before = self.entries.get(pathname_name)
+        try:
+            ip = _active
+            if ip is None or ip.quiet or ip.nested:
+                return orig_remove(self, pathname_name, recursive)
+            return ip._remove(self, pathname_name,
+                              lambda: orig_remove(self, pathname_name, recursive))
+        finally:
+            _changed(self, pathname_name, before)
 
     def rename(self, old_file_path, new_file_path, force_replace=False):
         ip = _active
@@ -130,7 +138,8 @@ def install() -> None:
     orig_exists = FakeFilesystem.exists
 
     def resolve_path(self, file_path, allow_fd=False):
-        if _active is None or type(file_path) is not str or not file_path.startswith("/"):
+        if _active is None or type(file_path) is not str or not file_path.startswith("/") \
+                or not self.is_case_sensitive:
             return orig_resolve_path(self, file_path, allow_fd)
         cache = _tree_cache(self)["resolve"]
         found = cache.get(file_path)
@@ -143,7 +152,7 @@ def install() -> None:
     def get_object_from_normpath(self, file_path, check_read_perm=True, check_exe_perm=True,
                                  check_owner=False):
         if _active is None or type(file_path) is not str or not file_path.startswith("/") \
-                or not helpers.is_root():
+                or not helpers.is_root() or not self.is_case_sensitive:
             return orig_get(self, file_path, check_read_perm, check_exe_perm, check_owner)
         cache = _tree_cache(self)["object"]
         found = cache.get(file_path)
@@ -156,7 +165,8 @@ def install() -> None:
         ip = _active
         if ip is not None and ip.tracking and not isinstance(file_path, int):
             ip._touch(self, file_path, None, "observed")
-        if ip is None or type(file_path) is not str or not file_path.startswith("/"):
+        if ip is None or type(file_path) is not str or not file_path.startswith("/") \
+                or not self.is_case_sensitive:
             return orig_exists(self, file_path, check_link)
         cache = _tree_cache(self)["exists"]
         key = (file_path, check_link)
@@ -266,27 +276,43 @@ def _tree_cache(fs) -> dict:
     return caches
 
 
-def _invalidate(directory, name) -> None:
-    """A name is added to or removed from `directory`: forget every cached lookup of that
-    path or below it (a rename, an rmtree and a new symlink all come through here)."""
+def _changed(directory, name, obj) -> None:
+    """A name was added to or removed from `directory` (`obj`: what was added, or what
+    was there before the removal): keep every cached lookup true.
+
+    Most changes are a file's name coming or going (an atomic write's temp file, its
+    rename): then only that path's entries change, in O(1) (it exists now, or not). Paths
+    below it matter only when the object has children (a directory moved or removed with
+    its contents) and resolutions only when a symlink comes or goes (itself or inside a
+    moved directory): only those scan the caches."""
     caches = directory.filesystem.__dict__.get("_faultsim_tree")
     if not caches:
         return
-    try:
-        base = directory.path
-    except Exception:  # a directory no longer in the tree: forget everything
-        for cache in caches.values():
-            cache.clear()
+    base = "" if directory is directory.filesystem.root else _path_of(directory)
+    if base is None:  # a directory no longer in the tree: forget everything
+        for kind in ("resolve", "object", "exists"):
+            caches[kind].clear()
         return
-    changed = (base.rstrip("/") + "/" + str(name))
-    below = changed + "/"
-    for kind, cache in caches.items():
-        if kind == "exists":
-            stale = [k for k in cache if k[0] == changed or k[0].startswith(below)]
-        else:
-            stale = [k for k in cache if k == changed or k.startswith(below)]
-        for key in stale:
-            del cache[key]
+    changed = f"{base}/{name}"
+    now = directory.entries.get(name)
+    if any(o is None or S_ISLNK(o.st_mode) or (isinstance(o, fake_file.FakeDirectory)
+                                               and o.entries)
+           for o in ((obj, now) if now is not None else (obj,))):
+        below = changed + "/"
+        for kind in ("resolve", "object", "exists"):
+            cache = caches[kind]
+            if kind == "exists":
+                stale = [k for k in cache if k[0] == changed or k[0].startswith(below)]
+            else:
+                stale = [k for k in cache if k == changed or k.startswith(below)]
+            for key in stale:
+                del cache[key]
+        return
+    # A file, or an empty directory, with no symlink on its way (`changed` is built from
+    # the tree itself): nothing below it exists, before or after.
+    caches["object"].pop(changed, None)
+    exists = caches["exists"]
+    exists[(changed, False)] = exists[(changed, True)] = now is not None
 
 
 def _memoised(func, name):
@@ -342,8 +368,12 @@ class FsInterposer:
         global _active
         if _active is not None and _active is not self:
             raise RuntimeError("another FsInterposer is already active")
-        for cache in _tree_cache(self.fs).values():
-            cache.clear()  # the tree may have changed while no interposer was watching
+        # Every add and remove keeps the lookup caches true, watched or not; only a new
+        # tree (pyfakefs's reset) makes them stale.
+        caches = _tree_cache(self.fs)
+        if caches.get("root") is not self.fs.root:
+            caches.clear()
+            caches.update(resolve={}, object={}, exists={}, root=self.fs.root)
         _active = self
         return self
 

@@ -8,7 +8,7 @@ import freezegun.api as _real_time  # time.perf_counter is frozen in here; these
 
 from ..crashmodel import CrashState
 from ..errors import NonDeterminismError
-from ..killpoints import KillPoint, kill_points
+from ..killpoints import KillPoint
 from ..oracle import Golden
 from ..pipeline.sweep import Earlier, ResumeResult, Sweep, first_crashes  # noqa: F401
 from ..report import ModelRun
@@ -21,7 +21,8 @@ from .sandbox import Explorer
 def sweep_after_first(ex: Explorer, golden: Golden, runs: dict[str, ModelRun], model: str,
                       point: KillPoint, order: int, state: CrashState,
                       result: ResumeResult | None, workers: int, memo: dict,
-                      insensitive: dict, equivalences: bool) -> tuple:
+                      insensitive: dict, equivalences: bool, guarded: dict | None = None
+                      ) -> tuple:
     """Crash at `point` again, then kill the run resumed from `state` at every kill point of
     its own course; the verdicts go to `runs[model]` (its depth-2 figures and failures).
     `result` is this very state's resumed run (its trace is the course), or None: then the
@@ -48,8 +49,9 @@ def sweep_after_first(ex: Explorer, golden: Golden, runs: dict[str, ModelRun], m
         return w
 
     sub = Sweep(golden, runs, memo=memo, insensitive=insensitive, equivalences=equivalences,
+                guarded={} if guarded is None else guarded,
                 earlier=(Earlier(point, order, state.persisted, course),))
-    points = kill_points(course)
+    points = golden.kill_points(course)
     if workers > 0 and hasattr(os, "fork"):
         sweep_forking(ex, sub, points, [model], workers, None, start)
     else:
@@ -80,7 +82,7 @@ def sweep_pairs(ex: Explorer, top: Sweep, models: list[str], position: dict[str,
             before = stats.explored
             sweep_after_first(ex, top.golden, top.runs, model, rep.point, rep.order,
                               rep.state, rep.result, workers, memo, insensitive,
-                              top.equivalences)
+                              top.equivalences, top.guarded)
             stats.total += rep.count * (stats.explored - before)
             if progress is not None:
                 progress(n + 1, len(reps), stage=f"pairs ({model})")

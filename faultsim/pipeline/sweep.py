@@ -68,13 +68,22 @@ def _content(state: CrashState, path: str) -> bytes | None:
 
 
 def schedule_violations(golden: Golden, schedule: list[KillPoint], state: CrashState,
-                        result: ResumeResult, after_kill: list[str]) -> list[Violation]:
+                        result: ResumeResult, after_kill: list[str],
+                        guarded: dict | None = None) -> list[Violation]:
     """All of a crash state's violations: the state guards (checked for every state), what
-    the resumed run showed, and writes after the last kill."""
+    the resumed run showed, and writes after the last kill. `guarded` memoises the state
+    guards' verdicts, which depend only on the state and where its resumed run began: a
+    pair sweep meets the same second crash state after many first crashes."""
     probe = CrashRun(schedule, state, None, after_kill=after_kill,
                      resume_positions=[result.first_position]
                      if result.first_position is not None else [])
-    return (judge(golden, probe, STATE_GUARDS) + result.violations +
+    key = (state.digest(), result.first_position)
+    guards = guarded.get(key) if guarded is not None else None
+    if guards is None:
+        guards = judge(golden, probe, STATE_GUARDS)
+        if guarded is not None:
+            guarded[key] = guards
+    return (list(guards) + result.violations +
             judge(golden, probe, (no_write_after_kill,)))
 
 
@@ -118,6 +127,7 @@ class Sweep:
     runs: dict[str, ModelRun]
     memo: dict[tuple, ResumeResult] = field(default_factory=dict)
     insensitive: dict[tuple, ResumeResult] = field(default_factory=dict)
+    guarded: dict[tuple, list] = field(default_factory=dict)  # state guards' verdicts
     recorded: set[tuple] = field(default_factory=set)
     done_points: int = 0
     equivalences: bool = True  # False: only equal states share a verdict (for checking)
@@ -167,7 +177,7 @@ class Sweep:
             return  # a second driver pass meets states the first one settled
         self.recorded.add((model, point.id, order))
         violations = schedule_violations(self.golden, self.schedule(point), state, result,
-                                         after_kill)
+                                         after_kill, self.guarded)
         run = self.runs[model]
         verdict = Verdict(point, model, state.persisted, violations, state, result.summary,
                           self.golden, order, earlier=self.earlier,
