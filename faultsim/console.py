@@ -95,6 +95,12 @@ def print_run(run) -> None:
     print(f"  crash states  {data['crash_states']} judged, {run.judged} resumed "
           f"({run.reused} shared with an equal or equivalent state), "
           f"{max(0.0, run.seconds - deeper):.1f}s")
+    golden = run.verdicts[0].golden if run.verdicts else None
+    if golden is not None and not golden.ledger.entries:
+        # every verdict passed on effects it never had to count: say so, not just "ok"
+        print("  effects       none: the clean run applied no effect, so no verdict here "
+              "counts one" + ("" if run.scenario.services else
+                              " (the scenario declares no [services])"))
     if run.escalated:
         print(f"  escalated     {run.escalated} crash states ended in an explicit escalation to "
               "a person (an effect that cannot be checked; a legal stop)")

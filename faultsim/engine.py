@@ -22,7 +22,7 @@ from .inprocess.pairs import sweep_pairs
 from .inprocess.probes import PROBE_VERSION, version_probe  # noqa: F401
 from .inprocess.replaying import sweep_replaying
 from .inprocess.sandbox import SANDBOX, Explorer, KillAt  # noqa: F401
-from .killpoints import KillPoint, kill_points
+from .killpoints import KillPoint
 from .pipeline.incarnation import Incarnation, IncarnationTimeout, world_signature  # noqa: F401
 from .options import ExploreOptions, select
 from .pipeline.sweep import (Earlier, Plan, ResumeResult, Sweep,  # noqa: F401
@@ -109,7 +109,7 @@ def explore_in_process(make_agent: Callable[[AgentEnv], Any], scenario: Scenario
     with Explorer(make_agent, scenario, agent_name=name, timeout=options.timeout,
                   seed=options.seed) as ex:
         golden = ex.golden()
-        points = kill_points(golden.trace)
+        points = golden.kill_points()
         chosen = select(points, options.only, shard)
         runs = {m: ModelRun(scenario=scenario, agent=name, crash_model=m, kill_points=points,
                             explored=chosen, seed=options.seed, crashes=crashes,
@@ -154,7 +154,7 @@ def survey(make_agent: Callable[[AgentEnv], Any], scenario: Scenario, *,
     model, without crashing anything (`faultsim list`)."""
     with Explorer(make_agent, scenario, agent_name=agent_name, timeout=timeout,
                   seed=seed) as ex:
-        points = kill_points(ex.golden().trace)
+        points = ex.golden().kill_points()
         return points, count_crash_states(ex, points, list(CRASH_MODELS))
 
 

@@ -5,9 +5,12 @@ from __future__ import annotations
 import posixpath
 import re
 from dataclasses import dataclass
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 from .trace import Event
+
+if TYPE_CHECKING:
+    from .checkpoints import CheckpointSpec
 
 SECTOR = 512
 
@@ -65,8 +68,17 @@ def torn_offsets(length: int) -> list[int]:
     return sorted(p for p in points if 0 < p < length)
 
 
-def _is_checkpoint(path: str) -> bool:
-    return posixpath.basename(path).startswith("checkpoint")
+def _checkpoint_test(trace: Sequence[Event], checkpoint: "CheckpointSpec | None"):
+    """Which written paths count as checkpoint writes. Undeclared: today's names (a file
+    whose name starts with `checkpoint`, its temp file included). Declared: the files the
+    scenario names, and any file the run renames onto one of them (its temp file, however
+    the agent names it)."""
+    if checkpoint is None or not checkpoint.declared:
+        return lambda path: posixpath.basename(path).startswith("checkpoint")
+    staged = {e.detail[5:] for e in trace
+              if e.kind == "fs.rename" and e.detail.startswith("from ")
+              and checkpoint.matches(e.subject)}
+    return lambda path: path in staged or checkpoint.matches(path)
 
 
 def _subject(event: Event, counts: dict[str, int]) -> str:
@@ -86,7 +98,11 @@ def _subject(event: Event, counts: dict[str, int]) -> str:
     return re.sub(r"[^A-Za-z0-9_.@:#-]+", "_", f"{name}#{counts[name]}")
 
 
-def kill_points(trace: Sequence[Event]) -> list[KillPoint]:
+def kill_points(trace: Sequence[Event], checkpoint: "CheckpointSpec | None" = None
+                ) -> list[KillPoint]:
+    """Every kill point of `trace`; `checkpoint` (the scenario's declaration) says which
+    writes and renames are checkpoint saves."""
+    _is_checkpoint = _checkpoint_test(trace, checkpoint)
     points = [KillPoint(0, None, "start", "k0-start", "nothing (before the first event)")]
     phase = "start"
     counts: dict[str, int] = {}

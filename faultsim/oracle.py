@@ -3,12 +3,12 @@ run. A guard returns a `Violation` (with a sentence a person can read) or None."
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 from .agent import Outcome
 from .checkpoints import DEFAULT, CheckpointSpec, progress, whole
 from .crashmodel import CrashState
-from .killpoints import KillPoint
+from .killpoints import KillPoint, kill_points
 from .world import World, effect_difference
 from .world.ledger import Ledger
 
@@ -43,7 +43,7 @@ REGISTRY: tuple[Rule, ...] = (
     Rule("checkpoint_whole", "P3", "state", "a `checkpoint.json` on disk at the kill is not "
          "one whole JSON document"),
     Rule("no_silent_restart", "P1/P5", "state", "the checkpoint held a conversation in "
-         "progress but the resume asked for turn 1"),
+         "progress (or one of the model's answers) but the resume asked for turn 1"),
     Rule("outputs_match", "P9/P10", "resume", "files under `workspace/` differ from the "
          "golden run's at the end"),
     Rule("no_write_after_kill", "P3", "kill", "the dead incarnation still wrote"),
@@ -93,12 +93,22 @@ class Golden:
     effect_attempts: int
     trace: list  # events
     checkpoint: CheckpointSpec = DEFAULT  # where the agent keeps its state (the scenario's)
+    # The tool-use ids the model answered with in the clean run: unique strings that any
+    # record of the conversation holds, whatever its format or field names.
+    answers: tuple[bytes, ...] = ()
 
     @classmethod
     def of(cls, outcome: Outcome, world: World, final: dict, trace: list,
            checkpoint: CheckpointSpec = DEFAULT) -> "Golden":
+        answers = tuple(i.encode() for q in world.model.requests if q.ok
+                        for i in q.tool_use_ids)
         return cls(outcome, world.ledger, outputs_of(final), effect_attempts(world.ledger),
-                   trace, checkpoint)
+                   trace, checkpoint, answers)
+
+    def kill_points(self, trace: Sequence | None = None) -> list[KillPoint]:
+        """The kill points of the clean run (or of `trace`, a resumed run's course), its
+        checkpoint saves named by the scenario's declaration."""
+        return kill_points(self.trace if trace is None else trace, self.checkpoint)
 
 
 @dataclass
@@ -156,13 +166,23 @@ def completes_or_escalates(g: Golden, r: CrashRun) -> Violation | None:
 
 
 def no_silent_restart(g: Golden, r: CrashRun) -> Violation | None:
-    progressed = [path for path, data in checkpoints_in(r.state.as_dict(),
-                                                         g.checkpoint).items()
-                  if progress(g.checkpoint, path, data)]
-    if progressed and r.resume_positions and r.resume_positions[0] == 0:
+    """What the model was asked against what the crash state holds: a resumed agent that
+    asks for turn 1 although a whole checkpoint holds an answer the model gave (one of its
+    tool-use ids, in any format), or a conversation under way (`checkpoints.progress`),
+    threw its progress away."""
+    if not r.resume_positions or r.resume_positions[0] != 0:
+        return None
+    for path, data in checkpoints_in(r.state.as_dict(), g.checkpoint).items():
+        if progress(g.checkpoint, path, data):
+            why = "held a conversation in progress"
+        else:
+            answer = next((a for a in g.answers if a in data), None)
+            if answer is None or whole(g.checkpoint, path, data) is not None:
+                continue
+            why = f"held the model's answer {answer.decode()}"
         return _violated("no_silent_restart",
-                         f"{progressed[0]} held a conversation in progress, yet the resumed "
-                         "agent asked the model for turn 1 again: it restarted from zero")
+                         f"{path} {why}, yet the resumed agent asked the model for turn 1 "
+                         "again: it restarted from zero")
     return None
 
 

@@ -21,7 +21,7 @@ import freezegun.api as _real_time
 from .inprocess.pairs import sweep_after_first
 from .inprocess.replaying import sweep_replaying
 from .inprocess.sandbox import Explorer
-from .killpoints import KillPoint, kill_points
+from .killpoints import KillPoint
 from .options import ExploreOptions
 from .pipeline.sweep import Earlier, Sweep
 from .report import ModelRun, Report
@@ -78,7 +78,7 @@ class PointwiseExplorer:
                     with self._explorer() as ex:
                         self.golden = ex.golden()
                     self._share_golden()
-            self.kill_points = kill_points(self.golden.trace)
+            self.kill_points = self.golden.kill_points()
         return self.kill_points
 
     @contextlib.contextmanager

@@ -13,7 +13,7 @@ from typing import Any
 import freezegun.api as _real_time
 
 from .errors import AgentFinding, KillDidNotLand
-from .killpoints import KillPoint, kill_points
+from .killpoints import KillPoint
 from .schedule import NoSuchKillPoint, Schedule, ScheduleResult
 from .session import Session
 
@@ -122,7 +122,7 @@ def _earliest(session: Session, failure: ScheduleResult, result: SearchResult,
             moved = False
             schedule = best.schedule
             orders = [e.order for e in best.verdict.earlier] + [best.verdict.order]
-            courses = [session.kill_points] + [kill_points(e.next_trace)
+            courses = [session.kill_points] + [session.golden.kill_points(e.next_trace)
                                                for e in best.verdict.earlier]
             here = (schedule[n].index, schedule[n].offset or 0)
             for candidate in courses[n]:

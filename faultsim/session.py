@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from .crashmodel import CrashState
-from .killpoints import KillPoint, kill_points
+from .killpoints import KillPoint
 from .report import ModelRun, Verdict
 from .schedule import Crash, Schedule, ScheduleResult, pick
 
@@ -57,7 +57,7 @@ class Session:
             self._ex.__exit__(None, None, None)
             raise
         self.trace = self.golden.trace
-        self.kill_points = kill_points(self.trace)
+        self.kill_points = self.golden.kill_points()
         self.model_run = ModelRun(scenario=self.scenario, agent=self.agent_name,
                                   crash_model=self.crash_model, kill_points=self.kill_points,
                                   explored=[], seed=self.seed, timeout=self.timeout)
@@ -170,7 +170,7 @@ class Session:
             if n == count - 1:
                 break
             trace = self._course(world, state, signature)
-            points = kill_points(trace)
+            points = self.golden.kill_points(trace)
             earlier.append(Earlier(point, order, state.persisted, tuple(trace)))
 
             def start(world=world, state=state):

@@ -138,3 +138,55 @@ def test_an_agent_that_never_asks_the_model_is_told_so(tmp_path_factory):
 
     with pytest.raises(NoDurableState, match="the clean run never asked the model"):
         faultsim.explore(NoModel, sc, crashes=1, workers=0)
+
+
+def test_a_restart_from_zero_is_caught_whatever_the_state_is_called(tmp_path_factory):
+    # The agent keeps its conversation under its own field name ("log"): no "messages"
+    # anywhere. What the crash state holds (the model's tool-use id) against what the
+    # resumed agent asked (turn 1 again) still shows the restart.
+    sc = scenario(tmp_path_factory, "forgetful", DECLARED)
+    report = faultsim.explore(state_agent.make_forgetful, sc, crashes=1, workers=0)
+    restarts = [x for r in report.runs for v in r.failures for x in v.violations
+                if x.invariant == "no_silent_restart"]
+    assert restarts, report.counterexamples(limit=1)
+    assert "state.json held the model's answer toolu_" in restarts[0].explanation
+    # ... and the same agent that reads its state back passes
+    sc = scenario(tmp_path_factory, "remembers", DECLARED)
+    report = faultsim.explore(state_agent.make_log_agent, sc, crashes=1, workers=0)
+    assert report.ok, report.counterexamples(limit=1)
+    assert sum(len(r.verdicts) for r in report.runs) > 20
+
+
+def test_kill_point_categories_follow_the_declaration(tmp_path_factory):
+    # state.json's saves (its temp file, whatever it is called, and the rename onto it)
+    # are checkpoint kill points once declared; undeclared, they are plain writes.
+    def categories(checkpoint):
+        sc = scenario(tmp_path_factory, "categories", checkpoint)
+        with faultsim.Session(state_agent.make_agent, sc) as session:
+            points = session.kill_points
+        return {p.category for p in points}, points
+
+    declared, points = categories(DECLARED)
+    undeclared, _ = categories("")
+    assert {"checkpoint-mid-write", "checkpoint-rename"} <= declared
+    assert not {"checkpoint-mid-write", "checkpoint-rename"} & undeclared
+    torn = [p for p in points if p.category == "checkpoint-mid-write"]
+    assert torn and all("state.json.tmp" in p.id for p in torn)
+
+
+def test_a_run_with_no_effect_says_so(tmp_path_factory, capsys):
+    from faultsim.console import print_run
+
+    text = ('id = "no_effects"\ntask = "Say hello."\nexpected_final_answer = "Hello."\n'
+            + DECLARED + '[[turns]]\nfinal = "Hello."\n')
+    report = faultsim.explore(state_agent.make_agent, scenario_from(tmp_path_factory, text),
+                              crashes=1, workers=0)
+    assert report.ok and report.runs[0].verdicts
+    print_run(report.runs[0])
+    assert ("effects       none: the clean run applied no effect, so no verdict here counts "
+            "one (the scenario declares no [services])") in capsys.readouterr().out
+    # a run with effects has no such line
+    report = faultsim.explore(state_agent.make_agent, scenario(tmp_path_factory, "fx",
+                                                                DECLARED), crashes=1, workers=0)
+    print_run(report.runs[0])
+    assert "effects       none" not in capsys.readouterr().out

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from ..inprocess.sandbox import Explorer
-from ..killpoints import KillPoint, kill_points
+from ..killpoints import KillPoint
 from ..scenario import Scenario
 from ..world.snapshot import world_to_json
 from .corpus import SCENARIO, Corpus, CorpusEntry, sha256
@@ -92,7 +92,7 @@ def record_corpus(make_agent: Callable, scenario: Scenario, out: str | Path, *,
 
     with Explorer(make_agent, scenario, agent_name=recorded_by or agent, timeout=timeout,
                   seed=seed) as ex:
-        points = [p for p in kill_points(ex.golden().trace)
+        points = [p for p in ex.golden().kill_points()
                   if p.index > 0 and (only is None or only(p))]
         ex.reset_sandbox()
         world = ex.new_world()

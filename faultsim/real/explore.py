@@ -22,7 +22,7 @@ import freezegun.api as _real_time
 
 from ..crashmodel import CrashState, process_state
 from ..errors import KillDidNotLand, SubprocessModeError, WorkerDied  # noqa: F401
-from ..killpoints import KillPoint, kill_points
+from ..killpoints import KillPoint
 from ..options import ExploreOptions, select
 from ..oracle import RESUME_GUARDS, CrashRun, Golden, judge, unknown_version_refused
 from ..pipeline.golden import CleanRun, compare_traces, golden_checked, routed_only
@@ -96,7 +96,7 @@ def explore_resolved(agent: str, scenario: Scenario, options: ExploreOptions, *,
         except ServerFailed as exc:
             raise WorkerDied(f"{scenario.path}: {exc}") from None
         golden = golden_of(pool, scenario)
-        points = kill_points(golden.trace)
+        points = golden.kill_points()
         chosen = select(points, only, shard)
         name = agent_name or agent
         run = ModelRun(scenario=scenario, agent=name, crash_model="process",
@@ -151,7 +151,7 @@ def survey_subprocess(agent: str, scenario: Scenario, *, timeout: float | None =
         redis_url = redis_for(stack, scenario)
         pool = stack.enter_context(ForkServers(agent, scenario.path, workers=1, seed=seed,
                                                timeout=timeout, redis_url=redis_url))
-        return kill_points(golden_of(pool, scenario).trace)
+        return golden_of(pool, scenario).kill_points()
 
 
 def golden_of(pool: ForkServers, scenario: Scenario) -> Golden:
@@ -404,7 +404,7 @@ def _pairs(pool: ForkServers, scenario: Scenario, first: _Target, chosen: list[K
         course = courses[n] if n in courses else tuple(rep.result.events)
         sub = Sweep(top.golden, top.runs, equivalences=False,
                     earlier=(Earlier(point, order, state.persisted, course),))
-        targets.append(_Target(("pair", n), sub, kill_points(list(course)),
+        targets.append(_Target(("pair", n), sub, top.golden.kill_points(list(course)),
                                (state.as_dict(), first.crashed[point.id][0])))
     if progress is not None:
         progress(0, len(targets), stage="pairs (process)")

@@ -13,7 +13,6 @@ from contextlib import ExitStack
 
 from ..crashmodel import process_state
 from ..errors import KillDidNotLand, UsageError, WorkerDied
-from ..killpoints import kill_points
 from ..pipeline.sweep import Earlier, Sweep, schedule_violations
 from ..report import ModelRun, Verdict
 from ..scenario import load_scenario
@@ -42,13 +41,13 @@ def replay_subprocess(token: ReplayToken, agent: str | None = None,
         except ServerFailed as exc:
             raise WorkerDied(f"{scenario.path}: {exc}") from None
         golden = golden_of(pool, scenario)
-        points = kill_points(golden.trace)
+        points = golden.kill_points()
         run = ModelRun(scenario=scenario, agent=agent, crash_model="process",
                        kill_points=points, explored=[], seed=token.seed,
                        crashes=len(token.steps), mode="subprocess")
         trace, start, earlier = golden.trace, None, []
         for k, step in enumerate(token.steps, 1):
-            here = {(p.index, p.offset): p for p in kill_points(trace)}
+            here = {(p.index, p.offset): p for p in golden.kill_points(trace)}
             point = here.get((step.index, step.offset))
             if point is None:
                 who = "the clean run" if k == 1 else f"resumed run {k - 1}"
