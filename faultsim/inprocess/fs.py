@@ -28,6 +28,7 @@ from ..crashmodel import DIR, Durability  # what a snapshot and an fsync record
 from ..trace import Killed, PendingWrite, Tracer, digest
 
 _active: "FsInterposer | None" = None
+_UNSEEN = object()
 _installed = False
 
 def install() -> None:
@@ -362,6 +363,7 @@ class FsInterposer:
         self.first_presence: dict[str, str] = {}
         self.listed: set[str] = set()
         self.watch: str | None = None  # one path of interest (the last file written)
+        self._rels: dict[str, str | None] = {}  # path -> relative path (pure in the path)
 
     # -- activation -----------------------------------------------------------------------
     def __enter__(self) -> "FsInterposer":
@@ -394,12 +396,20 @@ class FsInterposer:
 
     # -- paths ----------------------------------------------------------------------------
     def rel(self, path: str) -> str | None:
-        path = posixpath.normpath(str(path))
+        key = path if type(path) is str else str(path)
+        found = self._rels.get(key, _UNSEEN)  # asked at every touch of every file
+        if found is not _UNSEEN:
+            return found
+        path = posixpath.normpath(key)
         if path == self.root:
-            return "."
-        if path.startswith(self.root + "/"):
-            return path[len(self.root) + 1:]
-        return None
+            found = "."
+        elif path.startswith(self.root + "/"):
+            found = path[len(self.root) + 1:]
+        else:
+            found = None
+        if len(self._rels) < 100_000:
+            self._rels[key] = found
+        return found
 
     def _rel_of(self, obj: Any) -> str | None:
         path = _path_of(obj)  # None: unlinked but still open, its writes reach no name
