@@ -365,6 +365,35 @@ def cmd_replay(ns: argparse.Namespace) -> int:
     return EXIT_OK if result.ok else EXIT_VIOLATION
 
 
+def cmd_validate(ns: argparse.Namespace) -> int:
+    # no agent, no SDK: only the loader's table and the world's names are imported
+    from .validate import scenario_files, validate_file
+
+    files, problems = scenario_files(ns.scenarios)
+    invalid = len({p.path for p in problems})
+    for path in files:
+        found = validate_file(path)
+        problems += found
+        invalid += bool(found)
+    for problem in problems:
+        print(problem)
+    if problems:
+        print(f"faultsim validate: {invalid} of {len(files)} file"
+              f"{'s' if len(files) != 1 else ''} invalid, {len(problems)} problem"
+              f"{'s' if len(problems) != 1 else ''}", file=sys.stderr)
+        return EXIT_USAGE
+    print(f"faultsim validate: {len(files)} scenario file{'s' if len(files) != 1 else ''}, "
+          "all valid", file=sys.stderr)
+    return EXIT_OK
+
+
+def cmd_scenario_schema(ns: argparse.Namespace) -> int:
+    from .scenario_schema import dumps
+
+    sys.stdout.write(dumps())
+    return EXIT_OK
+
+
 def _scenarios_and_agent(parser: argparse.ArgumentParser, agent_help: str) -> None:
     parser.add_argument("scenarios", nargs="*", default=None,
                         help="scenario files or directories (default: [tool.faultsim] "
@@ -467,6 +496,20 @@ def build_parser() -> argparse.ArgumentParser:
     chk.add_argument("--timeout", type=float, default=30.0, help=argparse.SUPPRESS)
     _debug_flag(chk)
     chk.set_defaults(func=cmd_formats_check)
+    val = sub.add_parser("validate", help="check scenario files against the scenario format "
+                         "without running any agent; every problem, one line each "
+                         "(FILE:LINE: key: message); exit 2 if any")
+    val.add_argument("scenarios", nargs="*", default=None, metavar="FILE|DIR",
+                     help="scenario files, or folders searched for *.toml at any depth "
+                          "(default: [tool.faultsim] scenarios, else scenarios/)")
+    _debug_flag(val)
+    val.set_defaults(func=cmd_validate)
+    scn = sub.add_parser("scenario", help="the scenario format")
+    ssub = scn.add_subparsers(dest="scenario_command", required=True)
+    sch = ssub.add_parser("schema", help="print the JSON Schema of scenario files (for "
+                          "editors: a '#:schema PATH' comment on a file's first line)")
+    _debug_flag(sch)
+    sch.set_defaults(func=cmd_scenario_schema)
     rep = sub.add_parser("replay", help="re-run exactly the schedule of a counterexample's "
                          "token and show the trace around each kill")
     rep.add_argument("token", help="the token a report printed (fs1_...)")
