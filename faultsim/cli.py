@@ -152,6 +152,7 @@ def _options(ns: argparse.Namespace, only=None):
     try:
         return ExploreOptions(crash_model=ns.crash_model, crashes=ns.crashes, seed=ns.seed,
                               timeout=ns.timeout, workers=ns.workers, only=only,
+                              shard=_shard(ns.shard),
                               search=ns.search, search_seconds=ns.search_seconds,
                               mode=ns.mode)
     except OptionError as exc:
@@ -159,8 +160,18 @@ def _options(ns: argparse.Namespace, only=None):
                          f"{exc.expected}") from None
 
 
+def _shard(text: str | None) -> tuple[int, int] | None:
+    if text is None:
+        return None
+    i, sep, n = text.partition("/")
+    if sep and i.strip().isdigit() and n.strip().isdigit() and 1 <= int(i) <= int(n):
+        return int(i), int(n)
+    raise UsageError(f"--shard {text}: expected I/N with 1 <= I <= N, for example 2/4")
+
+
 def cmd_run(ns: argparse.Namespace) -> int:
     import json
+    import time
 
     from .console import Progress, print_run
     from .engine import run as explore_one
@@ -183,11 +194,14 @@ def cmd_run(ns: argparse.Namespace) -> int:
         progress = Progress(sc.id if agent == ns.agent else f"{sc.id} [{agent}]")
         check = lambda plan, sc=sc, progress=progress: _check_plan(  # noqa: E731
             plan, sc, ns, progress)
+        started = time.perf_counter()
         try:
             part = explore_one(sc, resolved, make_agent=factory if agent == ns.agent else None,
                        spec=agent, agent_name=agent, progress=progress, plan=check)
         finally:
             progress.close()
+        for n, run in enumerate(part.runs):  # measured once, on the first (faultsim.junit)
+            run.wall_seconds = time.perf_counter() - started if n == 0 else 0.0
         for run in part.runs:
             report.runs.append(run)
             print_run(run)
@@ -219,6 +233,18 @@ def cmd_run(ns: argparse.Namespace) -> int:
         from .junit import write_junit
 
         write_junit(report, ns.junit)
+    if ns.summary_md:
+        from .ci import summary_markdown
+
+        # appended: $GITHUB_STEP_SUMMARY collects a step's summaries
+        with open(ns.summary_md, "a", encoding="utf-8") as f:
+            f.write(summary_markdown(report))
+    if ns.annotations or (ns.annotations is None
+                          and os.environ.get("GITHUB_ACTIONS") == "true"):
+        from .ci import annotations
+
+        for line in annotations(report):
+            print(line)
     return EXIT_OK if report.ok else EXIT_VIOLATION
 
 
@@ -433,6 +459,18 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--junit", metavar="FILE",
                      help="write a JUnit XML report: one test case per scenario, crash model "
                           "and invariant, failed with its first counterexample")
+    run.add_argument("--summary-md", metavar="FILE",
+                     help="append a Markdown summary (a row per scenario and crash model, "
+                          "the first counterexample of each failing run and its replay "
+                          "command) to FILE, e.g. \"$GITHUB_STEP_SUMMARY\"")
+    run.add_argument("--annotations", action=argparse.BooleanOptionalAction, default=None,
+                     help="print a GitHub ::error annotation per failing scenario, crash "
+                          "model and invariant, pointing at the scenario file (default: on "
+                          "when GITHUB_ACTIONS=true)")
+    run.add_argument("--shard", metavar="I/N", default=None,
+                     help="explore shard I of N: a deterministic split of every scenario's "
+                          "kill points (by position), for CI matrices; the N shards "
+                          "partition them, the search runs in shard 1")
     run.add_argument("--kill-point", action="append", metavar="ID",
                      help="explore only this kill point (repeatable): replays a "
                           "counterexample")
