@@ -220,3 +220,16 @@ def test_validate_imports_no_agent_and_no_sdk(tmp_path):
                          cwd=ROOT, timeout=60)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]"
+
+
+def test_the_pre_commit_hook_validates_scenario_files():
+    import re
+
+    import yaml
+
+    [hook] = yaml.safe_load((ROOT / ".pre-commit-hooks.yaml").read_text())
+    assert hook["id"] == "faultsim-validate" and hook["entry"] == "faultsim validate"
+    files = re.compile(hook["files"])
+    assert files.search("scenarios/refunds.toml")
+    assert files.search("tests/scenarios/deep/x.toml")
+    assert not files.search("pyproject.toml") and not files.search("scenarios/graphs.py")
