@@ -233,3 +233,18 @@ def test_the_pre_commit_hook_validates_scenario_files():
     assert files.search("scenarios/refunds.toml")
     assert files.search("tests/scenarios/deep/x.toml")
     assert not files.search("pyproject.toml") and not files.search("scenarios/graphs.py")
+
+
+def test_the_loader_takes_its_defaults_from_the_table(tmp_path):
+    path = tmp_path / "least.toml"
+    path.write_text('task = "t"\nexpected_final_answer = "a"\n[[turns]]\nfinal = "a"\n')
+    sc = load_scenario(path)
+    profile = SECTIONS["fault_profile"]
+    assert sc.profile.crash_models == tuple(profile["crash_models"].default)
+    assert (sc.profile.crashes, sc.profile.downtime, sc.profile.powersafe_overwrite) == (
+        profile["crashes"].default, profile["downtime"].default,
+        profile["powersafe_overwrite"].default)
+    assert sc.model == SECTIONS["scenario"]["model"].default
+    assert sc.store.kind == SECTIONS["store"]["kind"].default
+    assert sc.start_time.startswith(SECTIONS["scenario"]["start_time"].default[:19])
+    assert sc.id == "least"
