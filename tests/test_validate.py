@@ -248,3 +248,60 @@ def test_the_loader_takes_its_defaults_from_the_table(tmp_path):
     assert sc.store.kind == SECTIONS["store"]["kind"].default
     assert sc.start_time.startswith(SECTIONS["scenario"]["start_time"].default[:19])
     assert sc.id == "least"
+
+
+def _paths(value, path=()):
+    """Every (path, value) inside a parsed TOML document."""
+    yield path, value
+    items = value.items() if isinstance(value, dict) else \
+        enumerate(value) if isinstance(value, list) else ()
+    for key, item in items:
+        yield from _paths(item, path + (key,))
+
+
+_ODD = [None, "", " ", "x", "529", "keyed", "process", "1h", "s", 0, -1, 3, 1.5, True, [],
+        [1], ["process", "process"], {}, {"a": 1}, {"final": "x"}, "2026-13-01"]
+
+
+def test_validate_agrees_with_the_loader_on_mutated_files():
+    """Mutate the library's files at random places: the walk alone (without the loader
+    as a backstop) finds nothing exactly when the loader accepts the file, and never
+    raises."""
+    import copy
+    import tomllib
+
+    from hypothesis import HealthCheck, given, settings, strategies as st
+
+    from faultsim.validate import problems
+
+    docs = [tomllib.loads(p.read_text()) for p in SCENARIOS]
+
+    @settings(max_examples=400, deadline=None, derandomize=True,
+              suppress_health_check=list(HealthCheck))
+    @given(st.data())
+    def check(draw):
+        data = copy.deepcopy(draw.draw(st.sampled_from(docs)))
+        for _ in range(draw.draw(st.integers(1, 3))):
+            paths = [p for p, _ in _paths(data) if p]
+            path = draw.draw(st.sampled_from(paths))
+            parent = data
+            for key in path[:-1]:
+                parent = parent[key]
+            new = draw.draw(st.sampled_from(_ODD + ["unknown_key"]))
+            if new is None:
+                del parent[path[-1]]
+            elif new == "unknown_key" and isinstance(parent, dict):
+                parent["colour"] = 1
+            else:
+                parent[path[-1]] = copy.deepcopy(new)
+        found = problems(data, "s.toml", backstop=False)
+        try:
+            parse_scenario(data, "s.toml")
+            accepted = True
+        except ScenarioError:
+            accepted = False
+        assert (found == []) == accepted, found
+
+    from faultsim.scenario import parse_scenario
+
+    check()
