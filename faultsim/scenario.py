@@ -236,11 +236,13 @@ SECTIONS: dict[str, dict[str, Field]] = {
         "powersafe_overwrite": Field("boolean", "true or false", True),
     },
     "api_fault": {
-        "at": Field("integer", "a turn position", minimum=0),
+        "at": Field("integer", "a turn position", minimum=0,
+                    doc="0-based, within the script the fault is on"),
         "kind": Field("string", _one_of(FAULT_KINDS), enum=FAULT_KINDS,
                       doc="a status code may be written as a number"),
         "times": Field("integer", "a positive integer", 1, minimum=1),
-        "script": Field("string", "the name of a sub-agent", MAIN_TAG),
+        "script": Field("string", "the name of a sub-agent", MAIN_TAG,
+                        doc=f"{MAIN_TAG!r}, the default, is the main script"),
     },
     "store": {
         "kind": Field("string", _one_of(STORE_KINDS), "file", enum=STORE_KINDS),
