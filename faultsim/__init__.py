@@ -6,12 +6,13 @@ pyfakefs and the engine (PEP 562 lazy attributes).
 
 Layers, each importing only from those before it (tests/test_layers.py): (1) errors,
 _version, trace, killpoints, crashmodel, token, netguard: the standard library only; (2) world/,
-model/, scenario, agent (the contract), runner; (3) oracle, report, options (one validated
+model/, scenario (and scenario_schema, validate: its JSON Schema, its checks), agent (the
+contract), runner; (3) oracle, report, options (one validated
 ExploreOptions), loading (--agent specs), pipeline/ (mode-neutral: incarnation, golden run,
 sweep bookkeeping); (4) the backends inprocess/ (pyfakefs) and real/
 (subprocesses), never each other; (5) engine (the orchestrator), schedule, session,
 schedule_search, strategies, pointwise, replayer, formats/; (6) cli, plugin, fixture,
-console, junit, adapters/.
+console, junit, ci and ci_action (CI summaries, annotations, the GitHub Action), adapters/.
 """
 from __future__ import annotations
 

@@ -152,6 +152,7 @@ def _options(ns: argparse.Namespace, only=None):
     try:
         return ExploreOptions(crash_model=ns.crash_model, crashes=ns.crashes, seed=ns.seed,
                               timeout=ns.timeout, workers=ns.workers, only=only,
+                              shard=_shard(ns.shard),
                               search=ns.search, search_seconds=ns.search_seconds,
                               mode=ns.mode)
     except OptionError as exc:
@@ -159,8 +160,18 @@ def _options(ns: argparse.Namespace, only=None):
                          f"{exc.expected}") from None
 
 
+def _shard(text: str | None) -> tuple[int, int] | None:
+    if text is None:
+        return None
+    i, sep, n = text.partition("/")
+    if sep and i.strip().isdigit() and n.strip().isdigit() and 1 <= int(i) <= int(n):
+        return int(i), int(n)
+    raise UsageError(f"--shard {text}: expected I/N with 1 <= I <= N, for example 2/4")
+
+
 def cmd_run(ns: argparse.Namespace) -> int:
     import json
+    import time
 
     from .console import Progress, print_run
     from .engine import run as explore_one
@@ -183,11 +194,14 @@ def cmd_run(ns: argparse.Namespace) -> int:
         progress = Progress(sc.id if agent == ns.agent else f"{sc.id} [{agent}]")
         check = lambda plan, sc=sc, progress=progress: _check_plan(  # noqa: E731
             plan, sc, ns, progress)
+        started = time.perf_counter()
         try:
             part = explore_one(sc, resolved, make_agent=factory if agent == ns.agent else None,
                        spec=agent, agent_name=agent, progress=progress, plan=check)
         finally:
             progress.close()
+        for n, run in enumerate(part.runs):  # measured once, on the first (faultsim.junit)
+            run.wall_seconds = time.perf_counter() - started if n == 0 else 0.0
         for run in part.runs:
             report.runs.append(run)
             print_run(run)
@@ -219,6 +233,18 @@ def cmd_run(ns: argparse.Namespace) -> int:
         from .junit import write_junit
 
         write_junit(report, ns.junit)
+    if ns.summary_md:
+        from .ci import summary_markdown
+
+        # appended: $GITHUB_STEP_SUMMARY collects a step's summaries
+        with open(ns.summary_md, "a", encoding="utf-8") as f:
+            f.write(summary_markdown(report))
+    if ns.annotations or (ns.annotations is None
+                          and os.environ.get("GITHUB_ACTIONS") == "true"):
+        from .ci import annotations
+
+        for line in annotations(report):
+            print(line)
     return EXIT_OK if report.ok else EXIT_VIOLATION
 
 
@@ -365,6 +391,35 @@ def cmd_replay(ns: argparse.Namespace) -> int:
     return EXIT_OK if result.ok else EXIT_VIOLATION
 
 
+def cmd_validate(ns: argparse.Namespace) -> int:
+    # no agent, no SDK: only the loader's table and the world's names are imported
+    from .validate import scenario_files, validate_file
+
+    files, problems = scenario_files(ns.scenarios)
+    invalid = len({p.path for p in problems})
+    for path in files:
+        found = validate_file(path)
+        problems += found
+        invalid += bool(found)
+    for problem in problems:
+        print(problem)
+    if problems:
+        print(f"faultsim validate: {invalid} of {len(files)} file"
+              f"{'s' if len(files) != 1 else ''} invalid, {len(problems)} problem"
+              f"{'s' if len(problems) != 1 else ''}", file=sys.stderr)
+        return EXIT_USAGE
+    print(f"faultsim validate: {len(files)} scenario file{'s' if len(files) != 1 else ''}, "
+          "all valid", file=sys.stderr)
+    return EXIT_OK
+
+
+def cmd_scenario_schema(ns: argparse.Namespace) -> int:
+    from .scenario_schema import dumps
+
+    sys.stdout.write(dumps())
+    return EXIT_OK
+
+
 def _scenarios_and_agent(parser: argparse.ArgumentParser, agent_help: str) -> None:
     parser.add_argument("scenarios", nargs="*", default=None,
                         help="scenario files or directories (default: [tool.faultsim] "
@@ -404,6 +459,18 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--junit", metavar="FILE",
                      help="write a JUnit XML report: one test case per scenario, crash model "
                           "and invariant, failed with its first counterexample")
+    run.add_argument("--summary-md", metavar="FILE",
+                     help="append a Markdown summary (a row per scenario and crash model, "
+                          "the first counterexample of each failing run and its replay "
+                          "command) to FILE, e.g. \"$GITHUB_STEP_SUMMARY\"")
+    run.add_argument("--annotations", action=argparse.BooleanOptionalAction, default=None,
+                     help="print a GitHub ::error annotation per failing scenario, crash "
+                          "model and invariant, pointing at the scenario file (default: on "
+                          "when GITHUB_ACTIONS=true)")
+    run.add_argument("--shard", metavar="I/N", default=None,
+                     help="explore shard I of N: a deterministic split of every scenario's "
+                          "kill points (by position), for CI matrices; the N shards "
+                          "partition them, the search runs in shard 1")
     run.add_argument("--kill-point", action="append", metavar="ID",
                      help="explore only this kill point (repeatable): replays a "
                           "counterexample")
@@ -467,6 +534,20 @@ def build_parser() -> argparse.ArgumentParser:
     chk.add_argument("--timeout", type=float, default=30.0, help=argparse.SUPPRESS)
     _debug_flag(chk)
     chk.set_defaults(func=cmd_formats_check)
+    val = sub.add_parser("validate", help="check scenario files against the scenario format "
+                         "without running any agent; every problem, one line each "
+                         "(FILE:LINE: key: message); exit 2 if any")
+    val.add_argument("scenarios", nargs="*", default=None, metavar="FILE|DIR",
+                     help="scenario files, or folders searched for *.toml at any depth "
+                          "(default: [tool.faultsim] scenarios, else scenarios/)")
+    _debug_flag(val)
+    val.set_defaults(func=cmd_validate)
+    scn = sub.add_parser("scenario", help="the scenario format")
+    ssub = scn.add_subparsers(dest="scenario_command", required=True)
+    sch = ssub.add_parser("schema", help="print the JSON Schema of scenario files (for "
+                          "editors: a '#:schema PATH' comment on a file's first line)")
+    _debug_flag(sch)
+    sch.set_defaults(func=cmd_scenario_schema)
     rep = sub.add_parser("replay", help="re-run exactly the schedule of a counterexample's "
                          "token and show the trace around each kill")
     rep.add_argument("token", help="the token a report printed (fs1_...)")

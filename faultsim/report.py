@@ -118,6 +118,10 @@ class ModelRun:
     deep_failures: list[Verdict] = field(default_factory=list)  # schedules of 2+ crashes
     mode: str = "in-process"  # or "subprocess": real processes, real files, SIGKILL
     timeout: float | None = 30.0  # an incarnation's limit: a slower resume counts as hung
+    # the measured wall time of the whole exploration this run came from (clean runs, every
+    # crash model, the search), on its first run; 0 on the others (the crash models are
+    # swept together, not timed apart); None: not measured (`seconds` is apportioned)
+    wall_seconds: float | None = None
 
     def depth(self, crashes: int) -> DepthStats:
         return self.depths.setdefault(crashes, DepthStats(crashes))
@@ -315,11 +319,9 @@ class Report:
         found.sort(key=lambda f: f[:3])
         return [run.counterexample(verdict) for *_, run, verdict in found[:limit]]
 
-    def summary(self) -> str:
-        """The table `faultsim run` ends with: per scenario and crash model, the kill points
-        explored, how many of them passed (every crash state there, and every schedule
-        starting there), the violating crash states and schedules, and the seconds."""
-        head = ("scenario", "crash model", "kill points", "passed", "violations", "time")
+    def rows(self) -> list[tuple[str, ...]]:
+        """Per run, the cells of the summary table: scenario, crash model, kill points
+        explored, passed, violations, seconds."""
         rows = []
         for run in self.runs:
             bad = {v.kill_point.id for v in run.verdicts if not v.ok}
@@ -330,6 +332,14 @@ class Report:
             rows.append((name, run.crash_model, str(len(run.explored)),
                          str(len(explored - bad)), str(len(run.failures)),
                          f"{run.seconds:.1f}s"))
+        return rows
+
+    def summary(self) -> str:
+        """The table `faultsim run` ends with: per scenario and crash model, the kill points
+        explored, how many of them passed (every crash state there, and every schedule
+        starting there), the violating crash states and schedules, and the seconds."""
+        head = ("scenario", "crash model", "kill points", "passed", "violations", "time")
+        rows = self.rows()
         widths = [max(len(r[i]) for r in [head, *rows]) for i in range(len(head))]
         lines = []
         for row in [head, *rows]:

@@ -33,11 +33,11 @@ class ScenarioError(UsageError, ValueError):
 
     def __init__(self, path: str | Path, key: str, expected: str, got: Any = None) -> None:
         self.path, self.key, self.expected = str(path), key, expected
-        detail = "" if got is None else f", got {_show(got)}"
+        detail = "" if got is None else f", got {show_value(got)}"
         super().__init__(f"{self.path}: {key}: expected {expected}{detail}")
 
 
-def _show(value: Any) -> str:
+def show_value(value: Any) -> str:
     text = repr(value)
     return text if len(text) <= 60 else text[:57] + "..."
 
@@ -138,6 +138,140 @@ class Scenario:
         raise KeyError(f"scenario {self.id!r} has no sub-agent {name!r}")
 
 
+# -- the scenario format, in one table --------------------------------------------------------
+# Every section (table) of a scenario file and every key it may hold, with its type, what the
+# loader expects in words, and its default. The loader takes its known keys and defaults from
+# here; the JSON Schema (faultsim.scenario_schema) and `faultsim validate` are generated from
+# it, so the three cannot drift apart.
+REQUIRED = object()  # a key without a default
+
+
+@dataclass(frozen=True)
+class Field:
+    """One key of a section. `type` is a JSON type ("string", "integer", "number",
+    "boolean", "object" for a free-form table), "array" (of `items`: a JSON type or a
+    section), "table" (the section `of`), "map" (a table of NAME -> the section `of`),
+    "duration" or "instant". `default` None: optional, and absent means none (or, for
+    `id`, the file's stem)."""
+
+    type: str
+    expected: str
+    default: Any = REQUIRED
+    of: str | None = None  # the section of a table or a map, or an array's items
+    items: str | None = None  # an array's item JSON type (when not a section)
+    enum: tuple = ()  # the values allowed (for an array: of its items)
+    minimum: float | None = None  # inclusive
+    exclusive_minimum: float | None = None
+    min_items: int | None = None
+    unique: bool = False
+    doc: str = ""
+
+    @property
+    def required(self) -> bool:
+        return self.default is REQUIRED
+
+
+def _one_of(names: tuple) -> str:
+    return "one of " + ", ".join(names)
+
+
+SECTIONS: dict[str, dict[str, Field]] = {
+    "scenario": {
+        "id": Field("string", "a scenario id", None, doc="default: the file's name"),
+        "task": Field("string", "the task in words (a non-empty string)",
+                      doc="the first user message"),
+        "expected_final_answer": Field("string", "the final answer the run must give"),
+        "model": Field("string", "a model name", "claude-sonnet-5-5"),
+        "prefill_models": Field("array", "a list of model names", None, items="string",
+                                doc="models that accept a conversation ending with an "
+                                    "assistant turn (default: none, as the API today)"),
+        "start_time": Field("instant", "an ISO-8601 instant", "2026-10-01T09:00:00Z"),
+        "services": Field("map", "a table of [services.NAME]", {}, of="service"),
+        "turns": Field("array", "a list of [[turns]] tables", of="turn", min_items=1,
+                       doc="the model's script: one entry per model answer"),
+        "subagents": Field("map", "a table of [subagents.NAME]", {}, of="subagent"),
+        "fault_profile": Field("table", "a [fault_profile] table", {}, of="fault_profile"),
+        "store": Field("table", "a [store] table", {}, of="store"),
+        "langgraph": Field("table", "a [langgraph] table", None, of="langgraph"),
+        "checkpoint": Field("table", "a [checkpoint] table", None, of="checkpoint"),
+        "sandbox": Field("table", "a [sandbox] table", {}, of="sandbox"),
+    },
+    "service": {
+        "kind": Field("string", _one_of(RECEIVER_KINDS), enum=RECEIVER_KINDS),
+        "records": Field("object", "a table of records by id", {},
+                         doc="only on queryable or readonly services"),
+        "key_retention_hours": Field("number", "a positive number", 24,
+                                     exclusive_minimum=0, doc="keyed services"),
+    },
+    "turn": {
+        "text": Field("string", "a string", ""),
+        "tool_calls": Field("array", "a non-empty list of tool calls", None, of="tool_call",
+                            min_items=1, doc="exactly one of tool_calls or final"),
+        "final": Field("string", "a non-empty string", None,
+                       doc="the final answer; only in the last turn"),
+        "thinking": Field("string", "a non-empty string", None),
+        "redacted_thinking": Field("string", "a non-empty string", None),
+    },
+    "tool_call": {
+        "name": Field("string", "a tool name"),
+        "input": Field("object", "a table of inputs", {}),
+    },
+    "subagent": {
+        "task": Field("string", "the sub-task in words"),
+        "turns": Field("array", "a list of [[turns]] tables", of="turn", min_items=1),
+    },
+    "fault_profile": {
+        "crash_models": Field("array", "a list of crash models, some of "
+                              + ", ".join(CRASH_MODEL_NAMES), ["process"],
+                              items="string", enum=CRASH_MODEL_NAMES, min_items=1,
+                              unique=True),
+        "crashes": Field("integer", "an integer >= 1", 2, minimum=1,
+                         doc="the most crashes in one schedule"),
+        "downtime": Field("duration", 'a duration such as "90s", "45m", "25h", "2d", '
+                          '"1h30m", or seconds', 0,
+                          doc="how far the world's clock moves between a crash and the "
+                              "restart"),
+        "api_faults": Field("array", "a list of {at = TURN, kind = ..., times = N, "
+                            "script = NAME}", [], of="api_fault"),
+        "powersafe_overwrite": Field("boolean", "true or false", True),
+    },
+    "api_fault": {
+        "at": Field("integer", "a turn position", minimum=0,
+                    doc="0-based, within the script the fault is on"),
+        "kind": Field("string", _one_of(FAULT_KINDS), enum=FAULT_KINDS,
+                      doc="a status code may be written as a number"),
+        "times": Field("integer", "a positive integer", 1, minimum=1),
+        "script": Field("string", "the name of a sub-agent", MAIN_TAG,
+                        doc=f"{MAIN_TAG!r}, the default, is the main script"),
+    },
+    "store": {
+        "kind": Field("string", _one_of(STORE_KINDS), "file", enum=STORE_KINDS),
+    },
+    "langgraph": {
+        "graph": Field("string", "the graph factory: FILE.py:ATTR (relative to this file) "
+                       "or MODULE:ATTR"),
+        "human_reply": Field("string", "a person's answer", None),
+    },
+    "checkpoint": {
+        "files": Field("array", "a list of globs", [], items="string",
+                       doc="globs relative to the workdir"),
+        "redis_keys": Field("array", "a list of globs", [], items="string"),
+        "format": Field("string", _one_of(CP_FORMATS), None, enum=CP_FORMATS),
+    },
+    "sandbox": {
+        "allow": Field("array", 'a list of "HOST:PORT" strings', [], items="string"),
+    },
+}
+
+
+def keys(section: str) -> set[str]:
+    return set(SECTIONS[section])
+
+
+def default(section: str, key: str) -> Any:
+    return SECTIONS[section][key].default
+
+
 class _Reader:
     """Typed access to a TOML table that reports the dotted key on every mistake."""
 
@@ -178,8 +312,7 @@ class _Reader:
             at = f"{where}.turns[{i}]" if where else f"turns[{i}]"
             if not isinstance(t, dict):
                 raise self.fail(at, "a table", t)
-            self.no_extra(t, {"text", "tool_calls", "final", "thinking", "redacted_thinking"},
-                          at)
+            self.no_extra(t, keys("turn"), at)
             thinking = self.get(t, "thinking", at, str, "a non-empty string", None)
             redacted = self.get(t, "redacted_thinking", at, str, "a non-empty string", None)
             if ("final" in t) == ("tool_calls" in t):
@@ -199,7 +332,7 @@ class _Reader:
                 cat = f"{at}.tool_calls[{k}]"
                 if not isinstance(c, dict):
                     raise self.fail(cat, "a table {name = ..., input = {...}}", c)
-                self.no_extra(c, {"name", "input"}, cat)
+                self.no_extra(c, keys("tool_call"), cat)
                 calls.append(ToolCall(self.get(c, "name", cat, str, "a tool name"),
                                       dict(self.get(c, "input", cat, dict, "a table of inputs",
                                                     {}))))
@@ -216,13 +349,14 @@ class _Reader:
         out: dict[str, list[ApiFault]] = {tag: [] for tag in scripts}
         where = "fault_profile.api_faults"
         raw = self.get(profile, "api_faults", "fault_profile", list,
-                       "a list of {at = TURN, kind = ..., times = N, script = NAME}", [])
+                       "a list of {at = TURN, kind = ..., times = N, script = NAME}",
+                       default("fault_profile", "api_faults"))
         names = ", ".join(repr(t) for t in scripts if t != MAIN_TAG)
         for i, f in enumerate(raw):
             at = f"{where}[{i}]"
             if not isinstance(f, dict):
                 raise self.fail(at, "a table {at = TURN, kind = ...}", f)
-            self.no_extra(f, {"at", "kind", "times", "script"}, at)
+            self.no_extra(f, keys("api_fault"), at)
             tag = self.get(f, "script", at, str, "the name of a sub-agent"
                            + (f" ({names})" if names else " (this scenario has none)"),
                            MAIN_TAG)
@@ -237,7 +371,8 @@ class _Reader:
             kind = str(self.get(f, "kind", at, (str, int), "one of " + ", ".join(FAULT_KINDS)))
             if kind not in FAULT_KINDS:
                 raise self.fail(at + ".kind", "one of " + ", ".join(FAULT_KINDS), kind)
-            times = self.get(f, "times", at, int, "a positive integer", 1)
+            times = self.get(f, "times", at, int, "a positive integer",
+                             default("api_fault", "times"))
             if times < 1:
                 raise self.fail(at + ".times", "a positive integer", times)
             out[tag].append(ApiFault(at=pos, kind=kind, times=times))
@@ -246,20 +381,23 @@ class _Reader:
     def profile(self, profile: dict) -> FaultProfile:
         where = "fault_profile"
         expected = "a list of crash models, some of " + ", ".join(CRASH_MODEL_NAMES)
-        models = self.get(profile, "crash_models", where, list, expected, ["process"])
+        models = self.get(profile, "crash_models", where, list, expected,
+                          default(where, "crash_models"))
         if not models or len(set(map(repr, models))) != len(models):
             raise self.fail(f"{where}.crash_models", expected + ", each once", models)
         for k, m in enumerate(models):
             if m not in CRASH_MODEL_NAMES:
                 raise self.fail(f"{where}.crash_models[{k}]", "one of "
                                 + ", ".join(CRASH_MODEL_NAMES), m)
-        crashes = self.get(profile, "crashes", where, int, "an integer >= 1", 2)
+        crashes = self.get(profile, "crashes", where, int, "an integer >= 1",
+                           default(where, "crashes"))
         if crashes < 1:
             raise self.fail(f"{where}.crashes", "an integer >= 1", crashes)
         downtime = parse_duration(self.get(profile, "downtime", where, (str, int, float),
-                                           DURATION_EXPECTED, 0), self, f"{where}.downtime")
+                                           DURATION_EXPECTED, default(where, "downtime")),
+                                  self, f"{where}.downtime")
         powersafe = self.get(profile, "powersafe_overwrite", where, bool, "true or false",
-                             True)
+                             default(where, "powersafe_overwrite"))
         return FaultProfile(tuple(models), crashes, downtime, powersafe)
 
 
@@ -311,9 +449,7 @@ def parse_duration(value: Any, reader: "_Reader | None" = None, key: str = "dura
     return seconds
 
 
-_TOP_KEYS = {"checkpoint", "sandbox", "id", "task", "model", "prefill_models", "start_time", "expected_final_answer", "services",
-             "turns", "subagents", "fault_profile", "store", "langgraph"}
-_MOVED = ("a fault profile: API faults are listed in [fault_profile] as "
+MOVED_FAULTS = ("a fault profile: API faults are listed in [fault_profile] as "
           "api_faults = [{ at = TURN, kind = \"529\" }] (add script = NAME for a sub-agent)")
 
 
@@ -331,12 +467,12 @@ def load_scenario(path: str | Path) -> Scenario:
 def parse_scenario(data: dict, path: str | Path = "<scenario>") -> Scenario:
     r = _Reader(path)
     if "faults" in data:
-        raise r.fail("faults", _MOVED, "the old top-level [[faults]] list")
-    r.no_extra(data, _TOP_KEYS, "")
+        raise r.fail("faults", MOVED_FAULTS, "the old top-level [[faults]] list")
+    r.no_extra(data, keys("scenario"), "")
     task = r.get(data, "task", "", str, "the task in words (a non-empty string)")
     turns = r.turns(data, "")
     start = r.get(data, "start_time", "", (str, _dt.datetime), "an ISO-8601 instant",
-                  "2026-10-01T09:00:00Z")
+                  default("scenario", "start_time"))
     try:
         start = parse_instant(start).isoformat()
     except (ValueError, OverflowError):
@@ -348,7 +484,7 @@ def parse_scenario(data: dict, path: str | Path = "<scenario>") -> Scenario:
         at = f"services.{name}"
         if not isinstance(spec, dict):
             raise r.fail(at, "a table with 'kind'", spec)
-        r.no_extra(spec, {"kind", "records", "key_retention_hours"}, at)
+        r.no_extra(spec, keys("service"), at)
         kind = r.get(spec, "kind", at, str, "one of " + ", ".join(RECEIVER_KINDS))
         if kind not in RECEIVER_KINDS:
             raise r.fail(at + ".kind", "one of " + ", ".join(RECEIVER_KINDS), kind)
@@ -356,7 +492,8 @@ def parse_scenario(data: dict, path: str | Path = "<scenario>") -> Scenario:
         if records and kind not in ("queryable", "readonly"):
             raise r.fail(at + ".records", "records only on queryable or readonly services",
                          kind)
-        hours = r.get(spec, "key_retention_hours", at, (int, float), "a positive number", 24)
+        hours = r.get(spec, "key_retention_hours", at, (int, float), "a positive number",
+                      default("service", "key_retention_hours"))
         try:
             if not math.isfinite(hours) or hours <= 0:
                 raise ValueError
@@ -375,8 +512,8 @@ def parse_scenario(data: dict, path: str | Path = "<scenario>") -> Scenario:
         if not isinstance(sub, dict):
             raise r.fail(at, "a table with 'task' and 'turns'", sub)
         if "faults" in sub:
-            raise r.fail(at + ".faults", _MOVED, "a sub-agent's own [[faults]] list")
-        r.no_extra(sub, {"task", "turns"}, at)
+            raise r.fail(at + ".faults", MOVED_FAULTS, "a sub-agent's own [[faults]] list")
+        r.no_extra(sub, keys("subagent"), at)
         sub_turns = r.turns(sub, at)
         subagents.append(Script(task=r.get(sub, "task", at, str, "the sub-task in words"),
                                 turns=sub_turns, tag=name))
@@ -385,25 +522,23 @@ def parse_scenario(data: dict, path: str | Path = "<scenario>") -> Scenario:
         raise r.fail("subagents", "task texts distinct from each other and from 'task'")
 
     raw_profile = r.get(data, "fault_profile", "", dict, "a [fault_profile] table", {})
-    r.no_extra(raw_profile, {"crash_models", "crashes", "downtime", "api_faults",
-                             "powersafe_overwrite"},
-               "fault_profile")
+    r.no_extra(raw_profile, keys("fault_profile"), "fault_profile")
     profile = r.profile(raw_profile)
     faults = r.api_faults(raw_profile, {MAIN_TAG: len(turns),
                                         **{s.tag: len(s.turns) for s in subagents}})
     subagents = [dataclasses.replace(s, faults=faults[s.tag]) for s in subagents]
 
     raw_store = r.get(data, "store", "", dict, "a [store] table", {})
-    r.no_extra(raw_store, {"kind"}, "store")
+    r.no_extra(raw_store, keys("store"), "store")
     store_kind = r.get(raw_store, "kind", "store", str, "one of " + ", ".join(STORE_KINDS),
-                       "file")
+                       default("store", "kind"))
     if store_kind not in STORE_KINDS:
         raise r.fail("store.kind", "one of " + ", ".join(STORE_KINDS), store_kind)
 
     langgraph = None
     if "langgraph" in data:
         raw_lg = r.get(data, "langgraph", "", dict, "a [langgraph] table", {})
-        r.no_extra(raw_lg, {"graph", "human_reply"}, "langgraph")
+        r.no_extra(raw_lg, keys("langgraph"), "langgraph")
         graph = r.get(raw_lg, "graph", "langgraph", str,
                       "the graph factory: FILE.py:ATTR (relative to this file) or MODULE:ATTR")
         if ":" not in graph:
@@ -418,7 +553,7 @@ def parse_scenario(data: dict, path: str | Path = "<scenario>") -> Scenario:
     checkpoint = DEFAULT_CHECKPOINT
     if "checkpoint" in data:
         raw_cp = r.get(data, "checkpoint", "", dict, "a [checkpoint] table", {})
-        r.no_extra(raw_cp, {"files", "redis_keys", "format"}, "checkpoint")
+        r.no_extra(raw_cp, keys("checkpoint"), "checkpoint")
         globs = {}
         for key in ("files", "redis_keys"):
             globs[key] = r.get(raw_cp, key, "checkpoint", list, "a list of globs", [])
@@ -436,7 +571,7 @@ def parse_scenario(data: dict, path: str | Path = "<scenario>") -> Scenario:
                                     declared=True)
 
     raw_sandbox = r.get(data, "sandbox", "", dict, "a [sandbox] table", {})
-    r.no_extra(raw_sandbox, {"allow"}, "sandbox")
+    r.no_extra(raw_sandbox, keys("sandbox"), "sandbox")
     allow = []
     for k, entry in enumerate(r.get(raw_sandbox, "allow", "sandbox", list,
                                     "a list of \"HOST:PORT\" strings", [])):
@@ -453,7 +588,7 @@ def parse_scenario(data: dict, path: str | Path = "<scenario>") -> Scenario:
         expected_final_answer=r.get(data, "expected_final_answer", "", str,
                                     "the final answer the run must give"),
         services=tuple(services), model=r.get(data, "model", "", str, "a model name",
-                                              "claude-sonnet-5-5"),
+                                              default("scenario", "model")),
         start_time=start, subagents=tuple(subagents), store=StoreSpec(store_kind),
         langgraph=langgraph, prefill_models=_prefill_models(r, data), allow=tuple(allow),
         checkpoint=checkpoint)

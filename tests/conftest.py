@@ -31,6 +31,9 @@ SESSION_RUNS = f"pytest-{uuid.uuid4().hex}"
 
 def pytest_sessionstart(session):
     os.environ[MARKER] = SESSION_RUNS
+    # `faultsim run` prints ::error annotations under GitHub Actions: the tests that want
+    # them ask (tests/test_ci.py), whichever CI runs the suite
+    os.environ.pop("GITHUB_ACTIONS", None)
 
 
 def pytest_sessionfinish(session, exitstatus):

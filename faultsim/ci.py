@@ -1,0 +1,105 @@
+"""What `faultsim run` tells a CI service besides its exit status: a Markdown summary
+(`--summary-md`, for `$GITHUB_STEP_SUMMARY`) and GitHub workflow-command annotations
+(`--annotations`, on by itself when `GITHUB_ACTIONS=true`), one `::error` per failing
+scenario × crash model × invariant, pointing at the scenario file, with the replay command.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from .report import RULES, SEVERITY, ModelRun, Report, Verdict
+
+
+def escape_data(text: str) -> str:
+    """A workflow command's message, as GitHub reads it (`%`, CR and LF encoded)."""
+    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+
+def escape_property(text: str) -> str:
+    """A workflow command's property value (`file=`, `title=`): also `:` and `,`, which
+    would end the value."""
+    return escape_data(text).replace(":", "%3A").replace(",", "%2C")
+
+
+def _workspace_path(path: str) -> str:
+    """The scenario file as GitHub names files: relative to the checkout when inside it."""
+    root = os.environ.get("GITHUB_WORKSPACE")
+    absolute = Path(path).resolve()
+    for base in ([Path(root).resolve()] if root else []) + [Path.cwd().resolve()]:
+        try:
+            return absolute.relative_to(base).as_posix()
+        except ValueError:
+            continue
+    return path
+
+
+def _failing(run: ModelRun, invariant: str) -> list[Verdict]:
+    return [v for v in run.failures if any(x.invariant == invariant for x in v.violations)]
+
+
+def annotations(report: Report) -> list[str]:
+    """One `::error file=...,title=...::message` line per failing scenario × crash model ×
+    invariant: how many crash states (or schedules) break it, the first one's explanation,
+    and the command that replays it."""
+    lines = []
+    for run in report.runs:
+        for invariant in SEVERITY:
+            failing = _failing(run, invariant)
+            if not failing:
+                continue
+            first = failing[0]
+            explanation = next(x.explanation for x in first.violations
+                               if x.invariant == invariant)
+            what = "schedules" if any(v.earlier for v in failing) else "crash states"
+            title = (f"faultsim: {run.scenario.id} [{run.crash_model}] violates {invariant} "
+                     f"({RULES[invariant]})")
+            message = (f"{len(failing)} {what} violate {invariant} ({RULES[invariant]}), "
+                       f"agent {run.agent}: {explanation}\n"
+                       f"replay: {run.replay_command(first)}")
+            lines.append(f"::error file={escape_property(_workspace_path(run.scenario.path))},"
+                         f"title={escape_property(title)}::{escape_data(message)}")
+    return lines
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def _fence(text: str) -> str:
+    """A fence longer than any backtick run inside `text`."""
+    longest = run = 0
+    for c in text:
+        run = run + 1 if c == "`" else 0
+        longest = max(longest, run)
+    return "`" * max(3, longest + 1)
+
+
+def summary_markdown(report: Report) -> str:
+    """The run as Markdown: one table row per scenario × crash model, then the first
+    counterexample of each failing run and the command that replays it."""
+    failed = [run for run in report.runs if not run.ok]
+    lines = ["## faultsim: " + ("all passed" if not failed else
+                                f"{len(failed)} of {len(report.runs)} runs with violations"),
+             "",
+             "| scenario | crash model | kill points | passed | violations | time |",
+             "|---|---|--:|--:|--:|--:|"]
+    for run, (name, model, points, passed, violations, _) in zip(report.runs,
+                                                                   report.rows()):
+        # measured per exploration (crash models swept together are not timed apart)
+        seconds = "" if not run.wall_seconds else f"{run.wall_seconds:.1f}s"
+        lines.append(f"| {_cell(name)} | {model} | {points} | {passed} | "
+                     f"{'**' + violations + '**' if violations != '0' else '0'} | {seconds} |")
+    if any(run.wall_seconds for run in report.runs):
+        lines += ["", "Time is measured per scenario exploration, on its first row: the "
+                  "crash models of one scenario are swept together."]
+    for run in failed:
+        first = run.failures[0]
+        text = run.counterexample(first)
+        fence = _fence(text)
+        lines += ["", f"### {_cell(run.scenario.id)} [{run.crash_model}]: "
+                  f"{len(run.failures)} violation{'s' if len(run.failures) != 1 else ''}",
+                  "", f"`{run.scenario.path}`, agent `{run.agent}`; the first counterexample:",
+                  "", fence, text, fence, "", "Replay it:", "", "```sh",
+                  run.replay_command(first), "```"]
+    return "\n".join(lines) + "\n"
