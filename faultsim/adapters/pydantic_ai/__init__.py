@@ -218,7 +218,9 @@ def agent_factory(build_agent: AgentBuilder, *, history: str = "history.json",
     def make_agent(env: AgentEnv) -> AgentRun:
         return AgentRun(build_agent, env, history=history, save=save, resume=resume, deps=deps)
 
-    # Not importable by name: give agent_name= when exploring it from Python.
+    # Named after the module that builds the agent: a report's replay command imports that
+    # module's `make_agent` (give agent_name= for a factory kept under another name).
+    make_agent.__module__ = getattr(build_agent, "__module__", __name__)
     make_agent.__qualname__ = f"<pydantic_ai {getattr(build_agent, '__qualname__', 'agent')} " \
                               f"save={save} resume={resume}>"
     return make_agent
