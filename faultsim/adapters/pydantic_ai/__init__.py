@@ -184,7 +184,7 @@ class AgentRun:
                 async for node in run:
                     if self.save != "end":
                         data = _history(run, node, pending=self.save == "step")
-                        if data != saved:  # a node that added nothing is not saved again
+                        if data not in (saved, b"[]"):  # nothing new: nothing to save
                             _write_atomic(self.path, data)
                             saved = data
             result = run.result
