@@ -55,6 +55,13 @@ def test_the_pydantic_ai_internals_the_adapter_uses_are_where_it_expects():
             await _utils.run_in_executor(lambda: seen.append(threading.current_thread()))
     asyncio.run(call())
     assert seen == [threading.main_thread()]
+    # a capability given to one run wraps every tool's execution
+    import inspect
+
+    from pydantic_ai.capabilities import AbstractCapability
+    assert "capabilities" in inspect.signature(Agent.iter).parameters
+    assert list(inspect.signature(AbstractCapability.wrap_tool_execute).parameters) == [
+        "self", "ctx", "call", "tool_def", "args", "handler"]
     # a ModelRequestNode carries the request it is about to send (a tool's results)
     fields = _agent_graph.ModelRequestNode.__dataclass_fields__
     assert "request" in fields
@@ -186,13 +193,21 @@ def test_kill_points_land_at_model_answers_tools_effects_and_every_history_write
     points = kill_points(golden.trace)
     counts = categories(points)
     assert counts["after-model-response"] >= 3 and counts["mid-stream"] >= 3
-    assert counts["in-tool"] == 2 and counts["after-effect"] == 2  # payment, email
+    assert counts["after-effect"] == 2  # payment, email
+    at_tools = [(p.category, p.id.split("-", 1)[1]) for p in points
+                if "-pa.tool." in p.id]  # every tool's start and end
+    assert at_tools == [("in-tool", "in-tool-pa.tool.start-pay_invoice#1"),
+                        ("after-tool", "after-tool-pa.tool.end-pay_invoice#1"),
+                        ("in-tool", "in-tool-pa.tool.start-send_email#1"),
+                        ("after-tool", "after-tool-pa.tool.end-send_email#1")]
     writes = [e for e in golden.trace if e.kind == "fs.rename" and e.subject.endswith(
         "history.json")]
     assert len(writes) == 6  # the prompt, then each answer and each tool result
     assert counts["mid-write"] > 0  # torn points inside every write
-    starts = [e.subject for e in golden.trace if e.kind == "mark.tool.start"]
-    assert starts == ["pay", "deliver"]
+    effects = [e.subject for e in golden.trace if e.kind == "mark.tool.start"]
+    assert effects == ["pay", "deliver"]  # faultsim.effect's marks
+    tools = [e.subject for e in golden.trace if e.kind == "mark.pa.tool.start"]
+    assert tools == ["pay_invoice", "send_email"]  # the adapter's, through pydantic-ai's hook
 
 
 def test_pydantic_ai_7977_is_reached_by_a_crash_and_reported():

@@ -110,6 +110,29 @@ def _deterministic() -> Iterator[None]:
             module.uuid7 = original
 
 
+def _tool_marks(mark: Callable[..., None] | None) -> list:
+    """A run-time capability (the user's Agent is not touched): a mark before and after
+    every tool pydantic-ai executes, so kill points land at each tool's start and end,
+    whether or not its effects go through `faultsim.effect`."""
+    if mark is None:
+        return []
+    from pydantic_ai.capabilities import AbstractCapability
+
+    class ToolMarks(AbstractCapability):
+        @classmethod
+        def get_serialization_name(cls) -> str | None:
+            return None
+
+        async def wrap_tool_execute(self, ctx: Any, *, call: Any, tool_def: Any, args: Any,
+                                    handler: Any) -> Any:
+            mark("pa.tool.start", tool=call.tool_name)
+            result = await handler(args)
+            mark("pa.tool.end", tool=call.tool_name)
+            return result
+
+    return [ToolMarks()]
+
+
 # -- the history file ---------------------------------------------------------------------
 def _load(path: Path) -> list:
     if not path.exists():
@@ -179,8 +202,8 @@ class AgentRun:
         saved = self.path.read_bytes() if messages else b""
         with _deterministic():
             agent = self.build_agent(anthropic_model(env))
-            async with agent.iter(prompt, message_history=messages or None,
-                                  deps=deps) as run:
+            async with agent.iter(prompt, message_history=messages or None, deps=deps,
+                                  capabilities=_tool_marks(env.mark)) as run:
                 async for node in run:
                     if self.save != "end":
                         data = _history(run, node, pending=self.save == "step")
