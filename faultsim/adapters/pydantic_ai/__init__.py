@@ -169,6 +169,10 @@ def _history(run: Any, node: Any, *, pending: bool) -> bytes:
     return ModelMessagesTypeAdapter.dump_json(messages)
 
 
+def _turns(messages: list) -> int:
+    return sum(isinstance(m, ModelResponse) for m in messages)
+
+
 def _final_text(messages: list) -> str | None:
     """The answer a finished history ends with (a response that calls no tool), else None."""
     if not messages or not isinstance(messages[-1], ModelResponse):
@@ -193,10 +197,9 @@ class AgentRun:
         env = self.env
         self.path.parent.mkdir(parents=True, exist_ok=True)
         messages = _load(self.path)
-        turns = lambda ms: sum(isinstance(m, ModelResponse) for m in ms)  # noqa: E731
         done = _final_text(messages)
         if done is not None:  # finished before the crash, only not reported: nothing to run
-            return Outcome("completed", done, turns=turns(messages))
+            return Outcome("completed", done, turns=_turns(messages))
         prompt = env.task if not messages or self.resume == "reprompt" else None
         deps = self.deps(Path(env.workdir)) if self.deps is not None else None
         saved = self.path.read_bytes() if messages else b""
@@ -217,10 +220,10 @@ class AgentRun:
         output = result.output
         if isinstance(output, DeferredToolRequests):
             waiting = [c.tool_name for c in [*output.approvals, *output.calls]]
-            return Outcome("escalated", None, turns=turns(result.all_messages()),
+            return Outcome("escalated", None, turns=_turns(result.all_messages()),
                            escalation=f"waiting for a person on {', '.join(waiting)}")
         text = output if isinstance(output, str) else json.dumps(output, default=str)
-        return Outcome("completed", text, turns=turns(result.all_messages()))
+        return Outcome("completed", text, turns=_turns(result.all_messages()))
 
 
 def agent_factory(build_agent: AgentBuilder, *, history: str = "history.json",
@@ -229,8 +232,8 @@ def agent_factory(build_agent: AgentBuilder, *, history: str = "history.json",
                   ) -> Callable[[AgentEnv], AgentRun]:
     """A faultsim agent factory running `build_agent(model)`'s Agent on the scenario's task,
     its message history kept in `history` (a path under the workdir; declare it in the
-    scenario's `[checkpoint] files`). `save`: "step" or "end"; `resume`: "continue" or
-    "reprompt" (see the module docstring). `deps(workdir)` builds the run's deps."""
+    scenario's `[checkpoint] files`). `save`: "step", "node" or "end"; `resume`: "continue"
+    or "reprompt" (see the module docstring). `deps(workdir)` builds the run's deps."""
     if save not in SAVES:
         raise ValueError(f"save {save!r}: expected one of {', '.join(SAVES)}")
     if resume not in RESUMES:
