@@ -10,6 +10,7 @@ under `env.workdir` if an earlier incarnation left any, and returns the outcome:
 from __future__ import annotations
 
 import inspect
+import os
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -109,13 +110,33 @@ def run_agent(agent: Any) -> Any:
     import asyncio
 
     loop = asyncio.new_event_loop()
+    _loops.append(loop)
     try:
         return loop.run_until_complete(result)
     finally:
+        _loops.pop()
         try:
             loop.run_until_complete(loop.shutdown_asyncgens())
         finally:
             loop.close()
+
+
+_loops: list = []  # the event loop an async agent runs on now, in this process
+
+
+def _after_fork_in_child() -> None:
+    """asyncio ties the running loop to the pid that started it. A child forked while an
+    async agent runs (the forking executor forks at kill points) would find no running loop:
+    `get_running_loop()` fails there, and futures made through `get_event_loop()` land on a
+    fresh loop nobody runs, so the agent hangs. Tie the loop to the child."""
+    if _loops:
+        import asyncio
+
+        asyncio.events._set_running_loop(_loops[-1])
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def outcome_of(result: Any) -> Outcome:

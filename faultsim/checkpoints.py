@@ -92,7 +92,8 @@ def progress(spec: CheckpointSpec, path: str, data: bytes) -> bool:
             if isinstance(doc, dict):
                 messages = doc.get("messages")
                 return isinstance(messages, list) and len(messages) > 1
-            return False
+            # a bare list is a message history (pydantic-ai's all_messages_json)
+            return isinstance(doc, list) and len(doc) > 1
         if fmt == "jsonl":
             return sum(1 for line in data.split(b"\n")[:-1] if line.strip()) > 1
     except (UnicodeDecodeError, ValueError):

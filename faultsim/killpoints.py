@@ -30,6 +30,9 @@ _PHASES = {
     "mark.lg.put": "after-checkpoint-put",
     "mark.lg.writes": "after-put-writes",
     "mark.lg.tool.end": "after-tool",
+    # pydantic-ai (faultsim.adapters.pydantic_ai): every tool's execution
+    "mark.pa.tool.start": "in-tool",
+    "mark.pa.tool.end": "after-tool",
 }
 _COMMITS = ("sqlite.commit", "redis.exec")
 CATEGORIES = ("start", "after-model-response", "checkpoint-mid-write", "checkpoint-rename",

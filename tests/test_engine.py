@@ -165,3 +165,37 @@ def test_shared_verdicts_equal_resuming_every_state(name, tiny):
     assert _verdicts(shared) == _verdicts(every)
     assert not shared.ok
     assert sum(r.judged for r in shared.runs) < sum(r.judged for r in every.runs)
+
+
+def test_an_async_agent_forked_mid_run_finds_its_event_loop_in_the_child():
+    """The forking executor forks inside a running agent. asyncio ties the running loop to
+    the pid that started it: without `run_agent` re-tying it after a fork, the child finds
+    no running loop (pydantic-ai's tool execution then waited forever on a future made on a
+    fresh loop)."""
+    import asyncio
+    import os
+    import pickle
+
+    from faultsim.agent import run_agent
+
+    class Forks:
+        async def run(self):
+            await asyncio.sleep(0)
+            read, write = os.pipe()
+            pid = os.fork()
+            if pid == 0:  # the child: report what it finds, then leave at once
+                try:
+                    loop = asyncio.get_running_loop()
+                    future = loop.create_future()
+                    loop.call_soon(future.set_result, "resolved")
+                    found = await asyncio.wait_for(future, 5)
+                except BaseException as exc:  # noqa: BLE001 - reported to the parent
+                    found = f"{type(exc).__name__}: {exc}"
+                os.write(write, pickle.dumps(found))
+                os._exit(0)
+            os.close(write)
+            os.waitpid(pid, 0)
+            with os.fdopen(read, "rb") as f:
+                return pickle.loads(f.read())
+
+    assert run_agent(Forks()) == "resolved"
