@@ -27,8 +27,9 @@ def test_the_agent_survives_every_crash(crash_safety):
     verdicts = [v for run in report.runs for v in run.verdicts]
     assert len(verdicts) > 100
     landed = {v.kill_point.category for v in verdicts}
+    # history.json and intents.json are declared: their saves are checkpoint kill points
     assert {"after-model-response", "in-tool", "after-effect", "after-tool-before-B",
-            "mid-write", "mid-stream"} <= landed
+            "checkpoint-mid-write", "checkpoint-rename", "mid-stream"} <= landed
     # a crash between the email's intent record and its send: a person decides
     assert sum(run.escalated for run in report.runs) > 0
 
