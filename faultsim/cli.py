@@ -123,12 +123,14 @@ def _agents(scenario, ns: argparse.Namespace, modes: list[str]) -> list[str]:
 
 BUILTIN = {"scenarios": ["scenarios"], "mode": "auto", "timeout": 30.0, "seed": "0"}
 NEEDS_AGENT = {"run", "list", "record"}
+BUNDLED_COMMANDS = {"run", "list"}  # the ones that default to the bundled scenarios
 
 
 def _project_defaults(ns: argparse.Namespace) -> None:
     """Fill what the command line left unset from FAULTSIM_* and [tool.faultsim]
-    (faultsim.config), then from the built-in defaults. There is no built-in agent."""
-    from .config import load
+    (faultsim.config), then from the built-in defaults. With nothing named anywhere, `run`
+    and `list` use the bundled scenarios and reference agent (faultsim.config.bundled)."""
+    from .config import bundled, load
 
     project = load()
     for key, value in project.values.items():
@@ -136,6 +138,17 @@ def _project_defaults(ns: argparse.Namespace) -> None:
             continue  # a replay token or a corpus names its own agent
         if hasattr(ns, key) and getattr(ns, key) in (None, []):
             setattr(ns, key, value)
+    if ns.command in BUNDLED_COMMANDS and not ns.agent and not ns.scenarios \
+            and not Path("scenarios").exists():
+        # nothing named anywhere (a fresh install): the bundled scenarios on the bundled
+        # reference agent; a project's own scenarios/ folder still asks for its agent
+        found = bundled()
+        if found is not None:
+            ns.scenarios, ns.agent = [str(found[0])], found[1]
+            verb = {"run": "running", "list": "listing"}[ns.command]
+            print(f"faultsim: no agent or scenarios configured here: {verb} the bundled "
+                  f"scenarios {found[0]} on the bundled reference agent {found[1]}",
+                  file=sys.stderr, flush=True)
     for key, value in BUILTIN.items():
         if hasattr(ns, key) and getattr(ns, key) in (None, []):
             setattr(ns, key, value)
@@ -423,7 +436,8 @@ def cmd_scenario_schema(ns: argparse.Namespace) -> int:
 def _scenarios_and_agent(parser: argparse.ArgumentParser, agent_help: str) -> None:
     parser.add_argument("scenarios", nargs="*", default=None,
                         help="scenario files or directories (default: [tool.faultsim] "
-                             "scenarios in pyproject.toml, else scenarios/)")
+                             "scenarios in pyproject.toml, else scenarios/, else the "
+                             "bundled scenarios)")
     parser.add_argument("--agent", default=None, help=agent_help)
 
 
@@ -441,8 +455,10 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="crash an agent at every kill point of scenario files, "
                          "resume it, judge it")
-    _scenarios_and_agent(run, "the agent factory: MODULE[:ATTR] or FILE.py[:ATTR] "
-                         "(default: reference_agent, attribute make_agent)")
+    _scenarios_and_agent(run, "the agent factory: MODULE[:ATTR] or FILE.py[:ATTR], "
+                         "attribute make_agent by default (default: [tool.faultsim] agent; "
+                         "with no agent or scenarios named anywhere, the bundled reference "
+                         "agent on the bundled scenarios)")
     run.add_argument("--crash-model", default=None, choices=["process", "power", "all"],
                      help="what a crash leaves on disk: a killed process, power loss, or "
                           "both (default: the scenario's fault profile, else process)")
@@ -501,7 +517,7 @@ def build_parser() -> argparse.ArgumentParser:
     lst = sub.add_parser("list", help="the scenarios: turns, services, kill points and the "
                          "crash states each crash model leaves, fault profile")
     _scenarios_and_agent(lst, "the agent whose clean run gives the kill points "
-                         "(default: reference_agent)")
+                         "(default: as for run)")
     lst.add_argument("--timeout", type=float, default=30.0, help=argparse.SUPPRESS)
     _debug_flag(lst)
     lst.set_defaults(func=cmd_list)

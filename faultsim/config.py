@@ -13,9 +13,13 @@ Read, for each setting the command line leaves unset, in this order:
        crash_model = "all"
        crashes = 2
 
-There is no built-in agent: without `--agent`, `FAULTSIM_AGENT` or `agent =` the command
-stops with a one-line error (faultsim's own repository names its reference agent in its
-pyproject.toml). Errors name the file (or variable) and the key at fault.
+With neither an agent nor scenarios given anywhere (flags, environment, pyproject.toml) and
+no `scenarios/` folder here, `faultsim run` and `faultsim list` run the bundled scenarios
+(`faultsim/scenarios/` in the wheel) on the bundled reference agent
+(`faultsim.reference_agent`), and say so in one line (`bundled`). Otherwise there is no
+built-in agent: without `--agent`, `FAULTSIM_AGENT` or `agent =` the command stops with a
+one-line error (faultsim's own repository names its reference agent in its pyproject.toml).
+Errors name the file (or variable) and the key at fault.
 
 Front-end layer: standard library and errors only.
 """
@@ -89,6 +93,27 @@ def load(cwd: Path | None = None, environ: dict[str, str] | None = None) -> Proj
             values[key] = _checked(key, value, name, from_text=True)
             origin[key] = name
     return Project(values, origin, root)
+
+
+def bundled() -> tuple[Path, str] | None:
+    """The bundled scenarios folder and reference agent spec, if this faultsim has them."""
+    import importlib.util
+
+    here = Path(__file__).resolve().parent
+    # the wheel's faultsim/scenarios/, else a source checkout's scenarios/ beside faultsim/
+    folder = next((f for f in (here / "scenarios", here.parent / "scenarios")
+                   if f.is_dir()), None)
+    if folder is None:
+        return None
+    try:  # installed (wheel or editable): faultsim's namespace, never a top-level name
+        found = importlib.util.find_spec("faultsim.reference_agent") is not None
+    except ImportError:
+        found = False
+    if found:
+        return folder, "faultsim.reference_agent"
+    if (here.parent / "reference_agent" / "__init__.py").is_file():  # on PYTHONPATH
+        return folder, "reference_agent"
+    return None
 
 
 def _checked(key: str, value: Any, where: str, from_text: bool = False) -> Any:

@@ -9,6 +9,9 @@ from typing import TYPE_CHECKING, Any
 from .killpoints import KillPoint, categories
 from .oracle import REGISTRY
 from .scenario import MAIN_TAG
+# imported here, not in Verdict.token: a first import there can happen under pyfakefs (a
+# token made inside a sweep), which left faultsim.token's `os` the fake one for good
+from .token import ReplayToken, Step, scenario_fingerprint
 
 if TYPE_CHECKING:
     from .crashmodel import CrashState
@@ -74,7 +77,6 @@ class Verdict:
 
     def token(self, run: "ModelRun") -> str:
         from ._version import __version__
-        from .token import ReplayToken, Step, scenario_fingerprint
 
         steps = [Step(e.point.index, e.point.offset, e.order) for e in self.earlier]
         steps.append(Step(self.kill_point.index, self.kill_point.offset, self.order))

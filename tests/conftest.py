@@ -31,6 +31,12 @@ SESSION_RUNS = f"pytest-{uuid.uuid4().hex}"
 
 def pytest_sessionstart(session):
     os.environ[MARKER] = SESSION_RUNS
+    # The package installs the reference agent as faultsim.reference_agent only: the tests'
+    # own processes (pytester projects, `python -m faultsim` runs in temporary folders) find
+    # the repository's top-level `reference_agent` as this process does, from its root
+    paths = os.environ.get("PYTHONPATH", "").split(os.pathsep)
+    if str(ROOT) not in paths:
+        os.environ["PYTHONPATH"] = os.pathsep.join(p for p in [str(ROOT), *paths] if p)
     # `faultsim run` prints ::error annotations under GitHub Actions: the tests that want
     # them ask (tests/test_ci.py), whichever CI runs the suite
     os.environ.pop("GITHUB_ACTIONS", None)

@@ -1,6 +1,6 @@
 """P11 broken: no intent record around a blind effect (an email). A crash after the send
 and before the result is recorded leaves no trace of it: resume sends it again."""
-from reference_agent.agent import Agent
+from ..agent import Agent
 
 
 class BlindWithoutIntentAgent(Agent):

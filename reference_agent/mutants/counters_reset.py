@@ -1,6 +1,6 @@
 """P1/P5 broken: resume restarts `turns` and `tokensUsed` at zero instead of continuing
 from the stored values (a max-turns stop and the budget then work from wrong totals)."""
-from reference_agent.agent import Agent
+from ..agent import Agent
 
 
 class CountersResetAgent(Agent):

@@ -3,7 +3,7 @@ effect (in the progress entry). A crash between the effect and that record loses
 the retry makes a new one, and the keyed receiver applies the effect a second time."""
 import uuid
 
-from reference_agent.agent import Agent
+from ..agent import Agent
 
 
 class KeyAfterEffectAgent(Agent):

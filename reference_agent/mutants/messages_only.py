@@ -5,9 +5,9 @@ Resume cannot see the pending call (no `pendingToolUse`) nor continue the counte
 """
 import json
 
-from reference_agent import storage
-from reference_agent.agent import Agent
-from reference_agent.checkpoint import Checkpoint, CheckpointStore
+from .. import storage
+from ..agent import Agent
+from ..checkpoint import Checkpoint, CheckpointStore
 
 
 class MessagesOnlyStore(CheckpointStore):

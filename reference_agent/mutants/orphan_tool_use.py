@@ -1,7 +1,7 @@
 """P5 broken: resume keeps the assistant `tool_use` in the conversation but drops the
 pending call, so the next request carries a `tool_use` with no `tool_result`: the API
 refuses it with 400 invalid_request_error, exactly as production would."""
-from reference_agent.agent import Agent
+from ..agent import Agent
 
 
 class OrphanToolUseAgent(Agent):

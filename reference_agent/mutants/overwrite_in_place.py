@@ -2,9 +2,9 @@
 
 A crash mid-write leaves a truncated or empty `checkpoint.json`: resume cannot parse it.
 """
-from reference_agent import storage
-from reference_agent.agent import Agent
-from reference_agent.checkpoint import CheckpointStore
+from .. import storage
+from ..agent import Agent
+from ..checkpoint import CheckpointStore
 
 
 class InPlaceStore(CheckpointStore):

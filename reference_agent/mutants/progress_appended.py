@@ -1,7 +1,7 @@
 """P9 broken: progress entries are appended blindly, so a step retried after a crash is
 logged twice (and the summary written from the progress file counts it twice)."""
-from reference_agent.agent import Agent
-from reference_agent.records import Progress
+from ..agent import Agent
+from ..records import Progress
 
 
 class AppendingProgress(Progress):

@@ -1,7 +1,7 @@
 """P10 broken: the progress file is trusted without verifying its evidence against the
 real state. A step whose output did not survive (a workspace file lost to power loss) is
 taken as done and never redone."""
-from reference_agent.agent import Agent
+from ..agent import Agent
 
 
 class ProgressTrustedAgent(Agent):

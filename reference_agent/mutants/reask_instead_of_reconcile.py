@@ -1,7 +1,7 @@
 """P5 broken: resume drops the pending call and re-asks the model instead of finding out
 whether the call's effect already happened. The model names the tool again, with a new
 id and so a new idempotency key: an effect that had happened happens twice."""
-from reference_agent.agent import Agent
+from ..agent import Agent
 
 
 class ReaskAgent(Agent):

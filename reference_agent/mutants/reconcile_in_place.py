@@ -5,8 +5,8 @@ Every save of a first run is atomic, so no single crash can see it: the first in
 never reconciles, and a resumed run that is not killed again finishes its write. A second
 crash inside that write leaves a truncated checkpoint, and the next resume cannot parse it.
 """
-from reference_agent.agent import Agent
-from reference_agent.mutants.overwrite_in_place import InPlaceStore
+from ..agent import Agent
+from .overwrite_in_place import InPlaceStore
 
 
 class ReconcileInPlaceAgent(Agent):

@@ -5,9 +5,9 @@ loss: the renamed file's data may never have reached the disk.
 """
 import os
 
-from reference_agent import storage
-from reference_agent.agent import Agent
-from reference_agent.checkpoint import CheckpointStore
+from .. import storage
+from ..agent import Agent
+from ..checkpoint import CheckpointStore
 
 
 class NoFsyncStore(CheckpointStore):

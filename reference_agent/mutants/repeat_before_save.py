@@ -5,8 +5,8 @@ With one crash that is harmless: no intent means the call never started, and the
 run, not killed again, records what it did. A second crash between the repeated send and
 its record leaves no trace of the send, and the next resume sends the email once more.
 """
-from reference_agent.agent import Agent
-from reference_agent.tools import BLIND
+from ..agent import Agent
+from ..tools import BLIND
 
 
 class RepeatBeforeSaveAgent(Agent):

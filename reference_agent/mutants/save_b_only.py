@@ -3,7 +3,7 @@
 A crash while a tool runs leaves nothing on disk about the call: resume re-asks the model,
 which names the tool again (with a new id, so a new idempotency key) and the effect repeats.
 """
-from reference_agent.agent import Agent
+from ..agent import Agent
 
 
 class SaveBOnlyAgent(Agent):

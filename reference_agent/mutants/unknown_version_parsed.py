@@ -5,8 +5,8 @@ were this version, and the next save overwrites it with a downgraded copy.
 """
 import json
 
-from reference_agent.agent import Agent
-from reference_agent.checkpoint import CheckpointStore, from_json
+from ..agent import Agent
+from ..checkpoint import CheckpointStore, from_json
 
 
 class HopefulStore(CheckpointStore):
