@@ -83,6 +83,14 @@ def whole(spec: CheckpointSpec, path: str, data: bytes) -> str | None:
     return None
 
 
+def settled(spec: CheckpointSpec, path: str, data: bytes) -> bytes:
+    """The part of a checkpoint a resumed agent can rely on: a JSONL transcript's completed
+    lines (its torn tail is skipped, legally); any other format whole."""
+    if spec.format_of(path) == "jsonl":
+        return data[:data.rfind(b"\n") + 1]
+    return data
+
+
 def progress(spec: CheckpointSpec, path: str, data: bytes) -> bool:
     """Whether this checkpoint holds a conversation in progress (more than the task)."""
     fmt = spec.format_of(path)

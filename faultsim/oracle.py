@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
 from .agent import Outcome
-from .checkpoints import DEFAULT, CheckpointSpec, progress, whole
+from .checkpoints import DEFAULT, CheckpointSpec, progress, settled, whole
 from .crashmodel import CrashState
 from .killpoints import KillPoint, kill_points
 from .world import World, effect_difference
@@ -176,7 +176,8 @@ def no_silent_restart(g: Golden, r: CrashRun) -> Violation | None:
         if progress(g.checkpoint, path, data):
             why = "held a conversation in progress"
         else:
-            answer = next((a for a in g.answers if a in data), None)
+            kept = settled(g.checkpoint, path, data)  # not a JSONL's torn tail
+            answer = next((a for a in g.answers if a in kept), None)
             if answer is None or whole(g.checkpoint, path, data) is not None:
                 continue
             why = f"held the model's answer {answer.decode()}"

@@ -190,3 +190,15 @@ def test_a_run_with_no_effect_says_so(tmp_path_factory, capsys):
                                                                 DECLARED), crashes=1, workers=0)
     print_run(report.runs[0])
     assert "effects       none" not in capsys.readouterr().out
+
+
+def test_an_answer_in_a_torn_transcript_tail_is_not_progress():
+    # The resumed agent skips a JSONL transcript's torn last line, legally: a tool-use id
+    # found only there shows no progress (examples/jsonl_transcript would be a false alarm).
+    from faultsim.checkpoints import CheckpointSpec, settled
+
+    spec = CheckpointSpec(("t.jsonl", "s.json"), declared=True)
+    torn = b'{"role": "user"}\n{"role": "assistant", "id": "toolu_s_01_1"}'
+    assert b"toolu_s_01_1" not in settled(spec, "t.jsonl", torn)
+    assert b"toolu_s_01_1" in settled(spec, "t.jsonl", torn + b"\n")
+    assert settled(spec, "s.json", torn) == torn
