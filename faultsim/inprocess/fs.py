@@ -296,9 +296,7 @@ def _changed(directory, name, obj) -> None:
         return
     changed = f"{base}/{name}"
     now = directory.entries.get(name)
-    if any(o is None or S_ISLNK(o.st_mode) or (isinstance(o, fake_file.FakeDirectory)
-                                               and o.entries)
-           for o in ((obj, now) if now is not None else (obj,))):
+    if _reaches_beyond(obj) or (now is not None and _reaches_beyond(now)):
         below = changed + "/"
         for kind in ("resolve", "object", "exists"):
             cache = caches[kind]
@@ -314,6 +312,13 @@ def _changed(directory, name, obj) -> None:
     caches["object"].pop(changed, None)
     exists = caches["exists"]
     exists[(changed, False)] = exists[(changed, True)] = now is not None
+
+
+def _reaches_beyond(entry) -> bool:
+    """Whether a change of this entry can change lookups of other paths than its own: an
+    unknown entry, a symlink, or a directory with contents."""
+    return entry is None or S_ISLNK(entry.st_mode) or (
+        isinstance(entry, fake_file.FakeDirectory) and bool(entry.entries))
 
 
 def _memoised(func, name):
