@@ -44,9 +44,10 @@ def __getattr__(name: str) -> Any:
     module = _PUBLIC.get(name)
     if module is None:
         raise AttributeError(f"module 'faultsim' has no attribute {name!r}")
-    value = getattr(importlib.import_module(f".{module}", __name__), name)
-    globals()[name] = value  # once loaded, a plain attribute
-    return value
+    # Not cached in this module's globals: a module first imported under a user's pyfakefs
+    # Patcher is dropped from sys.modules when it stops (its `os` was the fake one), and a
+    # name cached from it here would keep serving that dead patcher's fake filesystem.
+    return getattr(importlib.import_module(f".{module}", __name__), name)
 
 
 def __dir__() -> list[str]:

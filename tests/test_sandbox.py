@@ -34,3 +34,25 @@ def test_reference_agent_runs_inside_pyfakefs(support_tickets, monkeypatch):
     assert not sandbox.exists()  # it all lived in the fake filesystem
     # two fsyncs (file, then directory) per atomic write
     assert len(fsyncs) >= 2 * 26
+
+
+def test_a_user_patcher_leaves_no_stale_faultsim_behind():
+    """A user's own pyfakefs Patcher that is the first to touch faultsim's engine: pyfakefs
+    drops the modules first imported under it when it stops (their `os` was the fake one).
+    faultsim's public names must then resolve to the live modules, not the dropped ones,
+    whose fake filesystem died with that Patcher (it failed later runs with
+    `assert p is not None` inside pyfakefs)."""
+    import subprocess
+    import sys
+    code = (
+        "import sys\n"
+        "from pyfakefs.fake_filesystem_unittest import Patcher\n"
+        "import anthropic, faultsim  # the SDK reads its metadata from the real disk\n"
+        "assert 'faultsim.engine' not in sys.modules\n"
+        "with Patcher():\n"
+        "    faultsim.explore\n"
+        "fn = faultsim.explore\n"
+        "live = sys.modules.get(fn.__module__)\n"
+        "assert live is not None and vars(live) is fn.__globals__, 'stale faultsim.explore'\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-800:]
