@@ -433,6 +433,91 @@ def cmd_scenario_schema(ns: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _scenario_out(doc: dict, out: str | None, comments: list[str], source: str) -> None:
+    """A made scenario: checked, then written to `out`, or printed when there is none."""
+    from .recorder.toml_text import write
+
+    text = write(doc, out, comments=comments, source=source)
+    if out is None:
+        sys.stdout.write(text)
+
+
+def _services_given(ns: argparse.Namespace) -> dict:
+    from .recorder.record import parse_service_flags, services_file
+
+    given = services_file(ns.services) if ns.services else {}
+    return {**given, **parse_service_flags(ns.service or [])}
+
+
+def cmd_scenario_from_messages(ns: argparse.Namespace) -> int:
+    from .recorder.messages import load_messages, scenario_from_messages
+    from .scenario import show_value
+
+    messages, rest = load_messages(ns.file)
+    model = ns.model or (rest.get("model") if isinstance(rest.get("model"), str) else None)
+    doc = scenario_from_messages(messages, ns.file, services=_services_given(ns) or None,
+                                 model=model)
+    _scenario_out(doc, ns.out, [f"Made by `faultsim scenario from-messages` from "
+                                f"{Path(ns.file).name}."], ns.file)
+    calls = sum(len(t.get("tool_calls", ())) for t in doc["turns"])
+    print(f"faultsim: {'wrote ' + ns.out if ns.out else 'printed the scenario'} from "
+          f"{ns.file}: task {show_value(doc['task'])}, {len(doc['turns'])} turns ({calls} "
+          f"tool call{'s' if calls != 1 else ''}), final answer "
+          f"{show_value(doc['expected_final_answer'])}; services: "
+          + (", ".join(f"{n} ({s['kind']})" for n, s in doc.get("services", {}).items())
+             or "none (add [services.NAME] for the effects your agent's tools reach, or "
+                "--service NAME=KIND)"), file=sys.stderr)
+    return EXIT_OK
+
+
+def cmd_scenario_record(ns: argparse.Namespace) -> int:
+    from .config import load
+    from .loading import LANGGRAPH, load_factory
+    from .recorder.record import DEFAULT_UPSTREAM, record
+    from .scenario import show_value
+
+    agent = ns.agent or load().values.get("agent")
+    if not agent:
+        raise UsageError("no agent to record: give --agent MODULE[:ATTR] (or FILE.py[:ATTR]), "
+                         "set FAULTSIM_AGENT, or agent = \"...\" under [tool.faultsim]")
+    if agent.startswith(LANGGRAPH):
+        raise UsageError(f"--agent {agent}: a LangGraph scenario's graph cannot be recorded "
+                         "yet; record an agent factory")
+    upstream = ns.upstream or os.environ.get("ANTHROPIC_BASE_URL") or DEFAULT_UPSTREAM
+    rec = record(load_factory(agent), ns.task, upstream=upstream,
+                 scenario_id=Path(ns.out).stem if ns.out else "recorded", model=ns.model,
+                 services=_services_given(ns))
+    asked = len(rec.exchanges)
+    streamed = sum(1 for e in rec.exchanges if e.stream)
+    effects = {}
+    for entry in rec.effects:
+        effects.setdefault(entry.service, []).append(entry.op)
+    _scenario_out(rec.document, ns.out, [
+        f"Recorded by `faultsim scenario record` from agent {agent}: {asked} model "
+        f"request{'s' if asked != 1 else ''}, effects: "
+        + (", ".join(f"{n} {'/'.join(dict.fromkeys(ops))} x{len(ops)}"
+                     for n, ops in effects.items()) or "none") + "."], "the recording")
+    services = rec.document.get("services", {})
+    print(f"faultsim: {'wrote ' + ns.out if ns.out else 'printed the scenario'}: task "
+          f"{show_value(ns.task)}, {len(rec.document['turns'])} turns "
+          f"({len(rec.tool_calls)} tool calls), {asked} model requests ({streamed} "
+          f"streamed), final answer {show_value(rec.final_answer)}", file=sys.stderr)
+    for name, table in services.items():
+        ops = effects.get(name, [])
+        print(f"  service {name}: {table['kind']} ({rec.services.get(name, 'given')}), "
+              f"{len(ops)} call{'s' if len(ops) != 1 else ''}", file=sys.stderr)
+    return EXIT_OK
+
+
+def _services_flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--service", action="append", metavar="NAME=KIND",
+                        help="a service of the scenario and its kind (keyed, queryable, "
+                             "blind, readonly); repeatable")
+    parser.add_argument("--services", metavar="FILE", default=None,
+                        help="a TOML file whose [services.NAME] tables (kind, records) are "
+                             "taken; a scenario file works")
+
+
 def _scenarios_and_agent(parser: argparse.ArgumentParser, agent_help: str) -> None:
     parser.add_argument("scenarios", nargs="*", default=None,
                         help="scenario files or directories (default: [tool.faultsim] "
@@ -564,6 +649,33 @@ def build_parser() -> argparse.ArgumentParser:
                           "editors: a '#:schema PATH' comment on a file's first line)")
     _debug_flag(sch)
     sch.set_defaults(func=cmd_scenario_schema)
+    frm = ssub.add_parser("from-messages", help="write a scenario from an Anthropic messages "
+                          "list an agent keeps (a JSON list, or an object with 'messages')")
+    frm.add_argument("file", metavar="FILE", help="the JSON file")
+    frm.add_argument("--out", metavar="OUT", default=None,
+                     help="the scenario file to write (default: print it)")
+    frm.add_argument("--model", default=None, help="the scenario's model (default: the "
+                     "file's 'model', else the format's default)")
+    _services_flags(frm)
+    _debug_flag(frm)
+    frm.set_defaults(func=cmd_scenario_from_messages)
+    rcd = ssub.add_parser("record", help="run an agent once against a real Messages "
+                          "endpoint through a recording proxy on 127.0.0.1 and write what "
+                          "happened as a scenario")
+    rcd.add_argument("--agent", default=None, help="the agent factory: MODULE[:ATTR] or "
+                     "FILE.py[:ATTR] (default: [tool.faultsim] agent, FAULTSIM_AGENT)")
+    rcd.add_argument("--task", required=True, help="the task given to the agent")
+    rcd.add_argument("--out", metavar="FILE", default=None,
+                     help="the scenario file to write (default: print it); its name is the "
+                          "scenario id the agent is given")
+    rcd.add_argument("--upstream", metavar="URL", default=None,
+                     help="the Messages endpoint to forward to (default: "
+                          "$ANTHROPIC_BASE_URL, else https://api.anthropic.com)")
+    rcd.add_argument("--model", default=None, help="the model the agent is told to use, "
+                     "written to the scenario (default: the format's default model)")
+    _services_flags(rcd)
+    _debug_flag(rcd)
+    rcd.set_defaults(func=cmd_scenario_record)
     rep = sub.add_parser("replay", help="re-run exactly the schedule of a counterexample's "
                          "token and show the trace around each kill")
     rep.add_argument("token", help="the token a report printed (fs1_...)")
