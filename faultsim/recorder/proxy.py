@@ -71,7 +71,8 @@ class RecordingProxy:
         self._client = httpx2.Client(timeout=timeout, follow_redirects=False)
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever,
+        # a short poll: close() waits for the server loop to see the shutdown
+        self._thread = threading.Thread(target=self._server.serve_forever, args=(0.05,),
                                         name="faultsim-recording-proxy", daemon=True)
 
     @property

@@ -48,15 +48,19 @@ def key(name: str) -> str:
     return name if _BARE.match(name) else _string(name, name)
 
 
-def _table(section: str, table: dict, prefix: str, out: list[str]) -> None:
+def _table(section: str, table: dict, prefix: str, out: list[str],
+           label: str | None = None) -> None:
+    """`table` under the header `prefix`; `label` names its keys in errors (an array's
+    table is `turns[2]`, under the header `[[turns]]`)."""
+    label = prefix if label is None else label
     fields = SECTIONS[section]
     unknown = [k for k in table if k not in fields]
     if unknown:  # a writer bug, not the user's: the table is the format
-        raise ValueError(f"{prefix or 'scenario'}: {unknown} are not keys of [{section}]")
+        raise ValueError(f"{label or 'scenario'}: {unknown} are not keys of [{section}]")
     nested = [k for k in fields if k in table and _is_table(fields[k])]
     for name, f in fields.items():
         if name in table and name not in nested:
-            out.append(f"{key(name)} = {_value(table[name], _join(prefix, name), top=True)}")
+            out.append(f"{key(name)} = {_value(table[name], _join(label, name), top=True)}")
     for name in nested:
         f, value, where = fields[name], table[name], _join(prefix, name)
         if f.type == "table":
@@ -68,9 +72,9 @@ def _table(section: str, table: dict, prefix: str, out: list[str]) -> None:
                 out += ["", f"[{at}]"]
                 _table(f.of, item, at, out)
         else:  # an array of tables
-            for item in value:
+            for i, item in enumerate(value):
                 out += ["", f"[[{where}]]"]
-                _table(f.of, item, where, out)
+                _table(f.of, item, where, out, f"{where}[{i}]")
 
 
 def _is_table(f: Field) -> bool:
