@@ -433,80 +433,16 @@ def cmd_scenario_schema(ns: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _scenario_out(doc: dict, out: str | None, comments: list[str], source: str) -> None:
-    """A made scenario: checked, then written to `out`, or printed when there is none."""
-    from .recorder.toml_text import write
-
-    text = write(doc, out, comments=comments, source=source)
-    if out is None:
-        sys.stdout.write(text)
-
-
-def _services_given(ns: argparse.Namespace) -> dict:
-    from .recorder.record import parse_service_flags, services_file
-
-    given = services_file(ns.services) if ns.services else {}
-    return {**given, **parse_service_flags(ns.service or [])}
-
-
 def cmd_scenario_from_messages(ns: argparse.Namespace) -> int:
-    from .recorder.messages import load_messages, scenario_from_messages
-    from .scenario import show_value
+    from .recorder.commands import from_messages
 
-    messages, rest = load_messages(ns.file)
-    model = ns.model or (rest.get("model") if isinstance(rest.get("model"), str) else None)
-    doc = scenario_from_messages(messages, ns.file, services=_services_given(ns) or None,
-                                 model=model)
-    _scenario_out(doc, ns.out, [f"Made by `faultsim scenario from-messages` from "
-                                f"{Path(ns.file).name}."], ns.file)
-    calls = sum(len(t.get("tool_calls", ())) for t in doc["turns"])
-    print(f"faultsim: {'wrote ' + ns.out if ns.out else 'printed the scenario'} from "
-          f"{ns.file}: task {show_value(doc['task'])}, {len(doc['turns'])} turns ({calls} "
-          f"tool call{'s' if calls != 1 else ''}), final answer "
-          f"{show_value(doc['expected_final_answer'])}; services: "
-          + (", ".join(f"{n} ({s['kind']})" for n, s in doc.get("services", {}).items())
-             or "none (add [services.NAME] for the effects your agent's tools reach, or "
-                "--service NAME=KIND)"), file=sys.stderr)
-    return EXIT_OK
+    return from_messages(ns)
 
 
 def cmd_scenario_record(ns: argparse.Namespace) -> int:
-    from .config import load
-    from .loading import LANGGRAPH, load_factory
-    from .recorder.record import DEFAULT_UPSTREAM, record
-    from .scenario import show_value
+    from .recorder.commands import record
 
-    agent = ns.agent or load().values.get("agent")
-    if not agent:
-        raise UsageError("no agent to record: give --agent MODULE[:ATTR] (or FILE.py[:ATTR]), "
-                         "set FAULTSIM_AGENT, or agent = \"...\" under [tool.faultsim]")
-    if agent.startswith(LANGGRAPH):
-        raise UsageError(f"--agent {agent}: a LangGraph scenario's graph cannot be recorded "
-                         "yet; record an agent factory")
-    upstream = ns.upstream or os.environ.get("ANTHROPIC_BASE_URL") or DEFAULT_UPSTREAM
-    rec = record(load_factory(agent), ns.task, upstream=upstream,
-                 scenario_id=Path(ns.out).stem if ns.out else "recorded", model=ns.model,
-                 services=_services_given(ns))
-    asked = len(rec.exchanges)
-    streamed = sum(1 for e in rec.exchanges if e.stream)
-    effects = {}
-    for entry in rec.effects:
-        effects.setdefault(entry.service, []).append(entry.op)
-    _scenario_out(rec.document, ns.out, [
-        f"Recorded by `faultsim scenario record` from agent {agent}: {asked} model "
-        f"request{'s' if asked != 1 else ''}, effects: "
-        + (", ".join(f"{n} {'/'.join(dict.fromkeys(ops))} x{len(ops)}"
-                     for n, ops in effects.items()) or "none") + "."], "the recording")
-    services = rec.document.get("services", {})
-    print(f"faultsim: {'wrote ' + ns.out if ns.out else 'printed the scenario'}: task "
-          f"{show_value(ns.task)}, {len(rec.document['turns'])} turns "
-          f"({len(rec.tool_calls)} tool calls), {asked} model requests ({streamed} "
-          f"streamed), final answer {show_value(rec.final_answer)}", file=sys.stderr)
-    for name, table in services.items():
-        ops = effects.get(name, [])
-        print(f"  service {name}: {table['kind']} ({rec.services.get(name, 'given')}), "
-              f"{len(ops)} call{'s' if len(ops) != 1 else ''}", file=sys.stderr)
-    return EXIT_OK
+    return record(ns)
 
 
 def _services_flags(parser: argparse.ArgumentParser) -> None:

@@ -23,7 +23,7 @@ from ..validate import problems
 _BARE = re.compile(r"[A-Za-z0-9_-]+\Z")
 
 
-class Unwritable(ValueError):
+class Unwritable(UsageError, ValueError):
     """A value TOML cannot spell (null, a lone surrogate), named by its dotted key."""
 
     def __init__(self, key: str, why: str) -> None:
