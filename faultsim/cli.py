@@ -449,7 +449,7 @@ def _services_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--service", action="append", metavar="NAME=KIND",
                         help="a service of the scenario and its kind (keyed, queryable, "
                              "blind, readonly); repeatable")
-    parser.add_argument("--services", metavar="FILE", default=None,
+    parser.add_argument("--services-from", metavar="FILE", default=None,
                         help="a TOML file whose [services.NAME] tables (kind, records) are "
                              "taken; a scenario file works")
 

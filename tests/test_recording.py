@@ -135,7 +135,7 @@ def test_record_from_the_command_line(upstream, tmp_path, capsys):
     with serve(world.model) as endpoint:
         code = main(["scenario", "record", "--agent", f"{AGENT_FILE}:make_streaming_agent",
                      "--task", upstream.task, "--upstream", endpoint.base_url,
-                     "--services", str(services), "--service", "mailer=blind",
+                     "--services-from", str(services), "--service", "mailer=blind",
                      "--out", str(out)])
     err = capsys.readouterr().err
     assert code == 0, err
@@ -202,7 +202,7 @@ def test_bad_service_flags_and_upstreams_are_one_line_errors(tmp_path, capsys):
         (["--service", "billing=paid"], "KIND one of keyed, queryable, blind, readonly"),
         (["--upstream", "ftp://example.com"], "upstream 'ftp://example.com': expected an "
                                               "http:// or https:// URL"),
-        (["--services", str(tmp_path / "none.toml")], "none.toml: (file): no such services"),
+        (["--services-from", str(tmp_path / "none.toml")], "none.toml: (file): no such services"),
     ]:
         code = main(["scenario", "record", "--agent", f"{AGENT_FILE}:make_agent",
                      "--task", "x", *argv])
@@ -299,7 +299,7 @@ def test_from_messages_round_trip_through_a_run_of_the_agent(upstream, tmp_path,
     messages.write_text(json.dumps({"model": upstream.model, "messages": kept["messages"]}))
     out = tmp_path / "from_messages.toml"
     assert main(["scenario", "from-messages", str(messages), "--out", str(out),
-                 "--services", str(tmp_path / "upstream.toml")]) == 0
+                 "--services-from", str(tmp_path / "upstream.toml")]) == 0
     assert "3 turns (3 tool calls)" in capsys.readouterr().err
     assert main(["validate", str(out)]) == 0
     made = faultsim.load_scenario(out)
@@ -467,3 +467,68 @@ def test_messages_errors_are_usage_errors():
     with pytest.raises(MessagesError) as info:
         scenario_from_messages([], "f.json")
     assert isinstance(info.value, UsageError)
+
+
+# -- sub-agents: a conversation of its own, by its first message -----------------------------
+DELEGATING = """
+task = "Decide on the refund for ORD-9."
+expected_final_answer = "ORD-9: full refund, per the policy."
+
+[subagents.policy]
+task = "Find the refund policy for damaged goods."
+[[subagents.policy.turns]]
+final = "Damaged goods: full refund within 30 days."
+
+[[turns]]
+tool_calls = [{ name = "delegate", input = { task = "Find the refund policy for damaged goods." } }]
+[[turns]]
+final = "ORD-9: full refund, per the policy."
+"""
+DELEGATE = [{"name": "delegate", "description": "Hand a sub-task to a helper.",
+             "input_schema": {"type": "object", "properties": {"task": {"type": "string"}},
+                              "required": ["task"]}}]
+
+
+class DelegatingAgent:
+    """Runs each delegated sub-task as a conversation of its own (no durable state: the
+    recording tests run it once, cleanly)."""
+
+    def __init__(self, env):
+        self.env = env
+
+    def converse(self, task, tools):
+        messages = [{"role": "user", "content": task}]
+        while True:
+            reply = self.env.client.messages.create(model=self.env.model, max_tokens=256,
+                                                    messages=messages, **tools)
+            messages.append({"role": "assistant", "content": [
+                b.model_dump(exclude_none=True) for b in reply.content]})
+            calls = [b for b in reply.content if b.type == "tool_use"]
+            if not calls:
+                return "".join(b.text for b in reply.content if b.type == "text")
+            messages.append({"role": "user", "content": [
+                {"type": "tool_result", "tool_use_id": c.id,
+                 "content": self.converse(c.input["task"], {})} for c in calls]})
+
+    def run(self):
+        return self.converse(self.env.task, {"tools": DELEGATE})
+
+
+def test_a_sub_agents_conversation_is_recorded_as_a_sub_agent(tmp_path):
+    path = tmp_path / "delegating.toml"
+    path.write_text(DELEGATING)
+    sc = faultsim.load_scenario(path)
+    world = sc.build_world()
+    with serve(world.model) as endpoint:
+        rec = record(DelegatingAgent, sc.task, upstream=endpoint.base_url)
+    assert rec.document["subagents"] == {"sub1": {
+        "task": "Find the refund policy for damaged goods.",
+        "turns": [{"final": "Damaged goods: full refund within 30 days."}]}}
+    out = tmp_path / "delegating_recorded.toml"
+    write(rec.document, str(out))
+    recorded = faultsim.load_scenario(out)
+    assert script_of(recorded) == script_of(sc)
+    replay = faultsim.run_once(recorded, DelegatingAgent)
+    assert replay.outcome.final_answer == sc.expected_final_answer
+    assert [(r.script, r.position) for r in replay.world.model.requests] == \
+        [("s", 0), ("sub1", 0), ("s", 1)]

@@ -27,7 +27,7 @@ def _scenario_out(doc: dict, out: str | None, comments: list[str], source: str) 
 
 
 def _services_given(ns: argparse.Namespace) -> dict:
-    given = services_file(ns.services) if ns.services else {}
+    given = services_file(ns.services_from) if ns.services_from else {}
     return {**given, **parse_service_flags(ns.service or [])}
 
 
