@@ -5,6 +5,7 @@ run: the same tool calls, the same effects, the same final answer, on a user-sty
 (tests/recording_agent.py), streaming or not."""
 from __future__ import annotations
 
+import copy
 import dataclasses
 import json
 import os
@@ -532,3 +533,45 @@ def test_a_sub_agents_conversation_is_recorded_as_a_sub_agent(tmp_path):
     assert replay.outcome.final_answer == sc.expected_final_answer
     assert [(r.script, r.position) for r in replay.world.model.requests] == \
         [("s", 0), ("sub1", 0), ("s", 1)]
+
+
+# -- the reference page shows what the commands do ------------------------------------------
+PAGE = Path(__file__).resolve().parent.parent / "docs" / "reference" / "scenario-record.md"
+
+
+def _blocks(lang):
+    """The page's fenced blocks of `lang` ("": no language), in order."""
+    found, current = [], None
+    for line in PAGE.read_text().splitlines(keepends=True):
+        if line.startswith("```"):
+            if current is None:
+                current = [] if line.strip() == "```" + lang else False
+            else:
+                if current is not False:
+                    found.append("".join(current))
+                current = None
+        elif isinstance(current, list):
+            current.append(line)
+    return found
+
+
+def test_the_reference_pages_from_messages_example_is_what_the_command_writes(
+        tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (example,), (written,) = _blocks("json"), _blocks("toml")
+    Path("messages.json").write_text(example)
+    command = _blocks("")[0].replace("\\\n", " ").split()
+    assert command[:3] == ["faultsim", "scenario", "from-messages"]
+    assert main(command[1:]) == 0
+    assert Path("refunds.toml").read_text() == written
+    errors = [line for line in _blocks("")[1].splitlines() if line]
+    base = json.loads(example)
+    mutated = [copy.deepcopy(base) for _ in range(3)]
+    mutated[0]["messages"][4]["content"][0]["tool_use_id"] = "toolu_09"
+    mutated[1]["messages"][3]["content"][1]["input"]["text"] = None
+    mutated[2]["messages"][1]["content"][0]["type"] = "server_tool_use"
+    capsys.readouterr()
+    for doc, shown in zip(mutated, errors, strict=True):
+        Path("messages.json").write_text(json.dumps(doc))
+        assert main(["scenario", "from-messages", "messages.json"]) == 2
+        assert capsys.readouterr().err.strip() == shown
