@@ -127,26 +127,44 @@ def test_a_recorded_scenario_replays_to_the_same_clean_run(upstream, tmp_path, f
         effects(rec.effects)
 
 
-def test_record_from_the_command_line(upstream, tmp_path, capsys):
-    services = tmp_path / "services.toml"  # the readonly data the lookups find
-    services.write_text('[services.orders]\nkind = "readonly"\n'
-                        'records."ORD-7" = { customer = "ada@example.com", cents = 1200 }\n')
-    out = tmp_path / "refunds.toml"
+def test_record_from_the_command_line(upstream, tmp_path, capsys, monkeypatch):
+    """As the reference page shows it: its command (the upstream aside), its output."""
+    monkeypatch.chdir(tmp_path)
+    Path("services.toml").write_text(  # the readonly data the lookups find
+        '[services.orders]\nkind = "readonly"\n'
+        'records."ORD-7" = { customer = "ada@example.com", cents = 1200 }\n')
+    command = next(b for b in _blocks("") if "--agent recording_agent:" in b)
+    argv = command.replace("\\\n", " ").split()
+    at = argv.index("--upstream")
     world = upstream.build_world()
     with serve(world.model) as endpoint:
-        code = main(["scenario", "record", "--agent", f"{AGENT_FILE}:make_streaming_agent",
-                     "--task", upstream.task, "--upstream", endpoint.base_url,
-                     "--services-from", str(services), "--service", "mailer=blind",
-                     "--out", str(out)])
+        argv[at + 1] = endpoint.base_url
+        code = main([a.strip('"') for a in _quoted(argv)][1:])
     err = capsys.readouterr().err
     assert code == 0, err
-    assert f"wrote {out}" in err and "4 model requests (3 streamed)" in err
-    assert "service payments: keyed (inferred: effect refund has a key), 1 call" in err
-    text = out.read_text()
-    assert text.startswith("# Recorded by `faultsim scenario record` from agent ")
-    assert "effects: orders read x1, payments submit x1, mailer send x1." in text
-    assert main(["validate", str(out)]) == 0
-    assert script_of(faultsim.load_scenario(out)) == script_of(upstream)
+    assert err == next(b for b in _blocks("") if b.startswith("faultsim: wrote refunds.toml"))
+    text = Path("refunds.toml").read_text()
+    assert text.startswith("# Recorded by `faultsim scenario record` from agent "
+                           "recording_agent:make_streaming_agent: 4 model requests, effects: "
+                           "orders read x1, payments submit x1, mailer send x1.\n")
+    assert main(["validate", "refunds.toml"]) == 0
+    assert script_of(faultsim.load_scenario("refunds.toml")) == script_of(upstream)
+
+
+def _quoted(argv):
+    """Words of a shell line with "quoted words" joined back together."""
+    out, open_ = [], None
+    for word in argv:
+        if open_ is not None:
+            open_.append(word)
+            if word.endswith('"'):
+                out.append(" ".join(open_))
+                open_ = None
+        elif word.startswith('"') and not (word.endswith('"') and len(word) > 1):
+            open_ = [word]
+        else:
+            out.append(word)
+    return out
 
 
 def test_the_upstream_defaults_to_anthropic_base_url(upstream, monkeypatch, capsys):
