@@ -593,3 +593,30 @@ def test_the_reference_pages_from_messages_example_is_what_the_command_writes(
         Path("messages.json").write_text(json.dumps(doc))
         assert main(["scenario", "from-messages", "messages.json"]) == 2
         assert capsys.readouterr().err.strip() == shown
+
+
+def test_an_upstream_named_by_host_name_is_reached_at_its_address(upstream, monkeypatch):
+    """The network guard checks the proxy's connections by address: the upstream's name
+    must let the proxy reach the addresses it resolves to. (Here a made-up name resolves to
+    the loopback fake, which faultsim then no longer counts as its own.)"""
+    import socket
+
+    from faultsim import netguard
+
+    real = socket.getaddrinfo
+
+    def resolve(host, port, *args, **kwargs):
+        return real("127.0.0.1" if host == "upstream.test" else host, port, *args, **kwargs)
+
+    monkeypatch.setattr(socket, "getaddrinfo", resolve)
+    world = upstream.build_world()
+    with serve(world.model) as endpoint:
+        port = int(endpoint.base_url.rsplit(":", 1)[1])
+        netguard.stopped("127.0.0.1", port)  # as a server faultsim does not run
+        try:
+            rec = record(recording_agent.make_agent, upstream.task, services=ORDERS,
+                         upstream=f"http://upstream.test:{port}")
+        finally:
+            netguard.serving("127.0.0.1", port)  # as it was, for the endpoint's close()
+    assert [e.status for e in rec.exchanges] == [200, 529, 200, 200]
+    assert len(world.model.requests) == 4

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import socket
 import sys
 import tempfile
 import tomllib
@@ -155,7 +156,7 @@ def record(make_agent: Callable[[AgentEnv], Any], task: str, *, upstream: str,
     model = model or SECTIONS["scenario"]["model"].default
     start = SECTIONS["scenario"]["start_time"].default
     base, host, port = upstream_url(upstream)
-    world = World(clock=WorldClock(start), allow=((host, port),))
+    world = World(clock=WorldClock(start), allow=upstream_addresses(host, port))
     given = dict(services or {})
     # the SDK builds its pydantic models at import: under the frozen clock they would meet
     # freezegun's FakeDatetime (as ScenarioRun does, first)
@@ -196,6 +197,19 @@ def record(make_agent: Callable[[AgentEnv], Any], task: str, *, upstream: str,
         doc["subagents"] = subagents
     return Recording(doc, proxy.exchanges, list(world.ledger.entries),
                      dict(on_demand.why), outcome.final_answer)
+
+
+def upstream_addresses(host: str, port: int) -> tuple[tuple[str, int], ...]:
+    """What the network guard lets the proxy reach: the upstream by name, and the addresses
+    the name has now (the guard checks a connection by its address, and the proxy's
+    connections are made while the agent runs, under the guard)."""
+    found = {(host, port)}
+    try:
+        for *_, address in socket.getaddrinfo(host, port, type=socket.SOCK_STREAM):
+            found.add((address[0], port))
+    except OSError:
+        pass  # unresolvable: the proxy's request fails, and the recording says so
+    return tuple(sorted(found))
 
 
 def _service_table(receiver: Receiver, given: dict | None) -> dict:
