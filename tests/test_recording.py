@@ -294,14 +294,21 @@ def test_an_upstream_error_and_a_cut_stream_reach_the_client_as_they_were(tmp_pa
 def test_the_proxy_stops_its_server_and_threads(upstream):
     import threading
 
-    before = {t.ident for t in threading.enumerate()}
-    with serve(upstream.build_world().model) as endpoint, \
-            RecordingProxy(endpoint.base_url) as proxy:
-        _post(proxy.base_url, {"model": upstream.model, "max_tokens": 8,
-                               "messages": [{"role": "user", "content": upstream.task}]})
-    after = {t.ident for t in threading.enumerate() if t.is_alive()
-             and t.name == "faultsim-recording-proxy"}
-    assert not after - before
+    body = {"model": upstream.model, "max_tokens": 8, "tools": recording_agent.TOOLS,
+            "messages": [{"role": "user", "content": upstream.task}]}
+    with serve(upstream.build_world().model) as endpoint:
+        proxy = RecordingProxy(endpoint.base_url).start()
+        client = httpx2.Client()  # keeps its connection open, as the SDK's pool does
+        try:
+            assert client.post(proxy.base_url + "/v1/messages", json=body).status_code == 200
+            serving = proxy.threads
+            assert len(serving) == 1 and serving[0].is_alive()
+            proxy.close()
+            assert not serving[0].is_alive() and proxy.threads == []
+            assert not [t for t in threading.enumerate()
+                        if t.name == "faultsim-recording-proxy"]
+        finally:
+            client.close()
     with pytest.raises(httpx2.ConnectError):
         httpx2.post(proxy.base_url + "/v1/messages", json={})
 

@@ -15,6 +15,7 @@ does), never a header: the API key passes through and is not stored.
 from __future__ import annotations
 
 import json
+import socket
 import threading
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -68,6 +69,9 @@ class RecordingProxy:
         self.upstream, self.upstream_host, self.upstream_port = upstream_url(upstream)
         self.exchanges: list[Exchange] = []
         self._lock = threading.Lock()
+        # the connections being served, by their threads: a client's keep-alive connection
+        # would hold its thread in a read after close() otherwise
+        self._open: dict[threading.Thread, socket.socket] = {}
         self._client = httpx2.Client(timeout=timeout, follow_redirects=False)
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self._server.daemon_threads = True
@@ -86,11 +90,26 @@ class RecordingProxy:
         return self
 
     def close(self) -> None:
+        """Stop serving, end every open connection and wait for the threads serving them."""
         stopped(*self._server.server_address[:2])
         self._server.shutdown()
         self._server.server_close()
         self._thread.join(timeout=5)
+        with self._lock:
+            still = dict(self._open)
+        for thread, connection in still.items():
+            try:
+                connection.shutdown(socket.SHUT_RDWR)  # its read returns: the thread ends
+            except OSError:
+                pass
+            thread.join(timeout=5)
         self._client.close()
+
+    @property
+    def threads(self) -> list[threading.Thread]:
+        """The threads serving connections now (none after close())."""
+        with self._lock:
+            return list(self._open)
 
     def __enter__(self) -> "RecordingProxy":
         return self.start()
@@ -116,6 +135,16 @@ class RecordingProxy:
 
             def log_message(self, format: str, *args: object) -> None:
                 pass  # the exchanges are the log
+
+            def setup(self) -> None:
+                super().setup()
+                with proxy._lock:
+                    proxy._open[threading.current_thread()] = self.connection
+
+            def finish(self) -> None:
+                with proxy._lock:
+                    proxy._open.pop(threading.current_thread(), None)
+                super().finish()
 
             def _forward(self) -> None:
                 length = int(self.headers.get("content-length") or 0)
