@@ -478,7 +478,7 @@ _json = st.recursive(st.booleans()
                      | st.dictionaries(_text, inner, max_size=3), max_leaves=8)
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=60, deadline=None, database=None)
 @given(st.dictionaries(_text, _json, max_size=4), _text.filter(str.strip))
 def test_any_tool_input_and_text_survive_the_writer(tool_input, text):
     doc = {"task": text, "expected_final_answer": text,

@@ -176,6 +176,8 @@ def record(make_agent: Callable[[AgentEnv], Any], task: str, *, upstream: str,
         except Exception as exc:
             raise RecordingFailed(f"the agent failed while recording: {type(exc).__name__}: "
                                   f"{exc}") from exc
+        finally:
+            env.client.close()  # its pooled connection to the proxy
     if world.unrouted:
         raise RecordingFailed("the agent reached for addresses faultsim does not serve: "
                               + "; ".join(world.unrouted) + " (route them with "
