@@ -627,3 +627,24 @@ def test_an_upstream_named_by_host_name_is_reached_at_its_address(upstream, monk
             netguard.serving("127.0.0.1", port)  # as it was, for the endpoint's close()
     assert [e.status for e in rec.exchanges] == [200, 529, 200, 200]
     assert len(world.model.requests) == 4
+
+
+def test_what_the_writer_writes_conforms_to_the_json_schema():
+    """The JSON Schema is made from the same table (faultsim.scenario_schema)."""
+    jsonschema = pytest.importorskip("jsonschema")
+    from faultsim.scenario_schema import schema
+
+    page = tomllib.loads(_blocks("toml")[0])
+    full = {"task": "t", "expected_final_answer": "done", "model": "claude-sonnet-4-5",
+            "services": {"orders": {"kind": "readonly", "records": {"O-1": {"n": 1}}},
+                         "pay": {"kind": "keyed", "key_retention_hours": 2}},
+            "turns": [{"text": "a", "thinking": "b",
+                       "tool_calls": [{"name": "n", "input": {"x": [1, {"y": 2.5}]}}]},
+                      {"final": "done"}],
+            "subagents": {"sub1": {"task": "u", "turns": [{"final": "v"}]}}}
+    for doc in (page, full):
+        written = tomllib.loads(dumps(doc))
+        jsonschema.validate(written, schema())
+        assert check(dumps(doc)) == []
+    with pytest.raises(jsonschema.ValidationError):  # and the schema does refuse
+        jsonschema.validate({**full, "turns": [{"final": "x", "color": 1}]}, schema())
