@@ -51,8 +51,10 @@ kind = "blind"
 text = "Looking the order up."
 tool_calls = [{ name = "lookup_order", input = { order_id = "ORD-7" } }]
 [[turns]]
-tool_calls = [{ name = "refund", input = { order_id = "ORD-7", cents = 1200 } },
-              { name = "email_customer", input = { to = "ada@example.com", text = "Your refund of 12.00 is on its way.\\nThanks, \\"the desk\\"" } }]
+tool_calls = [
+  { name = "refund", input = { order_id = "ORD-7", cents = 1200 } },
+  { name = "email_customer", input = { to = "ada@example.com", text = "Paid.\\n\\"The desk\\"" } },
+]
 [[turns]]
 final = "Refunded 12.00 for ORD-7 and emailed ada@example.com."
 """
