@@ -174,10 +174,13 @@ def test_the_upstream_defaults_to_anthropic_base_url(upstream, monkeypatch, caps
     with serve(world.model) as endpoint:
         monkeypatch.setenv("ANTHROPIC_BASE_URL", endpoint.base_url)
         code = main(["scenario", "record", "--agent", f"{AGENT_FILE}:make_agent",
-                     "--task", upstream.task, "--service", "orders=readonly"])
+                     "--task", upstream.task, "--service", "orders=readonly",
+                     "--service", "ledger=queryable"])
     out = capsys.readouterr()
     assert code == 0, out.err
     assert tomllib.loads(out.out)["services"]["orders"] == {"kind": "readonly"}
+    assert "ledger" not in tomllib.loads(out.out)["services"]
+    assert "  service ledger: given, never reached: left out\n" in out.err
     assert len(world.model.requests) == 4  # it went to the endpoint named there
     assert os.environ["ANTHROPIC_BASE_URL"] == endpoint.base_url  # restored
 
@@ -215,6 +218,19 @@ def test_a_task_the_agent_does_not_send_is_refused(upstream):
             record(lambda env: recording_agent.make_agent(
                        dataclasses.replace(env, task=upstream.task)), "Refund ORD-7, please.",
                    upstream=endpoint.base_url, services=ORDERS)
+
+
+def test_no_api_key_is_a_one_line_error(upstream, monkeypatch, capsys):
+    monkeypatch.delenv("ANTHROPIC_API_KEY")
+    monkeypatch.delenv("ANTHROPIC_AUTH_TOKEN", raising=False)
+    with serve(upstream.build_world().model) as endpoint:
+        code = main(["scenario", "record", "--agent", f"{AGENT_FILE}:make_agent",
+                     "--task", upstream.task, "--upstream", endpoint.base_url])
+    err = capsys.readouterr().err
+    # the SDK says so when the client is made (older releases: a usage error, exit 2) or
+    # at its first request (the agent's run fails, exit 1); one line either way
+    assert code in (1, 2) and len(err.strip().splitlines()) == 1, err
+    assert "api_key" in err, err
 
 
 def test_bad_service_flags_and_upstreams_are_one_line_errors(tmp_path, capsys):

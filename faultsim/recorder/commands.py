@@ -58,9 +58,10 @@ def record(ns: argparse.Namespace) -> int:
         raise UsageError(f"--agent {agent}: a LangGraph scenario's graph cannot be recorded "
                          "yet; record an agent factory")
     upstream = ns.upstream or os.environ.get("ANTHROPIC_BASE_URL") or DEFAULT_UPSTREAM
+    given = _services_given(ns)
     rec = record_run(load_factory(agent), ns.task, upstream=upstream,
-                 scenario_id=Path(ns.out).stem if ns.out else "recorded", model=ns.model,
-                 services=_services_given(ns))
+                     scenario_id=Path(ns.out).stem if ns.out else "recorded",
+                     model=ns.model, services=given)
     asked = len(rec.exchanges)
     streamed = sum(1 for e in rec.exchanges if e.stream)
     effects = {}
@@ -80,4 +81,7 @@ def record(ns: argparse.Namespace) -> int:
         ops = effects.get(name, [])
         print(f"  service {name}: {table['kind']} ({rec.services.get(name, 'given')}), "
               f"{len(ops)} call{'s' if len(ops) != 1 else ''}", file=sys.stderr)
+    for name in given:
+        if name not in services:  # a scenario service no run reaches is refused by faultsim
+            print(f"  service {name}: given, never reached: left out", file=sys.stderr)
     return EXIT_OK

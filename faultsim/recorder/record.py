@@ -166,9 +166,12 @@ def record(make_agent: Callable[[AgentEnv], Any], task: str, *, upstream: str,
             _environ({"ANTHROPIC_BASE_URL": proxy.base_url}):
         world.begin_incarnation()
         on_demand = OnDemandServices(world, given)
-        env = AgentEnv(workdir=Path(workdir), client=anthropic.Anthropic(
-                           base_url=proxy.base_url),
-                       services=on_demand, clock=world.clock, task=task,
+        try:
+            client = anthropic.Anthropic(base_url=proxy.base_url)
+        except anthropic.AnthropicError as exc:  # no key: the SDK's own words, and ours
+            raise UsageError(f"the agent's client cannot be made: {exc} (the key goes "
+                             f"through the recording proxy to {base})") from None
+        env = AgentEnv(workdir=Path(workdir), client=client, services=on_demand, clock=world.clock, task=task,
                        task_id=scenario_id, model=model, incarnation=1, world=world,
                        async_factory=lambda: anthropic.AsyncAnthropic(base_url=proxy.base_url))
         try:
