@@ -127,6 +127,11 @@ def test_a_recorded_scenario_replays_to_the_same_clean_run(upstream, tmp_path, f
     # and the hand-written scenario it was recorded from does the same
     assert effects(faultsim.run_once(upstream, make).world.ledger.entries) == \
         effects(rec.effects)
+    # `faultsim run` takes it: its golden run's guard (two clean runs alike, the expected
+    # answer, every service reached, durable state) passes; no kill point explored here
+    report = faultsim.explore(make, recorded, only=lambda point: False, crashes=1,
+                              crash_model="process", workers=0)
+    assert report.ok and len(report.runs[0].kill_points) > 20
 
 
 def test_record_from_the_command_line(upstream, tmp_path, capsys, monkeypatch):
