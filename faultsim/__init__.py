@@ -12,7 +12,8 @@ ExploreOptions), loading (--agent specs), pipeline/ (mode-neutral: incarnation, 
 sweep bookkeeping); (4) the backends inprocess/ (pyfakefs) and real/
 (subprocesses), never each other; (5) engine (the orchestrator), schedule, session,
 schedule_search, strategies, pointwise, replayer, formats/; (6) cli, plugin, fixture,
-console, junit, ci and ci_action (CI summaries, annotations, the GitHub Action), adapters/.
+console, junit, ci and ci_action (CI summaries, annotations, the GitHub Action), adapters/,
+recorder/ (`faultsim scenario record` and `from-messages`).
 """
 from __future__ import annotations
 

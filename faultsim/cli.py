@@ -433,6 +433,27 @@ def cmd_scenario_schema(ns: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_scenario_from_messages(ns: argparse.Namespace) -> int:
+    from .recorder.commands import from_messages
+
+    return from_messages(ns)
+
+
+def cmd_scenario_record(ns: argparse.Namespace) -> int:
+    from .recorder.commands import record
+
+    return record(ns)
+
+
+def _services_flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--service", action="append", metavar="NAME=KIND",
+                        help="a service of the scenario and its kind (keyed, queryable, "
+                             "blind, readonly); repeatable")
+    parser.add_argument("--services-from", metavar="FILE", default=None,
+                        help="a TOML file whose [services.NAME] tables (kind, records) are "
+                             "taken; a scenario file works")
+
+
 def _scenarios_and_agent(parser: argparse.ArgumentParser, agent_help: str) -> None:
     parser.add_argument("scenarios", nargs="*", default=None,
                         help="scenario files or directories (default: [tool.faultsim] "
@@ -564,6 +585,33 @@ def build_parser() -> argparse.ArgumentParser:
                           "editors: a '#:schema PATH' comment on a file's first line)")
     _debug_flag(sch)
     sch.set_defaults(func=cmd_scenario_schema)
+    frm = ssub.add_parser("from-messages", help="write a scenario from an Anthropic messages "
+                          "list an agent keeps (a JSON list, or an object with 'messages')")
+    frm.add_argument("file", metavar="FILE", help="the JSON file")
+    frm.add_argument("--out", metavar="OUT", default=None,
+                     help="the scenario file to write (default: print it)")
+    frm.add_argument("--model", default=None, help="the scenario's model (default: the "
+                     "file's 'model', else the format's default)")
+    _services_flags(frm)
+    _debug_flag(frm)
+    frm.set_defaults(func=cmd_scenario_from_messages)
+    rcd = ssub.add_parser("record", help="run an agent once against a real Messages "
+                          "endpoint through a recording proxy on 127.0.0.1 and write what "
+                          "happened as a scenario")
+    rcd.add_argument("--agent", default=None, help="the agent factory: MODULE[:ATTR] or "
+                     "FILE.py[:ATTR] (default: [tool.faultsim] agent, FAULTSIM_AGENT)")
+    rcd.add_argument("--task", required=True, help="the task given to the agent")
+    rcd.add_argument("--out", metavar="FILE", default=None,
+                     help="the scenario file to write (default: print it); its name is the "
+                          "scenario id the agent is given")
+    rcd.add_argument("--upstream", metavar="URL", default=None,
+                     help="the Messages endpoint to forward to (default: "
+                          "$ANTHROPIC_BASE_URL, else https://api.anthropic.com)")
+    rcd.add_argument("--model", default=None, help="the model the agent is told to use, "
+                     "written to the scenario (default: the format's default model)")
+    _services_flags(rcd)
+    _debug_flag(rcd)
+    rcd.set_defaults(func=cmd_scenario_record)
     rep = sub.add_parser("replay", help="re-run exactly the schedule of a counterexample's "
                          "token and show the trace around each kill")
     rep.add_argument("token", help="the token a report printed (fs1_...)")
