@@ -2,7 +2,7 @@
 `python -m faultsim.ci_action`): read the action's inputs from the environment, run
 `faultsim run` with a JSON report, a JUnit file, the Markdown summary appended to
 `$GITHUB_STEP_SUMMARY` and `::error` annotations, and hand the report's paths to the next
-steps through `$GITHUB_OUTPUT`. Its exit status is `faultsim run`'s (0, 1, 2, 3: README).
+steps through `$GITHUB_OUTPUT`. Its exit status is `faultsim run`'s (0, 1, 2, 3: docs/reference/exit-codes.md).
 
 Inputs (each optional; empty means the project's [tool.faultsim] setting, else faultsim's
 default):

@@ -19,7 +19,8 @@ OUTPUTS = "workspace/"  # the agent's outputs, compared with the golden run's at
 @dataclass(frozen=True)
 class Rule:
     """One invariant the oracle guards: the PROTOCOL.md rule(s) it stands for, when it is
-    judged, and when it fails (one line; README's oracle table is this registry)."""
+    judged, and when it fails (one line; docs/reference/invariants.md's table is this
+    registry, written by registry_table())."""
 
     invariant: str
     rule: str
@@ -30,7 +31,7 @@ class Rule:
 
 # The one registry of rules, in severity order: which failures a person should see first
 # (a duplicated payment before a miscount). report.SEVERITY and report.RULES, the JUnit
-# cases and README's oracle table follow it.
+# cases and the docs' invariants table (registry_table) follow it.
 REGISTRY: tuple[Rule, ...] = (
     Rule("effects_exactly_once", "P8/P11", "resume", "an effect is applied more often than "
          "in the golden run, or (for a completed run) never"),
@@ -59,6 +60,14 @@ REGISTRY: tuple[Rule, ...] = (
          "of completed steps"),
 )
 RULE_OF = {r.invariant: r for r in REGISTRY}
+
+
+def registry_table() -> str:
+    """The registry as the Markdown table of docs/reference/invariants.md (a test keeps the
+    page equal to it)."""
+    rows = ["| invariant | rule | judged on | fails when |", "|---|---|---|---|"]
+    rows += [f"| `{r.invariant}` | {r.rule} | {r.stage} | {r.summary} |" for r in REGISTRY]
+    return "\n".join(rows)
 
 
 @dataclass(frozen=True)

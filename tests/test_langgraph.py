@@ -426,8 +426,8 @@ def test_langgraph_internals_are_where_the_adapter_expects_them():
     assert ChatAnthropic.__dict__.get("_client") is not None  # a cached property
 
 
-def test_readmes_langgraph_table_is_what_a_run_measures():
-    section = (ROOT / "README.md").read_text().split("## LangGraph graphs, unchanged")[1]
+def test_the_docs_langgraph_table_is_what_a_run_measures():
+    section = (ROOT / "docs/how-to/langgraph.md").read_text()
     runs = [_explore(BUNDLED / f"{name}.toml", mode)
             for name in ("human_approval", "parallel_tools", "react_payments")
             for mode in DURABILITY_MODES]

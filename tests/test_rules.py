@@ -1,5 +1,5 @@
 """One registry of rules (oracle.REGISTRY): the report's severity order and rule codes, the
-guards' stages and README's oracle table all follow it."""
+guards' stages and the docs' invariants table all follow it."""
 from __future__ import annotations
 
 import re
@@ -7,7 +7,7 @@ from pathlib import Path
 
 from faultsim import oracle, report
 
-README = Path(__file__).resolve().parent.parent / "README.md"
+INVARIANTS = Path(__file__).resolve().parent.parent / "docs/reference/invariants.md"
 
 
 def test_report_severity_and_rule_codes_come_from_the_registry():
@@ -25,10 +25,13 @@ def test_each_guard_is_registered_at_its_stage():
             {r.invariant for r in oracle.REGISTRY if r.stage == stage}, stage
 
 
-def test_readmes_oracle_table_is_the_registry():
-    rows = re.findall(r"^  \| `(\w+)` \| ([^|]+) \| (.+) \|$", README.read_text(), re.M)
-    assert [(i, rule.strip(), summary) for i, rule, summary in rows] == \
-        [(r.invariant, r.rule, r.summary) for r in oracle.REGISTRY]
+def test_the_docs_invariants_table_is_the_registry():
+    page = INVARIANTS.read_text()
+    table = page.split("<!-- generated: faultsim.oracle.registry_table() -->\n")[1]
+    table = table.split("\n<!-- end generated -->")[0]
+    assert table == oracle.registry_table()
+    rows = re.findall(r"^\| `(\w+)` \| ([^|]+) \| (\w+) \| (.+) \|$", table, re.M)
+    assert rows == [(r.invariant, r.rule, r.stage, r.summary) for r in oracle.REGISTRY]
 
 
 def test_a_violation_takes_its_rule_code_from_the_registry():

@@ -1,4 +1,5 @@
-"""What faultsim finds on the billing agent and its planted mistakes: the README's table.
+"""What faultsim finds on the billing agent and its planted mistakes: the table of
+docs/how-to/pydantic-ai.md (tests/test_docs.py checks it).
 
     python examples/pydantic_ai/findings.py        # from the repository root, ~10 s
 
