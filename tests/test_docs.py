@@ -7,6 +7,8 @@ Each fenced block is preceded by an HTML comment, invisible on GitHub and in the
 
     <!-- docs: run -->                               executed by test_the_run_blocks
     <!-- docs: checked-by tests/test_docs.py::NAME --> NAME reads it via checked_blocks()
+    <!-- docs: checked-by tests/FILE.py::NAME -->      NAME, in FILE beside the feature it
+                                                      documents, reads the page itself
     <!-- docs: not-run: REASON -->                    deliberately not run, and why
 
 A `run` block is, by its language: python (executed from the repository's root; its
@@ -31,7 +33,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
-MARKER = re.compile(r"^\s*<!-- docs: (run|checked-by tests/test_docs\.py::(\w+)|not-run: (.+?)) -->$")
+MARKER = re.compile(r"^\s*<!-- docs: (run|checked-by tests/(\w+)\.py::(\w+)|not-run: (.+?)) -->$")
 FENCE = re.compile(r"^(\s*)```(\S*)")
 
 
@@ -87,13 +89,18 @@ def test_every_block_is_marked_deliberately():
     for b in ALL:
         assert b.marker, f"{b.where}: a code block without a <!-- docs: ... --> marker"
         m = MARKER.match(b.marker)
-        if m.group(2):  # checked-by: a test of this file that reads its blocks
-            test = getattr(here, m.group(2), None)
-            assert callable(test), f"{b.where}: checked-by names no test: {m.group(2)}"
+        if m.group(2) == "test_docs":  # checked-by: a test of this file that reads its blocks
+            test = getattr(here, m.group(3), None)
+            assert callable(test), f"{b.where}: checked-by names no test: {m.group(3)}"
             assert "checked_blocks(" in inspect.getsource(test), \
-                f"{b.where}: {m.group(2)} does not read the blocks marked for it"
-        elif m.group(3):  # not-run: a reason, in words
-            assert len(m.group(3).split()) >= 5, f"{b.where}: say why it is not run"
+                f"{b.where}: {m.group(3)} does not read the blocks marked for it"
+        elif m.group(2):  # checked-by a test elsewhere: it exists, and its file reads the page
+            source = (ROOT / "tests" / f"{m.group(2)}.py").read_text()
+            assert re.search(rf"^def {m.group(3)}\(", source, re.M), \
+                f"{b.where}: checked-by names no test: tests/{m.group(2)}.py::{m.group(3)}"
+            assert b.page.name in source, f"{b.where}: tests/{m.group(2)}.py never reads {b.page.name}"
+        elif m.group(4):  # not-run: a reason, in words
+            assert len(m.group(4).split()) >= 5, f"{b.where}: say why it is not run"
         else:
             assert b.lang in RUNNERS, f"{b.where}: no way to run a {b.lang or 'plain'} block"
 
@@ -103,7 +110,7 @@ def test_the_marker_check_catches_an_unmarked_or_unexplained_block(tmp_path):
     page.write_text("text\n\n```python\nx = 1\n```\n<!-- docs: not-run: slow -->\n```\n$ a\n```\n")
     found = blocks(page)
     assert [b.marker for b in found] == [None, "<!-- docs: not-run: slow -->"]
-    assert len(MARKER.match(found[1].marker).group(3).split()) < 5  # refused as a reason
+    assert len(MARKER.match(found[1].marker).group(4).split()) < 5  # refused as a reason
 
 
 # -- README's two commands -----------------------------------------------------------------
