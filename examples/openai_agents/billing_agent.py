@@ -100,6 +100,15 @@ def build_agent(*, intents: bool = True, lookup: bool = True) -> Agent:
                  tools=[pay_invoice, send_email])
 
 
+def build_agent_thinking() -> Agent:
+    """The same agent with extended thinking on (openai-agents-python#1704: Claude's
+    thinking blocks must survive the session for the next request to be accepted)."""
+    from agents import ModelSettings
+    from openai.types.shared import Reasoning
+
+    return build_agent().clone(model_settings=ModelSettings(reasoning=Reasoning(effort="low")))
+
+
 def build_agent_blind_email() -> Agent:
     return build_agent(intents=False)
 
@@ -117,5 +126,7 @@ make_agent_blind_email = agent_factory(build_agent_blind_email,
                                        session=sqlite_session("billing"), context=workdir)
 make_agent_without_lookup = agent_factory(build_agent_without_lookup,
                                           session=sqlite_session("billing"), context=workdir)
+make_agent_thinking = agent_factory(build_agent_thinking, session=sqlite_session("billing"),
+                                    context=workdir)
 make_agent_reprompts = agent_factory(build_agent, session=sqlite_session("billing"),
                                      context=workdir, resume="reprompt")

@@ -165,6 +165,9 @@ class FakeClaudeModel(Model):
             raise RuntimeError("FakeClaudeModel(env) needs the AgentEnv faultsim builds (its "
                                "async_client is the fake Claude)")
         self.client, self.model = env.async_client, env.model
+        # LitellmModel's name for it: the converter replays a reasoning item's thinking
+        # blocks only to the model named in the item's provider_data, compared as a string
+        self.name = f"anthropic/{env.model}"
 
     async def get_response(self, system_instructions: str | None, input: Any,
                            model_settings: Any, tools: list, output_schema: Any,
@@ -175,7 +178,7 @@ class FakeClaudeModel(Model):
             model_settings.reasoning.effort is not None
         chat = Converter.items_to_messages(
             ItemHelpers.input_to_new_input_list(input), preserve_thinking_blocks=thinking,
-            preserve_tool_output_all_content=True, model=f"anthropic/{self.model}")
+            preserve_tool_output_all_content=True, model=self.name)
         system, messages = _to_anthropic(chat)
         body: dict[str, Any] = {"model": self.model, "max_tokens": MAX_TOKENS,
                                 "messages": messages}
@@ -201,7 +204,7 @@ class FakeClaudeModel(Model):
             or None, tool_calls=calls or None, thinking_blocks=thought or None,
             reasoning_content="".join(b.get("thinking", "") for b in thought))
         items = Converter.message_to_output_items(
-            message, provider_data={"model": self.model, "response_id": reply.id})
+            message, provider_data={"model": self.name, "response_id": reply.id})
         usage = Usage(requests=1, input_tokens=reply.usage.input_tokens,
                       output_tokens=reply.usage.output_tokens,
                       total_tokens=reply.usage.input_tokens + reply.usage.output_tokens)
@@ -239,19 +242,20 @@ def _seeded_ids() -> Iterator[None]:
     per incarnation."""
     import uuid
 
-    original = uuid.uuid4
-
     def uuid4() -> uuid.UUID:
         return uuid.uuid4()
-    users = [m for name, m in list(sys.modules.items())
+
+    def stdlib(f: Any) -> bool:  # uuid.uuid4 itself may be faultsim's seeded one by now
+        return getattr(f, "__module__", None) == "uuid" and getattr(f, "__name__", "") == "uuid4"
+    users = [(m, m.uuid4) for name, m in list(sys.modules.items())
              if (name == "agents" or name.startswith("agents.")) and
-             getattr(m, "uuid4", None) is original]
-    for module in users:
+             stdlib(getattr(m, "uuid4", None))]
+    for module, _ in users:
         module.uuid4 = uuid4
     try:
         yield
     finally:
-        for module in users:
+        for module, original in users:
             module.uuid4 = original
 
 
