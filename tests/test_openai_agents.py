@@ -308,16 +308,30 @@ def test_kill_points_land_at_model_answers_tools_effects_and_every_state_write()
 
 
 # -- openai-agents-python#1704 -----------------------------------------------------------------
-def test_thinking_over_sqlite_session_survives_every_crash_1704_not_reached():
-    """Claude's thinking with an SQLiteSession, killed at every point and resumed from the
-    database: with 0.24's converter every resumed request still starts its last assistant
-    turn with the signed thinking block (the fake refuses it otherwise: see the model route
-    test above), so #1704's 400 is not reached."""
+@pytest.mark.parametrize("name, reached", [("make_agent_thinking", False),
+                                           ("make_agent_thinking_trimmed", True)])
+def test_1704_is_reached_only_when_the_history_loses_its_reasoning_items(name, reached):
+    """Claude's thinking with an SQLiteSession, killed after each commit of the session and
+    resumed from the database. With 0.24's converter the resumed request still starts its
+    last assistant turn with the signed thinking block: #1704's 400 is not reached (all 49
+    kill points of this agent pass: examples/openai_agents/findings.py). A
+    `session_input_callback` that keeps only messages and tool calls drops the reasoning
+    items that carry those blocks: the clean run is unaffected (its history starts empty),
+    and every resume after a commit meets #1704's error, reported as the run failing."""
     from faultsim.real.explore import explore_subprocess
 
-    report = explore_subprocess(f"{EXAMPLE / 'billing_agent.py'}:make_agent_thinking", BILLING,
-                                agent_name="billing_agent:make_agent_thinking")
+    report = explore_subprocess(f"{EXAMPLE / 'billing_agent.py'}:{name}", BILLING,
+                                agent_name=f"billing_agent:{name}", workers=1,
+                                only=lambda p: p.category == "checkpoint-commit")
     [run] = report.runs
-    assert len(run.verdicts) > 40 and run.failures == []
-    thinking = [v for v in run.verdicts if v.kill_point.category == "after-model-response"]
-    assert thinking  # crashes after a thinking answer, resumed from the session
+    assert len(run.verdicts) == 4  # the task, then each turn's items with their results
+    failed = [v for f in run.failures for v in f.violations
+              if v.invariant == "completes_or_escalates"]
+    if not reached:
+        assert run.failures == []
+        return
+    # the commits of the two tool turns (after the task's a fresh run; after the final
+    # answer's nothing is left to ask)
+    assert len(failed) == 2
+    assert "Expected `thinking` or `redacted_thinking`, but found `text`" in \
+        failed[0].explanation

@@ -17,6 +17,8 @@ first asks the provider whether its key was already paid (`pay.lookup`).
 The planted mistakes, each a factory below:
   make_agent_blind_email     the email sent without an intent record
   make_agent_without_lookup  the payment re-submitted without asking the provider first
+  make_agent_thinking_trimmed  with Claude's thinking on, the history read back from the
+                             session without its reasoning items (openai-agents-python#1704)
   make_agent_reprompts       a restart sends the task again into the session it found
 """
 from __future__ import annotations
@@ -109,6 +111,13 @@ def build_agent_thinking() -> Agent:
     return build_agent().clone(model_settings=ModelSettings(reasoning=Reasoning(effort="low")))
 
 
+def messages_only(history: list, new_input: list) -> list:
+    """A history trimmed to the conversation's messages and tool calls, as a team might write
+    `session_input_callback` to keep prompts small: it drops the reasoning items, where the
+    SDK keeps Claude's signed thinking blocks."""
+    return [i for i in history if i.get("type") != "reasoning"] + new_input
+
+
 def build_agent_blind_email() -> Agent:
     return build_agent(intents=False)
 
@@ -128,5 +137,8 @@ make_agent_without_lookup = agent_factory(build_agent_without_lookup,
                                           session=sqlite_session("billing"), context=workdir)
 make_agent_thinking = agent_factory(build_agent_thinking, session=sqlite_session("billing"),
                                     context=workdir)
+make_agent_thinking_trimmed = agent_factory(
+    build_agent_thinking, session=sqlite_session("billing"), context=workdir,
+    run_config={"session_input_callback": messages_only})
 make_agent_reprompts = agent_factory(build_agent, session=sqlite_session("billing"),
                                      context=workdir, resume="reprompt")

@@ -339,11 +339,11 @@ class AgentRun:
     def __init__(self, build_agent: AgentBuilder, env: AgentEnv, *,
                  session: SessionBuilder | None, state: str | None,
                  approve: Callable[[Any], bool] | None, resume: str, max_turns: int,
-                 context: Callable[[Path], Any] | None) -> None:
+                 context: Callable[[Path], Any] | None, run_config: dict) -> None:
         self.build_agent, self.env = build_agent, env
         self.session_builder, self.approve, self.resume = session, approve, resume
         self.state_path = Path(env.workdir) / state if state else None
-        self.max_turns, self.context = max_turns, context
+        self.max_turns, self.context, self.run_config = max_turns, context, run_config
 
     def _db(self) -> Path:
         store = self.env.store
@@ -364,12 +364,15 @@ class AgentRun:
         agent = self.build_agent()
         session = self.session_builder(self._db()) if self.session_builder else None
         try:
-            config = RunConfig(model=FakeClaudeModel(env), tracing_disabled=True)
+            config = RunConfig(**{**self.run_config, "model": FakeClaudeModel(env),
+                                  "tracing_disabled": True})
             hooks = _ToolMarks(env.mark) if env.mark is not None else None
             context = self.context(Path(env.workdir)) if self.context is not None else None
             run = dict(session=session, run_config=config, hooks=hooks,
                        max_turns=self.max_turns, context=context)
-            state = await self._load_state(agent)
+            state, final = await self._load_state(agent)
+            if final is not None:  # the final state was saved: nothing to redo
+                return Outcome("completed", final)
             if state is not None:
                 if state.get_interruptions():
                     decided = await self._decide(state)
@@ -398,10 +401,11 @@ class AgentRun:
             if session is not None and hasattr(session, "close"):
                 session.close()
 
-    async def _load_state(self, agent: Any) -> Any:
+    async def _load_state(self, agent: Any) -> tuple[Any, str | None]:
+        """The saved RunState, and the final output when the run it holds was over."""
         path = self.state_path
         if path is None or not path.exists():
-            return None
+            return None, None
         try:
             saved = json.loads(path.read_bytes())
             final = saved.pop("faultsim_final_output", None)
@@ -410,9 +414,7 @@ class AgentRun:
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else \
                 type(exc).__name__
             raise ValueError(f"{path.name}: not an openai-agents RunState ({first})") from None
-        if final is not None:
-            raise _Finished(final)
-        return state
+        return state, final
 
     def _save_state(self, state: Any, *, final: Any = None) -> None:
         if self.state_path is None:
@@ -438,31 +440,19 @@ class AgentRun:
         return None
 
 
-class _Finished(Exception):
-    def __init__(self, final: str) -> None:
-        self.final = final
-
-
-class _FinishedAware(AgentRun):
-    async def _run(self) -> Outcome:
-        try:
-            return await super()._run()
-        except _Finished as done:  # the final state was saved: nothing to redo
-            return Outcome("completed", done.final)
-
-
 def agent_factory(build_agent: AgentBuilder, *, session: SessionBuilder | None = None,
                   state: str | None = None, approve: Callable[[Any], bool] | None = None,
                   resume: str = "continue", max_turns: int = 10,
-                  context: Callable[[Path], Any] | None = None
-                  ) -> Callable[[AgentEnv], AgentRun]:
+                  context: Callable[[Path], Any] | None = None,
+                  run_config: dict | None = None) -> Callable[[AgentEnv], AgentRun]:
     """A faultsim agent factory running `build_agent()`'s Agent on the scenario's task.
     `session(path)` builds the run's `Session` on the scenario's SQLite store (or
     workdir/session.db); `state` is a RunState file under the workdir (declare it in the
     scenario's `[checkpoint] files`), written when the run pauses for approval, after the
     decision and at the end; `approve(item)` is the person's decision on a pending tool call
     (None: the run escalates). `resume`: "continue" or "reprompt" (module docstring).
-    `context(workdir)` builds the run's context object."""
+    `context(workdir)` builds the run's context object; `run_config` holds your
+    `RunConfig`'s other fields (faultsim sets `model` and `tracing_disabled`)."""
     if resume not in RESUMES:
         raise ValueError(f"resume {resume!r}: expected one of {', '.join(RESUMES)}")
     if state is not None and (Path(state).is_absolute() or ".." in Path(state).parts):
@@ -470,14 +460,18 @@ def agent_factory(build_agent: AgentBuilder, *, session: SessionBuilder | None =
     if session is None and state is None:
         raise ValueError("session and state both None: give at least one (a Session builder, "
                          "or a RunState file) or the agent keeps nothing across a crash")
+    fixed = {"model", "tracing_disabled"} & set(run_config or {})
+    if fixed:
+        raise ValueError(f"run_config {', '.join(sorted(fixed))}: faultsim sets these (the "
+                         "fake model, no tracing export)")
     if approve is not None and state is None:
         raise ValueError("approve given without state: a decision is kept in the RunState "
                          "file (state=...)")
 
     def make_agent(env: AgentEnv) -> AgentRun:
-        return _FinishedAware(build_agent, env, session=session, state=state,
-                              approve=approve, resume=resume, max_turns=max_turns,
-                              context=context)
+        return AgentRun(build_agent, env, session=session, state=state,
+                        approve=approve, resume=resume, max_turns=max_turns,
+                        context=context, run_config=dict(run_config or {}))
 
     # Named after the module that builds the agent: a report's replay command imports that
     # module's `make_agent` (give agent_name= for a factory kept under another name).
