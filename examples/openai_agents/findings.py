@@ -25,8 +25,10 @@ import approval_agent  # noqa: E402
 # factory, scenario, what it is
 FACTORIES = [
     ("billing_agent:make_agent", "scenario.toml", "SQLiteSession; payment looked up, email intent"),
-    ("billing_agent:make_agent_thinking", "scenario.toml", "the same, Claude thinking on (#1704)"),
-    ("billing_agent:make_agent_reprompts", "scenario.toml", "the same, task re-sent on restart"),
+    ("billing_agent:make_agent_thinking", "scenario.toml", "the same, Claude thinking on"),
+    ("billing_agent:make_agent_thinking_trimmed", "scenario.toml",
+     "planted: thinking on, history read back without reasoning items"),
+    ("billing_agent:make_agent_reprompts", "scenario.toml", "task re-sent on restart"),
     ("billing_agent:make_agent_without_lookup", "scenario.toml", "planted: payment not looked up"),
     ("billing_agent:make_agent_blind_email", "scenario.toml", "planted: email without intent"),
     ("approval_agent:make_agent", "approval.toml", "RunState pause, approved; refund looked up"),
@@ -46,7 +48,7 @@ def explore(spec: str, scenario_file: str):
 
 
 def main() -> None:
-    head = ["factory", "what", "mode", "crash states", "ok", *INVARIANTS, "other",
+    head = ["factory", "what", "mode", "crash states", "ok", *INVARIANTS, "others broken",
             "escalated", "seconds"]
     print("| " + " | ".join(head) + " |")
     print("|" + "---|" * len(head))
@@ -59,10 +61,11 @@ def main() -> None:
         broken = collections.Counter(v.invariant for verdict in run.verdicts
                                      for v in verdict.violations)
         ok = sum(1 for v in run.verdicts if not v.violations)
-        other = sum(n for inv, n in broken.items() if inv not in INVARIANTS)
+        other = ", ".join(f"{n} {inv}" for inv, n in sorted(broken.items())
+                          if inv not in INVARIANTS)
         cells = [f"`{spec}`", what, run.mode, str(len(run.verdicts)), str(ok),
                  *[str(broken[i]) if broken[i] else "·" for i in INVARIANTS],
-                 str(other) if other else "·", str(run.escalated or "·"), f"{seconds:.1f}"]
+                 other or "·", str(run.escalated or "·"), f"{seconds:.1f}"]
         print("| " + " | ".join(cells) + " |")
         counts = by_category.setdefault(spec, collections.Counter())
         for verdict in run.verdicts:
