@@ -72,7 +72,7 @@ from ...agent import AgentEnv, Outcome
 os.environ.setdefault("OPENAI_AGENTS_DISABLE_TRACING", "1")  # before the SDK reads it
 try:
     import agents
-    from agents import Agent, RunConfig, RunHooks, Runner, RunState
+    from agents import RunConfig, RunHooks, Runner, RunState
     from agents.items import ItemHelpers, ModelResponse
     from agents.models.chatcmpl_converter import Converter
     from agents.models.interface import Model
