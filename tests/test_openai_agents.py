@@ -335,3 +335,18 @@ def test_1704_is_reached_only_when_the_history_loses_its_reasoning_items(name, r
     assert len(failed) == 2
     assert "Expected `thinking` or `redacted_thinking`, but found `text`" in \
         failed[0].explanation
+
+
+# -- Runner.run_streamed -------------------------------------------------------------------
+def test_a_streamed_run_is_killed_mid_stream_and_survives():
+    """`stream=True` drives `Runner.run_streamed` over the fake's server-sent events: kill
+    points land inside each stream, and the approval example holds there too."""
+    report = faultsim.explore(approval_agent.make_agent_streamed, APPROVAL,
+                              agent_name="approval_agent:make_agent_streamed")
+    [run] = report.runs
+    assert run.failures == []
+    mid = [v for v in run.verdicts if v.kill_point.category == "mid-stream"]
+    assert len(mid) >= 2  # inside each of the two answers
+    with ScenarioRun(APPROVAL, approval_agent.make_agent_streamed) as clean:
+        assert clean.incarnation().final_answer == APPROVAL.expected_final_answer
+    assert [q.stream for q in clean.world.model.requests] == [True, True]

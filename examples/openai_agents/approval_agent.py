@@ -65,5 +65,7 @@ make_agent = agent_factory(build_agent, state="state.json", approve=person)
 make_agent_fresh_key = agent_factory(build_agent_fresh_key, state="state.json", approve=person)
 make_agent_without_lookup = agent_factory(build_agent_without_lookup, state="state.json",
                                           approve=person)
+# the same service reading Runner.run_streamed's events
+make_agent_streamed = agent_factory(build_agent, state="state.json", approve=person, stream=True)
 # no one answers: the paused run is an escalation
 make_agent_unattended = agent_factory(build_agent, state="state.json")

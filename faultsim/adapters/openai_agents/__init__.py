@@ -22,7 +22,8 @@ and says how your code persists and resumes, the SDK's two documented ways:
   resumed with `Runner.run(agent, state)`.
 
 Each incarnation builds the agent afresh and drives it as users write it, `await
-Runner.run(agent, input, session=..., run_config=RunConfig(model=...))`: the task when
+Runner.run(agent, input, session=..., run_config=RunConfig(model=...))` (or
+`Runner.run_streamed`): the task when
 nothing was saved, else `[]` (`resume="continue"`: carry on from the session) or the task
 again (`resume="reprompt"`). A run-time `RunHooks` marks every tool's start and end
 (`oa.tool.start` / `oa.tool.end` kill points); the user's `Agent` is not touched.
@@ -55,7 +56,8 @@ two clean runs hit the same kill points in the same order. Tracing is off
 otherwise export traces to api.openai.com.
 
 A run that ends with interruptions (a person must decide) and no `approve` given ends as
-an escalation, a legal stop. `Runner.run_streamed` is not supported yet.
+an escalation, a legal stop. `stream=True` drives `Runner.run_streamed` (its events read
+to the end) over the fake's server-sent events, with kill points inside each stream.
 """
 from __future__ import annotations
 
@@ -169,10 +171,8 @@ class FakeClaudeModel(Model):
         # blocks only to the model named in the item's provider_data, compared as a string
         self.name = f"anthropic/{env.model}"
 
-    async def get_response(self, system_instructions: str | None, input: Any,
-                           model_settings: Any, tools: list, output_schema: Any,
-                           handoffs: list, tracing: Any, *, previous_response_id: Any = None,
-                           conversation_id: Any = None, prompt: Any = None) -> ModelResponse:
+    def _body(self, system_instructions: str | None, input: Any, model_settings: Any,
+              tools: list, handoffs: list) -> dict[str, Any]:
         # LitellmModel keeps thinking blocks exactly when reasoning is asked for
         thinking = model_settings.reasoning is not None and \
             model_settings.reasoning.effort is not None
@@ -192,7 +192,10 @@ class FakeClaudeModel(Model):
             body["tools"] = specs
         if thinking:
             body["thinking"] = {"type": "enabled", "budget_tokens": THINKING_BUDGET}
-        reply = await self.client.messages.create(**body)
+        return body
+
+    def _output(self, reply: Any) -> tuple[list, Usage]:
+        """The SDK's output items for an Anthropic answer, as LitellmModel makes them."""
         blocks = [b.model_dump(mode="json", exclude_none=True) for b in reply.content]
         thought = [b for b in blocks if b["type"] in ("thinking", "redacted_thinking")]
         calls = [ChatCompletionMessageFunctionToolCall(
@@ -208,11 +211,43 @@ class FakeClaudeModel(Model):
         usage = Usage(requests=1, input_tokens=reply.usage.input_tokens,
                       output_tokens=reply.usage.output_tokens,
                       total_tokens=reply.usage.input_tokens + reply.usage.output_tokens)
+        return items, usage
+
+    async def get_response(self, system_instructions: str | None, input: Any,
+                           model_settings: Any, tools: list, output_schema: Any,
+                           handoffs: list, tracing: Any, *, previous_response_id: Any = None,
+                           conversation_id: Any = None, prompt: Any = None) -> ModelResponse:
+        body = self._body(system_instructions, input, model_settings, tools, handoffs)
+        items, usage = self._output(await self.client.messages.create(**body))
         return ModelResponse(output=items, usage=usage, response_id=None)
 
-    def stream_response(self, *args: Any, **kwargs: Any) -> AsyncIterator[Any]:
-        raise NotImplementedError("faultsim.adapters.openai_agents drives Runner.run; "
-                                  "Runner.run_streamed is not supported yet")
+    async def stream_response(self, system_instructions: str | None, input: Any,
+                              model_settings: Any, tools: list, output_schema: Any,
+                              handoffs: list, tracing: Any, *, previous_response_id: Any = None,
+                              conversation_id: Any = None, prompt: Any = None
+                              ) -> AsyncIterator[Any]:
+        """`Runner.run_streamed`'s model: the fake's answer streamed (server-sent events, so
+        kill points land mid-stream), handed to the SDK as one `response.completed`."""
+        from openai.types.responses import Response, ResponseCompletedEvent, ResponseUsage
+        from openai.types.responses.response_usage import (InputTokensDetails,
+                                                           OutputTokensDetails)
+
+        body = self._body(system_instructions, input, model_settings, tools, handoffs)
+        async with self.client.messages.stream(**body) as stream:
+            reply = await stream.get_final_message()
+        if reply.stop_reason is None:  # the SDK returns a cut stream's half as if whole
+            raise RuntimeError("the model's stream ended before message_stop")
+        items, usage = self._output(reply)
+        response = Response(
+            id=reply.id, created_at=0, model=self.name, object="response", output=items,
+            tool_choice="auto", tools=[], parallel_tool_calls=False, status="completed",
+            usage=ResponseUsage(
+                input_tokens=usage.input_tokens, output_tokens=usage.output_tokens,
+                total_tokens=usage.total_tokens,
+                input_tokens_details=InputTokensDetails(cached_tokens=0, cache_write_tokens=0),
+                output_tokens_details=OutputTokensDetails(reasoning_tokens=0)))
+        yield ResponseCompletedEvent(type="response.completed", response=response,
+                                     sequence_number=0)
 
 
 # -- determinism --------------------------------------------------------------------------
@@ -339,11 +374,13 @@ class AgentRun:
     def __init__(self, build_agent: AgentBuilder, env: AgentEnv, *,
                  session: SessionBuilder | None, state: str | None,
                  approve: Callable[[Any], bool] | None, resume: str, max_turns: int,
-                 context: Callable[[Path], Any] | None, run_config: dict) -> None:
+                 context: Callable[[Path], Any] | None, run_config: dict,
+                 stream: bool) -> None:
         self.build_agent, self.env = build_agent, env
         self.session_builder, self.approve, self.resume = session, approve, resume
         self.state_path = Path(env.workdir) / state if state else None
         self.max_turns, self.context, self.run_config = max_turns, context, run_config
+        self.stream = stream
 
     def _db(self) -> Path:
         store = self.env.store
@@ -378,21 +415,21 @@ class AgentRun:
                     decided = await self._decide(state)
                     if decided is not None:
                         return decided
-                result = await Runner.run(agent, state, **run)
+                result = await self._runner(agent, state, **run)
             else:
                 history = await session.get_items() if session is not None else []
                 done = _final_text(history)
                 if done is not None:  # finished before the crash, only not reported
                     return Outcome("completed", done, turns=_turns(history))
                 task = env.task if not history or self.resume == "reprompt" else []
-                result = await Runner.run(agent, task, **run)
+                result = await self._runner(agent, task, **run)
             while result.interruptions:
                 state = result.to_state()
                 self._save_state(state)
                 decided = await self._decide(state)
                 if decided is not None:
                     return decided
-                result = await Runner.run(agent, state, **run)
+                result = await self._runner(agent, state, **run)
             if self.state_path is not None:  # the run is over: the final state, kept
                 self._save_state(result.to_state(), final=result.final_output)
             items = result.to_input_list()
@@ -400,6 +437,16 @@ class AgentRun:
         finally:
             if session is not None and hasattr(session, "close"):
                 session.close()
+
+    async def _runner(self, agent: Any, input: Any, **run: Any) -> Any:
+        """`await Runner.run(...)`, or `Runner.run_streamed(...)` with its events read to
+        the end, as the user's code does."""
+        if not self.stream:
+            return await Runner.run(agent, input, **run)
+        result = Runner.run_streamed(agent, input, **run)
+        async for _ in result.stream_events():
+            pass
+        return result
 
     async def _load_state(self, agent: Any) -> tuple[Any, str | None]:
         """The saved RunState, and the final output when the run it holds was over."""
@@ -444,7 +491,8 @@ def agent_factory(build_agent: AgentBuilder, *, session: SessionBuilder | None =
                   state: str | None = None, approve: Callable[[Any], bool] | None = None,
                   resume: str = "continue", max_turns: int = 10,
                   context: Callable[[Path], Any] | None = None,
-                  run_config: dict | None = None) -> Callable[[AgentEnv], AgentRun]:
+                  run_config: dict | None = None, stream: bool = False
+                  ) -> Callable[[AgentEnv], AgentRun]:
     """A faultsim agent factory running `build_agent()`'s Agent on the scenario's task.
     `session(path)` builds the run's `Session` on the scenario's SQLite store (or
     workdir/session.db); `state` is a RunState file under the workdir (declare it in the
@@ -452,7 +500,8 @@ def agent_factory(build_agent: AgentBuilder, *, session: SessionBuilder | None =
     decision and at the end; `approve(item)` is the person's decision on a pending tool call
     (None: the run escalates). `resume`: "continue" or "reprompt" (module docstring).
     `context(workdir)` builds the run's context object; `run_config` holds your
-    `RunConfig`'s other fields (faultsim sets `model` and `tracing_disabled`)."""
+    `RunConfig`'s other fields (faultsim sets `model` and `tracing_disabled`); `stream`
+    drives `Runner.run_streamed` instead of `Runner.run`."""
     if resume not in RESUMES:
         raise ValueError(f"resume {resume!r}: expected one of {', '.join(RESUMES)}")
     if state is not None and (Path(state).is_absolute() or ".." in Path(state).parts):
@@ -471,7 +520,7 @@ def agent_factory(build_agent: AgentBuilder, *, session: SessionBuilder | None =
     def make_agent(env: AgentEnv) -> AgentRun:
         return AgentRun(build_agent, env, session=session, state=state,
                         approve=approve, resume=resume, max_turns=max_turns,
-                        context=context, run_config=dict(run_config or {}))
+                        context=context, run_config=dict(run_config or {}), stream=stream)
 
     # Named after the module that builds the agent: a report's replay command imports that
     # module's `make_agent` (give agent_name= for a factory kept under another name).
