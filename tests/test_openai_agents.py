@@ -94,7 +94,8 @@ def test_the_openai_agents_internals_the_adapter_uses_are_where_it_expects():
     ({"state": "/abs/state.json"}, "state '/abs/state.json'"),
     ({"state": "../up.json"}, "state '../up.json'"),
     ({}, "session and state both None"),
-    ({"session": sqlite_session("x"), "approve": bool}, "approve given without state")])
+    ({"session": sqlite_session("x"), "approve": bool}, "approve given without state"),
+    ({"state": "s.json", "run_config": {"model": "gpt-4.1"}}, "run_config model")])
 def test_a_wrong_option_is_one_line_naming_it(options, field):
     with pytest.raises(ValueError) as caught:
         agent_factory(approval_agent.build_agent, **options)

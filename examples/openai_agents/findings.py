@@ -1,7 +1,7 @@
 """What faultsim finds on the OpenAI Agents SDK examples and their planted mistakes: the
 table in docs/how-to/openai-agents.md.
 
-    python examples/openai_agents/findings.py      # from the repository root, ~1 min
+    python examples/openai_agents/findings.py      # from the repository root, ~40 s
 
 One row per factory (seed 0, process crashes, one crash per run; the SQLiteSession
 agents in subprocess mode, the RunState ones in process), then the same crash states per
@@ -32,6 +32,7 @@ FACTORIES = [
     ("billing_agent:make_agent_without_lookup", "scenario.toml", "planted: payment not looked up"),
     ("billing_agent:make_agent_blind_email", "scenario.toml", "planted: email without intent"),
     ("approval_agent:make_agent", "approval.toml", "RunState pause, approved; refund looked up"),
+    ("approval_agent:make_agent_streamed", "approval.toml", "the same, Runner.run_streamed"),
     ("approval_agent:make_agent_without_lookup", "approval.toml", "planted: refund not looked up"),
     ("approval_agent:make_agent_fresh_key", "approval.toml", "planted: a fresh key per attempt"),
     ("approval_agent:make_agent_unattended", "approval.toml", "nobody approves"),

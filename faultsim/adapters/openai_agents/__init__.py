@@ -31,11 +31,14 @@ again (`resume="reprompt"`). A run-time `RunHooks` marks every tool's start and 
 Which model route, measured (issue 24 asked to choose): the SDK speaks OpenAI's Responses
 items; faultsim's fake speaks Anthropic's Messages API. Two routes join them:
 
-* the SDK's LiteLLM path (`LitellmModel("anthropic/...")`) over a loopback fake: litellm is
-  not a dependency of `openai-agents` (it pulls tokenizers, tiktoken, a network fetch of its
-  model-price map at import unless told otherwise) and talks plain `httpx` to a socket,
-  where faultsim's fake is served in process through `httpx2`; every run would pay a
-  server and a 2-3 s import.
+* the SDK's LiteLLM path (`LitellmModel("anthropic/...")`) over faultsim's fake on a
+  loopback port: it works (examples/openai_agents/litellm_1704.py runs it), but litellm is
+  not a dependency of openai-agents and, measured with litellm 1.110.2: 78 packages and
+  422 MB in a fresh venv, `import litellm` 3.0 s plus 1.0 s for `LitellmModel`, a DNS
+  lookup of raw.githubusercontent.com at import (its price map) unless
+  LITELLM_LOCAL_MODEL_COST_MAP=True, `reasoning_effort` refused for a model name it does
+  not know (a scenario's), and plain `httpx` through a socket where faultsim serves its
+  fake in process through `httpx2`.
 * `FakeClaudeModel`, a `Model` of the SDK's interface (chosen): it converts the SDK's input
   items with the SDK's own chat-completions `Converter` — the code `LitellmModel` runs,
   `items_to_messages(preserve_thinking_blocks=...)` on the way out and
