@@ -38,7 +38,7 @@ BILLING = faultsim.load_scenario(EXAMPLE / "scenario.toml")
 APPROVAL = faultsim.load_scenario(EXAMPLE / "approval.toml")
 sys.path.insert(0, str(EXAMPLE))
 import approval_agent  # noqa: E402
-import billing_agent  # noqa: E402
+import session_agent  # noqa: E402
 
 
 def _env(scenario, world) -> faultsim.AgentEnv:
@@ -146,7 +146,7 @@ def test_the_model_serves_the_script_through_the_sdk_converter_and_the_fake_chec
     world = BILLING.build_world()
     model = FakeClaudeModel(_env(BILLING, world))
     thinking = ModelSettings(reasoning=Reasoning(effort="low"))
-    tools = billing_agent.build_agent().tools
+    tools = session_agent.build_agent().tools
 
     async def ask(items, settings):
         return await model.get_response(None, items, settings, tools, None, [],
@@ -185,7 +185,7 @@ def test_the_sdk_reaches_no_network_and_the_guard_would_see_it_if_it_did(tmp_pat
     from agents.tracing import get_trace_provider
     assert get_trace_provider()._disabled  # type: ignore[attr-defined]
     for scenario, make in ((APPROVAL, approval_agent.make_agent),
-                           (BILLING, billing_agent.make_agent)):
+                           (BILLING, session_agent.make_agent)):
         with ScenarioRun(scenario, make, workdir=tmp_path / scenario.id) as run:
             assert run.incarnation().final_answer == scenario.expected_final_answer
         assert run.world.unrouted == []
@@ -321,8 +321,8 @@ def test_1704_is_reached_only_when_the_history_loses_its_reasoning_items(name, r
     and every resume after a commit meets #1704's error, reported as the run failing."""
     from faultsim.real.explore import explore_subprocess
 
-    report = explore_subprocess(f"{EXAMPLE / 'billing_agent.py'}:{name}", BILLING,
-                                agent_name=f"billing_agent:{name}", workers=1,
+    report = explore_subprocess(f"{EXAMPLE / 'session_agent.py'}:{name}", BILLING,
+                                agent_name=f"session_agent:{name}", workers=1,
                                 only=lambda p: p.category == "checkpoint-commit")
     [run] = report.runs
     assert len(run.verdicts) == 4  # the task, then each turn's items with their results

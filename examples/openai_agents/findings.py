@@ -24,13 +24,13 @@ import approval_agent  # noqa: E402
 
 # factory, scenario, what it is
 FACTORIES = [
-    ("billing_agent:make_agent", "scenario.toml", "SQLiteSession; payment looked up, email intent"),
-    ("billing_agent:make_agent_thinking", "scenario.toml", "the same, Claude thinking on"),
-    ("billing_agent:make_agent_thinking_trimmed", "scenario.toml",
+    ("session_agent:make_agent", "scenario.toml", "SQLiteSession; payment looked up, email intent"),
+    ("session_agent:make_agent_thinking", "scenario.toml", "the same, Claude thinking on"),
+    ("session_agent:make_agent_thinking_trimmed", "scenario.toml",
      "planted: thinking on, history read back without reasoning items"),
-    ("billing_agent:make_agent_reprompts", "scenario.toml", "task re-sent on restart"),
-    ("billing_agent:make_agent_without_lookup", "scenario.toml", "planted: payment not looked up"),
-    ("billing_agent:make_agent_blind_email", "scenario.toml", "planted: email without intent"),
+    ("session_agent:make_agent_reprompts", "scenario.toml", "task re-sent on restart"),
+    ("session_agent:make_agent_without_lookup", "scenario.toml", "planted: payment not looked up"),
+    ("session_agent:make_agent_blind_email", "scenario.toml", "planted: email without intent"),
     ("approval_agent:make_agent", "approval.toml", "RunState pause, approved; refund looked up"),
     ("approval_agent:make_agent_streamed", "approval.toml", "the same, Runner.run_streamed"),
     ("approval_agent:make_agent_without_lookup", "approval.toml", "planted: refund not looked up"),

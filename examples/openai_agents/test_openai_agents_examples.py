@@ -15,7 +15,7 @@ import approval_agent  # noqa: E402
 HERE = Path(__file__).resolve().parent
 
 
-@pytest.mark.faultsim("scenario.toml", agent="billing_agent:make_agent")
+@pytest.mark.faultsim("scenario.toml", agent="session_agent:make_agent")
 def test_the_session_agent_survives_every_crash(crash_safety):
     report = crash_safety.check()  # fails with a replayable counterexample otherwise
     [run] = report.runs
@@ -32,14 +32,14 @@ def test_the_session_agent_survives_every_crash(crash_safety):
 AROUND_EFFECTS = ("after-effect", "after-tool-before-B")
 
 
-@pytest.mark.faultsim("scenario.toml", agent="billing_agent:make_agent_blind_email",
+@pytest.mark.faultsim("scenario.toml", agent="session_agent:make_agent_blind_email",
                       categories=AROUND_EFFECTS)
 def test_the_blind_email_is_caught(crash_safety):
     broken = _broken(crash_safety.explore())
     assert "effects_exactly_once" in broken, broken  # the email, sent twice
 
 
-@pytest.mark.faultsim("scenario.toml", agent="billing_agent:make_agent_without_lookup",
+@pytest.mark.faultsim("scenario.toml", agent="session_agent:make_agent_without_lookup",
                       categories=AROUND_EFFECTS)
 def test_the_payment_without_lookup_is_caught(crash_safety):
     # the SDK saves a turn after its tools: the re-asked turn pays again (deduplicated)
