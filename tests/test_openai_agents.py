@@ -111,6 +111,19 @@ def test_a_state_file_that_is_not_one_says_which_file(tmp_path):
     assert "\n" not in str(caught.value)
 
 
+def test_a_session_in_process_is_refused_in_one_line():
+    """SQLite writes from C, below the in-process mode's fake file system: explored in
+    process it would write to the real disk. Only a [store] kind = "sqlite" scenario
+    (subprocess mode) may give an agent a database session."""
+    plain = faultsim.load_scenario(EXAMPLE / "approval.toml")
+    make = agent_factory(approval_agent.build_agent, session=sqlite_session("x"),
+                         state="state.json", approve=approval_agent.person)
+    with Explorer(make, plain) as ex, pytest.raises(Exception) as caught:
+        ex.golden()
+    assert "session: a database session needs the scenario's [store] kind = \"sqlite\"" in \
+        str(caught.value)
+
+
 def test_the_approval_pause_saves_a_run_state_the_sdk_reads_back(tmp_path):
     with ScenarioRun(APPROVAL, approval_agent.make_agent, workdir=tmp_path) as run:
         outcome = run.incarnation()

@@ -389,6 +389,10 @@ class AgentRun:
         store = self.env.store
         if store is not None and store.kind == "sqlite" and store.path is not None:
             return Path(store.path)
+        if os.stat.__module__.startswith("pyfakefs"):
+            # in process the workdir is pyfakefs's; SQLite's C code would write to the real disk
+            raise ValueError("session: a database session needs the scenario's [store] kind = "
+                             "\"sqlite\" (subprocess mode: real files SQLite can write)")
         return Path(self.env.workdir) / "session.db"
 
     async def run(self) -> Outcome:
