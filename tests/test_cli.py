@@ -217,11 +217,11 @@ def test_an_agent_given_as_a_file(tmp_path, capsys):
 
 
 def test_a_worker_that_dies_is_one_line_naming_its_kill_point(capsys):
-    assert main(["run", TINY, "--agent", "tests.agents:dies_on_resume", "--crashes", "1"]) == 3
+    assert main(["run", TINY, "--agent", "tests.broken_agents:dies_on_resume", "--crashes", "1"]) == 3
     err = capsys.readouterr().err.splitlines()
     assert len(err) == 2 and "Traceback" not in err[1]  # the plan, then the error
     assert err[1].startswith(f"faultsim: error: {TINY}: the worker judging kill point k1-")
     assert "was killed by SIGKILL" in err[1] and "verdict is unknown" in err[1]
-    assert main(["--debug", "run", TINY, "--agent", "tests.agents:dies_on_resume",
+    assert main(["--debug", "run", TINY, "--agent", "tests.broken_agents:dies_on_resume",
                  "--crashes", "1"]) == 3
     assert "Traceback" in capsys.readouterr().err

@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-import agents
+import broken_agents as agents  # not `agents`: the OpenAI Agents SDK's package name
 import reference_agent
 from conftest import DATA, SCENARIOS
 from faultsim import NonDeterminismError, explore, load_scenario

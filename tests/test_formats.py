@@ -14,7 +14,7 @@ from conftest import DATA
 from faultsim import load_scenario
 from faultsim.cli import main
 from faultsim.formats import Corpus, CorpusError, check_corpus, record_corpus
-from tests.agents import no_v1_migration
+from tests.broken_agents import no_v1_migration
 
 CORPORA = Path(__file__).parent / "corpora"
 
@@ -100,7 +100,7 @@ def test_the_command_line(tmp_path, capsys):
         in said
     assert main(["formats", "check", str(out)]) == 0
     assert ": ok" in capsys.readouterr().out
-    assert main(["formats", "check", str(out), "--agent", "tests.agents:no_v1_migration"]) == 1
+    assert main(["formats", "check", str(out), "--agent", "tests.broken_agents:no_v1_migration"]) == 1
     assert "FAIL" in capsys.readouterr().out
     assert main(["formats", "check", str(tmp_path / "nothing")]) == 2
     assert "no manifest: not a faultsim corpus" in capsys.readouterr().err

@@ -11,7 +11,7 @@ from conftest import DATA
 from faultsim import load_scenario
 from faultsim.formats.hostile import SECRET, Attack, fixed_cases, fuzzed_cases, large_case
 from reference_agent.mutants import unknown_version_parsed
-from tests.agents import leaks_checkpoint_in_errors, starts_over_on_damage
+from tests.broken_agents import leaks_checkpoint_in_errors, starts_over_on_damage
 
 
 TINY = load_scenario(DATA / "tiny.toml")

@@ -10,7 +10,7 @@ import pytest
 import reference_agent
 from faultsim import explore
 from faultsim.scenario import parse_scenario
-from tests.agents import trusts_keys_forever
+from tests.broken_agents import trusts_keys_forever
 
 TICKETS = Path(__file__).parent.parent / "scenarios" / "support_tickets.toml"
 

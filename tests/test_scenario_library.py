@@ -123,7 +123,7 @@ def test_each_scenario_catches_its_mutant(name):
 def test_a_subagent_starting_its_first_turn_is_not_a_restart_of_the_parent():
     # While the parent reconciles a pending run_subagent, the child asks for its own turn 1.
     # Only the parent asking for ITS turn 1 again is a silent restart.
-    from tests.agents import starts_over
+    from tests.broken_agents import starts_over
 
     sc = scenario("three_subagents")
     only = lambda p: p.category in ("after-model-response", "between-A-and-tool")  # noqa: E731

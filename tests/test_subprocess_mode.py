@@ -104,7 +104,7 @@ def test_sqlite_kill_points_split_real_transactions():
 
 def test_a_save_in_two_sqlite_transactions_is_caught_between_them():
     scenario = faultsim.load_scenario(DATA / "tiny_sqlite.toml")
-    report = explore_subprocess("tests.agents:sqlite_two_transactions", scenario, workers=2)
+    report = explore_subprocess("tests.broken_agents:sqlite_two_transactions", scenario, workers=2)
     failures = report.runs[0].failures
     assert failures
     assert all("sqlite.exec DELETE" in v.kill_point.where for v in failures)
@@ -126,7 +126,7 @@ def test_subprocess_mode_refuses_the_power_model():
 
 def test_a_hanging_resume_is_stopped_and_reported():
     scenario = faultsim.load_scenario(TINY)
-    report = explore_subprocess("tests.agents:hangs_on_resume", scenario, workers=2,
+    report = explore_subprocess("tests.broken_agents:hangs_on_resume", scenario, workers=2,
                                 timeout=1.0, only=lambda p: p.id.startswith("k21-"))
     (verdict,) = report.runs[0].verdicts
     assert "hung" in verdict.violations[0].explanation
@@ -135,7 +135,7 @@ def test_a_hanging_resume_is_stopped_and_reported():
 @pytest.mark.parametrize("agent,answer,says", [
     # a clean run that answers the wrong thing; one that fails
     ("reference_agent", "Something else.", "is not the scenario's expected_final_answer"),
-    ("tests.agents:raises_on_start", None, "RuntimeError: cannot read my configuration"),
+    ("tests.broken_agents:raises_on_start", None, "RuntimeError: cannot read my configuration"),
 ])
 def test_both_modes_refuse_a_failing_clean_run_in_the_same_words(agent, answer, says,
                                                                  tmp_path):
@@ -157,7 +157,7 @@ def test_a_write_outside_the_sandbox_is_refused(tmp_path):
     scenario = faultsim.load_scenario(TINY)
     before = os.path.exists("/tmp/faultsim-escape-test.log")
     with pytest.raises(AgentFailedCleanly, match="outside the sandbox refused"):
-        explore_subprocess("tests.agents:escapes_sandbox", scenario, workers=1)
+        explore_subprocess("tests.broken_agents:escapes_sandbox", scenario, workers=1)
     assert os.path.exists("/tmp/faultsim-escape-test.log") == before
 
 
@@ -350,14 +350,14 @@ def test_the_plugin_runs_a_database_store_in_subprocess_mode(pytester):
     pytester.makepyfile(test_store=f"""
         import sys
         import pytest
-        sys.path.insert(0, {str(ROOT)!r})  # tests.agents
+        sys.path.insert(0, {str(ROOT)!r})  # tests.broken_agents
 
         @pytest.mark.faultsim("tiny_sqlite.toml", agent="reference_agent")
         def test_reference(crash_safety):
             report = crash_safety.check()
             assert report.runs[0].mode == "subprocess"
 
-        @pytest.mark.faultsim("tiny_sqlite.toml", agent="tests.agents:sqlite_two_transactions")
+        @pytest.mark.faultsim("tiny_sqlite.toml", agent="tests.broken_agents:sqlite_two_transactions")
         def test_naive(crash_safety):
             crash_safety.check()
 

@@ -152,7 +152,7 @@ def _probe(agent: str, scenario: str):
 
 @pytest.mark.parametrize("scenario,correct,hopeful", [
     ("tiny.toml", "reference_agent", "reference_agent.mutants.unknown_version_parsed"),
-    ("tiny_sqlite.toml", "reference_agent", "tests.agents:sqlite_version_parsed"),
+    ("tiny_sqlite.toml", "reference_agent", "tests.broken_agents:sqlite_version_parsed"),
 ])
 def test_the_version_probe_runs_in_subprocess_mode(scenario, correct, hopeful):
     (probe,) = _probe(correct, scenario)
@@ -221,7 +221,7 @@ def test_the_printed_replay_command_of_a_subprocess_pair_reproduces_it(tmp_path)
 
 def test_a_single_crash_subprocess_token_replays_on_real_processes():
     scenario = faultsim.load_scenario(DATA / "tiny_sqlite.toml")
-    report = explore_subprocess("tests.agents:sqlite_two_transactions", scenario, workers=1,
+    report = explore_subprocess("tests.broken_agents:sqlite_two_transactions", scenario, workers=1,
                                 only=lambda p: "sqlite.exec DELETE" in p.where)
     (run,) = report.runs
     (verdict, *_) = run.failures
