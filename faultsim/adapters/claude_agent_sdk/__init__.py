@@ -97,7 +97,8 @@ except ImportError as exc:  # pragma: no cover - depends on the extra
                       f"pip install 'faultsim[claude-agent-sdk]' ({exc})") from None
 
 __all__ = ["CATEGORIES", "PREFIXES", "SDK_VERSION", "CLI_VERSION", "Exploration", "KillPoint",
-           "Verdict", "cli_environment", "explore", "golden_run", "plan"]
+           "Verdict", "classify", "cli_environment", "crash_states", "explore", "golden_run",
+           "incarnation", "plan", "restore", "resume", "snapshot", "table"]
 
 SDK_VERSION = "0.2.184"  # the release this adapter is written against (pyproject pins it)
 CLI_VERSION = "2.1.327"  # the Claude Code CLI that release bundles
@@ -327,9 +328,38 @@ class _Run:
         self.fn, self.task, self.workdir, self.controller = run, task, workdir, controller
 
     async def run(self) -> Any:
-        self.controller.loop = asyncio.get_running_loop()
+        loop = self.controller.loop = asyncio.get_running_loop()
         self.controller.task = asyncio.current_task()
-        return await self.fn(self.task, self.workdir)
+        loop.set_exception_handler(_quiet_kills)
+        try:
+            return await self.fn(self.task, self.workdir)
+        finally:
+            await _settle_tasks()
+
+
+def _quiet_kills(loop: asyncio.AbstractEventLoop, context: dict) -> None:
+    """A task the kill stopped (the SDK's tool call, its reader) is no error to log."""
+    if not isinstance(context.get("exception"), (Killed, WorldSealed)):
+        loop.default_exception_handler(context)
+
+
+async def _settle_tasks() -> None:
+    """End the SDK's background tasks while the loop still runs: left pending, they are
+    destroyed with the loop and fail on being collected, outside any run."""
+    me = asyncio.current_task()
+    others = [t for t in asyncio.all_tasks() if t is not me]
+    for task in others:
+        task.cancel()
+    if others:
+        await asyncio.wait(others, timeout=5)
+    for task in others:
+        if task.done() and not task.cancelled():
+            task.exception()  # retrieved: nothing to report at collection
+    for process in list(_clis):  # a killed CLI's pipes, closed while the loop runs
+        if process.returncode is None and not _gone(process.pid):
+            continue  # alive: the SDK's own to close
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(process.aclose(), 5)
 
 
 def incarnation(run: AgentRun, scenario: Scenario, world: World, root: Path, *,
@@ -467,6 +497,7 @@ class Verdict:
     error: str | None
     orphaned: bool  # the transcript held a tool_use without its tool_result
     seconds: float
+    effects_before: int = 0  # effects applied before the kill
 
     @property
     def ok(self) -> bool:
@@ -492,17 +523,32 @@ def _new_world(scenario: Scenario) -> World:
     return scenario.build_world()
 
 
-def golden_run(run: AgentRun, scenario: Scenario, root: Path, *, timeout: float = 60.0
-               ) -> tuple[Golden, list[KillPoint], Incarnation]:
-    """The clean run: its outcome, world, files, and the kill points it met."""
-    world = _new_world(scenario)
+def golden_run(run: AgentRun, scenario: Scenario, root: Path, *, timeout: float = 60.0,
+               world: World | None = None) -> tuple[Golden, list[KillPoint], Incarnation]:
+    """The clean run (in `world`, a fresh one by default): what the oracle judges against,
+    and the kill points it met."""
+    world = world if world is not None else _new_world(scenario)
     restore(root, {})
     inc = incarnation(run, scenario, world, root, timeout=timeout)
     if inc.outcome is None:
         raise RuntimeError(f"{scenario.id}: the clean run did not complete: {inc.error}")
     final = _work_files(snapshot(root))
     golden = Golden.of(inc.outcome, world, final, [], CHECKPOINT)
-    return golden, inc.seen, inc
+    return golden, _in_order(inc.seen), inc
+
+
+def _in_order(seen: list[KillPoint]) -> list[KillPoint]:
+    """The clean run's points, numbered in one order whatever the threads did: by model
+    turn (each request starts one), then by category (a stream's tool_use block closes
+    before its handler runs, though the two threads may report them the other way)."""
+    step, steps = 0, []
+    for kp in seen:
+        step += kp.category == "model-request"
+        steps.append(step)
+    ranked = sorted(range(len(seen)), key=lambda n: (steps[n], CATEGORIES.index(
+        seen[n].category), n))
+    return [KillPoint(i, seen[n].category, seen[n].detail, seen[n].ordinal)
+            for i, n in enumerate(ranked, start=1)]
 
 
 def _work_files(files: dict[str, bytes]) -> dict[str, bytes]:
@@ -568,7 +614,7 @@ def explore(run: AgentRun, scenario: Scenario, *, prefixes: str = "messages",
                 raise RuntimeError(f"{kp.id}: the CLI's process group did not die by SIGKILL")
             result.kills_landed += 1
             for name, files in crash_states(crash.files, prefixes, power):
-                result.verdicts.append(_resume(run, scenario, golden, world, root, kp,
+                result.verdicts.append(resume(run, scenario, golden, world, root, kp,
                                                name, files, timeout))
                 result.incarnations += 1
                 if progress is not None:
@@ -579,9 +625,11 @@ def explore(run: AgentRun, scenario: Scenario, *, prefixes: str = "messages",
         return result
 
 
-def _resume(run: AgentRun, scenario: Scenario, golden: Golden, killed: World, root: Path,
+def resume(run: AgentRun, scenario: Scenario, golden: Golden, killed: World, root: Path,
             kp: KillPoint, name: str, files: dict[str, bytes | None],
-            timeout: float) -> Verdict:
+            timeout: float = 60.0) -> Verdict:
+    """Resume the agent once from `files`, with a copy of the world as the kill left it,
+    and judge the run."""
     world = copy.deepcopy(killed)
     restore(root, files)
     inc = incarnation(run, scenario, world, root, timeout=timeout)
@@ -592,4 +640,56 @@ def _resume(run: AgentRun, scenario: Scenario, golden: Golden, killed: World, ro
                          timed_out=inc.timed_out, final=_work_files(snapshot(root)),
                          resume_positions=asked[:1])
     return Verdict(kp, name, judge(golden, crash_run), asked[0] if asked else None,
-                   inc.error, _orphaned(files), inc.seconds)
+                   inc.error, _orphaned(files), inc.seconds,
+                   sum(len(killed.ledger.applied(n)) for n in killed.services))
+
+
+# -- the findings table --------------------------------------------------------------------
+COLUMNS = ("crash states", "resumed correctly", "steps lost", "effects lost",
+           "effects duplicated", "restarted from scratch", "unresumable", "other failures",
+           "invalid transcripts", "orphaned tool calls")
+
+
+def classify(verdict: Verdict) -> list[str]:
+    """The columns one crash state counts in (besides "crash states"). "orphaned tool calls"
+    describes the state (a tool_use with no result on disk), the others what its resume did."""
+    names = {v.invariant for v in verdict.violations}
+    found = []
+    if "one_step_repeated_per_crash" in names:
+        found.append("steps lost")
+    effects = [v for v in verdict.violations if v.invariant == "effects_exactly_once"]
+    if any(v.fact("missing") for v in effects):
+        found.append("effects lost")
+    if any(v.fact("extra") for v in effects):
+        found.append("effects duplicated")
+    if verdict.resumed_at == 0 and verdict.effects_before:
+        found.append("restarted from scratch")
+    if verdict.error and "No conversation found" in verdict.error:
+        found.append("unresumable")
+    elif "completes_or_escalates" in names:
+        found.append("other failures")
+    if "api_valid" in names:
+        found.append("invalid transcripts")
+    if verdict.orphaned:
+        found.append("orphaned tool calls")
+    if not verdict.violations:
+        found.append("resumed correctly")
+    return found
+
+
+def table(verdicts: list[Verdict], *, by: Callable[[Verdict], str],
+          head: str = "kill-point category") -> str:
+    """A Markdown table, one row per `by(verdict)` in first-met order, and a total row."""
+    rows: dict[str, dict[str, int]] = {}
+    for v in [*verdicts]:
+        for key in (by(v), "all"):
+            counts = rows.setdefault(key, {c: 0 for c in COLUMNS})
+            counts["crash states"] += 1
+            for column in classify(v):
+                counts[column] += 1
+    rows["all"] = rows.pop("all", {c: 0 for c in COLUMNS})
+    lines = ["| " + " | ".join([head, *COLUMNS]) + " |", "|" + "---|" * (len(COLUMNS) + 1)]
+    for key, counts in rows.items():
+        lines.append("| " + " | ".join([key, *(str(counts[c]) if counts[c] else "·"
+                                              for c in COLUMNS)]) + " |")
+    return "\n".join(lines)
