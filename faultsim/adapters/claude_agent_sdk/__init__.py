@@ -97,8 +97,8 @@ except ImportError as exc:  # pragma: no cover - depends on the extra
                       f"pip install 'faultsim[claude-agent-sdk]' ({exc})") from None
 
 __all__ = ["CATEGORIES", "PREFIXES", "SDK_VERSION", "CLI_VERSION", "Exploration", "KillPoint",
-           "Verdict", "classify", "cli_environment", "crash_states", "explore", "golden_run",
-           "incarnation", "plan", "restore", "resume", "snapshot", "table"]
+           "Survey", "Verdict", "classify", "cli_environment", "crash_states", "explore", "golden_run",
+           "incarnation", "survey", "restore", "resume", "snapshot", "table"]
 
 SDK_VERSION = "0.2.184"  # the release this adapter is written against (pyproject pins it)
 CLI_VERSION = "2.1.327"  # the Claude Code CLI that release bundles
@@ -574,12 +574,67 @@ def _orphaned(files: dict[str, bytes | None]) -> bool:
     return bool(uses - results)
 
 
-def plan(kill_points: list[KillPoint], transcript_entries: int = 12) -> dict[str, Any]:
-    """The budget of a sweep: one crash run per kill point, one resume per crash state
-    (about `transcript_entries` message-boundary prefixes at a late kill point)."""
-    states = sum(1 + min(transcript_entries, 2 + kp.index) for kp in kill_points)
-    return {"kill_points": len(kill_points), "crash_states": states,
-            "seconds": round((len(kill_points) + states) * SECONDS_PER_INCARNATION)}
+@dataclass
+class Survey:
+    """What a sweep will cost, from one clean run (`faultsim list`)."""
+
+    kill_points: list[KillPoint]
+    crash_states: int  # estimated, prefixes="messages"
+    seconds_per_incarnation: float  # the clean run's, measured here
+
+    @property
+    def seconds(self) -> float:
+        """One crash run per kill point, one resume per crash state, the clean run."""
+        return (1 + len(self.kill_points) + self.crash_states) * self.seconds_per_incarnation
+
+
+def survey(run: AgentRun, scenario: Scenario, *, timeout: float = 60.0,
+           root: Path | None = None) -> Survey:
+    """Run the agent once, clean, and estimate the sweep: at each kill point, the state as
+    written, no transcript, and a cut after each conversation entry written by then (the
+    entries of the turns answered before it, and the point's own turn's answer once it
+    streamed in)."""
+    with contextlib.ExitStack() as stack:
+        if root is None:
+            root = Path(stack.enter_context(tempfile.TemporaryDirectory(
+                prefix=f"faultsim-{scenario.id}-"))) / "sandbox"
+        _golden, points, _cold = golden_run(run, scenario, root, timeout=timeout)
+        # twice: the first start of the CLI pays for loading its 370 MB binary, and two clean
+        # runs must meet the same kill points (else no crash run could find its own)
+        _golden, again, inc = golden_run(run, scenario, root, timeout=timeout)
+        if [kp.key for kp in again] != [kp.key for kp in points]:
+            raise RuntimeError(f"{scenario.id}: two clean runs met different kill points "
+                               f"({len(points)} and {len(again)}): the run is not "
+                               "deterministic")
+        files = snapshot(root)
+    answers: dict[int, int] = {}  # turn -> its assistant entries
+    results: dict[int, int] = {}  # turn -> the tool results answering it
+    for path, data in files.items():
+        if not _is_transcript(path):
+            continue
+        for line in data.split(b"\n")[:-1]:
+            try:
+                entry = json.loads(line)
+            except ValueError:
+                continue
+            message = entry.get("message") or {}
+            if entry.get("type") == "assistant":
+                turn = re.search(r"_(\d+)(?:_r\d+)?$", str(message.get("id", "")))
+                if turn:
+                    answers[int(turn.group(1))] = answers.get(int(turn.group(1)), 0) + 1
+            elif entry.get("type") == "user" and isinstance(message.get("content"), list):
+                for block in message["content"]:
+                    turn = re.search(r"toolu_\w+?_(\d+)_\d+", str(block.get("tool_use_id")))
+                    if block.get("type") == "tool_result" and turn:
+                        results[int(turn.group(1))] = results.get(int(turn.group(1)), 0) + 1
+    states, step = 0, 0
+    for kp in points:
+        step += kp.category == "model-request"
+        written = 1 + sum(answers.get(t, 0) + results.get(t, 0) for t in range(1, step))
+        if kp.category != "model-request":
+            written += answers.get(step, 0)
+        states += 1 + written  # as written, no file, a cut per entry but the last
+    return Survey(points, states, inc.seconds)
 
 
 def explore(run: AgentRun, scenario: Scenario, *, prefixes: str = "messages",
