@@ -134,6 +134,18 @@ def crashed(tmp_path_factory):
     missing = next(n for n in states if n.endswith("not yet written"))
     verdicts = {name: cs.resume(run, SCENARIO, golden, world, root, target, name, states[name])
                 for name in ("as written", prompt_only, missing)}
+    # the same kill and state for the agent whose email tool keeps intent records (P11)
+    careful = billing_agent.run_billing_careful
+    careful_golden, careful_points, _ = cs.golden_run(careful, SCENARIO, root)
+    careful_world = SCENARIO.build_world()
+    cs.restore(root, {})
+    careful_crash = cs.incarnation(careful, SCENARIO, careful_world, root, target=target)
+    assert careful_crash.landed and careful_crash.files is not None
+    careful_states = dict(cs.crash_states(careful_crash.files))
+    careful_prompt_only = next(n for n in careful_states if n.endswith("(user)"))
+    verdicts["careful"] = cs.resume(careful, SCENARIO, careful_golden, careful_world, root,
+                                    target, careful_prompt_only,
+                                    careful_states[careful_prompt_only])
     return {"golden": golden, "points": points, "clean": clean, "files": clean_files,
             "requests": clean_world.model.requests,
             "crash": crash, "states": states, "verdicts": verdicts, "prompt_only": prompt_only,
@@ -183,6 +195,21 @@ def test_a_kill_after_the_email_lands_and_is_judged(crashed):
     # no transcript at all: the CLI cannot resume the session the agent kept
     gone = verdicts[crashed["missing"]]
     assert "unresumable" in cs.classify(gone) and "No conversation found" in gone.error
+
+
+def test_the_duplicate_is_the_agents_not_the_guards(crashed):
+    """Proven both ways in the same crash state (the transcript back to the task, the email
+    already sent): the blind email tool sends it again and is caught; the one that keeps
+    intent and completion records (P11) does not send twice and stops for a person."""
+    blind = crashed["verdicts"][crashed["prompt_only"]]
+    careful = crashed["verdicts"]["careful"]
+    assert careful.resumed_at == 0
+    assert "effects duplicated" in cs.classify(blind)
+    assert "effects duplicated" not in cs.classify(careful), careful.violations
+    assert not [v for v in careful.violations if v.invariant in (
+        "effects_exactly_once", "completes_or_escalates")], careful.violations
+    # what no agent code can fix: the lost batch makes the resume redo the task's turns
+    assert {v.invariant for v in careful.violations} == {"one_step_repeated_per_crash"}
 
 
 def test_no_cli_process_outlives_the_runs(crashed):

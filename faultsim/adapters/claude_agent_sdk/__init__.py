@@ -41,9 +41,10 @@ Kill points (categories), each in the order of the clean run:
   before-effect      the handler is about to act (`faultsim.effect`)
   after-effect       the effect happened, its result not yet returned
   handler-return     the handler returned, the CLI has not the result yet
-A kill first waits `settle` seconds (the CLI is blocked on faultsim then, on the model or
-on the tool), so the CLI's transcript batch, flushed on a ~100 ms timer, is on disk: the
-state "as written" is the most the CLI can have written by that point, deterministically.
+A kill first waits `settle` seconds and then until the config dir is still for 0.2 s (the
+CLI is blocked on faultsim then, on the model or on the tool), so the CLI's transcript
+batch, flushed on a ~100 ms timer, is on disk: the state "as written" is the most the CLI
+can have written by that point, whatever the machine's load.
 Each kill is proven: the CLI's process group is gone (its pid reaped or a zombie) and the
 Python side was stopped (`Exploration.kills_landed`).
 
@@ -178,12 +179,34 @@ class _Controller:
                 return
             self.dying = True
             self.world.sealed = True  # no effect or model call of the dead incarnation lands
-        time.sleep(self.settle)  # the CLI waits on faultsim now; its timer flushes the batch
+        _quiesce(self.root, self.settle)  # the CLI waits on faultsim; its timer flushes
         self.landed = _kill_clis()
         self.files = snapshot(self.root)
         if self.loop is not None and self.task is not None:
             self.loop.call_soon_threadsafe(self.task.cancel)
         raise Killed(self.target.id)
+
+
+def _quiesce(root: Path, settle: float, limit: float = 5.0) -> None:
+    """Wait `settle` seconds, then until the config dir has not changed for two ticks (a
+    busy machine may fire the CLI's ~100 ms flush timer late), at most `limit` seconds."""
+    def sizes() -> dict:
+        found = {}
+        for dirpath, _dirs, names in os.walk(root / "claude"):
+            for name in names:
+                with contextlib.suppress(OSError):
+                    found[os.path.join(dirpath, name)] = os.stat(
+                        os.path.join(dirpath, name)).st_size
+        return found
+
+    deadline = time.monotonic() + limit
+    time.sleep(settle)
+    last, still = sizes(), 0
+    while still < 2 and time.monotonic() < deadline:
+        time.sleep(0.1)
+        now = sizes()
+        still = still + 1 if now == last else 0
+        last = now
 
 
 _controller: list[_Controller] = []  # the incarnation running now (one at a time)
