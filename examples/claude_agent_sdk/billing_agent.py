@@ -95,6 +95,22 @@ async def run_billing_careful(task: str, workdir: Path) -> object:
     return answer
 
 
+async def run_billing_continues(task: str, workdir: Path) -> str:
+    """The same agent resumed the other way the SDK offers: no session id kept, the latest
+    session of the working directory continued (`continue_conversation=True`), the task as
+    the prompt every time."""
+    options = ClaudeAgentOptions(
+        model="claude-sonnet-4-5", cwd=workdir, mcp_servers={"billing": billing},
+        allowed_tools=TOOLS, continue_conversation=True)
+    answer = None
+    async for message in query(prompt=task, options=options):
+        if isinstance(message, ResultMessage):
+            if message.is_error:
+                raise RuntimeError(f"the agent failed: {message.result}")
+            answer = message.result
+    return answer
+
+
 async def _run(task: str, workdir: Path, server: object) -> str:
     state = workdir / "session.json"
     session_id = json.loads(state.read_text())["session_id"] if state.exists() else None

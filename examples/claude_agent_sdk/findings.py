@@ -20,7 +20,7 @@ from faultsim.adapters import claude_agent_sdk as cs  # noqa: E402
 
 import billing_agent  # noqa: E402
 
-AGENTS = ["run_billing", "run_billing_careful"]
+AGENTS = ["run_billing", "run_billing_careful", "run_billing_continues"]
 
 
 def main() -> None:

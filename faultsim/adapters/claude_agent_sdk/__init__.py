@@ -713,7 +713,11 @@ def resume(run: AgentRun, scenario: Scenario, golden: Golden, killed: World, roo
     inc = incarnation(run, scenario, world, root, timeout=timeout)
     asked = [q.position for q in world.model.requests
              if q.incarnation == world.incarnation and q.ok]
-    crash_run = CrashRun(kill_points=[kp], state=CrashState.of("process", name, files),
+    # the guards read the transcript as the CLI does: a torn last line is skipped, so an
+    # answer only in it is not held (format "bytes" would count it)
+    held = {p: d[:d.rfind(b"\n") + 1] if d is not None and _is_transcript(p) else d
+            for p, d in files.items()}
+    crash_run = CrashRun(kill_points=[kp], state=CrashState.of("process", name, held),
                          world=world, outcome=inc.outcome, error=inc.error,
                          timed_out=inc.timed_out, final=_work_files(snapshot(root)),
                          resume_positions=asked[:1])
