@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import inspect
 import json
-import subprocess
 import sys
 from pathlib import Path
 
@@ -58,6 +57,8 @@ def test_the_sdk_internals_the_adapter_uses_are_where_it_expects():
     assert subprocess_cli.anyio is anyio
     assert "anyio.open_process(" in inspect.getsource(subprocess_cli.SubprocessCLITransport.connect)
     assert "start_new_session" in inspect.signature(anyio.open_process).parameters
+    # where the bundled CLI is found (cli_unavailable asks it for its version)
+    assert subprocess_cli.SubprocessCLITransport._find_bundled_cli(None) is not None
     # every SDK MCP call passes here (handler-entry / handler-return kill points)
     assert list(inspect.signature(sdk_query.Query._handle_sdk_mcp_request).parameters) == [
         "self", "server_name", "message"]
@@ -96,27 +97,11 @@ def test_crash_states_are_the_written_state_and_each_message_boundary_prefix():
 
 
 # -- the bundled CLI, run ------------------------------------------------------------------
-def _cli_runs() -> str | None:
-    from claude_agent_sdk._internal.transport.subprocess_cli import SubprocessCLITransport
-
-    cli = SubprocessCLITransport._find_bundled_cli(None)  # type: ignore[arg-type]
-    if cli is None:
-        return "the claude-agent-sdk wheel bundles no Claude Code CLI for this platform"
-    try:
-        done = subprocess.run([cli, "--version"], capture_output=True, timeout=60,
-                              env={"PATH": "/usr/bin:/bin", "DISABLE_AUTOUPDATER": "1"})
-    except OSError as exc:
-        return f"the bundled Claude Code CLI cannot run on this platform: {exc}"
-    if done.returncode != 0:
-        return f"the bundled Claude Code CLI cannot run on this platform (exit {done.returncode})"
-    return None
-
-
 @pytest.fixture(scope="module")
 def crashed(tmp_path_factory):
     """One clean run, one crash right after the email went out, and resumes from three of
     the states that kill may leave."""
-    why = _cli_runs()
+    why = cs.cli_unavailable()
     if why:
         pytest.skip(why)
     root = tmp_path_factory.mktemp("claude-sdk") / "sandbox"

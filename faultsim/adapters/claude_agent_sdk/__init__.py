@@ -98,7 +98,7 @@ except ImportError as exc:  # pragma: no cover - depends on the extra
                       f"pip install 'faultsim[claude-agent-sdk]' ({exc})") from None
 
 __all__ = ["CATEGORIES", "PREFIXES", "SDK_VERSION", "CLI_VERSION", "Exploration", "KillPoint",
-           "Survey", "Verdict", "classify", "cli_environment", "crash_states", "explore", "golden_run",
+           "Survey", "Verdict", "classify", "cli_environment", "cli_unavailable", "crash_states", "explore", "golden_run",
            "incarnation", "survey", "restore", "resume", "snapshot", "table"]
 
 SDK_VERSION = "0.2.184"  # the release this adapter is written against (pyproject pins it)
@@ -128,6 +128,24 @@ def cli_environment(base_url: str, api_key: str, root: Path) -> dict[str, str]:
             "ENABLE_TOOL_SEARCH": "false",
             "CLAUDE_CONFIG_DIR": str(root / "claude"), "HOME": str(root / "home"),
             "TMPDIR": str(root / "tmp")}
+
+
+def cli_unavailable() -> str | None:
+    """Why the bundled Claude Code CLI cannot run here (one line), or None when it can."""
+    import subprocess
+
+    cli = _sdk_cli.SubprocessCLITransport._find_bundled_cli(None)  # type: ignore[arg-type]
+    if cli is None:
+        return "the claude-agent-sdk wheel bundles no Claude Code CLI for this platform"
+    try:
+        done = subprocess.run([cli, "--version"], capture_output=True, timeout=60,
+                              env={"PATH": os.defpath, "DISABLE_AUTOUPDATER": "1"})
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"the bundled Claude Code CLI cannot run on this platform: {exc}"
+    if done.returncode != 0:
+        return ("the bundled Claude Code CLI cannot run on this platform (exit "
+                f"{done.returncode})")
+    return None
 
 
 # -- kill points ---------------------------------------------------------------------------
