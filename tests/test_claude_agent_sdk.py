@@ -82,17 +82,16 @@ def test_crash_states_are_the_written_state_and_each_message_boundary_prefix():
              b'{"type":"api-request"}']
     files = {path: b"\n".join(lines) + b"\n", "work/session.json": b"{}"}
     states = cs.crash_states(files)
+    # no cut after entry 4: the conversation as written, less a metadata line
     assert [name for name, _ in states] == [
-        "as written", "s.jsonl not yet written", "transcript cut after entry 2/5 (user)",
-        "transcript cut after entry 4/5 (assistant)"]
+        "as written", "s.jsonl not yet written", "transcript cut after entry 2/5 (user)"]
     assert all(s["work/session.json"] == b"{}" for _, s in states)  # the rest as written
     assert path not in states[1][1]
     assert states[2][1][path] == b"\n".join(lines[:2]) + b"\n"
     assert len(cs.crash_states(files, "entries")) == 1 + 5  # no file, entries 1..4 (5: as written)
     assert cs.crash_states(files, "written") == [("as written", files)]
     power = [n for n, _ in cs.crash_states(files, power=True) if n.startswith("power")]
-    assert power == ["power loss: transcript cut after entry 2/5, entry 3 torn in half",
-                     "power loss: transcript cut after entry 4/5, entry 5 torn in half"]
+    assert power == ["power loss: transcript cut after entry 2/5, entry 3 torn in half"]
     assert cs._orphaned(files) and not cs._orphaned({path: lines[1] + b"\n"})
 
 

@@ -51,7 +51,8 @@ Python side was stopped (`Exploration.kills_landed`).
 Crash states per kill point (`prefixes=`):
   written    the sandbox and config dir as they stood at the kill
   "messages" (default) also every whole-entry prefix of the session transcript ending at a
-             conversation entry (a `user` or `assistant` line), and no transcript at all:
+             conversation entry (a `user` or `assistant` line) but the last one written
+             (that one holds the conversation as written), and no transcript at all:
              the CLI appends entries in batches and never fsyncs, so a process crash earlier
              in a batch window leaves any of these; entries between two conversation entries
              (attachments, request metadata) change what resume rebuilds only with the entry
@@ -503,8 +504,11 @@ def crash_states(files: dict[str, bytes], prefixes: str = "messages",
         if not _is_transcript(path):
             continue
         lines = data.split(b"\n")[:-1]  # whole entries only
-        cuts = [k for k in range(len(lines)) if prefixes == "entries"
-                or _entry_kind(lines[k - 1]) in ("user", "assistant") if k > 0]
+        talk = [k for k in range(1, len(lines) + 1)
+                if _entry_kind(lines[k - 1]) in ("user", "assistant")]
+        # a cut after the last conversation entry holds the conversation as written: only
+        # request metadata, whose number and order vary from run to run, would differ
+        cuts = list(range(1, len(lines))) if prefixes == "entries" else talk[:-1]
         for k in [0, *cuts]:
             state = dict(files)
             if k == 0:
