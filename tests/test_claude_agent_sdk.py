@@ -201,3 +201,18 @@ def test_no_cli_process_outlives_the_runs(crashed):
 
     pids = [p.pid for p in cs._clis]
     assert all(_gone(pid) for pid in pids)
+
+
+def test_faultsim_list_gives_the_kill_points_and_the_budget(capsys):
+    """Two clean runs (they must meet the same kill points) and the estimate."""
+    if cs.cli_unavailable():
+        pytest.skip(cs.cli_unavailable())
+    from faultsim.cli import main
+
+    spec = f"claude-agent-sdk:{EXAMPLE / 'billing_agent.py'}:run_billing"
+    assert main(["list", "--agent", spec, str(EXAMPLE / "scenario.toml")]) == 0
+    out = capsys.readouterr().out
+    assert "kill points  13: crash states process about 82 " in out
+    assert "model-request 3, after-tool-use 2, handler-entry 2, before-effect 2, " \
+           "after-effect 2, handler-return 2" in out
+    assert "budget       about " in out and " incarnations at " in out
