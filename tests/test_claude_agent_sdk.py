@@ -216,3 +216,32 @@ def test_faultsim_list_gives_the_kill_points_and_the_budget(capsys):
     assert "model-request 3, after-tool-use 2, handler-entry 2, before-effect 2, " \
            "after-effect 2, handler-return 2" in out
     assert "budget       about " in out and " incarnations at " in out
+
+
+def test_the_cli_connects_to_nothing_but_the_loopback_fake(tmp_path):
+    """The CLI's contract under faultsim's environment (issue 23): its only connection is
+    the fake's loopback endpoint, no DNS, no telemetry. Seen from outside, by strace."""
+    import shutil
+    import subprocess
+
+    if cs.cli_unavailable():
+        pytest.skip(cs.cli_unavailable())
+    strace = shutil.which("strace")
+    if strace is None or subprocess.run([strace, "-f", "-qq", "-o", "/dev/null", "true"],
+                                        capture_output=True).returncode != 0:
+        pytest.skip("strace is not installed or cannot trace here (.ci/run installs it)")
+    log = tmp_path / "connect.log"
+
+    def traced(command: list[str]) -> list[str]:
+        return [strace, "-f", "-qq", "-e", "trace=connect,sendto,sendmsg", "-e",
+                "signal=none", "-o", str(log), *command]
+
+    world = SCENARIO.build_world()
+    golden, _points, clean = cs.golden_run(billing_agent.run_billing, SCENARIO,
+                                           tmp_path / "sandbox", world=world, wrap_cli=traced)
+    assert clean.outcome.final_answer == SCENARIO.expected_final_answer
+    calls = [line for line in log.read_text().splitlines()
+             if "AF_INET" in line or "AF_INET6" in line]
+    assert calls, "strace saw no connection at all: the fake was not reached this way"
+    outside = [c for c in calls if 'inet_addr("127.0.0.1")' not in c]
+    assert not outside, outside[:3]

@@ -31,20 +31,13 @@ def main() -> int:
         return 2
     with tempfile.TemporaryDirectory(prefix="faultsim-strace-") as tmp:
         log = Path(tmp) / "strace.out"
-        original = cs._NewSessionAnyio.open_process
+        def traced(command: list[str]) -> list[str]:
+            return [strace, "-f", "-qq", "-y", "-s", "0", "-e", "signal=none", "-e",
+                    "trace=write,writev,pwrite64,fsync,fdatasync", "-o", str(log), *command]
 
-        async def traced(self, cmd, *args, **kwargs):
-            cmd = [strace, "-f", "-qq", "-y", "-s", "0", "-e", "signal=none", "-e",
-                   "trace=write,writev,pwrite64,fsync,fdatasync", "-o", str(log), *cmd]
-            return await original(self, cmd, *args, **kwargs)
-
-        cs._NewSessionAnyio.open_process = traced
-        try:
-            scenario = faultsim.load_scenario(HERE / "scenario.toml")
-            root = Path(tmp) / "sandbox"
-            cs.golden_run(billing_agent.run_billing, scenario, root)
-        finally:
-            cs._NewSessionAnyio.open_process = original
+        scenario = faultsim.load_scenario(HERE / "scenario.toml")
+        root = Path(tmp) / "sandbox"
+        cs.golden_run(billing_agent.run_billing, scenario, root, wrap_cli=traced)
         files = cs.snapshot(root)
         path, data = next((p, d) for p, d in files.items() if cs._is_transcript(p))
         calls = [line for line in log.read_text().splitlines()

@@ -98,9 +98,10 @@ except ImportError as exc:  # pragma: no cover - depends on the extra
     raise ImportError("faultsim.adapters.claude_agent_sdk needs the claude-agent-sdk extra: "
                       f"pip install 'faultsim[claude-agent-sdk]' ({exc})") from None
 
-__all__ = ["CATEGORIES", "PREFIXES", "SDK_VERSION", "CLI_VERSION", "Exploration", "KillPoint",
-           "Survey", "Verdict", "classify", "cli_environment", "cli_unavailable", "crash_states", "explore", "golden_run",
-           "incarnation", "survey", "restore", "resume", "snapshot", "table"]
+__all__ = ["CATEGORIES", "CLI_VERSION", "PREFIXES", "SDK_VERSION", "Exploration", "KillPoint",
+           "Survey", "Verdict", "classify", "cli_environment", "cli_unavailable",
+           "crash_states", "explore", "golden_run", "incarnation", "restore", "resume",
+           "snapshot", "survey", "table"]
 
 SDK_VERSION = "0.2.184"  # the release this adapter is written against (pyproject pins it)
 CLI_VERSION = "2.1.327"  # the Claude Code CLI that release bundles
@@ -111,7 +112,6 @@ TRANSCRIPTS = "claude/projects/*/*.jsonl"  # the session transcripts, under the 
 # The transcript is a checkpoint for the state guards; "bytes": its line count says nothing
 # (the prompt arrives with attachments and metadata lines), the tool-use ids it holds do.
 CHECKPOINT = CheckpointSpec(files=(TRANSCRIPTS,), format="bytes", declared=True)
-SECONDS_PER_INCARNATION = 2.0  # measured: spawn to first request 1.1-1.5 s, a run ~2 s
 
 # Credentials the CLI would use instead of the fake key: never passed on.
 _SECRETS = ("ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN", "ANTHROPIC_BEDROCK_BASE_URL",
@@ -230,6 +230,7 @@ def _quiesce(root: Path, settle: float, limit: float = 5.0) -> None:
 
 _controller: list[_Controller] = []  # the incarnation running now (one at a time)
 _clis: list[Any] = []  # the CLI processes started in this incarnation (anyio Process)
+_wrap: list[Callable[[list[str]], list[str]] | None] = []  # the incarnation's wrap_cli
 
 
 def _event(category: str, detail: str) -> None:
@@ -263,9 +264,11 @@ class _NewSessionAnyio:
     def __getattr__(self, name: str) -> Any:
         return getattr(self._real, name)
 
-    async def open_process(self, *args: Any, **kwargs: Any) -> Any:
+    async def open_process(self, command: Any, *args: Any, **kwargs: Any) -> Any:
         kwargs["start_new_session"] = True
-        process = await self._real.open_process(*args, **kwargs)
+        if _wrap and _wrap[-1] is not None:  # e.g. under strace, to measure the CLI
+            command = _wrap[-1](list(command))
+        process = await self._real.open_process(command, *args, **kwargs)
         _clis.append(process)
         return process
 
@@ -406,9 +409,11 @@ async def _settle_tasks() -> None:
 
 def incarnation(run: AgentRun, scenario: Scenario, world: World, root: Path, *,
                 target: KillPoint | None = None, timeout: float = 60.0,
-                settle: float = 0.3) -> Incarnation:
+                settle: float = 0.3,
+                wrap_cli: Callable[[list[str]], list[str]] | None = None) -> Incarnation:
     """Start or resume the agent once on the sandbox at `root` (as it stands), to its end
-    or to the kill at `target`."""
+    or to the kill at `target`. `wrap_cli(command)` may prefix the CLI's command line (a
+    tracer such as strace, for measuring it)."""
     controller = _Controller(world, root, target, settle)
     world.sealed = False
     world.begin_incarnation()
@@ -420,6 +425,7 @@ def incarnation(run: AgentRun, scenario: Scenario, world: World, root: Path, *,
     saved_env = dict(os.environ)
     saved_cwd = os.getcwd()
     _controller.append(controller)
+    _wrap.append(wrap_cli)
     _clis.clear()
     try:
         with serve(world.model) as endpoint, _seams():
@@ -451,6 +457,7 @@ def incarnation(run: AgentRun, scenario: Scenario, world: World, root: Path, *,
     finally:
         _kill_clis()  # never leave a CLI behind
         _controller.remove(controller)
+        _wrap.pop()
         os.chdir(saved_cwd)
         os.environ.clear()
         os.environ.update(saved_env)
@@ -569,12 +576,14 @@ def _new_world(scenario: Scenario) -> World:
 
 
 def golden_run(run: AgentRun, scenario: Scenario, root: Path, *, timeout: float = 60.0,
-               world: World | None = None) -> tuple[Golden, list[KillPoint], Incarnation]:
+               world: World | None = None,
+               wrap_cli: Callable[[list[str]], list[str]] | None = None
+               ) -> tuple[Golden, list[KillPoint], Incarnation]:
     """The clean run (in `world`, a fresh one by default): what the oracle judges against,
     and the kill points it met."""
     world = world if world is not None else _new_world(scenario)
     restore(root, {})
-    inc = incarnation(run, scenario, world, root, timeout=timeout)
+    inc = incarnation(run, scenario, world, root, timeout=timeout, wrap_cli=wrap_cli)
     if inc.outcome is None:
         raise RuntimeError(f"{scenario.id}: the clean run did not complete: {inc.error}")
     final = _work_files(snapshot(root))
