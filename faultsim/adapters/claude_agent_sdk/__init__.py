@@ -179,7 +179,7 @@ class _Controller:
         self.world, self.root, self.target, self.settle = world, root, target, settle
         self.seen: list[KillPoint] = []
         self._counts: dict[tuple[str, str], int] = {}
-        self._lock = threading.Lock()
+        self._lock = threading.Condition()
         self.dying = False
         self.files: dict[str, bytes] | None = None  # the sandbox at the kill
         self.landed = False
@@ -188,12 +188,22 @@ class _Controller:
 
     def event(self, category: str, detail: str) -> None:
         with self._lock:
+            if category == "handler-entry":
+                # The CLI starts a tool as soon as its block closes, and the endpoint's thread
+                # counts that block just after sending it: wait for the count, so a kill
+                # "after-tool-use" always lands before the tool runs (else the order of two
+                # threads would decide whether the effect happened)
+                entered = sum(1 for kp in self.seen if kp.category == "handler-entry")
+                self._lock.wait_for(lambda: self.dying or sum(
+                    1 for kp in self.seen if kp.category == "after-tool-use") > entered,
+                    timeout=5.0)
             if self.dying:  # the process is dead: nothing it does happens
                 raise Killed("after the kill")
             slot = (category, detail)
             self._counts[slot] = self._counts.get(slot, 0) + 1
             point = KillPoint(len(self.seen) + 1, category, detail, self._counts[slot])
             self.seen.append(point)
+            self._lock.notify_all()
             if self.target is None or point.key != self.target.key:
                 return
             self.dying = True
