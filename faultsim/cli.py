@@ -198,6 +198,8 @@ def cmd_run(ns: argparse.Namespace) -> int:
         only = lambda point: point.id in wanted  # noqa: E731
     options = _options(ns, only)
     scenarios = [load_scenario(p) for p in scenario_paths(ns.scenarios)]
+    if ns.agent.startswith(CLAUDE_AGENT_SDK):
+        return _list_claude_agent_sdk(ns, scenarios)
     factory = None if ns.agent.startswith(LANGGRAPH) else load_factory(ns.agent)
     modes = _durability_modes(ns.durability)
     report = Report()
@@ -268,6 +270,8 @@ def cmd_list(ns: argparse.Namespace) -> int:
     from .scenario import format_duration, load_scenario
 
     scenarios = [load_scenario(p) for p in scenario_paths(ns.scenarios)]
+    if ns.agent.startswith(CLAUDE_AGENT_SDK):
+        return _list_claude_agent_sdk(ns, scenarios)
     factory = None if ns.agent.startswith(LANGGRAPH) else load_factory(ns.agent)
     for n, sc in enumerate(scenarios):
         agent = _agents(sc, ns, ["sync"])[0]  # a graph's: the kill points under sync
@@ -305,6 +309,32 @@ def cmd_list(ns: argparse.Namespace) -> int:
               f"{profile.crashes} crash{'es' if profile.crashes > 1 else ''}; downtime "
               f"{format_duration(profile.downtime)}; API faults "
               f"{', '.join(faults) if faults else 'none'}")
+    return EXIT_OK
+
+
+CLAUDE_AGENT_SDK = "claude-agent-sdk:"  # --agent claude-agent-sdk:FILE.py:ATTR (list only)
+
+
+def _list_claude_agent_sdk(ns: argparse.Namespace, scenarios: list) -> int:
+    """A Claude Agent SDK agent (faultsim.adapters.claude_agent_sdk): one clean run on the
+    bundled CLI gives its kill points; each incarnation costs seconds, so say the budget."""
+    from collections import Counter
+
+    from .adapters.claude_agent_sdk import CATEGORIES, survey
+    from .loading import load_factory
+
+    run = load_factory(ns.agent[len(CLAUDE_AGENT_SDK):])
+    for n, sc in enumerate(scenarios):
+        found = survey(run, sc, timeout=ns.timeout or 60.0)
+        print(("\n" if n else "") + f"{sc.id}  {sc.path}")
+        print(f"  agent        {ns.agent} (Claude Agent SDK, real processes)")
+        print(f"  kill points  {len(found.kill_points)}: crash states process about "
+              f"{found.crash_states} (the state as written and each transcript prefix)")
+        cats = Counter(kp.category for kp in found.kill_points)
+        print("               " + ", ".join(f"{c} {cats[c]}" for c in CATEGORIES if cats[c]))
+        print(f"  budget       about {found.seconds / 60:.0f} min: "
+              f"{1 + len(found.kill_points) + found.crash_states} incarnations at "
+              f"{found.seconds_per_incarnation:.1f} s (a clean run's, measured now)")
     return EXIT_OK
 
 

@@ -1,0 +1,68 @@
+"""What faultsim finds on the Claude Agent SDK billing agent: the docs' findings table.
+
+    python examples/claude_agent_sdk/findings.py [--prefixes messages] [--power]
+
+Real processes (the bundled Claude Code CLI), one crash per run; each incarnation costs
+about two seconds, so the whole sweep takes minutes (the budget is printed first).
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+import faultsim  # noqa: E402
+from faultsim.adapters import claude_agent_sdk as cs  # noqa: E402
+
+import billing_agent  # noqa: E402
+
+AGENTS = ["run_billing", "run_billing_careful", "run_billing_continues"]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--prefixes", default="messages", choices=cs.PREFIXES)
+    parser.add_argument("--power", action="store_true")
+    parser.add_argument("--agent", nargs="*", default=AGENTS, choices=AGENTS)
+    args = parser.parse_args()
+    scenario = faultsim.load_scenario(HERE / "scenario.toml")
+    results = {}
+    for name in args.agent:
+        started = time.monotonic()
+        result = results[name] = cs.explore(
+            getattr(billing_agent, name), scenario, prefixes=args.prefixes, power=args.power,
+            progress=lambda line: print(f"{name} {line}", flush=True))
+        print(f"{name}: {len(result.kill_points)} kill points, {result.kills_landed} kills "
+              f"landed, {len(result.verdicts)} crash states judged, {result.incarnations} "
+              f"incarnations, {time.monotonic() - started:.0f} s (prefixes={args.prefixes}"
+              f"{', power' if args.power else ''})", flush=True)
+    for name, result in results.items():
+        print(f"\n{name}, by kill-point category:\n")
+        print(cs.table(result.verdicts, by=lambda v: v.kill_point.category))
+        print(f"\n{name}, by crash state:\n")
+        print(cs.table(result.verdicts, by=_state_kind, head="crash state"))
+        print()
+        _failures(result)
+
+
+def _state_kind(v: cs.Verdict) -> str:
+    if v.state == "as written":
+        return "as written at the kill"
+    if v.state.startswith("power"):
+        return "power loss (torn last entry)"
+    return "earlier in the batch window (a prefix)"
+
+
+def _failures(result: cs.Exploration) -> None:
+    for v in result.failures:
+        print(f"{v.kill_point.id} [{v.state}] resumed at turn "
+              f"{'-' if v.resumed_at is None else v.resumed_at + 1}: " +
+              "; ".join(f"{x.invariant}: {x.explanation[:160]}" for x in v.violations))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,247 @@
+"""The Claude Agent SDK adapter: the billing agent (examples/claude_agent_sdk) run unchanged on
+the bundled Claude Code CLI against the loopback fake, killed, resumed and judged.
+
+The SDK internals and the CLI behaviour the adapter relies on are checked here first, so an
+upgrade that moves them fails loudly. The CLI runs are few and shared (one clean run, one
+crash after the email, three resumes: about 10 s); the full sweep is
+examples/claude_agent_sdk/findings.py.
+"""
+from __future__ import annotations
+
+import inspect
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("claude_agent_sdk", reason="claude-agent-sdk is not installed "
+                    "(pip install 'faultsim[claude-agent-sdk]')")
+
+import claude_agent_sdk  # noqa: E402
+
+import faultsim  # noqa: E402
+from faultsim.adapters import claude_agent_sdk as cs  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLE = ROOT / "examples" / "claude_agent_sdk"
+SCENARIO = faultsim.load_scenario(EXAMPLE / "scenario.toml")
+sys.path.insert(0, str(EXAMPLE))
+import billing_agent  # noqa: E402
+
+# the clean run's kill points, by (category, detail, ordinal), in order
+EXPECTED_POINTS = [
+    ("model-request", "turn1", 1), ("after-tool-use", "turn1", 1),
+    ("handler-entry", "pay_invoice", 1), ("before-effect", "pay", 1),
+    ("after-effect", "pay", 1), ("handler-return", "pay_invoice", 1),
+    ("model-request", "turn2", 1), ("after-tool-use", "turn2", 1),
+    ("handler-entry", "send_email", 1), ("before-effect", "send", 1),
+    ("after-effect", "send", 1), ("handler-return", "send_email", 1),
+    ("model-request", "turn3", 1)]
+
+
+# -- what the adapter relies on (claude-agent-sdk 0.2.184, CLI 2.1.327) -------------------
+def test_the_sdk_internals_the_adapter_uses_are_where_it_expects():
+    """Fails loudly when an upgrade moves them: pin the new release only after adapting
+    faultsim/adapters/claude_agent_sdk to it."""
+    import anyio
+    from claude_agent_sdk._cli_version import __cli_version__
+    from claude_agent_sdk._internal import query as sdk_query
+    from claude_agent_sdk._internal.transport import subprocess_cli
+
+    assert claude_agent_sdk.__version__ == cs.SDK_VERSION, \
+        f"claude-agent-sdk {claude_agent_sdk.__version__}: the adapter is pinned to {cs.SDK_VERSION}"
+    assert __cli_version__ == cs.CLI_VERSION
+    # the transport starts the CLI through its module's `anyio.open_process`, which takes
+    # start_new_session (the adapter puts the CLI in a process group of its own)
+    assert subprocess_cli.anyio is anyio
+    assert "anyio.open_process(" in inspect.getsource(subprocess_cli.SubprocessCLITransport.connect)
+    assert "start_new_session" in inspect.signature(anyio.open_process).parameters
+    # where the bundled CLI is found (cli_unavailable asks it for its version)
+    assert subprocess_cli.SubprocessCLITransport._find_bundled_cli(None) is not None
+    # every SDK MCP call passes here (handler-entry / handler-return kill points)
+    assert list(inspect.signature(sdk_query.Query._handle_sdk_mcp_request).parameters) == [
+        "self", "server_name", "message"]
+    assert inspect.iscoroutinefunction(sdk_query.Query._handle_sdk_mcp_request)
+
+
+def test_a_wrong_option_is_one_line_naming_it():
+    with pytest.raises(ValueError) as caught:
+        cs.explore(billing_agent.run_billing, SCENARIO, prefixes="lines")
+    assert str(caught.value).startswith("prefixes 'lines'") and "\n" not in str(caught.value)
+
+
+def _line(kind: str, blocks: list | str = "") -> bytes:
+    return json.dumps({"type": kind, "message": {"role": kind, "content": blocks}}).encode()
+
+
+def test_crash_states_are_the_written_state_and_each_message_boundary_prefix():
+    path = "claude/projects/-w/s.jsonl"
+    lines = [b'{"type":"queue-operation"}', _line("user", "the task"),
+             b'{"type":"attachment"}', _line("assistant", [{"type": "tool_use", "id": "t1"}]),
+             b'{"type":"api-request"}']
+    files = {path: b"\n".join(lines) + b"\n", "work/session.json": b"{}"}
+    states = cs.crash_states(files)
+    # no cut after entry 4: the conversation as written, less a metadata line
+    assert [name for name, _ in states] == [
+        "as written", "s.jsonl not yet written", "transcript cut after entry 2/5 (user)"]
+    assert all(s["work/session.json"] == b"{}" for _, s in states)  # the rest as written
+    assert path not in states[1][1]
+    assert states[2][1][path] == b"\n".join(lines[:2]) + b"\n"
+    assert len(cs.crash_states(files, "entries")) == 1 + 5  # no file, entries 1..4 (5: as written)
+    assert cs.crash_states(files, "written") == [("as written", files)]
+    power = [n for n, _ in cs.crash_states(files, power=True) if n.startswith("power")]
+    assert power == ["power loss: transcript cut after entry 2/5, entry 3 torn in half"]
+    assert cs._orphaned(files) and not cs._orphaned({path: lines[1] + b"\n"})
+
+
+# -- the bundled CLI, run ------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def crashed(tmp_path_factory):
+    """One clean run, one crash right after the email went out, and resumes from three of
+    the states that kill may leave."""
+    why = cs.cli_unavailable()
+    if why:
+        pytest.skip(why)
+    root = tmp_path_factory.mktemp("claude-sdk") / "sandbox"
+    run = billing_agent.run_billing
+    clean_world = SCENARIO.build_world()
+    golden, points, clean = cs.golden_run(run, SCENARIO, root, world=clean_world)
+    clean_files = cs.snapshot(root)
+    target = next(kp for kp in points if kp.key == ("after-effect", "send", 1))
+    world = SCENARIO.build_world()
+    cs.restore(root, {})  # a fresh start, as the clean run had
+    crash = cs.incarnation(run, SCENARIO, world, root, target=target)
+    assert crash.files is not None, (crash.error, crash.seen, crash.outcome)
+    states = dict(cs.crash_states(crash.files))
+    prompt_only = next(n for n in states if n.endswith("(user)"))  # the shortest with the task
+    missing = next(n for n in states if n.endswith("not yet written"))
+    verdicts = {name: cs.resume(run, SCENARIO, golden, world, root, target, name, states[name])
+                for name in ("as written", prompt_only, missing)}
+    # the same kill and state for the agent whose email tool keeps intent records (P11)
+    careful = billing_agent.run_billing_careful
+    careful_golden, careful_points, _ = cs.golden_run(careful, SCENARIO, root)
+    careful_world = SCENARIO.build_world()
+    cs.restore(root, {})
+    careful_crash = cs.incarnation(careful, SCENARIO, careful_world, root, target=target)
+    assert careful_crash.landed and careful_crash.files is not None
+    careful_states = dict(cs.crash_states(careful_crash.files))
+    careful_prompt_only = next(n for n in careful_states if n.endswith("(user)"))
+    verdicts["careful"] = cs.resume(careful, SCENARIO, careful_golden, careful_world, root,
+                                    target, careful_prompt_only,
+                                    careful_states[careful_prompt_only])
+    return {"golden": golden, "points": points, "clean": clean, "files": clean_files,
+            "requests": clean_world.model.requests,
+            "crash": crash, "states": states, "verdicts": verdicts, "prompt_only": prompt_only,
+            "missing": missing}
+
+
+def test_the_agent_runs_unchanged_against_the_fake(crashed):
+    golden = crashed["golden"]
+    assert golden.outcome.final_answer == SCENARIO.expected_final_answer
+    assert {n: len(golden.ledger.applied(n)) for n in ("payments", "email")} == \
+        {"payments": 1, "email": 1}
+    assert crashed["clean"].landed is False and crashed["clean"].error is None
+    # the CLI's contract: three streamed Messages requests and nothing else (a call to any
+    # other path is logged by the fake as a 404), none refused
+    requests = crashed["requests"]
+    assert [(q.position, q.status, q.stream) for q in requests] == [
+        (0, 200, True), (1, 200, True), (2, 200, True)]
+    transcripts = [p for p in crashed["files"] if p.startswith("claude/projects/")
+                   and p.endswith(".jsonl")]
+    assert len(transcripts) == 1, transcripts
+    session = json.loads(crashed["files"]["work/session.json"])["session_id"]
+    assert transcripts[0].endswith(f"/{session}.jsonl")
+    kinds = [json.loads(line).get("type") for line in
+             crashed["files"][transcripts[0]].splitlines()]
+    assert kinds.count("user") == 3 and kinds.count("assistant") >= 3
+    assert [kp.key for kp in crashed["points"]] == EXPECTED_POINTS
+    assert golden.answers == (b"toolu_s_01_1", b"toolu_s_02_1")
+
+
+def test_a_kill_after_the_email_lands_and_is_judged(crashed):
+    crash = crashed["crash"]
+    assert crash.landed and crash.files is not None  # the CLI's group died by SIGKILL
+    assert crash.seen[-1].key == ("after-effect", "send", 1)
+    verdicts = crashed["verdicts"]
+    # as written: the transcript holds the email's tool_use, unanswered; the CLI answers it
+    # with a made-up error on resume and the model goes on: no second email
+    written = verdicts["as written"]
+    assert written.orphaned and written.resumed_at == 2 and written.ok, written.violations
+    # the issue's finding: the batch with the tool_use not yet on disk, only the task: the
+    # model is asked again from the start and the email goes out twice
+    again = verdicts[crashed["prompt_only"]]
+    assert again.resumed_at == 0
+    assert "effects duplicated" in cs.classify(again)
+    duplicated = next(v for v in again.violations if v.invariant == "effects_exactly_once")
+    assert list(duplicated.fact("extra")) == [
+        'email.send({"body":"We paid INV-7 (EUR 120.00) today.","to":"accounts@acme.example"})']
+    # no transcript at all: the CLI cannot resume the session the agent kept
+    gone = verdicts[crashed["missing"]]
+    assert "unresumable" in cs.classify(gone) and "No conversation found" in gone.error
+
+
+def test_the_duplicate_is_the_agents_not_the_guards(crashed):
+    """Proven both ways in the same crash state (the transcript back to the task, the email
+    already sent): the blind email tool sends it again and is caught; the one that keeps
+    intent and completion records (P11) does not send twice and stops for a person."""
+    blind = crashed["verdicts"][crashed["prompt_only"]]
+    careful = crashed["verdicts"]["careful"]
+    assert careful.resumed_at == 0
+    assert "effects duplicated" in cs.classify(blind)
+    assert "effects duplicated" not in cs.classify(careful), careful.violations
+    assert not [v for v in careful.violations if v.invariant in (
+        "effects_exactly_once", "completes_or_escalates")], careful.violations
+    # what no agent code can fix: the lost batch makes the resume redo the task's turns
+    assert {v.invariant for v in careful.violations} == {"one_step_repeated_per_crash"}
+
+
+def test_no_cli_process_outlives_the_runs(crashed):
+    from faultsim.adapters.claude_agent_sdk import _gone
+
+    pids = [p.pid for p in cs._clis]
+    assert all(_gone(pid) for pid in pids)
+
+
+def test_faultsim_list_gives_the_kill_points_and_the_budget(capsys):
+    """Two clean runs (they must meet the same kill points) and the estimate."""
+    if cs.cli_unavailable():
+        pytest.skip(cs.cli_unavailable())
+    from faultsim.cli import main
+
+    spec = f"claude-agent-sdk:{EXAMPLE / 'billing_agent.py'}:run_billing"
+    assert main(["list", "--agent", spec, str(EXAMPLE / "scenario.toml")]) == 0
+    out = capsys.readouterr().out
+    assert "kill points  13: crash states process about 82 " in out
+    assert "model-request 3, after-tool-use 2, handler-entry 2, before-effect 2, " \
+           "after-effect 2, handler-return 2" in out
+    assert "budget       about " in out and " incarnations at " in out
+
+
+def test_the_cli_connects_to_nothing_but_the_loopback_fake(tmp_path):
+    """The CLI's contract under faultsim's environment (issue 23): its only connection is
+    the fake's loopback endpoint, no DNS, no telemetry. Seen from outside, by strace."""
+    import shutil
+    import subprocess
+
+    if cs.cli_unavailable():
+        pytest.skip(cs.cli_unavailable())
+    strace = shutil.which("strace")
+    if strace is None or subprocess.run([strace, "-f", "-qq", "-o", "/dev/null", "true"],
+                                        capture_output=True).returncode != 0:
+        pytest.skip("strace is not installed or cannot trace here (.ci/run installs it)")
+    log = tmp_path / "connect.log"
+
+    def traced(command: list[str]) -> list[str]:
+        return [strace, "-f", "-qq", "-e", "trace=connect,sendto,sendmsg", "-e",
+                "signal=none", "-o", str(log), *command]
+
+    world = SCENARIO.build_world()
+    golden, _points, clean = cs.golden_run(billing_agent.run_billing, SCENARIO,
+                                           tmp_path / "sandbox", world=world, wrap_cli=traced)
+    assert clean.outcome.final_answer == SCENARIO.expected_final_answer
+    calls = [line for line in log.read_text().splitlines()
+             if "AF_INET" in line or "AF_INET6" in line]
+    assert calls, "strace saw no connection at all: the fake was not reached this way"
+    outside = [c for c in calls if 'inet_addr("127.0.0.1")' not in c]
+    assert not outside, outside[:3]
