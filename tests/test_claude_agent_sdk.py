@@ -27,7 +27,7 @@ ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "examples" / "claude_agent_sdk"
 SCENARIO = faultsim.load_scenario(EXAMPLE / "scenario.toml")
 sys.path.insert(0, str(EXAMPLE))
-import billing_agent  # noqa: E402
+import claude_billing_agent  # noqa: E402
 
 # the clean run's kill points, by (category, detail, ordinal), in order
 EXPECTED_POINTS = [
@@ -67,7 +67,7 @@ def test_the_sdk_internals_the_adapter_uses_are_where_it_expects():
 
 def test_a_wrong_option_is_one_line_naming_it():
     with pytest.raises(ValueError) as caught:
-        cs.explore(billing_agent.run_billing, SCENARIO, prefixes="lines")
+        cs.explore(claude_billing_agent.run_billing, SCENARIO, prefixes="lines")
     assert str(caught.value).startswith("prefixes 'lines'") and "\n" not in str(caught.value)
 
 
@@ -104,7 +104,7 @@ def crashed(tmp_path_factory):
     if why:
         pytest.skip(why)
     root = tmp_path_factory.mktemp("claude-sdk") / "sandbox"
-    run = billing_agent.run_billing
+    run = claude_billing_agent.run_billing
     clean_world = SCENARIO.build_world()
     golden, points, clean = cs.golden_run(run, SCENARIO, root, world=clean_world)
     clean_files = cs.snapshot(root)
@@ -119,7 +119,7 @@ def crashed(tmp_path_factory):
     verdicts = {name: cs.resume(run, SCENARIO, golden, world, root, target, name, states[name])
                 for name in ("as written", prompt_only, missing)}
     # the same kill and state for the agent whose email tool keeps intent records (P11)
-    careful = billing_agent.run_billing_careful
+    careful = claude_billing_agent.run_billing_careful
     careful_golden, careful_points, _ = cs.golden_run(careful, SCENARIO, root)
     careful_world = SCENARIO.build_world()
     cs.restore(root, {})
@@ -209,7 +209,7 @@ def test_faultsim_list_gives_the_kill_points_and_the_budget(capsys):
         pytest.skip(cs.cli_unavailable())
     from faultsim.cli import main
 
-    spec = f"claude-agent-sdk:{EXAMPLE / 'billing_agent.py'}:run_billing"
+    spec = f"claude-agent-sdk:{EXAMPLE / 'claude_billing_agent.py'}:run_billing"
     assert main(["list", "--agent", spec, str(EXAMPLE / "scenario.toml")]) == 0
     out = capsys.readouterr().out
     assert "kill points  13: crash states process about 82 " in out
@@ -237,7 +237,7 @@ def test_the_cli_connects_to_nothing_but_the_loopback_fake(tmp_path):
                 "signal=none", "-o", str(log), *command]
 
     world = SCENARIO.build_world()
-    golden, _points, clean = cs.golden_run(billing_agent.run_billing, SCENARIO,
+    golden, _points, clean = cs.golden_run(claude_billing_agent.run_billing, SCENARIO,
                                            tmp_path / "sandbox", world=world, wrap_cli=traced)
     assert clean.outcome.final_answer == SCENARIO.expected_final_answer
     calls = [line for line in log.read_text().splitlines()

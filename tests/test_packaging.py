@@ -116,3 +116,14 @@ def test_installed_outside_the_repository_run_defaults_to_the_bundled_scenarios(
          "    importlib.import_module('faultsim.reference_agent.mutants.' + n)"],
         cwd=here, env=env, capture_output=True, text=True, timeout=120)
     assert mutants.returncode == 0, mutants.stderr[-2000:]
+
+
+def test_no_two_importable_test_modules_share_a_name():
+    """pytest puts each examples/ folder and tests/ on one sys.path: two agent modules of
+    the same name (two examples' billing_agent.py) make one folder's tests import the
+    other's. Scripts the tests only run as subprocesses (findings.py) may repeat."""
+    from collections import Counter
+    root = Path(__file__).resolve().parent.parent
+    names = Counter(p.name for d in ("examples", "tests") for p in (root / d).rglob("*.py")
+                    if p.name not in ("findings.py", "__init__.py", "conftest.py"))
+    assert not [n for n, c in names.items() if c > 1]

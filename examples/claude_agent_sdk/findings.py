@@ -18,7 +18,7 @@ sys.path.insert(0, str(HERE))
 import faultsim  # noqa: E402
 from faultsim.adapters import claude_agent_sdk as cs  # noqa: E402
 
-import billing_agent  # noqa: E402
+import claude_billing_agent  # noqa: E402
 
 AGENTS = ["run_billing", "run_billing_careful", "run_billing_continues"]
 
@@ -34,7 +34,7 @@ def main() -> None:
     for name in args.agent:
         started = time.monotonic()
         result = results[name] = cs.explore(
-            getattr(billing_agent, name), scenario, prefixes=args.prefixes, power=args.power,
+            getattr(claude_billing_agent, name), scenario, prefixes=args.prefixes, power=args.power,
             progress=lambda line: print(f"{name} {line}", flush=True))
         print(f"{name}: {len(result.kill_points)} kill points, {result.kills_landed} kills "
               f"landed, {len(result.verdicts)} crash states judged, {result.incarnations} "

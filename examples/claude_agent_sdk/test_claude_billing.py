@@ -16,14 +16,14 @@ from faultsim.adapters.claude_agent_sdk import cli_unavailable, explore  # noqa:
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-import billing_agent  # noqa: E402
+import claude_billing_agent  # noqa: E402
 
 
 def test_a_kill_after_the_payment_resumes_without_paying_twice():
     if cli_unavailable():
         pytest.skip(cli_unavailable())
     scenario = faultsim.load_scenario(HERE / "scenario.toml")
-    result = explore(billing_agent.run_billing, scenario, prefixes="written",
+    result = explore(claude_billing_agent.run_billing, scenario, prefixes="written",
                      only=lambda kp: kp.key == ("after-effect", "pay", 1))
     assert result.kills_landed == 1 and len(result.verdicts) == 1
     assert not result.failures, [v.explanation for f in result.failures for v in f.violations]

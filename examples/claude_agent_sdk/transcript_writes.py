@@ -21,7 +21,7 @@ sys.path.insert(0, str(HERE))
 import faultsim  # noqa: E402
 from faultsim.adapters import claude_agent_sdk as cs  # noqa: E402
 
-import billing_agent  # noqa: E402
+import claude_billing_agent  # noqa: E402
 
 
 def main() -> int:
@@ -37,7 +37,7 @@ def main() -> int:
 
         scenario = faultsim.load_scenario(HERE / "scenario.toml")
         root = Path(tmp) / "sandbox"
-        cs.golden_run(billing_agent.run_billing, scenario, root, wrap_cli=traced)
+        cs.golden_run(claude_billing_agent.run_billing, scenario, root, wrap_cli=traced)
         files = cs.snapshot(root)
         path, data = next((p, d) for p, d in files.items() if cs._is_transcript(p))
         calls = [line for line in log.read_text().splitlines()

@@ -73,6 +73,7 @@ from pathlib import Path
 from typing import Any, AsyncIterator, Callable, Iterator
 
 from ...agent import AgentEnv, Outcome
+from .._files import write_atomic as _write_atomic
 
 os.environ.setdefault("OPENAI_AGENTS_DISABLE_TRACING", "1")  # before the SDK reads it
 try:
@@ -321,19 +322,6 @@ def sqlite_session(session_id: str, **options: Any) -> SessionBuilder:
     build.__qualname__ = f"sqlite_session({session_id!r})"
     return build
 
-
-def _write_atomic(path: Path, data: bytes) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-    fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(fd)  # the rename itself survives a power loss
-    finally:
-        os.close(fd)
 
 
 def _final_text(items: list) -> str | None:

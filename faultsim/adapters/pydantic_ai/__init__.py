@@ -42,6 +42,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from ...agent import AgentEnv, Outcome
+from .._files import write_atomic as _write_atomic
 
 try:
     from pydantic_ai import Agent, DeferredToolRequests
@@ -143,19 +144,6 @@ def _load(path: Path) -> list:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise ValueError(f"{path.name}: not a pydantic-ai message history ({first})") from None
 
-
-def _write_atomic(path: Path, data: bytes) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-    fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(fd)  # the rename itself survives a power loss
-    finally:
-        os.close(fd)
 
 
 def _history(run: Any, node: Any, *, pending: bool) -> bytes:
