@@ -205,14 +205,21 @@ def _run(cwd: Path, command: str) -> subprocess.CompletedProcess:
                           timeout=300)
 
 
-def run_console(block: Block) -> None:
+# Each runner returns how many things it checked: a run block that checks nothing (a console
+# block without a `$ ` line, YAML that uses neither faultsim's action nor its pre-commit
+# hook) is a marker that lies.
+
+def run_console(block: Block) -> int:
     cwd, command, shown = ROOT, None, []
+    ran = 0
 
     def check():
+        nonlocal ran
         if command is not None:
             out = _run(cwd, command)
             assert _shows(shown, out.stdout.rstrip("\n").split("\n")), \
                 f"{block.where}: `{command}` printed\n{out.stdout}{out.stderr[-2000:]}"
+            ran += 1
 
     for line in block.code.rstrip("\n").split("\n"):
         if line.startswith("$ cd "):
@@ -224,23 +231,25 @@ def run_console(block: Block) -> None:
         else:
             shown.append(line)
     check()
+    return ran
 
 
-def run_python(block: Block, monkeypatch) -> None:
+def run_python(block: Block, monkeypatch) -> int:
     monkeypatch.chdir(ROOT)
     namespace: dict = {"__name__": "docs_block"}
     exec(compile(block.code, block.where, "exec"), namespace)
-    for name, test in list(namespace.items()):
-        if name.startswith("test_") and callable(test):
-            test()
+    tests = [t for name, t in namespace.items() if name.startswith("test_") and callable(t)]
+    for test in tests:
+        test()
+    return 1 + len(tests)  # the block ran to its end, then each test it defines
 
 
-def run_toml(block: Block) -> None:
+def run_toml(block: Block) -> int:
     data = tomllib.loads(block.code)
     if "tool" in data:
         from faultsim.config import KEYS
         assert set(data["tool"]["faultsim"]) <= set(KEYS), block.where
-        return
+        return len(data["tool"]["faultsim"])
     from faultsim.scenario_schema import schema
     from test_validate import _conforms
     s = schema()
@@ -248,16 +257,25 @@ def run_toml(block: Block) -> None:
     if "task" not in data:  # a fragment: only what it names must be known
         problems = [p for p in problems if not p.endswith(": missing")]
     assert problems == [], block.where
+    return len(data)
 
 
-def run_yaml(block: Block) -> None:
+def run_yaml(block: Block) -> int:
     import yaml
     data = yaml.safe_load(block.code)
     inputs = set(yaml.safe_load((ROOT / "action.yml").read_text())["inputs"])
+    hooks = {h["id"] for h in yaml.safe_load((ROOT / ".pre-commit-hooks.yaml").read_text())}
+    steps = 0
     for job in (data or {}).get("jobs", {}).values():
         for step in job["steps"]:
             if "faultsim@" in step.get("uses", ""):
                 assert set(step.get("with", {})) <= inputs, block.where
+                steps += 1
+    for repo in (data or {}).get("repos", []):  # a .pre-commit-config.yaml using our hooks
+        for hook in repo.get("hooks", []):
+            assert hook["id"] in hooks, f"{block.where}: no hook {hook['id']!r}"
+            steps += 1
+    return steps
 
 
 RUNNERS = {"console": run_console, "python": run_python, "toml": run_toml, "yaml": run_yaml}
@@ -270,6 +288,18 @@ def test_a_console_block_that_shows_other_output_fails():
         run_console(block)
 
 
+def test_a_run_block_that_checks_nothing_counts_nothing():
+    """test_the_run_blocks refuses these: a console block with no command, a workflow that
+    uses neither faultsim's action nor its hook."""
+    assert run_console(Block(ROOT / "README.md", 1, "console", None, "only output\n")) == 0
+    assert run_yaml(Block(ROOT / "README.md", 1, "yaml", None,
+                          "jobs:\n  t:\n    steps:\n      - uses: actions/checkout@v4\n")) == 0
+    hook = "repos:\n  - repo: r\n    hooks:\n      - id: {}\n"
+    assert run_yaml(Block(ROOT / "README.md", 1, "yaml", None, hook.format("faultsim-validate"))) == 1
+    with pytest.raises(AssertionError, match="no hook"):
+        run_yaml(Block(ROOT / "README.md", 1, "yaml", None, hook.format("faultsim-nope")))
+
+
 RUN_PAGES = sorted({b.page for b in ALL if b.marker == "<!-- docs: run -->"})
 
 
@@ -278,10 +308,8 @@ def test_the_run_blocks(page, monkeypatch):
     for block in blocks(page):
         if block.marker == "<!-- docs: run -->":
             runner = RUNNERS[block.lang]
-            if block.lang == "python":
-                runner(block, monkeypatch)
-            else:
-                runner(block)
+            checks = runner(block, monkeypatch) if block.lang == "python" else runner(block)
+            assert checks > 0, f"{block.where}: marked run, but running it checks nothing"
 
 
 # -- blocks checked by their own tests -----------------------------------------------------
