@@ -29,6 +29,33 @@ _HOP_BY_HOP = {"connection", "keep-alive", "transfer-encoding", "content-length"
                "content-encoding"}
 
 
+class LoopbackServer:
+    """An HTTP server faultsim itself runs on 127.0.0.1 (a free port), from a daemon thread;
+    the network guard lets connections to it through from start() to close()."""
+
+    def __init__(self, handler: type[BaseHTTPRequestHandler], name: str) -> None:
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        self.server.daemon_threads = True
+        # a short poll: close() waits for the server loop to see the shutdown
+        self._thread = threading.Thread(target=self.server.serve_forever, args=(0.05,),
+                                        name=name, daemon=True)
+
+    @property
+    def base_url(self) -> str:
+        host, port = self.server.server_address[:2]
+        return f"http://{host}:{port}"
+
+    def start(self) -> None:
+        self._thread.start()
+        serving(*self.server.server_address[:2])  # the network guard lets the agent in
+
+    def close(self) -> None:
+        stopped(*self.server.server_address[:2])
+        self.server.shutdown()
+        self.server.server_close()
+        self._thread.join(timeout=5)
+
+
 class ModelEndpoint:
     """A running endpoint: `base_url` and `api_key` are what a client needs."""
 
@@ -37,15 +64,11 @@ class ModelEndpoint:
     def __init__(self, fake: "FakeClaude") -> None:
         self.fake = fake
         self._lock = threading.Lock()  # one request at a time: the fake is deterministic
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
-        self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever,
-                                        name="faultsim-model-endpoint", daemon=True)
+        self._http = LoopbackServer(self._handler(), "faultsim-model-endpoint")
 
     @property
     def base_url(self) -> str:
-        host, port = self._server.server_address[:2]
-        return f"http://{host}:{port}"
+        return self._http.base_url
 
     @property
     def environ(self) -> dict[str, str]:
@@ -53,15 +76,11 @@ class ModelEndpoint:
         return {"ANTHROPIC_BASE_URL": self.base_url, "ANTHROPIC_API_KEY": self.api_key}
 
     def start(self) -> "ModelEndpoint":
-        self._thread.start()
-        serving(*self._server.server_address[:2])  # the network guard lets the agent in
+        self._http.start()
         return self
 
     def close(self) -> None:
-        stopped(*self._server.server_address[:2])
-        self._server.shutdown()
-        self._server.server_close()
-        self._thread.join(timeout=5)
+        self._http.close()
 
     def _handler(self) -> type[BaseHTTPRequestHandler]:
         endpoint = self

@@ -18,14 +18,14 @@ import json
 import socket
 import threading
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 from urllib.parse import urlsplit
 
 import httpx2
 
 from ..errors import UsageError
-from ..netguard import serving, stopped
+from ..model.endpoint import LoopbackServer
 
 _HOP_BY_HOP = {"connection", "keep-alive", "proxy-authenticate", "proxy-authorization",
                "te", "trailer", "transfer-encoding", "upgrade", "host", "content-length",
@@ -73,28 +73,19 @@ class RecordingProxy:
         # would hold its thread in a read after close() otherwise
         self._open: dict[threading.Thread, socket.socket] = {}
         self._client = httpx2.Client(timeout=timeout, follow_redirects=False)
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
-        self._server.daemon_threads = True
-        # a short poll: close() waits for the server loop to see the shutdown
-        self._thread = threading.Thread(target=self._server.serve_forever, args=(0.05,),
-                                        name="faultsim-recording-proxy", daemon=True)
+        self._http = LoopbackServer(self._handler(), "faultsim-recording-proxy")
 
     @property
     def base_url(self) -> str:
-        host, port = self._server.server_address[:2]
-        return f"http://{host}:{port}"
+        return self._http.base_url
 
     def start(self) -> "RecordingProxy":
-        self._thread.start()
-        serving(*self._server.server_address[:2])  # the network guard lets the agent in
+        self._http.start()
         return self
 
     def close(self) -> None:
         """Stop serving, end every open connection and wait for the threads serving them."""
-        stopped(*self._server.server_address[:2])
-        self._server.shutdown()
-        self._server.server_close()
-        self._thread.join(timeout=5)
+        self._http.close()
         with self._lock:
             still = dict(self._open)
         for thread, connection in still.items():
