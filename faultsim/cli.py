@@ -198,13 +198,15 @@ def cmd_run(ns: argparse.Namespace) -> int:
         only = lambda point: point.id in wanted  # noqa: E731
     options = _options(ns, only)
     scenarios = [load_scenario(p) for p in scenario_paths(ns.scenarios)]
-    if ns.agent.startswith(CLAUDE_AGENT_SDK):
-        return _list_claude_agent_sdk(ns, scenarios)
-    factory = None if ns.agent.startswith(LANGGRAPH) else load_factory(ns.agent)
+    claude = ns.agent.startswith(CLAUDE_AGENT_SDK)
+    factory = None if ns.agent.startswith(LANGGRAPH) or claude else load_factory(ns.agent)
     modes = _durability_modes(ns.durability)
     report = Report()
     graphs = []  # runs of LangGraph scenarios: summed up per durability mode at the end
-    for sc, agent in ((sc, agent) for sc in scenarios for agent in _agents(sc, ns, modes)):
+    if claude:
+        _run_claude_agent_sdk(ns, scenarios, options, report)
+    for sc, agent in ((sc, agent) for sc in scenarios if not claude
+                      for agent in _agents(sc, ns, modes)):
         resolved = options.resolve(sc)
         progress = Progress(sc.id if agent == ns.agent else f"{sc.id} [{agent}]")
         check = lambda plan, sc=sc, progress=progress: _check_plan(  # noqa: E731
@@ -312,7 +314,56 @@ def cmd_list(ns: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-CLAUDE_AGENT_SDK = "claude-agent-sdk:"  # --agent claude-agent-sdk:FILE.py:ATTR (list only)
+CLAUDE_AGENT_SDK = "claude-agent-sdk:"  # --agent claude-agent-sdk:FILE.py:ATTR
+
+
+def _run_claude_agent_sdk(ns: argparse.Namespace, scenarios: list, options, report) -> None:
+    """`faultsim run` on a Claude Agent SDK agent (faultsim.adapters.claude_agent_sdk): real
+    processes, one crash per run, its report the same as any agent's."""
+    import time
+
+    from .console import print_run
+    from .options import in_shard
+
+    from .adapters.claude_agent_sdk import cli_unavailable, writes  # noqa: F401
+    from .adapters.claude_agent_sdk.runs import run
+
+    if options.mode == "in-process":
+        raise UsageError("--mode in-process: a Claude Agent SDK agent runs its CLI as a real "
+                         "process; drop --mode (or give --mode subprocess)")
+    if (options.crashes or 1) > 1:
+        raise UsageError(f"--crashes {options.crashes}: a Claude Agent SDK agent is explored "
+                         "one crash per run (each incarnation costs seconds)")
+    why = cli_unavailable()
+    if why:
+        raise UsageError(f"{ns.agent}: {why}")
+    traced = writes.strace_unavailable()
+    only = options.only
+    keep = lambda kp: (only is None or only(kp)) and in_shard(kp.index - 1,  # noqa: E731
+                                                             options.shard)
+    for sc in scenarios:
+        started = time.perf_counter()
+        print(f"{sc.id} · {ns.agent}: the clean run, then one crash run per kill point and "
+              "one resume per crash state, on real processes" + (
+                  "" if traced is None else f" (no kills inside transcript writes: {traced})"),
+              file=sys.stderr, flush=True)
+        say = lambda line, sc=sc: print(f"  {sc.id} {line}", file=sys.stderr,  # noqa: E731
+                                        flush=True)
+        found, runs = run(ns.agent, sc, options.crash_model or ("process",),
+                          timeout=ns.timeout or 60.0, only=keep, progress=say)
+        for n, model_run in enumerate(runs):
+            model_run.wall_seconds = time.perf_counter() - started if n == 0 else 0.0
+            report.runs.append(model_run)
+            print_run(model_run)
+        writes_line = (f"not traced: {found.untraced}" if found.writes is None else
+                       f"{found.writes} in the clean run, "
+                       f"{sum(1 for v in found.verdicts if v.kill_point.category == 'transcript-write')}"
+                       f" killed inside" + (f", {len(found.writes_missed)} not reached "
+                                            "(the run wrote fewer)" if found.writes_missed
+                                            else ""))
+        print(f"  kills         {found.kills_landed} landed (the CLI's process group "
+              f"SIGKILLed, each checked dead); transcript writes {writes_line}")
+        sys.stdout.flush()
 
 
 def _list_claude_agent_sdk(ns: argparse.Namespace, scenarios: list) -> int:
@@ -323,18 +374,26 @@ def _list_claude_agent_sdk(ns: argparse.Namespace, scenarios: list) -> int:
     from .adapters.claude_agent_sdk import CATEGORIES, survey
     from .loading import load_factory
 
+    from .adapters.claude_agent_sdk.writes import HOLD, strace_unavailable
+
     run = load_factory(ns.agent[len(CLAUDE_AGENT_SDK):])
+    untraced = strace_unavailable()
     for n, sc in enumerate(scenarios):
-        found = survey(run, sc, timeout=ns.timeout or 60.0)
+        found = survey(run, sc, timeout=ns.timeout or 60.0, writes=untraced is None)
         print(("\n" if n else "") + f"{sc.id}  {sc.path}")
         print(f"  agent        {ns.agent} (Claude Agent SDK, real processes)")
         print(f"  kill points  {len(found.kill_points)}: crash states process about "
               f"{found.crash_states} (the state as written and each transcript prefix)")
         cats = Counter(kp.category for kp in found.kill_points)
         print("               " + ", ".join(f"{c} {cats[c]}" for c in CATEGORIES if cats[c]))
-        print(f"  budget       about {found.seconds / 60:.0f} min: "
-              f"{1 + len(found.kill_points) + found.crash_states} incarnations at "
-              f"{found.seconds_per_incarnation:.1f} s (a clean run's, measured now)")
+        if (untraced or found.untraced) is not None:
+            print("               no kills inside transcript writes: "
+                  f"{untraced or found.untraced}")
+        held = "" if not found.writes else f", and strace holding each transcript write " \
+                                           f"{HOLD:g} s in the write kills' runs"
+        print(f"  budget       about {max(1, round(found.seconds / 60))} min: "
+              f"{found.incarnations} incarnations at "
+              f"{found.seconds_per_incarnation:.1f} s (a clean run's, measured now){held}")
     return EXIT_OK
 
 
@@ -509,7 +568,8 @@ def build_parser() -> argparse.ArgumentParser:
     _scenarios_and_agent(run, "the agent factory: MODULE[:ATTR] or FILE.py[:ATTR], "
                          "attribute make_agent by default (default: [tool.faultsim] agent; "
                          "with no agent or scenarios named anywhere, the bundled reference "
-                         "agent on the bundled scenarios)")
+                         "agent on the bundled scenarios); claude-agent-sdk:FILE.py:ATTR "
+                         "for a Claude Agent SDK agent's coroutine")
     run.add_argument("--crash-model", default=None, choices=["process", "power", "all"],
                      help="what a crash leaves on disk: a killed process, power loss, or "
                           "both (default: the scenario's fault profile, else process)")

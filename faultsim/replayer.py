@@ -29,6 +29,11 @@ def replay(token: str | ReplayToken, make_agent: Callable | None = None,
         raise FileNotFoundError(f"{token.scenario}: the token's scenario file is not here; "
                                 "replay from the directory the report was made in")
     token.check_scenario()
+    if token.agent.startswith("claude-agent-sdk:"):
+        # the Claude Agent SDK adapter explores on its own processes (and needs its extra)
+        from .adapters.claude_agent_sdk.runs import replay as replay_claude
+
+        return replay_claude(token, agent=agent, timeout=timeout or 60.0)
     if token.mode == "subprocess":
         from .errors import UsageError
         from .real.replay import replay_subprocess

@@ -22,6 +22,8 @@ import claude_agent_sdk  # noqa: E402
 
 import faultsim  # noqa: E402
 from faultsim.adapters import claude_agent_sdk as cs  # noqa: E402
+from faultsim.adapters.claude_agent_sdk import writes as cs_writes  # noqa: E402
+from faultsim.adapters.claude_agent_sdk.states import is_transcript, orphaned  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "examples" / "claude_agent_sdk"
@@ -84,15 +86,15 @@ def test_crash_states_are_the_written_state_and_each_message_boundary_prefix():
     states = cs.crash_states(files)
     # no cut after entry 4: the conversation as written, less a metadata line
     assert [name for name, _ in states] == [
-        "as written", "s.jsonl not yet written", "transcript cut after entry 2/5 (user)"]
+        "as written", "transcript not yet written", "transcript cut after entry 2 (user)"]
     assert all(s["work/session.json"] == b"{}" for _, s in states)  # the rest as written
     assert path not in states[1][1]
     assert states[2][1][path] == b"\n".join(lines[:2]) + b"\n"
     assert len(cs.crash_states(files, "entries")) == 1 + 5  # no file, entries 1..4 (5: as written)
     assert cs.crash_states(files, "written") == [("as written", files)]
     power = [n for n, _ in cs.crash_states(files, power=True) if n.startswith("power")]
-    assert power == ["power loss: transcript cut after entry 2/5, entry 3 torn in half"]
-    assert cs._orphaned(files) and not cs._orphaned({path: lines[1] + b"\n"})
+    assert power == ["power loss: transcript cut after entry 2, entry 3 torn in half"]
+    assert orphaned(files) and not orphaned({path: lines[1] + b"\n"})
 
 
 # -- the bundled CLI, run ------------------------------------------------------------------
@@ -197,10 +199,10 @@ def test_the_duplicate_is_the_agents_not_the_guards(crashed):
 
 
 def test_no_cli_process_outlives_the_runs(crashed):
-    from faultsim.adapters.claude_agent_sdk import _gone
+    from faultsim.adapters.claude_agent_sdk.control import RUNNING, gone
 
-    pids = [p.pid for p in cs._clis]
-    assert all(_gone(pid) for pid in pids)
+    pids = [p.pid for p in RUNNING.clis]
+    assert all(gone(pid) for pid in pids)
 
 
 def test_faultsim_list_gives_the_kill_points_and_the_budget(capsys):
@@ -212,10 +214,16 @@ def test_faultsim_list_gives_the_kill_points_and_the_budget(capsys):
     spec = f"claude-agent-sdk:{EXAMPLE / 'claude_billing_agent.py'}:run_billing"
     assert main(["list", "--agent", spec, str(EXAMPLE / "scenario.toml")]) == 0
     out = capsys.readouterr().out
-    assert "kill points  13: crash states process about 82 " in out
     assert "model-request 3, after-tool-use 2, handler-entry 2, before-effect 2, " \
            "after-effect 2, handler-return 2" in out
     assert "budget       about " in out and " incarnations at " in out
+    if cs_writes.strace_unavailable():
+        assert "kill points  13: crash states process about 82 " in out
+        assert "no kills inside transcript writes: " in out
+    else:  # a third clean run under strace counts the transcript writes: one point each
+        writes = int(out.split("transcript-write ")[1].split()[0])
+        assert writes >= 2
+        assert f"kill points  {13 + writes}: crash states process about {82 + writes} " in out
 
 
 def test_the_cli_connects_to_nothing_but_the_loopback_fake(tmp_path):
@@ -245,3 +253,179 @@ def test_the_cli_connects_to_nothing_but_the_loopback_fake(tmp_path):
     assert calls, "strace saw no connection at all: the fake was not reached this way"
     outside = [c for c in calls if 'inet_addr("127.0.0.1")' not in c]
     assert not outside, outside[:3]
+
+
+# -- kills inside the CLI's transcript writes (strace) -------------------------------------
+_LOG = ('101 write(7, ""..., 300) = 300 (DELAYED)\n'
+        '102 write(7, ""..., 40 <unfinished ...>\n'
+        '101 write(7, ""..., 55')  # write 3 entered, held: the log ends mid-line
+
+
+def _watch(tmp_path, text: str, n: int):
+    log = tmp_path / "strace.log"
+    log.write_text(text)
+    return cs_writes.WriteWatch(log, n, lambda: None)
+
+
+def test_a_write_kill_is_proven_by_the_log_and_the_bytes_on_disk(tmp_path):
+    """Landed: write n entered and never returned, and the transcript holds exactly what
+    the writes that returned wrote. Each way it can fail says so."""
+    assert _watch(tmp_path, _LOG, 3).proof(on_disk=300) is None
+    # write 2 is held too (another thread's), unfinished: it wrote nothing either
+    assert _watch(tmp_path, _LOG, 2).proof(on_disk=300) is None
+    assert "returned before the kill" in _watch(tmp_path, _LOG, 1).proof(on_disk=300)
+    assert "returned before the kill" in _watch(
+        tmp_path, _LOG + " <unfinished ...>\n102 <... write resumed>) = 40\n", 2
+    ).proof(on_disk=340)
+    assert "holds 340 bytes" in _watch(tmp_path, _LOG, 3).proof(on_disk=340)
+    assert "never came" in _watch(tmp_path, _LOG, 4).proof(on_disk=300)
+
+
+@pytest.fixture(scope="module")
+def write_kills(tmp_path_factory):
+    """The transcript writes of a clean run under strace, and kills inside the first and
+    the last of them."""
+    why = cs.cli_unavailable() or cs_writes.strace_unavailable()
+    if why:
+        pytest.skip(why)
+    root = tmp_path_factory.mktemp("claude-writes") / "sandbox"
+    run = claude_billing_agent.run_billing
+    golden, points, _ = cs.golden_run(run, SCENARIO, root)
+    clean = cs.snapshot(root)
+    writes, untraced = cs.write_points(run, SCENARIO, root, len(points))
+    assert untraced is None and writes is not None
+    kills = {}
+    for kp in (writes[0], writes[-1]):
+        world = SCENARIO.build_world()
+        cs.restore(root, {})
+        kills[kp.ordinal] = (kp, world, cs.incarnation(run, SCENARIO, world, root, target=kp))
+    return {"root": root, "golden": golden, "clean": clean, "writes": writes, "kills": kills}
+
+
+def test_the_transcript_is_where_faultsim_named_it(write_kills):
+    """The session id is faultsim's (`--session-id`), so the path strace watches is known
+    before the CLI starts, and two runs write the same path."""
+    expected = cs_writes.transcript_path(write_kills["root"],
+                                         cs_writes.session_id(SCENARIO.id, 1, 1))
+    rel = expected.relative_to(write_kills["root"]).as_posix()
+    assert rel in write_kills["clean"]
+    assert [p for p in write_kills["clean"] if is_transcript(p)] == [rel]
+
+
+def test_a_kill_inside_a_transcript_write_lands_before_it(write_kills):
+    writes, kills = write_kills["writes"], write_kills["kills"]
+    assert len(writes) >= 2 and [kp.category for kp in writes] == ["transcript-write"] * len(writes)
+    for n, (kp, _world, crash) in kills.items():
+        assert crash.files is not None and crash.landed, (n, crash.error)
+        assert crash.error is None and crash.writes >= n
+    # killed at the entry of write 1: nothing of the transcript reached the disk
+    _kp, _world, first = kills[1]
+    assert not any(is_transcript(p) and d for p, d in first.files.items())
+    # at the last: the batches before it, whole entries only
+    _kp, _world, last = kills[len(writes)]
+    (data,) = [d for p, d in last.files.items() if is_transcript(p)]
+    clean = next(d for p, d in write_kills["clean"].items() if is_transcript(p))
+    assert data.endswith(b"\n") and 0 < data.count(b"\n") < clean.count(b"\n")
+    assert all(json.loads(line) for line in data.splitlines())
+
+
+def test_a_resume_after_a_kill_in_the_first_write_cannot_find_its_session(write_kills):
+    kp, world, crash = write_kills["kills"][1]
+    verdict = cs.resume(claude_billing_agent.run_billing, SCENARIO, write_kills["golden"],
+                        world, write_kills["root"], kp, "as written", crash.files)
+    assert "unresumable" in cs.classify(verdict), (verdict.error, verdict.violations)
+
+
+# -- faultsim run / replay -----------------------------------------------------------------
+SPEC = f"claude-agent-sdk:{EXAMPLE / 'claude_billing_agent.py'}"
+
+
+def test_faultsim_run_finds_the_double_email_and_its_token_replays_it(tmp_path, capsys):
+    if cs.cli_unavailable():
+        pytest.skip(cs.cli_unavailable())
+    from faultsim.cli import main
+
+    report = tmp_path / "report.json"
+    assert main(["run", str(EXAMPLE / "scenario.toml"), "--agent", f"{SPEC}:run_billing",
+                 "--kill-point", "k11-after-effect-send#1", "--json", str(report)]) == 1
+    out = capsys.readouterr().out
+    assert "cs_billing · claude-agent-sdk:" in out and " kill points   1/" in out
+    assert "kills         1 landed" in out
+    found = json.loads(report.read_text())
+    assert found["ok"] is False and found["runs"][0]["mode"] == "subprocess"
+    double = next(v for v in found["runs"][0]["violations"]
+                  if v["invariant"] == "effects_exactly_once")
+    assert double["replay"].startswith("faultsim replay fs1_")
+    assert main(["replay", double["token"], "--timeout", "60"]) == 1
+    replayed = capsys.readouterr().out
+    assert "email.send(" in replayed and "applied 2 times" in replayed
+    assert f"replay: {double['replay']}" in replayed  # the replay names the same state
+
+
+def test_faultsim_run_passes_a_kill_point_every_state_of_which_resumes(capsys):
+    """The exit code's other way: continue_conversation restarts the task when no
+    transcript is left, which before the first answer repeats nothing."""
+    if cs.cli_unavailable():
+        pytest.skip(cs.cli_unavailable())
+    from faultsim.cli import main
+
+    assert main(["run", str(EXAMPLE / "scenario.toml"), "--agent",
+                 f"{SPEC}:run_billing_continues",
+                 "--kill-point", "k1-model-request-turn1#1"]) == 0
+    out = capsys.readouterr().out
+    assert "1 scenario, 1 run: all passed" in out and "crash states  2 judged" in out
+    # its session id is the CLI's: said, not silently left out
+    assert "transcript writes not traced: the CLI chose the session id itself" in out
+
+
+@pytest.mark.parametrize("flags, said", [
+    (["--crashes", "2"], "--crashes 2: a Claude Agent SDK agent is explored one crash"),
+    (["--mode", "in-process"], "--mode in-process: a Claude Agent SDK agent runs its CLI"),
+])
+def test_what_this_agent_kind_cannot_do_is_one_line(flags, said, capsys):
+    from faultsim.cli import main
+
+    assert main(["run", str(EXAMPLE / "scenario.toml"), "--agent", f"{SPEC}:run_billing",
+                 *flags]) == 2
+    err = capsys.readouterr().err
+    assert said in err and len(err.strip().splitlines()) == 1
+
+
+def test_assert_ok_fails_with_the_counterexample_and_never_on_nothing(crashed):
+    """The helper a team's test calls, both ways: the double email fails it with the
+    counterexample and its replay command; a sweep that judged nothing fails it too."""
+    kp = crashed["points"][10]
+    double = crashed["verdicts"][crashed["prompt_only"]]
+    written = crashed["verdicts"]["as written"]
+    found = cs.Exploration(SCENARIO, crashed["golden"], crashed["points"], [written],
+                           kills_landed=1)
+    found.assert_ok(f"{SPEC}:run_billing")  # as written: resumed correctly
+    found.verdicts.append(double)
+    with pytest.raises(AssertionError) as caught:
+        found.assert_ok(f"{SPEC}:run_billing")
+    assert kp.id in str(caught.value) and "applied 2 times" in str(caught.value)
+    assert "replay: faultsim replay fs1_" in str(caught.value)
+    with pytest.raises(AssertionError, match="nothing was tested"):
+        cs.Exploration(SCENARIO, crashed["golden"], crashed["points"]).assert_ok()
+
+
+def test_an_agent_on_claude_sdk_client_is_run_and_judged_the_same(tmp_path):
+    """The SDK's other entry point: `ClaudeSDKClient` (streaming input to the CLI) instead of
+    `query()`. Same kill points, and the same double email from the same kind of state."""
+    if cs.cli_unavailable():
+        pytest.skip(cs.cli_unavailable())
+    run = claude_billing_agent.run_billing_client
+    root = tmp_path / "sandbox"
+    golden, points, clean = cs.golden_run(run, SCENARIO, root)
+    assert golden.outcome.final_answer == SCENARIO.expected_final_answer, clean.error
+    assert [kp.key for kp in points] == EXPECTED_POINTS
+    target = next(kp for kp in points if kp.key == ("after-effect", "send", 1))
+    world = SCENARIO.build_world()
+    cs.restore(root, {})
+    crash = cs.incarnation(run, SCENARIO, world, root, target=target)
+    assert crash.landed and crash.files is not None, crash.error
+    states = dict(cs.crash_states(crash.files))
+    prompt_only = next(n for n in states if n.endswith("(user)"))
+    verdict = cs.resume(run, SCENARIO, golden, world, root, target, prompt_only,
+                        states[prompt_only])
+    assert "effects duplicated" in cs.classify(verdict), verdict.violations

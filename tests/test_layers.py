@@ -16,6 +16,9 @@ LAZY_UPWARD = {
     # an --agent spec "langgraph:MODE" builds a LangGraph agent: spec resolution imports
     # the adapter (and LangGraph) only for such a spec, never for every other agent
     ("faultsim.loading", "faultsim.adapters.langgraph"),
+    # a token of a Claude Agent SDK agent replays on that adapter's own processes: imported
+    # (with the SDK) only for such a token
+    ("faultsim.replayer", "faultsim.adapters.claude_agent_sdk.runs"),
 }
 
 # Imported by no faultsim module at import time from the bottom layer: the standard library.

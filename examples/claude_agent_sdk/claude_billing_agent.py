@@ -16,8 +16,8 @@ import json
 import os
 from pathlib import Path
 
-from claude_agent_sdk import (ClaudeAgentOptions, ResultMessage, SystemMessage,
-                              create_sdk_mcp_server, query, tool)
+from claude_agent_sdk import (ClaudeAgentOptions, ClaudeSDKClient, ResultMessage,
+                              SystemMessage, create_sdk_mcp_server, query, tool)
 
 import faultsim
 
@@ -108,6 +108,30 @@ async def run_billing_continues(task: str, workdir: Path) -> str:
             if message.is_error:
                 raise RuntimeError(f"the agent failed: {message.result}")
             answer = message.result
+    return answer
+
+
+async def run_billing_client(task: str, workdir: Path) -> str:
+    """The same agent on the SDK's interactive client (`ClaudeSDKClient`) instead of
+    `query()`: the session id kept in session.json, resumed the same way."""
+    state = workdir / "session.json"
+    session_id = json.loads(state.read_text())["session_id"] if state.exists() else None
+    options = ClaudeAgentOptions(
+        model="claude-sonnet-4-5", cwd=workdir, mcp_servers={"billing": billing},
+        allowed_tools=TOOLS, resume=session_id)
+    answer = None
+    async with ClaudeSDKClient(options=options) as client:
+        await client.query(task if session_id is None else
+                           "Continue the task where you left off.")
+        async for message in client.receive_response():
+            if isinstance(message, SystemMessage) and message.subtype == "init" and \
+                    session_id is None:
+                session_id = message.data["session_id"]
+                state.write_text(json.dumps({"session_id": session_id}))
+            elif isinstance(message, ResultMessage):
+                if message.is_error:
+                    raise RuntimeError(f"the agent failed: {message.result}")
+                answer = message.result
     return answer
 
 

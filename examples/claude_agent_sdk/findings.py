@@ -3,7 +3,8 @@
     python examples/claude_agent_sdk/findings.py [--prefixes messages] [--power]
 
 Real processes (the bundled Claude Code CLI), one crash per run; each incarnation costs
-about two seconds, so the whole sweep takes minutes (the budget is printed first).
+about two seconds, so the whole sweep takes minutes. Where strace can trace, the kills
+inside the CLI's transcript writes are swept too (`transcript-write`).
 """
 from __future__ import annotations
 
@@ -39,7 +40,10 @@ def main() -> None:
         print(f"{name}: {len(result.kill_points)} kill points, {result.kills_landed} kills "
               f"landed, {len(result.verdicts)} crash states judged, {result.incarnations} "
               f"incarnations, {time.monotonic() - started:.0f} s (prefixes={args.prefixes}"
-              f"{', power' if args.power else ''})", flush=True)
+              f"{', power' if args.power else ''}); transcript writes: " +
+              (f"{result.writes}, {len(result.writes_missed)} not reached"
+               if result.writes is not None else f"not traced ({result.untraced})"),
+              flush=True)
     for name, result in results.items():
         print(f"\n{name}, by kill-point category:\n")
         print(cs.table(result.verdicts, by=lambda v: v.kill_point.category))
@@ -50,6 +54,8 @@ def main() -> None:
 
 
 def _state_kind(v: cs.Verdict) -> str:
+    if v.kill_point.category == cs.WRITE_KILL:
+        return "as written, killed inside a transcript write"
     if v.state == "as written":
         return "as written at the kill"
     if v.state.startswith("power"):

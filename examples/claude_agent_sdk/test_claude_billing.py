@@ -24,6 +24,7 @@ def test_a_kill_after_the_payment_resumes_without_paying_twice():
         pytest.skip(cli_unavailable())
     scenario = faultsim.load_scenario(HERE / "scenario.toml")
     result = explore(claude_billing_agent.run_billing, scenario, prefixes="written",
-                     only=lambda kp: kp.key == ("after-effect", "pay", 1))
+                     only=lambda kp: kp.key == ("after-effect", "pay", 1), writes=False)
     assert result.kills_landed == 1 and len(result.verdicts) == 1
-    assert not result.failures, [v.explanation for f in result.failures for v in f.violations]
+    # fails with faultsim's counterexample and the command that replays it
+    result.assert_ok(f"claude-agent-sdk:{HERE / 'claude_billing_agent.py'}:run_billing")

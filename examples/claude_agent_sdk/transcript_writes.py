@@ -20,6 +20,7 @@ sys.path.insert(0, str(HERE))
 
 import faultsim  # noqa: E402
 from faultsim.adapters import claude_agent_sdk as cs  # noqa: E402
+from faultsim.adapters.claude_agent_sdk.states import entry_kind, is_transcript  # noqa: E402
 
 import claude_billing_agent  # noqa: E402
 
@@ -39,7 +40,7 @@ def main() -> int:
         root = Path(tmp) / "sandbox"
         cs.golden_run(claude_billing_agent.run_billing, scenario, root, wrap_cli=traced)
         files = cs.snapshot(root)
-        path, data = next((p, d) for p, d in files.items() if cs._is_transcript(p))
+        path, data = next((p, d) for p, d in files.items() if is_transcript(p))
         calls = [line for line in log.read_text().splitlines()
                  if f"{path.rsplit('/', 1)[-1]}>" in line]
     writes = [int(c.rsplit("=", 1)[1]) for c in calls if " write" in c or "writev(" in c]
@@ -53,7 +54,7 @@ def main() -> int:
     for size in writes:
         total += size
         bounds.append(str(ends.index(total) + 1) if total in ends else f"inside entry ({total})")
-    kinds = [cs._entry_kind(line) for line in lines]
+    kinds = [entry_kind(line) for line in lines]
     print(f"transcript: {len(lines)} entries ({kinds.count('user')} user, "
           f"{kinds.count('assistant')} assistant), {len(writes)} write(2) calls, "
           f"{len(syncs)} fsync calls")

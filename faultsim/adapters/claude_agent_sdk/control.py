@@ -1,0 +1,263 @@
+"""How a kill lands: the kill points a run meets, counted as they come (from the fake's
+threads and the agent's loop), the SDK seams that report them and start the CLI in a process
+group of its own, and the SIGKILL of that group."""
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import re
+import signal
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+from ...trace import Killed
+from ...world import World
+from .writes import session_id
+from .sandbox import snapshot
+from .sdk import sdk_cli, sdk_query
+
+CATEGORIES = ("model-request", "after-tool-use", "handler-entry", "before-effect",
+              "after-effect", "handler-return", "transcript-write")
+WRITE_KILL = "transcript-write"  # killed inside the CLI's Nth transcript write (writes.py)
+
+
+# -- kill points ---------------------------------------------------------------------------
+@dataclass(frozen=True)
+class KillPoint:
+    index: int  # 1-based, in the clean run's order
+    category: str
+    detail: str  # the tool, or the request/stream position
+    ordinal: int  # the how-manieth event of this category and detail
+
+    @property
+    def id(self) -> str:
+        return f"k{self.index}-{self.category}-{self.detail}#{self.ordinal}"
+
+    @property
+    def key(self) -> tuple[str, str, int]:
+        """What names it across runs. Not the index: the endpoint's thread and the agent's
+        loop meet some points in either order (the CLI may start a tool before the stream
+        event after its block is counted), so runs agree on each point, not on the order."""
+        return self.category, self.detail, self.ordinal
+
+
+class Controller:
+    """Counts kill-point events as the run meets them (from the endpoint's threads and the
+    agent's loop) and kills at the target: waits for the CLI's batch to flush, SIGKILLs its
+    process groups, reads the sandbox, seals the world, raises `Killed`."""
+
+    def __init__(self, world: World, root: Path, target: KillPoint | None,
+                 settle: float, name: str = "") -> None:
+        self.world, self.root, self.target, self.settle = world, root, target, settle
+        self.name = name  # the scenario's id: it names the sessions' ids
+        self.seen: list[KillPoint] = []
+        self._counts: dict[tuple[str, str], int] = {}
+        self._lock = threading.Condition()
+        self.dying = False
+        self.files: dict[str, bytes] | None = None  # the sandbox at the kill
+        self.landed = False
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self.task: asyncio.Task | None = None
+
+    def event(self, category: str, detail: str) -> None:
+        with self._lock:
+            if category == "handler-entry":
+                # The CLI starts a tool as soon as its block closes, and the endpoint's thread
+                # counts that block just after sending it: wait for the count, so a kill
+                # "after-tool-use" always lands before the tool runs (else the order of two
+                # threads would decide whether the effect happened)
+                entered = sum(1 for kp in self.seen if kp.category == "handler-entry")
+                self._lock.wait_for(lambda: self.dying or sum(
+                    1 for kp in self.seen if kp.category == "after-tool-use") > entered,
+                    timeout=5.0)
+            if self.dying:  # the process is dead: nothing it does happens
+                raise Killed("after the kill")
+            slot = (category, detail)
+            self._counts[slot] = self._counts.get(slot, 0) + 1
+            point = KillPoint(len(self.seen) + 1, category, detail, self._counts[slot])
+            self.seen.append(point)
+            self._lock.notify_all()
+            if self.target is None or point.key != self.target.key:
+                return
+            self.dying = True
+            self.world.sealed = True  # no effect or model call of the dead incarnation lands
+        _quiesce(self.root, self.settle)  # the CLI waits on faultsim; its timer flushes
+        self._die()
+        raise Killed(self.target.id)
+
+    def kill_now(self) -> None:
+        """The kill inside a transcript write (`writes.WriteWatch`): now, while strace holds
+        the write; the CLI is not waiting on faultsim, so nothing to wait for."""
+        with self._lock:
+            if self.dying:
+                return
+            self.dying = True
+            self.world.sealed = True
+        self._die()
+
+    def _die(self) -> None:
+        self.landed = kill_clis()
+        self.files = snapshot(self.root)
+        if self.loop is not None and self.task is not None:
+            self.loop.call_soon_threadsafe(self.task.cancel)
+
+
+def _quiesce(root: Path, settle: float, limit: float = 5.0) -> None:
+    """Wait `settle` seconds, then until the config dir has not changed for two ticks (a
+    busy machine may fire the CLI's ~100 ms flush timer late), at most `limit` seconds."""
+    def sizes() -> dict:
+        found = {}
+        for dirpath, _dirs, names in os.walk(root / "claude"):
+            for name in names:
+                with contextlib.suppress(OSError):
+                    found[os.path.join(dirpath, name)] = os.stat(
+                        os.path.join(dirpath, name)).st_size
+        return found
+
+    deadline = time.monotonic() + limit
+    time.sleep(settle)
+    last, still = sizes(), 0
+    while still < 2 and time.monotonic() < deadline:
+        time.sleep(0.1)
+        now = sizes()
+        still = still + 1 if now == last else 0
+        last = now
+
+
+class Running:
+    """The incarnation running now (one at a time): what the SDK seams report to."""
+
+    def __init__(self) -> None:
+        self.controller: Controller | None = None
+        self.clis: list[Any] = []  # the CLI processes it started (anyio Process)
+        self.wrap: Callable[[list[str]], list[str]] | None = None  # its wrap_cli
+        self.sessions: list[str] = []  # the session ids given to its new sessions
+
+    def start(self, controller: Controller,
+              wrap: Callable[[list[str]], list[str]] | None) -> None:
+        self.controller, self.wrap = controller, wrap
+        self.clis.clear()
+        self.sessions.clear()
+
+    def stop(self) -> None:
+        self.controller, self.wrap = None, None
+
+
+RUNNING = Running()
+
+
+def _report(category: str, detail: str) -> None:
+    if RUNNING.controller is not None:
+        RUNNING.controller.event(category, detail)
+
+
+def on_world(kind: str, **info: Any) -> None:
+    if kind == "model.response" and info["record"].ok:
+        _report("model-request", f"turn{info['record'].position + 1}")
+    elif kind == "model.stream" and info.get("where", "").endswith("tool_use stop"):
+        turn = re.search(r"_(\d+)(?:_r\d+)?$", info["message_id"])  # msg_TAG_NN[_rK]
+        _report("after-tool-use", f"turn{int(turn.group(1))}" if turn else "turn?")
+
+
+def mark(name: str, **info: Any) -> None:
+    if name == "tool.start":
+        _report("before-effect", info.get("tool", "?"))
+    elif name == "tool.end":
+        _report("after-effect", info.get("tool", "?"))
+
+
+# -- the SDK seams (claude-agent-sdk 0.2.184; tests/test_claude_agent_sdk.py checks them) ----
+class _NewSessionAnyio:
+    """`anyio` as the SDK's transport module sees it: the CLI starts in a session (and
+    process group) of its own, so a kill takes the CLI and every process it started."""
+
+    def __init__(self, real: Any) -> None:
+        self._real = real
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._real, name)
+
+    async def open_process(self, command: Any, *args: Any, **kwargs: Any) -> Any:
+        kwargs["start_new_session"] = True
+        command = _with_session_id(list(command))
+        if RUNNING.wrap is not None:  # under strace: to measure the CLI, or to kill it
+            command = RUNNING.wrap(command)
+        process = await self._real.open_process(command, *args, **kwargs)
+        RUNNING.clis.append(process)
+        return process
+
+
+_SESSION_FLAGS = ("--resume", "-r", "--continue", "-c", "--session-id")
+
+
+def _with_session_id(command: list[str]) -> list[str]:
+    """A CLI starting a new session gets a session id of faultsim's, named by the scenario,
+    the incarnation and the how-manieth CLI it is: the CLI would draw a random one (uuid4),
+    and then no two runs would write the same transcript path (which the write kills trace,
+    and which verdicts, tables and printed commands name)."""
+    if any(arg.split("=", 1)[0] in _SESSION_FLAGS for arg in command[1:]):
+        return command  # the user's own resume, continue or id: theirs
+    c = RUNNING.controller
+    if c is None:
+        return command
+    sid = session_id(c.name, c.world.incarnation, len(RUNNING.sessions) + 1)
+    RUNNING.sessions.append(sid)
+    return [command[0], f"--session-id={sid}", *command[1:]]
+
+
+@contextlib.contextmanager
+def seams() -> Iterator[None]:
+    original_anyio = sdk_cli.anyio
+    original_handle = sdk_query.Query._handle_sdk_mcp_request
+
+    async def handle(self: Any, server_name: str, message: dict) -> Any:
+        tool = message.get("params", {}).get("name", "?") if isinstance(message, dict) \
+            else "?"
+        calling = isinstance(message, dict) and message.get("method") == "tools/call"
+        if calling:
+            _report("handler-entry", tool)
+        result = await original_handle(self, server_name, message)
+        if calling:
+            _report("handler-return", tool)
+        return result
+
+    sdk_cli.anyio = _NewSessionAnyio(original_anyio)
+    sdk_query.Query._handle_sdk_mcp_request = handle
+    try:
+        yield
+    finally:
+        sdk_cli.anyio = original_anyio
+        sdk_query.Query._handle_sdk_mcp_request = original_handle
+
+
+def gone(pid: int) -> bool:
+    """Reaped, or a zombie: dead either way."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().rsplit(b")", 1)[1].split()[0] == b"Z"
+    except (FileNotFoundError, ProcessLookupError):
+        return True
+    except OSError:  # no /proc: ask the kernel
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        return False
+
+
+def kill_clis(timeout: float = 10.0) -> bool:
+    """SIGKILL every CLI process group of this incarnation; True once each is dead."""
+    pids = [p.pid for p in RUNNING.clis]
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(pid, signal.SIGKILL)  # the CLI leads its own group
+    deadline = time.monotonic() + timeout
+    while not all(gone(pid) for pid in pids):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.005)
+    return bool(pids)

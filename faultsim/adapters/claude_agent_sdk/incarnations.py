@@ -1,0 +1,175 @@
+"""One incarnation: the user's coroutine run once on the sandbox as it stands, against the
+loopback fake, to its end or to the kill at its target."""
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Awaitable, Callable
+
+from ...agent import AgentEnv, Outcome, outcome_of, run_incarnation
+from ...model import serve
+from ...scenario import Scenario
+from ...trace import Killed, WorldSealed
+from ...world import World
+from .writes import WriteWatch, session_id, tracer, transcript_path
+from .control import (RUNNING, WRITE_KILL, Controller, KillPoint, gone, kill_clis, mark,
+                      on_world, seams)
+from .sandbox import DIRS
+from .sdk import SECRETS, cli_environment
+
+AgentRun = Callable[[str, Path], Awaitable[Any]]  # (task, workdir) -> final answer
+
+
+@dataclass
+class Incarnation:
+    outcome: Outcome | None
+    error: str | None
+    timed_out: bool
+    seen: list[KillPoint]
+    files: dict[str, bytes] | None  # the sandbox at the kill (None: no kill)
+    landed: bool
+    seconds: float
+    writes: int | None = None  # transcript writes strace saw enter (when they were traced)
+
+
+class _Run:
+    def __init__(self, run: AgentRun, task: str, workdir: Path,
+                 controller: Controller) -> None:
+        self.fn, self.task, self.workdir, self.controller = run, task, workdir, controller
+
+    async def run(self) -> Any:
+        loop = self.controller.loop = asyncio.get_running_loop()
+        self.controller.task = asyncio.current_task()
+        loop.set_exception_handler(_quiet_kills)
+        try:
+            return await self.fn(self.task, self.workdir)
+        finally:
+            await _settle_tasks()
+
+
+def _quiet_kills(loop: asyncio.AbstractEventLoop, context: dict) -> None:
+    """A task the kill stopped (the SDK's tool call, its reader) is no error to log."""
+    if not isinstance(context.get("exception"), (Killed, WorldSealed)):
+        loop.default_exception_handler(context)
+
+
+async def _settle_tasks() -> None:
+    """End the SDK's background tasks while the loop still runs: left pending, they are
+    destroyed with the loop and fail on being collected, outside any run."""
+    me = asyncio.current_task()
+    others = [t for t in asyncio.all_tasks() if t is not me]
+    for task in others:
+        task.cancel()
+    if others:
+        await asyncio.wait(others, timeout=5)
+    for task in others:
+        if task.done() and not task.cancelled():
+            task.exception()  # retrieved: nothing to report at collection
+    for process in list(RUNNING.clis):  # a killed CLI's pipes, closed while the loop runs
+        if process.returncode is None and not gone(process.pid):
+            continue  # alive: the SDK's own to close
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(process.aclose(), 5)
+
+
+def incarnation(run: AgentRun, scenario: Scenario, world: World, root: Path, *,
+                target: KillPoint | None = None, timeout: float = 60.0,
+                settle: float = 0.3,
+                wrap_cli: Callable[[list[str]], list[str]] | None = None,
+                writes: bool = False) -> Incarnation:
+    """Start or resume the agent once on the sandbox at `root` (as it stands), to its end
+    or to the kill at `target`. `wrap_cli(command)` may prefix the CLI's command line (a
+    tracer such as strace, for measuring it). `writes` (implied by a `transcript-write`
+    target) runs the CLI under strace, its transcript writes held and counted
+    (`writes.py`)."""
+    controller = Controller(world, root, target, settle, scenario.id)
+    world.sealed = False
+    world.begin_incarnation()
+    watch: WriteWatch | None = None
+    transcript: Path | None = None
+    if writes or (target is not None and target.category == WRITE_KILL):
+        transcript = transcript_path(
+            root, session_id(scenario.id, world.incarnation, 1))
+        log = root.parent / f"strace-{world.incarnation}.log"  # outside the crash state
+        log.unlink(missing_ok=True)
+        wrap_cli = tracer(transcript, log)
+        watch = WriteWatch(log, target.ordinal if target is not None and
+                                   target.category == WRITE_KILL else None,
+                                   controller.kill_now)
+    for d in DIRS:
+        (root / d).mkdir(parents=True, exist_ok=True)
+    result: dict[str, Any] = {}
+    started = time.monotonic()
+    unsubscribe = world.subscribe(on_world)
+    saved_env = dict(os.environ)
+    saved_cwd = os.getcwd()
+    RUNNING.start(controller, wrap_cli)
+    try:
+        with serve(world.model) as endpoint, seams():
+            for name in SECRETS:
+                os.environ.pop(name, None)
+            os.environ.update(cli_environment(endpoint.base_url, endpoint.api_key, root))
+            os.chdir(root / "work")  # a CLI started without options.cwd runs here too
+            env = AgentEnv(workdir=root / "work", client=world.model.client(),
+                           services=world.services, clock=world.clock, task=scenario.task,
+                           task_id=scenario.id, model=scenario.model,
+                           incarnation=world.incarnation, mark=mark, world=world)
+
+            def go() -> None:
+                try:
+                    result["value"] = run_incarnation(
+                        lambda e: _Run(run, scenario.task, root / "work", controller), env)
+                except BaseException as exc:  # noqa: BLE001 - reported, never swallowed
+                    result["error"] = exc
+
+            thread = threading.Thread(target=go, name="faultsim-claude-agent", daemon=True)
+            with watch if watch is not None else contextlib.nullcontext():
+                thread.start()
+                thread.join(timeout)
+                timed_out = thread.is_alive()
+                if timed_out:  # a hung agent: its CLI dies, its loop is cancelled
+                    kill_clis()
+                    if controller.loop is not None and controller.task is not None:
+                        controller.loop.call_soon_threadsafe(controller.task.cancel)
+                    thread.join(10)
+    finally:
+        kill_clis()  # never leave a CLI behind
+        RUNNING.stop()
+        os.chdir(saved_cwd)
+        os.environ.clear()
+        os.environ.update(saved_env)
+        unsubscribe()
+    error = None
+    outcome = None
+    landed = controller.landed
+    if controller.files is not None:
+        # killed: what the Python side raised afterwards (the dead CLI's pipe, the
+        # cancellation) is the kill's doing, not the agent's
+        if watch is not None and transcript is not None:
+            rel = transcript.relative_to(root).as_posix()
+            why = watch.proof(len(controller.files.get(rel, b"")))
+            if why is not None:
+                landed, error = False, f"the kill inside transcript write " \
+                                       f"{watch.n} did not land: {why}"
+    elif timed_out:
+        error = f"no end within {timeout:g} s"
+    elif "error" in result:
+        error = _one_line(result["error"])
+    else:
+        try:
+            outcome = outcome_of(result.get("value"))
+        except TypeError as exc:
+            error = str(exc)
+    return Incarnation(outcome, error, timed_out, controller.seen, controller.files,
+                       landed, time.monotonic() - started,
+                       watch.entered if watch is not None else None)
+
+
+def _one_line(exc: BaseException) -> str:
+    text = " ".join(str(exc).split())
+    return f"{type(exc).__name__}: {text[:300]}"

@@ -1,0 +1,85 @@
+"""A Claude Agent SDK agent in faultsim's front ends: `faultsim run` and `faultsim replay`
+with `--agent claude-agent-sdk:FILE.py:ATTR` (`report.py` makes their report)."""
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+from typing import TYPE_CHECKING, Callable, Sequence
+
+from ...errors import KillDidNotLand
+from ...scenario import Scenario, load_scenario
+from ...schedule import ScheduleResult
+from ...token import ReplayToken
+from .control import WRITE_KILL, KillPoint
+from .incarnations import AgentRun, incarnation
+from .report import model_runs
+from .sandbox import restore
+from .states import crash_states
+from .sweep import Exploration, explore, golden_run, resume, write_points
+
+if TYPE_CHECKING:
+    from ...report import ModelRun
+
+PREFIX = "claude-agent-sdk:"  # --agent claude-agent-sdk:FILE.py:ATTR
+CRASH_MODELS = ("process", "power")
+
+
+def load(spec: str) -> AgentRun:
+    from ...loading import load_factory
+
+    return load_factory(spec[len(PREFIX):] if spec.startswith(PREFIX) else spec)
+
+
+def run(agent: str, scenario: Scenario, crash_models: Sequence[str], *, timeout: float,
+        only: Callable[[KillPoint], bool] | None = None, writes: bool | None = None,
+        progress: Callable[[str], None] | None = None) -> tuple[Exploration, list[ModelRun]]:
+    """`faultsim run` for one scenario: explore under the crash models ("process",
+    "power"), as faultsim's report."""
+    models = tuple(m for m in CRASH_MODELS if m in crash_models)
+    found = explore(load(agent), scenario, power="power" in models, only=only,
+                    timeout=timeout, writes=writes, progress=progress)
+    return found, model_runs(found, agent, models, timeout=timeout)
+
+
+def replay(token: ReplayToken, *, agent: str | None = None,
+           timeout: float = 60.0) -> ScheduleResult:
+    """The clean run, the token's one crash and the one resume it names, judged."""
+    from ...errors import UsageError
+
+    if len(token.steps) != 1:
+        raise UsageError("a Claude Agent SDK token names one crash; schedules of several "
+                         "are not explored for this agent kind")
+    step = token.steps[0]
+    spec = agent or token.agent
+    fn = load(spec)
+    scenario = load_scenario(token.scenario)
+    with tempfile.TemporaryDirectory(prefix=f"faultsim-{scenario.id}-") as tmp:
+        root = Path(tmp) / "sandbox"
+        golden, points, _ = golden_run(fn, scenario, root, timeout=timeout)
+        if step.index > len(points):
+            points = [*points, *(write_points(fn, scenario, root, len(points),
+                                              timeout=timeout)[0] or [])]
+        kp = next((p for p in points if p.index == step.index), None)
+        if kp is None:
+            raise UsageError(f"the token's kill point k{step.index} is not among this run's "
+                             f"{len(points)}: the agent or the CLI changed since")
+        world = scenario.build_world()
+        restore(root, {})
+        crash = incarnation(fn, scenario, world, root, target=kp, timeout=timeout)
+        if crash.files is None or not crash.landed:
+            raise KillDidNotLand(f"{kp.id}: the kill did not land on replay: "
+                               f"{crash.error or 'the run never reached it'}")
+        states = crash_states(crash.files, "messages", token.crash_model == "power") \
+            if kp.category != WRITE_KILL else \
+            [(f"as written (killed at the entry to transcript write {kp.ordinal})",
+              crash.files)]
+        if step.order >= len(states):
+            raise UsageError(f"{kp.id} left {len(states)} crash states on replay, the token "
+                             f"names state {step.order + 1}")
+        name, files = states[step.order]
+        verdict = resume(fn, scenario, golden, world, root, kp, name, files, timeout,
+                         order=step.order)
+    found = Exploration(scenario, golden, points, [verdict], kills_landed=1)
+    (model_run,) = model_runs(found, spec, (token.crash_model,), timeout=timeout)
+    model_run.seed = token.seed
+    return ScheduleResult(model_run.verdicts[0], model_run)

@@ -1,0 +1,302 @@
+"""The sweep: the clean run, one crash run per kill point, one resume per crash state,
+each judged by faultsim's oracle; and `survey`, its budget."""
+from __future__ import annotations
+
+import contextlib
+import copy
+import json
+import re
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from ...crashmodel import CrashState
+from ...errors import AgentFailedCleanly, KillDidNotLand, NonDeterminismError
+from ...oracle import CrashRun, Golden, Violation, judge
+from ...report import ResumeSummary
+from ...scenario import Scenario
+from ...world import World
+from .writes import HOLD, session_id, strace_unavailable, transcript_path
+from .control import CATEGORIES, WRITE_KILL, KillPoint
+from .incarnations import AgentRun, Incarnation, incarnation
+from .sandbox import restore, snapshot, work_files
+from .states import CHECKPOINT, PREFIXES, crash_states, is_transcript, orphaned
+
+@dataclass
+class Verdict:
+    kill_point: KillPoint
+    state: str  # which crash state, in words
+    violations: list[Violation]
+    resumed_at: int | None  # the first turn the resume asked for (0: the first)
+    error: str | None
+    orphaned: bool  # the transcript held a tool_use without its tool_result
+    seconds: float
+    effects_before: int = 0  # effects applied before the kill
+    order: int = 0  # among the kill point's crash states (a replay token names it)
+    crash_state: CrashState | None = None  # what the guards read
+    summary: ResumeSummary | None = None  # what the resumed run did (for the report)
+
+    @property
+    def ok(self) -> bool:
+        return not self.violations
+
+
+@dataclass
+class Exploration:
+    scenario: Scenario
+    golden: Golden
+    kill_points: list[KillPoint]
+    verdicts: list[Verdict] = field(default_factory=list)
+    kills_landed: int = 0
+    incarnations: int = 0
+    seconds: float = 0.0
+    writes: int | None = None  # transcript writes of the clean run under strace (None: not traced)
+    writes_missed: list[KillPoint] = field(default_factory=list)  # write N never came
+    untraced: str | None = None  # why the transcript's writes were not traced, if not
+
+
+    @property
+    def failures(self) -> list[Verdict]:
+        return [v for v in self.verdicts if v.violations]
+
+    def assert_ok(self, agent: str = "claude-agent-sdk:agent") -> None:
+        """For a test: fail with faultsim's counterexamples (and their replay commands,
+        when `agent` is the spec `claude-agent-sdk:FILE.py:ATTR`) when a crash state
+        violates the protocol, and when nothing was tested (no kill landed)."""
+        from .report import assert_ok
+
+        assert_ok(self, agent)
+
+
+def _new_world(scenario: Scenario) -> World:
+    return scenario.build_world()
+
+
+def golden_run(run: AgentRun, scenario: Scenario, root: Path, *, timeout: float = 60.0,
+               world: World | None = None,
+               wrap_cli: Callable[[list[str]], list[str]] | None = None
+               ) -> tuple[Golden, list[KillPoint], Incarnation]:
+    """The clean run (in `world`, a fresh one by default): what the oracle judges against,
+    and the kill points it met."""
+    world = world if world is not None else _new_world(scenario)
+    restore(root, {})
+    inc = incarnation(run, scenario, world, root, timeout=timeout, wrap_cli=wrap_cli)
+    if inc.outcome is None:
+        raise AgentFailedCleanly(scenario, inc.error or "no answer")
+    final = work_files(snapshot(root))
+    golden = Golden.of(inc.outcome, world, final, [], CHECKPOINT)
+    return golden, _in_order(inc.seen), inc
+
+
+def _in_order(seen: list[KillPoint]) -> list[KillPoint]:
+    """The clean run's points, numbered in one order whatever the threads did: by model
+    turn (each request starts one), then by category (a stream's tool_use block closes
+    before its handler runs, though the two threads may report them the other way)."""
+    step, steps = 0, []
+    for kp in seen:
+        step += kp.category == "model-request"
+        steps.append(step)
+    ranked = sorted(range(len(seen)), key=lambda n: (steps[n], CATEGORIES.index(
+        seen[n].category), n))
+    return [KillPoint(i, seen[n].category, seen[n].detail, seen[n].ordinal)
+            for i, n in enumerate(ranked, start=1)]
+
+
+
+
+@dataclass
+class Survey:
+    """What a sweep will cost, from one clean run (`faultsim list`)."""
+
+    kill_points: list[KillPoint]  # the transcript writes' last
+    crash_states: int  # estimated, prefixes="messages"
+    seconds_per_incarnation: float  # the clean run's, measured here
+    writes: int | None = None  # the clean run's transcript writes (None: not traced)
+    untraced: str | None = None  # why not, when strace could have traced them
+
+    @property
+    def incarnations(self) -> int:
+        """The clean run(s), one crash run per kill point, one resume per crash state."""
+        return 1 + (self.writes is not None) + len(self.kill_points) + self.crash_states
+
+    @property
+    def seconds(self) -> float:
+        """Each incarnation at the clean run's pace; a kill inside transcript write N also
+        waits while strace holds writes 1..N."""
+        held = sum(range(1, (self.writes or 0) + 1)) * HOLD
+        return self.incarnations * self.seconds_per_incarnation + held
+
+
+def survey(run: AgentRun, scenario: Scenario, *, timeout: float = 60.0,
+           root: Path | None = None, writes: bool | None = None) -> Survey:
+    """Run the agent clean, twice, and estimate the sweep: at each kill point, the state as
+    written, no transcript, and a cut after each conversation entry written by then (the
+    entries of the turns answered before it, and the point's own turn's answer once it
+    streamed in); with `writes` (None: where strace can trace), a third run under strace
+    counts the transcript writes, one kill point and one crash state each."""
+    if writes is None:
+        writes = strace_unavailable() is None
+    with contextlib.ExitStack() as stack:
+        if root is None:
+            root = Path(stack.enter_context(tempfile.TemporaryDirectory(
+                prefix=f"faultsim-{scenario.id}-"))) / "sandbox"
+        _golden, points, _cold = golden_run(run, scenario, root, timeout=timeout)
+        # twice: the first start of the CLI pays for loading its 370 MB binary, and two clean
+        # runs must meet the same kill points (else no crash run could find its own)
+        _golden, again, inc = golden_run(run, scenario, root, timeout=timeout)
+        if [kp.key for kp in again] != [kp.key for kp in points]:
+            raise NonDeterminismError(f"{scenario.id}: two clean runs met different kill "
+                                      f"points ({len(points)} and {len(again)}): the run is "
+                                      "not deterministic")
+        files = snapshot(root)
+        traced, untraced = None, None
+        if writes:
+            traced, untraced = write_points(run, scenario, root, len(points),
+                                            timeout=timeout)
+    answers: dict[int, int] = {}  # turn -> its assistant entries
+    results: dict[int, int] = {}  # turn -> the tool results answering it
+    for path, data in files.items():
+        if not is_transcript(path):
+            continue
+        for line in data.split(b"\n")[:-1]:
+            try:
+                entry = json.loads(line)
+            except ValueError:
+                continue
+            message = entry.get("message") or {}
+            if entry.get("type") == "assistant":
+                turn = re.search(r"_(\d+)(?:_r\d+)?$", str(message.get("id", "")))
+                if turn:
+                    answers[int(turn.group(1))] = answers.get(int(turn.group(1)), 0) + 1
+            elif entry.get("type") == "user" and isinstance(message.get("content"), list):
+                for block in message["content"]:
+                    turn = re.search(r"toolu_\w+?_(\d+)_\d+", str(block.get("tool_use_id")))
+                    if block.get("type") == "tool_result" and turn:
+                        results[int(turn.group(1))] = results.get(int(turn.group(1)), 0) + 1
+    states, step = 0, 0
+    for kp in points:
+        step += kp.category == "model-request"
+        written = 1 + sum(answers.get(t, 0) + results.get(t, 0) for t in range(1, step))
+        if kp.category != "model-request":
+            written += answers.get(step, 0)
+        states += 1 + written  # as written, no file, a cut per entry but the last
+    if traced is None:
+        return Survey(points, states, inc.seconds, untraced=untraced)
+    return Survey([*points, *traced], states + len(traced), inc.seconds, len(traced))
+
+
+def write_points(run: AgentRun, scenario: Scenario, root: Path, first: int, *,
+                 timeout: float = 60.0) -> tuple[list[KillPoint] | None, str | None]:
+    """The `transcript-write` kill points: one clean run with the CLI under strace, its
+    transcript writes held and counted (`writes.py`), one point per write; or None and why
+    not, when the CLI chose the session id itself (the agent starts with
+    `continue_conversation=True` or a session id of its own, which `--session-id` may not
+    join): the path strace must watch was not known before the CLI started."""
+    restore(root, {})
+    world = _new_world(scenario)
+    inc = incarnation(run, scenario, world, root, timeout=timeout, writes=True)
+    if inc.outcome is None:
+        raise AgentFailedCleanly(scenario, f"under strace: {inc.error}")
+    expected = transcript_path(root, session_id(scenario.id, 1, 1))
+    if not expected.exists():
+        return None, ("the CLI chose the session id itself (the agent starts with "
+                      "continue_conversation or its own session id), so the transcript's "
+                      "path was not known before it started")
+    return [KillPoint(first + n, WRITE_KILL, "session", n)
+            for n in range(1, (inc.writes or 0) + 1)], None
+
+
+def explore(run: AgentRun, scenario: Scenario, *, prefixes: str = "messages",
+            power: bool = False, only: Callable[[KillPoint], bool] | None = None,
+            timeout: float = 60.0, settle: float = 0.3, root: Path | None = None,
+            writes: bool | None = None,
+            progress: Callable[[str], None] | None = None) -> Exploration:
+    """Kill the agent at each kill point of its clean run (or those `only` keeps), resume it
+    from every crash state the kill may leave, and judge each with faultsim's oracle.
+    `writes` adds the kills inside the CLI's transcript writes (by strace; None: where
+    strace can trace)."""
+    if prefixes not in PREFIXES:
+        raise ValueError(f"prefixes {prefixes!r}: expected one of {', '.join(PREFIXES)}")
+    if writes is None:
+        writes = strace_unavailable() is None
+    with contextlib.ExitStack() as stack:
+        if root is None:
+            root = Path(stack.enter_context(tempfile.TemporaryDirectory(
+                prefix=f"faultsim-{scenario.id}-"))) / "sandbox"
+        started = time.monotonic()
+        golden, points, _ = golden_run(run, scenario, root, timeout=timeout)
+        result = Exploration(scenario, golden, points, incarnations=1)
+        if writes:
+            result.incarnations += 1
+            traced, result.untraced = write_points(run, scenario, root, len(points),
+                                                   timeout=timeout)
+            if traced is not None:
+                result.writes = len(traced)
+                points = result.kill_points = [*points, *traced]
+        else:
+            result.untraced = "not asked for (writes=False)"
+        for kp in points:
+            if only is not None and not only(kp):
+                continue
+            world = _new_world(scenario)
+            restore(root, {})
+            crash = incarnation(run, scenario, world, root, target=kp, timeout=timeout,
+                                settle=settle)
+            result.incarnations += 1
+            if crash.files is None and kp.category == WRITE_KILL and crash.error is None:
+                # the batches are the CLI's timer's: a run may write fewer than the
+                # clean run did. Reported, never judged as passed
+                result.writes_missed.append(kp)
+                if progress is not None:
+                    progress(f"{kp.id}: not reached (this run wrote the transcript "
+                             f"{crash.writes} times)")
+                continue
+            if crash.files is None:
+                raise KillDidNotLand(f"{kp.id}: the crash run never reached its kill point "
+                                   f"(it met {len(crash.seen)} of {len(points)}; "
+                                   f"{crash.error or 'it completed'}): the run is not "
+                                   "deterministic")
+            if not crash.landed:
+                raise KillDidNotLand(f"{kp.id}: " + (crash.error or "the CLI's process group "
+                                                   "did not die by SIGKILL"))
+            result.kills_landed += 1
+            states = crash_states(crash.files, prefixes, power) if kp.category != WRITE_KILL \
+                else [(f"as written (killed at the entry to transcript write {kp.ordinal})",
+                       crash.files)]
+            for order, (name, files) in enumerate(states):
+                result.verdicts.append(resume(run, scenario, golden, world, root, kp,
+                                               name, files, timeout, order=order))
+                result.incarnations += 1
+                if progress is not None:
+                    v = result.verdicts[-1]
+                    progress(f"{kp.id} [{name}]: " + (", ".join(x.invariant for x in
+                                                                v.violations) or "ok"))
+        result.seconds = time.monotonic() - started
+        return result
+
+
+def resume(run: AgentRun, scenario: Scenario, golden: Golden, killed: World, root: Path,
+            kp: KillPoint, name: str, files: dict[str, bytes | None],
+            timeout: float = 60.0, order: int = 0) -> Verdict:
+    """Resume the agent once from `files`, with a copy of the world as the kill left it,
+    and judge the run."""
+    world = copy.deepcopy(killed)
+    restore(root, files)
+    inc = incarnation(run, scenario, world, root, timeout=timeout)
+    asked = [q.position for q in world.model.requests
+             if q.incarnation == world.incarnation and q.ok]
+    # the guards read the transcript as the CLI does: a torn last line is skipped, so an
+    # answer only in it is not held (format "bytes" would count it)
+    held = {p: d[:d.rfind(b"\n") + 1] if d is not None and is_transcript(p) else d
+            for p, d in files.items()}
+    state = CrashState.of("process", name, held)
+    crash_run = CrashRun(kill_points=[kp], state=state,
+                         world=world, outcome=inc.outcome, error=inc.error,
+                         timed_out=inc.timed_out, final=work_files(snapshot(root)),
+                         resume_positions=asked[:1])
+    return Verdict(kp, name, judge(golden, crash_run), asked[0] if asked else None,
+                   inc.error, orphaned(files), inc.seconds,
+                   sum(len(killed.ledger.applied(n)) for n in killed.services),
+                   order, state, ResumeSummary.of(crash_run))

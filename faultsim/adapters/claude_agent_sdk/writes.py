@@ -1,0 +1,137 @@
+"""Kills inside the CLI's own writes to the session transcript (kill points
+`transcript-write`), by strace.
+
+The CLI appends the transcript in batches from its thread pool and, at exit, from its main
+thread. strace's own `inject=write:signal=KILL:when=N` counts calls per thread (strace(1):
+"accounting ... is done per syscall and per tracee"), so it cannot name "the Nth write to
+the file". Here strace instead holds every write(2)/writev(2)/pwrite64(2) to the transcript
+at its entry for `HOLD` seconds (`inject=...:delay_enter=`, with `-P PATH` so nothing else
+is traced or slowed) and prints each call as it enters; faultsim reads the log, counts the
+entries across threads and SIGKILLs the CLI's process group at the Nth, while that write is
+held: the kernel skips a syscall whose tracee has a fatal signal pending when it leaves the
+entry stop, so write N never happens. The proof reads the log again: write N never
+returned, and the transcript on disk holds exactly the bytes of the writes that did.
+
+The transcript's path must be known before the CLI starts: the adapter gives each new
+session a session id of its own (`--session-id`), so the path is
+`CLAUDE_CONFIG_DIR/projects/<cwd, each non-alphanumeric character a dash>/<id>.jsonl`.
+"""
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import threading
+import time
+import uuid
+from pathlib import Path
+from typing import Callable
+
+HOLD = 0.5  # seconds each transcript write waits at its entry: the window for the kill
+_CALLS = "write,writev,pwrite64"
+_ENTRY = re.compile(r"^\d+ +(?:write|writev|pwrite64)\(", re.M)
+_RETURNED = re.compile(r"\) += (\d+)(?: \(DELAYED\))?$", re.M)
+
+
+def strace_unavailable() -> str | None:
+    """Why strace cannot trace the CLI here (one line), or None when it can."""
+    strace = shutil.which("strace")
+    if strace is None:
+        return "strace is not installed (apt-get install strace)"
+    try:
+        done = subprocess.run([strace, "-f", "-qq", "-o", "/dev/null", "true"],
+                              capture_output=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"strace cannot run here: {exc}"
+    if done.returncode != 0:
+        first = (done.stderr.decode(errors="replace").strip().splitlines() or ["?"])[0]
+        return f"strace cannot trace here: {first}"
+    return None
+
+
+def session_id(scenario: str, incarnation: int, nth: int) -> str:
+    """The id faultsim gives the `nth` new session of an incarnation of a scenario's run."""
+    return str(uuid.uuid5(uuid.NAMESPACE_URL, f"faultsim:{scenario}:{incarnation}:{nth}"))
+
+
+def transcript_path(root: Path, sid: str) -> Path:
+    """Where the CLI, started in `root/work` with `root/claude` as its config dir, keeps
+    session `sid`: the project is named after the cwd's absolute path."""
+    project = re.sub(r"[^A-Za-z0-9]", "-", str(root / "work"))
+    return root / "claude" / "projects" / project / f"{sid}.jsonl"
+
+
+def tracer(path: Path, log: Path, hold: float = HOLD) -> Callable[[list[str]], list[str]]:
+    """The CLI's command line prefixed with strace: writes to `path` held `hold` s at entry
+    and logged to `log` as they enter."""
+    strace = shutil.which("strace") or "strace"
+
+    def wrap(command: list[str]) -> list[str]:
+        return [strace, "-f", "-qq", "-s", "0", "-e", "signal=none", "-e", f"trace={_CALLS}",
+                "-P", str(path), "-e",
+                f"inject={_CALLS}:delay_enter={max(1, int(hold * 1_000_000))}",
+                "-o", str(log), *command]
+    return wrap
+
+
+class WriteWatch:
+    """Counts the transcript writes in strace's log as they enter (strace prints a call's
+    start before it holds it) and calls `kill` once, at the `n`th."""
+
+    def __init__(self, log: Path, n: int | None, kill: Callable[[], None]) -> None:
+        self.log, self.n, self.kill = log, n, kill
+        self.entered = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._watch, name="faultsim-strace-watch",
+                                        daemon=True)
+
+    def __enter__(self) -> "WriteWatch":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(5)
+        self.entered = max(self.entered, len(_ENTRY.findall(self._text())))
+
+    def _text(self) -> str:
+        try:
+            return self.log.read_text(errors="replace")
+        except FileNotFoundError:
+            return ""
+
+    def _watch(self) -> None:
+        while not self._stop.is_set():
+            self.entered = len(_ENTRY.findall(self._text()))
+            if self.n is not None and self.entered >= self.n:
+                self.kill()
+                return
+            time.sleep(0.002)
+
+    def proof(self, on_disk: int) -> str | None:
+        """Why the kill did not land inside write n, or None when it did: write n entered
+        and never returned, and the transcript holds exactly the bytes that the writes that
+        did return wrote (`on_disk`)."""
+        text = self._text()
+        entries = list(_ENTRY.finditer(text))
+        if self.n is None or len(entries) < self.n:
+            return (f"strace saw {len(entries)} transcript writes, not {self.n}: the kill "
+                    "never came")
+        nth = entries[self.n - 1]
+        end = text.find("\n", nth.start())
+        line = text[nth.start():] if end < 0 else text[nth.start():end]
+        pid = line.split(" ", 1)[0]
+        # its result is on its own line, or on "PID <... write resumed>) = N" when another
+        # thread's call was printed in between
+        resumed = re.compile(rf"^{pid} <\.\.\. \w+ resumed>.*\) += \d+", re.M)
+        if _RETURNED.search(line) or resumed.search(text, nth.start()):
+            return f"write {self.n} returned before the kill ({line.strip()[:120]})"
+        returned = sum(int(m.group(1)) for m in _RETURNED.finditer(text))
+        if returned != on_disk:
+            return (f"the transcript holds {on_disk} bytes, the writes that returned wrote "
+                    f"{returned}")
+        return None
+
+    def returned(self) -> int:
+        """How many transcript writes returned (the batches on disk)."""
+        return len(_RETURNED.findall(self._text()))
