@@ -199,6 +199,9 @@ def cmd_run(ns: argparse.Namespace) -> int:
     options = _options(ns, only)
     scenarios = [load_scenario(p) for p in scenario_paths(ns.scenarios)]
     claude = ns.agent.startswith(CLAUDE_AGENT_SDK)
+    if ns.transcript_writes is not None and not claude:
+        raise UsageError("--transcript-writes: only for a Claude Agent SDK agent "
+                         "(--agent claude-agent-sdk:FILE.py:ATTR)")
     factory = None if ns.agent.startswith(LANGGRAPH) or claude else load_factory(ns.agent)
     modes = _durability_modes(ns.durability)
     report = Report()
@@ -337,7 +340,10 @@ def _run_claude_agent_sdk(ns: argparse.Namespace, scenarios: list, options, repo
     why = cli_unavailable()
     if why:
         raise UsageError(f"{ns.agent}: {why}")
-    traced = writes.strace_unavailable()
+    traced = writes.strace_unavailable() if ns.transcript_writes is not False else \
+        "--no-transcript-writes"
+    if ns.transcript_writes and traced is not None:
+        raise UsageError(f"--transcript-writes: {traced}")
     only = options.only
     keep = lambda kp: (only is None or only(kp)) and in_shard(kp.index - 1,  # noqa: E731
                                                              options.shard)
@@ -350,7 +356,8 @@ def _run_claude_agent_sdk(ns: argparse.Namespace, scenarios: list, options, repo
         say = lambda line, sc=sc: print(f"  {sc.id} {line}", file=sys.stderr,  # noqa: E731
                                         flush=True)
         found, runs = run(ns.agent, sc, options.crash_model or ("process",),
-                          timeout=ns.timeout or 60.0, only=keep, progress=say)
+                          timeout=ns.timeout or 60.0, only=keep, progress=say,
+                          writes=traced is None)
         for n, model_run in enumerate(runs):
             model_run.wall_seconds = time.perf_counter() - started if n == 0 else 0.0
             report.runs.append(model_run)
@@ -570,6 +577,9 @@ def build_parser() -> argparse.ArgumentParser:
                          "with no agent or scenarios named anywhere, the bundled reference "
                          "agent on the bundled scenarios); claude-agent-sdk:FILE.py:ATTR "
                          "for a Claude Agent SDK agent's coroutine")
+    run.add_argument("--transcript-writes", action=argparse.BooleanOptionalAction,
+                     default=None, help="for a claude-agent-sdk: agent, kill inside the CLI's "
+                     "transcript writes too (default: where strace can trace)")
     run.add_argument("--crash-model", default=None, choices=["process", "power", "all"],
                      help="what a crash leaves on disk: a killed process, power loss, or "
                           "both (default: the scenario's fault profile, else process)")

@@ -65,6 +65,12 @@ def test_the_sdk_internals_the_adapter_uses_are_where_it_expects():
     assert list(inspect.signature(sdk_query.Query._handle_sdk_mcp_request).parameters) == [
         "self", "server_name", "message"]
     assert inspect.iscoroutinefunction(sdk_query.Query._handle_sdk_mcp_request)
+    # hooks (builtin-start / builtin-end kill points): initialize() sends self.hooks, each
+    # event a list of {"matcher", "hooks": [callback]}, and calls back (input, id, context)
+    assert inspect.iscoroutinefunction(sdk_query.Query.initialize)
+    source = inspect.getsource(sdk_query.Query.initialize)
+    assert "self.hooks.items()" in source and 'matcher.get("hooks", [])' in source
+    assert "callback(" in inspect.getsource(sdk_query.Query._handle_control_request)
 
 
 def test_a_wrong_option_is_one_line_naming_it():
@@ -132,7 +138,8 @@ def crashed(tmp_path_factory):
     verdicts["careful"] = cs.resume(careful, SCENARIO, careful_golden, careful_world, root,
                                     target, careful_prompt_only,
                                     careful_states[careful_prompt_only])
-    return {"golden": golden, "points": points, "clean": clean, "files": clean_files,
+    return {"root": root, "golden": golden, "points": points, "clean": clean,
+            "files": clean_files,
             "requests": clean_world.model.requests,
             "crash": crash, "states": states, "verdicts": verdicts, "prompt_only": prompt_only,
             "missing": missing}
@@ -282,16 +289,15 @@ def test_a_write_kill_is_proven_by_the_log_and_the_bytes_on_disk(tmp_path):
 
 
 @pytest.fixture(scope="module")
-def write_kills(tmp_path_factory):
+def write_kills(crashed, tmp_path_factory):
     """The transcript writes of a clean run under strace, and kills inside the first and
-    the last of them."""
-    why = cs.cli_unavailable() or cs_writes.strace_unavailable()
+    the last of them (the clean run without strace is `crashed`'s)."""
+    why = cs_writes.strace_unavailable()
     if why:
         pytest.skip(why)
     root = tmp_path_factory.mktemp("claude-writes") / "sandbox"
     run = claude_billing_agent.run_billing
-    golden, points, _ = cs.golden_run(run, SCENARIO, root)
-    clean = cs.snapshot(root)
+    golden, points, clean = crashed["golden"], crashed["points"], crashed["files"]
     writes, untraced = cs.write_points(run, SCENARIO, root, len(points))
     assert untraced is None and writes is not None
     kills = {}
@@ -302,14 +308,13 @@ def write_kills(tmp_path_factory):
     return {"root": root, "golden": golden, "clean": clean, "writes": writes, "kills": kills}
 
 
-def test_the_transcript_is_where_faultsim_named_it(write_kills):
+def test_the_transcript_is_where_faultsim_named_it(crashed):
     """The session id is faultsim's (`--session-id`), so the path strace watches is known
     before the CLI starts, and two runs write the same path."""
-    expected = cs_writes.transcript_path(write_kills["root"],
+    expected = cs_writes.transcript_path(crashed["root"],
                                          cs_writes.session_id(SCENARIO.id, 1, 1))
-    rel = expected.relative_to(write_kills["root"]).as_posix()
-    assert rel in write_kills["clean"]
-    assert [p for p in write_kills["clean"] if is_transcript(p)] == [rel]
+    rel = expected.relative_to(crashed["root"]).as_posix()
+    assert [p for p in crashed["files"] if is_transcript(p)] == [rel]
 
 
 def test_a_kill_inside_a_transcript_write_lands_before_it(write_kills):
@@ -348,10 +353,12 @@ def test_faultsim_run_finds_the_double_email_and_its_token_replays_it(tmp_path, 
 
     report = tmp_path / "report.json"
     assert main(["run", str(EXAMPLE / "scenario.toml"), "--agent", f"{SPEC}:run_billing",
-                 "--kill-point", "k11-after-effect-send#1", "--json", str(report)]) == 1
+                 "--kill-point", "k11-after-effect-send#1", "--json", str(report),
+                 "--no-transcript-writes"]) == 1
     out = capsys.readouterr().out
     assert "cs_billing · claude-agent-sdk:" in out and " kill points   1/" in out
     assert "kills         1 landed" in out
+    assert "transcript writes not traced: not asked for" in out
     found = json.loads(report.read_text())
     assert found["ok"] is False and found["runs"][0]["mode"] == "subprocess"
     double = next(v for v in found["runs"][0]["violations"]
@@ -430,3 +437,85 @@ def test_an_agent_on_claude_sdk_client_is_run_and_judged_the_same(tmp_path):
     verdict = cs.resume(run, SCENARIO, golden, world, root, target, prompt_only,
                         states[prompt_only])
     assert "effects duplicated" in cs.classify(verdict), verdict.violations
+
+
+# -- the CLI's built-in tools --------------------------------------------------------------
+SHELL_SCENARIO = '''
+id = "cs_shell_receipt"
+task = "Record that invoice INV-7 is paid in workspace/receipts.txt."
+expected_final_answer = "Recorded INV-7 in workspace/receipts.txt."
+start_time = "2026-11-02T09:00:00Z"
+model = "claude-sonnet-4-5"
+
+[[turns]]
+text = "Appending the receipt."
+tool_calls = [{ name = "Bash", input = { command = "mkdir -p workspace && echo 'INV-7 paid' >> workspace/receipts.txt", description = "Record the receipt" } }]
+[[turns]]
+final = "Recorded INV-7 in workspace/receipts.txt."
+'''
+
+
+async def run_shell_receipt(task: str, workdir: Path) -> str:
+    """A user's agent whose only tool is the CLI's own Bash, appending to a file under its
+    working directory; the session id kept in session.json, resumed after a restart."""
+    from claude_agent_sdk import ClaudeAgentOptions, ResultMessage, SystemMessage, query
+
+    state = workdir / "session.json"
+    session_id = json.loads(state.read_text())["session_id"] if state.exists() else None
+    options = ClaudeAgentOptions(model="claude-sonnet-4-5", cwd=workdir,
+                                 allowed_tools=["Bash"], resume=session_id)
+    answer = None
+    async for message in query(prompt=task if session_id is None else
+                               "Continue the task where you left off.", options=options):
+        if isinstance(message, SystemMessage) and message.subtype == "init" and \
+                session_id is None:
+            session_id = message.data["session_id"]
+            state.write_text(json.dumps({"session_id": session_id}))
+        elif isinstance(message, ResultMessage):
+            answer = message.result
+    return answer
+
+
+def test_a_builtin_tool_has_kill_points_and_its_files_are_crash_state(tmp_path):
+    """The CLI's Bash acts on the sandbox's work/ (crash state; its workspace/ is the agent's
+    output, compared with the clean run's); hooks on every tool give it kill points where the
+    CLI waits on faultsim. Killed after the append ran and before the CLI recorded it, a
+    resume from the transcript back to the task appends again: caught."""
+    if cs.cli_unavailable():
+        pytest.skip(cs.cli_unavailable())
+    path = tmp_path / "shell.toml"
+    path.write_text(SHELL_SCENARIO)
+    scenario = faultsim.load_scenario(path)
+    root = tmp_path / "sandbox"
+    golden, points, clean = cs.golden_run(run_shell_receipt, scenario, root)
+    assert clean.outcome.final_answer == scenario.expected_final_answer, clean.error
+    assert cs.snapshot(root)["work/workspace/receipts.txt"] == b"INV-7 paid\n"
+    assert [kp.key for kp in points] == [
+        ("model-request", "turn1", 1), ("after-tool-use", "turn1", 1),
+        ("builtin-start", "Bash", 1), ("builtin-end", "Bash", 1),
+        ("model-request", "turn2", 1)]
+    target = points[3]
+    world = scenario.build_world()
+    cs.restore(root, {})
+    crash = cs.incarnation(run_shell_receipt, scenario, world, root, target=target)
+    assert crash.landed and crash.files["work/workspace/receipts.txt"] == b"INV-7 paid\n"
+    states = dict(cs.crash_states(crash.files))
+    prompt_only = next(n for n in states if n.endswith("(user)"))
+    again = cs.resume(run_shell_receipt, scenario, golden, world, root, target, prompt_only,
+                      states[prompt_only])
+    assert again.resumed_at == 0 and cs.snapshot(root)["work/workspace/receipts.txt"] == \
+        b"INV-7 paid\nINV-7 paid\n"
+    assert "outputs_match" in {v.invariant for v in again.violations}, again.violations
+    # killed before the append: the same resume appends once, and passes
+    before = points[2]
+    world = scenario.build_world()
+    cs.restore(root, {})
+    crash = cs.incarnation(run_shell_receipt, scenario, world, root, target=before)
+    assert crash.landed and "work/workspace/receipts.txt" not in crash.files
+    states = dict(cs.crash_states(crash.files))
+    prompt_only = next(n for n in states if n.endswith("(user)"))
+    once = cs.resume(run_shell_receipt, scenario, golden, world, root, before, prompt_only,
+                     states[prompt_only])
+    assert cs.snapshot(root)["work/workspace/receipts.txt"] == b"INV-7 paid\n"
+    assert not [v for v in once.violations if v.invariant != "one_step_repeated_per_crash"], \
+        once.violations

@@ -20,8 +20,10 @@ from .writes import session_id
 from .sandbox import snapshot
 from .sdk import sdk_cli, sdk_query
 
-CATEGORIES = ("model-request", "after-tool-use", "handler-entry", "before-effect",
-              "after-effect", "handler-return", "transcript-write")
+CATEGORIES = ("model-request", "after-tool-use", "builtin-start", "builtin-end",
+              "handler-entry", "before-effect", "after-effect", "handler-return",
+              "transcript-write")
+_STARTS = ("builtin-start", "handler-entry")  # a tool begins: after its tool_use block
 WRITE_KILL = "transcript-write"  # killed inside the CLI's Nth transcript write (writes.py)
 
 
@@ -65,12 +67,12 @@ class Controller:
 
     def event(self, category: str, detail: str) -> None:
         with self._lock:
-            if category == "handler-entry":
+            if category in _STARTS:
                 # The CLI starts a tool as soon as its block closes, and the endpoint's thread
                 # counts that block just after sending it: wait for the count, so a kill
                 # "after-tool-use" always lands before the tool runs (else the order of two
                 # threads would decide whether the effect happened)
-                entered = sum(1 for kp in self.seen if kp.category == "handler-entry")
+                entered = sum(1 for kp in self.seen if kp.category in _STARTS)
                 self._lock.wait_for(lambda: self.dying or sum(
                     1 for kp in self.seen if kp.category == "after-tool-use") > entered,
                     timeout=5.0)
@@ -225,13 +227,36 @@ def seams() -> Iterator[None]:
             _report("handler-return", tool)
         return result
 
+    async def initialize(self: Any) -> Any:
+        # hooks on every tool, the user's own kept: the CLI asks the SDK before and after
+        # each tool and waits for the answer, so a built-in tool (Bash, Write, Edit) has
+        # kill points where the CLI is blocked on faultsim, as an SDK MCP tool's handler has
+        self.hooks = {**self.hooks}
+        for event, category in (("PreToolUse", "builtin-start"),
+                                ("PostToolUse", "builtin-end")):
+            self.hooks[event] = [*self.hooks.get(event, []),
+                                 {"matcher": None, "hooks": [_builtin_hook(category)]}]
+        return await original_initialize(self)
+
+    original_initialize = sdk_query.Query.initialize
     sdk_cli.anyio = _NewSessionAnyio(original_anyio)
     sdk_query.Query._handle_sdk_mcp_request = handle
+    sdk_query.Query.initialize = initialize
     try:
         yield
     finally:
         sdk_cli.anyio = original_anyio
         sdk_query.Query._handle_sdk_mcp_request = original_handle
+        sdk_query.Query.initialize = original_initialize
+
+
+def _builtin_hook(category: str) -> Callable[..., Any]:
+    async def hook(data: Any, _tool_use_id: Any, _context: Any) -> dict:
+        tool = str((data or {}).get("tool_name", "?"))
+        if not tool.startswith("mcp__"):  # an SDK MCP tool has its handler's points
+            _report(category, tool)
+        return {}
+    return hook
 
 
 def gone(pid: int) -> bool:

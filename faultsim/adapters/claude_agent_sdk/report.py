@@ -25,6 +25,9 @@ MODE = "subprocess"  # real processes: a token says so, and its replay kills rea
 _WHERE = {
     "model-request": "the fake's answer to model request {d} (the CLI has not read it)",
     "after-tool-use": "a tool_use block of {d} closed in the stream",
+    "builtin-start": "the CLI's PreToolUse hook for its built-in tool {d} (not yet run)",
+    "builtin-end": "the CLI's PostToolUse hook for its built-in tool {d} (it ran; the CLI has "
+                   "not recorded its result)",
     "handler-entry": "the SDK's call of tool handler {d}",
     "before-effect": "the start of effect {d} (not yet applied)",
     "after-effect": "effect {d} applied (the handler has not returned)",

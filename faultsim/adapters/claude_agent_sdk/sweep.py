@@ -236,7 +236,7 @@ def explore(run: AgentRun, scenario: Scenario, *, prefixes: str = "messages",
                 result.writes = len(traced)
                 points = result.kill_points = [*points, *traced]
         else:
-            result.untraced = "not asked for (writes=False)"
+            result.untraced = "not asked for"
         for kp in points:
             if only is not None and not only(kp):
                 continue
