@@ -119,20 +119,10 @@ async def run_billing_client(task: str, workdir: Path) -> str:
     options = ClaudeAgentOptions(
         model="claude-sonnet-4-5", cwd=workdir, mcp_servers={"billing": billing},
         allowed_tools=TOOLS, resume=session_id)
-    answer = None
     async with ClaudeSDKClient(options=options) as client:
         await client.query(task if session_id is None else
                            "Continue the task where you left off.")
-        async for message in client.receive_response():
-            if isinstance(message, SystemMessage) and message.subtype == "init" and \
-                    session_id is None:
-                session_id = message.data["session_id"]
-                state.write_text(json.dumps({"session_id": session_id}))
-            elif isinstance(message, ResultMessage):
-                if message.is_error:
-                    raise RuntimeError(f"the agent failed: {message.result}")
-                answer = message.result
-    return answer
+        return await _answer(client.receive_response(), state, session_id)
 
 
 async def _run(task: str, workdir: Path, server: object) -> str:
@@ -142,8 +132,14 @@ async def _run(task: str, workdir: Path, server: object) -> str:
         model="claude-sonnet-4-5", cwd=workdir, mcp_servers={"billing": server},
         allowed_tools=TOOLS, resume=session_id)
     prompt = task if session_id is None else "Continue the task where you left off."
+    return await _answer(query(prompt=prompt, options=options), state, session_id)
+
+
+async def _answer(messages, state: Path, session_id: str | None) -> str:
+    """Follow the session's messages: keep a new session's id (from its init message) in
+    `state`, return the final result."""
     answer = None
-    async for message in query(prompt=prompt, options=options):
+    async for message in messages:
         if isinstance(message, SystemMessage) and message.subtype == "init" and \
                 session_id is None:
             session_id = message.data["session_id"]

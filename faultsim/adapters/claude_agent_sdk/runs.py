@@ -2,8 +2,6 @@
 with `--agent claude-agent-sdk:FILE.py:ATTR` (`report.py` makes their report)."""
 from __future__ import annotations
 
-import tempfile
-from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Sequence
 
 from ...errors import KillDidNotLand
@@ -13,7 +11,7 @@ from ...token import ReplayToken
 from .control import WRITE_KILL, KillPoint
 from .incarnations import AgentRun, incarnation
 from .report import model_runs
-from .sandbox import restore
+from .sandbox import restore, sandbox_root
 from .states import crash_states
 from .sweep import Exploration, explore, golden_run, resume, write_points
 
@@ -53,8 +51,7 @@ def replay(token: ReplayToken, *, agent: str | None = None,
     spec = agent or token.agent
     fn = load(spec)
     scenario = load_scenario(token.scenario)
-    with tempfile.TemporaryDirectory(prefix=f"faultsim-{scenario.id}-") as tmp:
-        root = Path(tmp) / "sandbox"
+    with sandbox_root(scenario.id) as root:
         golden, points, _ = golden_run(fn, scenario, root, timeout=timeout)
         if step.index > len(points):
             points = [*points, *(write_points(fn, scenario, root, len(points),

@@ -6,7 +6,9 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import tempfile
 from pathlib import Path
+from typing import Iterator
 
 DIRS = ("work", "claude", "home", "tmp")
 
@@ -39,3 +41,13 @@ def restore(root: Path, files: dict[str, bytes | None]) -> None:
 def work_files(files: dict[str, bytes]) -> dict[str, bytes]:
     """The agent's working directory's files, as the oracle reads a workdir."""
     return {p[len("work/"):]: d for p, d in files.items() if p.startswith("work/")}
+
+
+@contextlib.contextmanager
+def sandbox_root(name: str, root: Path | None = None) -> Iterator[Path]:
+    """`root`, or a fresh sandbox path in a temporary folder removed afterwards."""
+    if root is not None:
+        yield root
+        return
+    with tempfile.TemporaryDirectory(prefix=f"faultsim-{name}-") as tmp:
+        yield Path(tmp) / "sandbox"

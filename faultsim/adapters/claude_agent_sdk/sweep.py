@@ -2,11 +2,9 @@
 each judged by faultsim's oracle; and `survey`, its budget."""
 from __future__ import annotations
 
-import contextlib
 import copy
 import json
 import re
-import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,7 +19,7 @@ from ...world import World
 from .writes import HOLD, session_id, strace_unavailable, transcript_path
 from .control import CATEGORIES, WRITE_KILL, KillPoint
 from .incarnations import AgentRun, Incarnation, incarnation
-from .sandbox import restore, snapshot, work_files
+from .sandbox import restore, sandbox_root, snapshot, work_files
 from .states import CHECKPOINT, PREFIXES, crash_states, is_transcript, orphaned
 
 @dataclass
@@ -138,10 +136,7 @@ def survey(run: AgentRun, scenario: Scenario, *, timeout: float = 60.0,
     counts the transcript writes, one kill point and one crash state each."""
     if writes is None:
         writes = strace_unavailable() is None
-    with contextlib.ExitStack() as stack:
-        if root is None:
-            root = Path(stack.enter_context(tempfile.TemporaryDirectory(
-                prefix=f"faultsim-{scenario.id}-"))) / "sandbox"
+    with sandbox_root(scenario.id, root) as root:
         _golden, points, _cold = golden_run(run, scenario, root, timeout=timeout)
         # twice: the first start of the CLI pays for loading its 370 MB binary, and two clean
         # runs must meet the same kill points (else no crash run could find its own)
@@ -221,10 +216,7 @@ def explore(run: AgentRun, scenario: Scenario, *, prefixes: str = "messages",
         raise ValueError(f"prefixes {prefixes!r}: expected one of {', '.join(PREFIXES)}")
     if writes is None:
         writes = strace_unavailable() is None
-    with contextlib.ExitStack() as stack:
-        if root is None:
-            root = Path(stack.enter_context(tempfile.TemporaryDirectory(
-                prefix=f"faultsim-{scenario.id}-"))) / "sandbox"
+    with sandbox_root(scenario.id, root) as root:
         started = time.monotonic()
         golden, points, _ = golden_run(run, scenario, root, timeout=timeout)
         result = Exploration(scenario, golden, points, incarnations=1)
