@@ -188,7 +188,7 @@ def cmd_run(ns: argparse.Namespace) -> int:
 
     from .console import Progress, print_run
     from .engine import run as explore_one
-    from .loading import LANGGRAPH, load_factory
+    from .loading import CLAUDE_AGENT_SDK, LANGGRAPH, load_factory
     from .report import Report
     from .scenario import load_scenario
 
@@ -269,7 +269,7 @@ def cmd_run(ns: argparse.Namespace) -> int:
 
 
 def cmd_list(ns: argparse.Namespace) -> int:
-    from .loading import LANGGRAPH, factory_for, load_factory
+    from .loading import CLAUDE_AGENT_SDK, LANGGRAPH, factory_for, load_factory
     from .engine import survey
     from .killpoints import categories
     from .scenario import format_duration, load_scenario
@@ -317,9 +317,6 @@ def cmd_list(ns: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-CLAUDE_AGENT_SDK = "claude-agent-sdk:"  # --agent claude-agent-sdk:FILE.py:ATTR
-
-
 def _run_claude_agent_sdk(ns: argparse.Namespace, scenarios: list, options, report) -> None:
     """`faultsim run` on a Claude Agent SDK agent (faultsim.adapters.claude_agent_sdk): real
     processes, one crash per run, its report the same as any agent's."""
@@ -328,7 +325,7 @@ def _run_claude_agent_sdk(ns: argparse.Namespace, scenarios: list, options, repo
     from .console import print_run
     from .options import in_shard
 
-    from .adapters.claude_agent_sdk import cli_unavailable, writes  # noqa: F401
+    from .adapters.claude_agent_sdk import cli_unavailable, writes
     from .adapters.claude_agent_sdk.runs import run
 
     if options.mode == "in-process":
@@ -379,11 +376,10 @@ def _list_claude_agent_sdk(ns: argparse.Namespace, scenarios: list) -> int:
     from collections import Counter
 
     from .adapters.claude_agent_sdk import CATEGORIES, survey
-    from .loading import load_factory
-
+    from .adapters.claude_agent_sdk.runs import load
     from .adapters.claude_agent_sdk.writes import HOLD, strace_unavailable
 
-    run = load_factory(ns.agent[len(CLAUDE_AGENT_SDK):])
+    run = load(ns.agent)
     untraced = strace_unavailable()
     for n, sc in enumerate(scenarios):
         found = survey(run, sc, timeout=ns.timeout or 60.0, writes=untraced is None)

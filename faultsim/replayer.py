@@ -21,7 +21,7 @@ def replay(token: str | ReplayToken, make_agent: Callable | None = None,
     `make_agent`, e.g. a fixed version of the agent), and judge it, in the mode the token
     was made in. A subprocess token replays on real processes, which import the agent
     themselves: a fix is given as `agent` (an importable spec), not as a factory."""
-    from .loading import factory_for
+    from .loading import CLAUDE_AGENT_SDK, factory_for
 
     if isinstance(token, str):
         token = ReplayToken.decode(token)
@@ -29,7 +29,7 @@ def replay(token: str | ReplayToken, make_agent: Callable | None = None,
         raise FileNotFoundError(f"{token.scenario}: the token's scenario file is not here; "
                                 "replay from the directory the report was made in")
     token.check_scenario()
-    if token.agent.startswith("claude-agent-sdk:"):
+    if token.agent.startswith(CLAUDE_AGENT_SDK):
         # the Claude Agent SDK adapter explores on its own processes (and needs its extra)
         from .adapters.claude_agent_sdk.runs import replay as replay_claude
 

@@ -12,6 +12,7 @@ For agents that build their own client and cannot be handed one: LangChain's
 from __future__ import annotations
 
 import os
+import sys
 import threading
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -35,8 +36,6 @@ class _Server(ThreadingHTTPServer):
     def handle_error(self, request, client_address) -> None:  # type: ignore[no-untyped-def]
         # a client killed mid-request (faultsim's own SIGKILL) resets its connection: the
         # crash being tested, not an error of the server to print
-        import sys
-
         if not isinstance(sys.exc_info()[1], (ConnectionResetError, BrokenPipeError)):
             super().handle_error(request, client_address)
 

@@ -92,15 +92,15 @@ def incarnation(run: AgentRun, scenario: Scenario, world: World, root: Path, *,
     world.begin_incarnation()
     watch: WriteWatch | None = None
     transcript: Path | None = None
-    if writes or (target is not None and target.category == WRITE_KILL):
+    write_n = target.ordinal if target is not None and target.category == WRITE_KILL \
+        else None  # kill inside the Nth transcript write
+    if writes or write_n is not None:
         transcript = transcript_path(
             root, session_id(scenario.id, world.incarnation, 1))
         log = root.parent / f"strace-{world.incarnation}.log"  # outside the crash state
         log.unlink(missing_ok=True)
         wrap_cli = tracer(transcript, log)
-        watch = WriteWatch(log, target.ordinal if target is not None and
-                                   target.category == WRITE_KILL else None,
-                                   controller.kill_now)
+        watch = WriteWatch(log, write_n, controller.kill_now)
     for d in DIRS:
         (root / d).mkdir(parents=True, exist_ok=True)
     result: dict[str, Any] = {}

@@ -5,27 +5,25 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Callable, Sequence
 
 from ...errors import KillDidNotLand
+from ...loading import CLAUDE_AGENT_SDK, load_factory
 from ...scenario import Scenario, load_scenario
 from ...schedule import ScheduleResult
 from ...token import ReplayToken
-from .control import WRITE_KILL, KillPoint
+from .control import KillPoint
 from .incarnations import AgentRun, incarnation
 from .report import model_runs
 from .sandbox import restore, sandbox_root
-from .states import crash_states
-from .sweep import Exploration, explore, golden_run, resume, write_points
+from .sweep import Exploration, explore, golden_run, kill_states, resume, write_points
 
 if TYPE_CHECKING:
     from ...report import ModelRun
 
-PREFIX = "claude-agent-sdk:"  # --agent claude-agent-sdk:FILE.py:ATTR
 CRASH_MODELS = ("process", "power")
 
 
 def load(spec: str) -> AgentRun:
-    from ...loading import load_factory
-
-    return load_factory(spec[len(PREFIX):] if spec.startswith(PREFIX) else spec)
+    """The coroutine an agent spec `claude-agent-sdk:FILE.py:ATTR` names."""
+    return load_factory(spec.removeprefix(CLAUDE_AGENT_SDK))
 
 
 def run(agent: str, scenario: Scenario, crash_models: Sequence[str], *, timeout: float,
@@ -66,10 +64,7 @@ def replay(token: ReplayToken, *, agent: str | None = None,
         if crash.files is None or not crash.landed:
             raise KillDidNotLand(f"{kp.id}: the kill did not land on replay: "
                                f"{crash.error or 'the run never reached it'}")
-        states = crash_states(crash.files, "messages", token.crash_model == "power") \
-            if kp.category != WRITE_KILL else \
-            [(f"as written (killed at the entry to transcript write {kp.ordinal})",
-              crash.files)]
+        states = kill_states(kp, crash.files, "messages", token.crash_model == "power")
         if step.order >= len(states):
             raise UsageError(f"{kp.id} left {len(states)} crash states on replay, the token "
                              f"names state {step.order + 1}")

@@ -203,6 +203,15 @@ def write_points(run: AgentRun, scenario: Scenario, root: Path, first: int, *,
             for n in range(1, (inc.writes or 0) + 1)], None
 
 
+def kill_states(kp: KillPoint, files: dict[str, bytes], prefixes: str = "messages",
+                power: bool = False) -> list[tuple[str, dict[str, bytes | None]]]:
+    """The crash states the kill at `kp` left `files` in: those `crash_states` derives, or,
+    for a kill inside a transcript write, the one a real kill made."""
+    if kp.category == WRITE_KILL:
+        return [(f"as written (killed at the entry to transcript write {kp.ordinal})", files)]
+    return crash_states(files, prefixes, power)
+
+
 def explore(run: AgentRun, scenario: Scenario, *, prefixes: str = "messages",
             power: bool = False, only: Callable[[KillPoint], bool] | None = None,
             timeout: float = 60.0, settle: float = 0.3, root: Path | None = None,
@@ -254,9 +263,7 @@ def explore(run: AgentRun, scenario: Scenario, *, prefixes: str = "messages",
                 raise KillDidNotLand(f"{kp.id}: " + (crash.error or "the CLI's process group "
                                                    "did not die by SIGKILL"))
             result.kills_landed += 1
-            states = crash_states(crash.files, prefixes, power) if kp.category != WRITE_KILL \
-                else [(f"as written (killed at the entry to transcript write {kp.ordinal})",
-                       crash.files)]
+            states = kill_states(kp, crash.files, prefixes, power)
             for order, (name, files) in enumerate(states):
                 result.verdicts.append(resume(run, scenario, golden, world, root, kp,
                                                name, files, timeout, order=order))

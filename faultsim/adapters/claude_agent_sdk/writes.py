@@ -131,7 +131,3 @@ class WriteWatch:
             return (f"the transcript holds {on_disk} bytes, the writes that returned wrote "
                     f"{returned}")
         return None
-
-    def returned(self) -> int:
-        """How many transcript writes returned (the batches on disk)."""
-        return len(_RETURNED.findall(self._text()))
