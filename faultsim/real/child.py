@@ -73,9 +73,14 @@ class ForkAtEach:
             self._fork_and_kill((event.index, None))
 
     def before_write(self, tracer: Tracer, write) -> bytes | None:
+        # The copies share the driver's disk (an in-process fork copies its fake one): each
+        # copy's torn bytes are put back to what the file held before the next copy, and
+        # before the driver writes for real. Left there, the next torn part would land
+        # after them (an append) and the driver's own course would part from the clean run.
         for offset in sorted(self.torn.get(tracer.next_index, ())):
             self._fork_and_kill((tracer.next_index, offset),
                                 lambda: write.apply(write.torn(offset)))
+            write.apply(write.old)
         return None
 
 

@@ -13,6 +13,7 @@ write leaves exactly the bytes that landed, and SIGKILL loses whatever was still
 from __future__ import annotations
 
 import builtins
+import fcntl
 import io
 import os
 import stat as _statmod
@@ -23,6 +24,7 @@ from ..trace import PendingWrite, Tracer, digest
 _orig: dict[str, Any] = {}
 _state: "_Sandbox | None" = None
 ALLOWED_OUTSIDE = ("/dev/null",)
+_PROC_FD = os.path.isdir("/proc/self/fd")  # reopens a descriptor's file, even renamed
 _WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
 
 
@@ -70,6 +72,27 @@ def _read(path: str) -> bytes:
         return b""
 
 
+def _put(fd: int, content: bytes, pos: int, n: int) -> None:
+    """Make the file behind `fd` hold `content` (a torn write's result, or the content
+    before the write) where a write of `n` bytes at `pos` touches it: bytes and length.
+    Untraced. On Linux, pwrite on an O_APPEND descriptor appends wherever `pos` says, so
+    the flag is lifted for the call (the descriptor is shared with the agent's handle)."""
+    flags = fcntl.fcntl(fd, fcntl.F_GETFL)
+    if flags & os.O_APPEND:
+        fcntl.fcntl(fd, fcntl.F_SETFL, flags & ~os.O_APPEND)
+    try:
+        os.pwrite(fd, content[pos:pos + n], pos)
+        if os.fstat(fd).st_size > len(content):
+            _orig["truncate"](fd, len(content))
+    finally:
+        if flags & os.O_APPEND:
+            fcntl.fcntl(fd, fcntl.F_SETFL, flags)
+
+
+def _appends(fd: int) -> bool:
+    return bool(fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_APPEND)
+
+
 def _traced_write(sb: _Sandbox, rel: str, fd: int, old: bytes, data: bytes, pos: int,
                   write_all) -> bytes:
     """Trace one write of `data` at `pos` into a file whose content was `old`; return the
@@ -81,8 +104,8 @@ def _traced_write(sb: _Sandbox, rel: str, fd: int, old: bytes, data: bytes, pos:
         write_all(data)
         return new
 
-    def apply(content: bytes) -> None:  # a torn write: the part of `data` that landed
-        os.pwrite(fd, content[pos:pos + len(data)], pos)
+    def apply(content: bytes) -> None:  # the file as `content`: the torn part, or `old`
+        _put(fd, content, pos, len(data))
 
     pending = PendingWrite(rel, old, new, apply)
     sb.tracer.before_write(pending)  # a kill inside this write never returns
@@ -126,7 +149,14 @@ class TracedRaw(io.RawIOBase):
         sb = _state
         if sb is None:
             return self._fio.write(data)
-        pos = len(self._content) if self._append else self._fio.tell()
+        fd = self._fio.fileno()
+        size = os.fstat(fd).st_size
+        if size != len(self._content):
+            # another handle wrote the file since this one last did (a second open of the
+            # log, a logger): trace against what is on disk, not a stale copy
+            self._content = _read(f"/proc/self/fd/{fd}" if _PROC_FD else sb.fds.get(fd, ""))
+        # an append lands at the end of the file as the kernel has it (O_APPEND)
+        pos = size if self._append else self._fio.tell()
         self._content = _traced_write(sb, self._rel, self._fio.fileno(), self._content, data,
                                       pos, self._write_all)
         return len(data)
@@ -185,7 +215,7 @@ def _open(file, mode="r", buffering=-1, encoding=None, errors=None, newline=None
         elif "w" in mode and old:
             sb.emit("fs.truncate", rel, f"{len(old)}->0")
     sb.fds[fio.fileno()] = path
-    raw = TracedRaw(fio, rel, content, "a" in mode)
+    raw = TracedRaw(fio, rel, content, "a" in mode or _appends(fio.fileno()))
     binary = "b" in mode
     if buffering == 0 and binary:
         return raw
@@ -227,7 +257,8 @@ def _os_write(fd, data):
     if rel is None:
         return _orig["write"](fd, data)
     data = bytes(data)
-    pos = os.lseek(fd, 0, os.SEEK_CUR)
+    # with O_APPEND the kernel writes at the end, whatever the offset says
+    pos = os.fstat(fd).st_size if _appends(fd) else os.lseek(fd, 0, os.SEEK_CUR)
     _traced_write(sb, rel, fd, _read(path), data, pos, lambda d: _orig["write"](fd, d))
     return len(data)
 
