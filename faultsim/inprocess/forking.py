@@ -45,7 +45,7 @@ class ForkAt:
         points = self.torn.get(tracer.next_index)
         if points and self.pool.fork_for(points, write):
             self._seal()
-            return write.torn(self.pool.job[0][1].offset)
+            return write.torn(self.pool.dies_at.offset)
         return None
 
 
@@ -75,6 +75,7 @@ def _drive(ex: Explorer, sweep: Sweep, models, workers, progress, total, boundar
         world = start()
     pool = _Pool(ex, sweep, models, world, workers, ex.timeout, total, progress)
     pool.no_parking = no_parking
+    pool.every_kill = start is None  # first crashes; pairs: see _Pool.fork_for
     # Children share the parent's memory copy-on-write; a garbage collection in a child
     # would touch (and so copy) every page. Freeze what exists now out of the collector
     # (no collection first: with the memos of a pair sweep it costs more than it saves).
@@ -110,6 +111,9 @@ class _Pool:
         self.job: list = []
         self.parked: list = []  # (entry, signature) waiting for another child's answer
         self.no_parking = False
+        self.aftermath: dict[str, list[str]] = {}  # point id -> what its kill set off
+        self.dies_at: KillPoint | None = None  # in a child: where it dies
+        self.every_kill = True  # a child at every point, even where every state is known
 
     # -- parent ---------------------------------------------------------------------------
     def fork_for(self, points: list[KillPoint], write) -> bool:
@@ -117,7 +121,7 @@ class _Pool:
         signature = world_signature(self.world)
         watch = write.path if write is not None else self.ex.interposer.last_touched
         base = self.ex.interposer.snapshot()
-        job = []
+        job, settled = [], []
         for point in points:
             snapshot = base if write is None else {**base, write.path: write.torn(point.offset)}
             for model in self.models:
@@ -130,18 +134,28 @@ class _Pool:
                         (masked, watch, signature))) or (absent and self.waiting.get(
                             (absent, signature)))
                     if result is not None:
-                        self.sweep.record(model, point, i, state, result, [], False, key)
+                        settled.append((entry, result))
                     elif busy and not self.no_parking:
                         # A child is judging this state or its class: settle it when that
                         # answer is in (or in a second pass, if the class proves sensitive).
                         self.parked.append((entry, signature))
                     else:
                         job.append(entry)
-        if not job:
+        # What the kill sets off (code that catches it and goes on writing) belongs to the
+        # kill point, not to the state: states shared from a judged one take it from the
+        # child that dies here. Where every state is known, a first crash's point still
+        # gets a child that only dies and reports (waited for at once, in no worker's
+        # place): without it the point's verdict would depend on which other points
+        # (crash models, shards, selections) were judged first. A pair sweep's second
+        # points skip that (a fork at each of thousands of points): see `every_kill`.
+        if not job and not self.every_kill:
+            for entry, known in settled:
+                model, point, i, state, key, _, _ = entry
+                self.sweep.record(model, point, i, state, known, [], False, key)
             for _ in points:
                 self._done_point()
             return False
-        while len(self.children) >= self.workers:
+        while job and len(self.children) >= self.workers:
             self._collect(block=True)
         import sys
 
@@ -152,16 +166,35 @@ class _Pool:
         if pid == 0:  # the child: die here, then resume from what is left
             _os.close(read_fd)
             self.in_child, self.job, self.fd, self.children = True, job, write_fd, {}
+            self.dies_at = job[0][1] if job else points[0]
             return True
         _os.close(write_fd)
         self.children[pid] = {"fd": read_fd, "buf": bytearray(), "job": job,
-                              "points": len(points), "signature": signature,
+                              "settled": settled, "points": points, "signature": signature,
                               "started": _real_time.real_perf_counter()}
         for entry in job:
             self.waiting[entry[4]] = pid
             if entry[6] is not None:
                 self.waiting[(entry[6], entry[5], signature)] = pid
+        if not job:
+            self._read_all(pid)
         return False
+
+    def _read_all(self, pid: int) -> None:
+        """Block on one child until it has sent everything, then settle it."""
+        import pickle
+
+        child = self.children[pid]
+        while True:
+            chunk = _os.read(child["fd"], 1 << 16)
+            if not chunk:
+                break
+            child["buf"] += chunk
+        try:
+            result = pickle.loads(bytes(child["buf"])) if child["buf"] else None
+        except Exception:
+            result = None
+        self._finish(pid, result, None if result is not None else _DIED)
 
     def _done_point(self) -> None:
         self.sweep.done_points += 1
@@ -211,13 +244,18 @@ class _Pool:
         except ChildProcessError:
             status = 0
         if problem is _DIED:
-            raise _WorkerDiedSignal(_death(status, child["job"]))
+            raise _WorkerDiedSignal(_death(status, child["job"], child["points"][0]))
         for key in [k for k, p in self.waiting.items() if p == pid]:
             del self.waiting[key]
         if result is None:
             failure = ResumeResult([Violation.of("completes_or_escalates",
                                                  problem or "no verdict")], None, None)
             result = {"after_kill": [], "results": [failure] * len(child["job"])}
+        for point in child["points"]:
+            self.aftermath[point.id] = result["after_kill"]
+        for entry, known in child["settled"]:
+            model, point, i, state, key, _, _ = entry
+            self.sweep.record(model, point, i, state, known, result["after_kill"], False, key)
         resumed = set()
         for entry, outcome in zip(child["job"], result["results"]):
             model, point, i, state, key, watch, masked = entry
@@ -228,7 +266,7 @@ class _Pool:
             self.sweep.learn(key, state, child["signature"], watch, outcome)
             self.sweep.record(model, point, i, state, outcome, result["after_kill"], fresh,
                               key)
-        for _ in range(child["points"]):
+        for _ in child["points"]:
             self._done_point()
 
     def wait_all(self) -> list[KillPoint]:
@@ -241,7 +279,8 @@ class _Pool:
             model, point, i, state, key, watch, masked = entry
             result = self.sweep.known(state, signature, watch).result
             if result is not None:
-                self.sweep.record(model, point, i, state, result, [], False)
+                self.sweep.record(model, point, i, state, result,
+                                  self.aftermath.get(point.id, []), False)
             elif point not in again:
                 again.append(point)
         self.parked = []
@@ -299,8 +338,8 @@ class _Pool:
 _DIED = "the crash run's process died without a verdict"
 
 
-def _death(status: int, job: list) -> str:
-    model, point = job[0][0], job[0][1]
+def _death(status: int, job: list, point: KillPoint) -> str:
+    model = job[0][0] if job else "its kill only"
     if _os.WIFSIGNALED(status):
         sig = _os.WTERMSIG(status)
         try:
