@@ -36,6 +36,9 @@ class World:
         # "HOST:PORT from FILE:LINE (incarnation N)"
         self.allow = allow
         self.unrouted: list[str] = []
+        # processes the agent started that faultsim could not contain, refused before they
+        # ran (faultsim.procguard): "COMMAND from FILE:LINE (incarnation N)"
+        self.processes: list[str] = []
         self._listeners: list[Listener] = []
         # Bound methods, not lambdas, so that copy.deepcopy(world) rebinds them.
         self.model = FakeClaude(scripts, retry_after_ms=retry_after_ms,

@@ -1,0 +1,78 @@
+"""A user's agent whose tool runs a helper program (`subprocess.run([sys.executable, "-c",
+...])`), as agents run `curl`, `git` or a Node script. What the helper does is the probe,
+chosen by CONTAIN_PROBE: `net` connects to 127.0.0.1:CONTAIN_PORT (a counting server the
+test started), `write` writes into CONTAIN_WATCH (a directory outside the sandbox),
+`inside` writes its answer into the agent's workdir (a correct helper), `python` computes
+the answer without any helper (a correct agent in either mode)."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+PROBES = {
+    "net": "import socket, sys\n"
+           "socket.create_connection(('127.0.0.1', int(sys.argv[1])), timeout=5).close()\n",
+    "write": "import os, sys\n"
+             "open(os.path.join(sys.argv[2], 'escaped.txt'), 'w').write('escaped')\n",
+    "inside": "import sys\nopen(sys.argv[3], 'w').write('checked')\n",
+}
+TOOLS = [{"name": "run_check", "description": "Run the check.",
+          "input_schema": {"type": "object", "properties": {}}}]
+
+
+def run_check(workdir: str) -> str:
+    probe = os.environ.get("CONTAIN_PROBE", "python")
+    answer = os.path.join(workdir, "check.txt")
+    if probe == "python":
+        with open(answer, "w") as f:
+            f.write("checked")
+        return "checked"
+    done = subprocess.run([sys.executable, "-c", PROBES[probe],
+                           os.environ.get("CONTAIN_PORT", "0"),
+                           os.environ.get("CONTAIN_WATCH", "/nonexistent"), answer],
+                          capture_output=True, text=True, timeout=60)
+    return f"exit {done.returncode}"
+
+
+class Agent:
+    def __init__(self, env):
+        self.env = env
+        self.path = os.path.join(str(env.workdir), "state.json")
+
+    def save(self, state):
+        with open(self.path + ".tmp", "w") as f:
+            json.dump(state, f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(self.path + ".tmp", self.path)
+
+    def run(self):
+        os.makedirs(str(self.env.workdir), exist_ok=True)
+        if os.path.exists(self.path):
+            with open(self.path) as f:
+                state = json.load(f)
+        else:
+            state = {"messages": [{"role": "user", "content": self.env.task}]}
+            self.save(state)
+        while True:
+            last = state["messages"][-1]
+            if last["role"] == "assistant":
+                calls = [b for b in last["content"] if b["type"] == "tool_use"]
+                if not calls:
+                    return "".join(b.get("text", "") for b in last["content"])
+                results = [{"type": "tool_result", "tool_use_id": c["id"],
+                            "content": run_check(str(self.env.workdir))} for c in calls]
+                state["messages"].append({"role": "user", "content": results})
+                self.save(state)
+                continue
+            r = self.env.client.messages.create(model=self.env.model, max_tokens=256,
+                                                tools=TOOLS, messages=state["messages"])
+            state["messages"].append({"role": "assistant", "content": [
+                b.model_dump(exclude_none=True) for b in r.content]})
+            self.save(state)
+
+
+def make_agent(env):
+    return Agent(env)
