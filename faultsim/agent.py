@@ -100,6 +100,7 @@ def run_incarnation(make_agent: Callable[[AgentEnv], Any], env: AgentEnv) -> Any
         if world is not None:
             world.processes.append(f"{command} from {site} (incarnation "
                                    f"{env.incarnation})")
+            world.processes_why = procguard.why_uncontained()
 
     processes = nullcontext() if procguard.contained() else procguard.refusing(started)
     _current.append(env)

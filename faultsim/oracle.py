@@ -323,11 +323,11 @@ def no_unrouted_effect(g: Golden, r: CrashRun) -> Violation | None:
 def no_uncontained_process(g: Golden, r: CrashRun) -> Violation | None:
     refused = getattr(r.world, "processes", [])
     if refused:
+        why = getattr(r.world, "processes_why", "")
         return _violated("no_uncontained_process", "the agent started a process faultsim "
                          "cannot contain here (refused before it ran; a tool's `curl`, "
                          "`git push` or helper would act on the real machine once per crash "
-                         "run): " + "; ".join(refused[:3]) + "; run it with --mode "
-                         "subprocess, where the agent's processes run contained",
+                         "run): " + "; ".join(refused[:3]) + (f". {why}" if why else ""),
                          refused=tuple(refused))
     return None
 

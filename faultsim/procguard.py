@@ -32,7 +32,8 @@ import threading
 from contextlib import contextmanager
 from typing import Any, Callable, Iterator
 
-SUBPROCESS_HINT = "run it with --mode subprocess, where the agent's processes run contained"
+IN_PROCESS = ("in-process mode cannot contain a process the agent starts: run it with "
+              "--mode subprocess, where the agent's processes run contained")
 
 
 class ProcessRefused(PermissionError):
@@ -42,7 +43,7 @@ class ProcessRefused(PermissionError):
 _lock = threading.Lock()
 _active: list["_Guard"] = []  # the incarnation running now (one at a time per process)
 _originals: dict[tuple[Any, str], Any] = {}
-_why_uncontained = ["in-process mode cannot contain a process the agent starts"]
+_why_uncontained = [IN_PROCESS]
 
 
 _contained = [False]
@@ -64,6 +65,10 @@ def contained() -> bool:
     return _contained[0]
 
 
+def why_uncontained() -> str:
+    return _why_uncontained[0]
+
+
 class _Guard:
     def __init__(self, record: Callable[[str, str], None]) -> None:
         self.record = record
@@ -73,7 +78,7 @@ class _Guard:
         self.record(command, site)
         raise ProcessRefused(
             1, f"faultsim refused to start a process ({command}, from {site}): "
-            f"{_why_uncontained[0]}; {SUBPROCESS_HINT}")
+            f"{_why_uncontained[0]}")
 
 
 @contextmanager

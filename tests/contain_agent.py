@@ -33,6 +33,10 @@ def run_check(workdir: str) -> str:
                            os.environ.get("CONTAIN_PORT", "0"),
                            os.environ.get("CONTAIN_WATCH", "/nonexistent"), answer],
                           capture_output=True, text=True, timeout=60)
+    if probe == "inside":  # a strict tool: the helper's answer must be there
+        with open(answer) as f:
+            if f.read() != "checked":
+                raise RuntimeError(f"the check failed: {done.stderr}")
     return f"exit {done.returncode}"
 
 

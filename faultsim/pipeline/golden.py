@@ -124,7 +124,7 @@ def no_process_refused(scenario: Scenario, world: Any, left_behind=()) -> None:
         raise UncontainedProcess(
             f"{scenario.path}: the clean run started a process faultsim cannot contain "
             f"here: {refused[0]}; faultsim refused it before it ran (no_uncontained_process)"
-            ". Run it with --mode subprocess, where the agent's processes run contained")
+            f": {getattr(world, 'processes_why', '')}")
     if left_behind:
         raise UncontainedProcess(
             f"{scenario.path}: the clean run left a process running after it ended: "

@@ -163,7 +163,8 @@ def golden_of(pool: ForkServers, scenario: Scenario) -> Golden:
         outcome = report["outcome"] if report["kind"] == "done" else None  # else killed
         return CleanRun(outcome, report.get("error"), report["events"],
                         (report["world"], result.files), details=report.get("details", ""),
-                        world=pickle.loads(report["world"]), files=result.files)
+                        world=pickle.loads(report["world"]), files=result.files,
+                        left_behind=tuple(result.left_behind))
 
     first = golden_checked(scenario, clean_run, pool.workdir)
     world, files = first.kept
@@ -321,7 +322,7 @@ def _crash_run(schedule: list[KillPoint], state: Any, report: dict,
     crash_run = CrashRun(schedule, state, pickle.loads(report["world"]),
                          outcome=report.get("outcome"), error=report.get("error"),
                          timed_out=report.get("timed_out", False), final=result.files,
-                         escapes=report["escapes"],
+                         escapes=report["escapes"], left_behind=list(result.left_behind),
                          resume_positions=[report["first_position"]]
                          if report["first_position"] is not None else [],
                          events=report["events"])
