@@ -60,6 +60,7 @@ class Jail:
     net_fd: int | None = None
     mnt_fd: int | None = None
     helpers: set[int] = field(default_factory=set)  # the relay: not the agent's
+    watch: socket.socket | None = None  # the jail's loopback, as seen by a packet socket
 
     @property
     def contained(self) -> bool:
@@ -95,8 +96,8 @@ def establish(sandbox: str, relayed: list[tuple[str, int]]) -> Jail:
     if pid == 0:  # the helper: build the namespaces, hand them over, exit
         ours.close()
         try:
-            listeners = _build(libc, sandbox, relayed)
-            socket.send_fds(theirs, [b"ok"], [s.fileno() for s in listeners])
+            watch, listeners = _build(libc, sandbox, relayed)
+            socket.send_fds(theirs, [b"ok"], [watch.fileno()] + [s.fileno() for s in listeners])
         except BaseException as exc:
             theirs.sendall(b"no" + str(exc).encode()[:500])
         theirs.recv(1)  # until the server has opened our namespaces
@@ -111,14 +112,18 @@ def establish(sandbox: str, relayed: list[tuple[str, int]]) -> Jail:
     finally:
         ours.close()  # the helper's recv returns: it exits
         os.waitpid(pid, 0)
-    if fds:
-        jail.helpers.add(_relay(fds, relayed))
+    jail.watch = socket.socket(fileno=fds[0])
+    jail.watch.setblocking(False)
+    if fds[1:]:
+        jail.helpers.add(_relay(fds[1:], relayed))
     return jail
 
 
-def _build(libc, sandbox: str, relayed: list[tuple[str, int]]) -> list[socket.socket]:
+def _build(libc, sandbox: str, relayed: list[tuple[str, int]]
+           ) -> tuple[socket.socket, list[socket.socket]]:
     """In the helper: new network and mount namespaces; the mounts read-only but the
-    sandbox; loopback up; a listener inside for each relayed address."""
+    sandbox; loopback up, every address local to it, watched; a listener inside for each
+    relayed address."""
     _call("unshare(CLONE_NEWNET|CLONE_NEWNS)", libc.unshare(CLONE_NEWNET | CLONE_NEWNS))
     _call("mount --make-rprivate /", libc.mount(None, b"/", None, MS_REC | MS_PRIVATE, None))
     root = os.path.realpath(sandbox)
@@ -139,6 +144,15 @@ def _build(libc, sandbox: str, relayed: list[tuple[str, int]]) -> list[socket.so
         flags = struct.unpack("16sH", fcntl.ioctl(s, SIOCGIFFLAGS,
                                                   struct.pack("16sH22x", b"lo", 0))[:18])[1]
         fcntl.ioctl(s, SIOCSIFFLAGS, struct.pack("16sH22x", b"lo", flags | IFF_UP))
+    # Every address is local (Linux "AnyIP"): a connection anywhere meets the jail's
+    # loopback, where nothing listens but what faultsim relays and the tree serves itself,
+    # and is refused at once (a RST, never a hang), in view of the watch below.
+    _route_all_to_loopback(socket.AF_INET)
+    try:
+        _route_all_to_loopback(socket.AF_INET6)
+    except OSError:
+        pass  # no IPv6 here: an IPv6 address is unreachable anyway
+    watch = _watch_loopback()
     listeners = []
     for host, port in relayed:
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
@@ -147,7 +161,92 @@ def _build(libc, sandbox: str, relayed: list[tuple[str, int]]) -> list[socket.so
         s.bind((host, port))
         s.listen(64)
         listeners.append(s)
-    return listeners
+    return watch, listeners
+
+
+def _route_all_to_loopback(family: int) -> None:
+    """`ip route add local 0.0.0.0/0 dev lo table local` (or ::/0), as one rtnetlink
+    message (no iproute2 needed)."""
+    rtm_newroute, rt_table_local, rtprot_boot, rt_scope_host, rtn_local = 24, 255, 3, 254, 2
+    flags = 0x1 | 0x4 | 0x400 | 0x200  # NLM_F_REQUEST | ACK | CREATE | EXCL
+    body = struct.pack("BBBBBBBBI", family, 0, 0, 0, rt_table_local, rtprot_boot,
+                       rt_scope_host, rtn_local, 0)
+    body += struct.pack("HHI", 8, 4, socket.if_nametoindex("lo"))  # RTA_OIF
+    with socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, 0) as nl:
+        nl.send(struct.pack("IHHII", 16 + len(body), rtm_newroute, flags, 1, 0) + body)
+        error = struct.unpack("i", nl.recv(4096)[16:20])[0]
+    if error:
+        raise OSError(-error, f"ip route add local default dev lo: {os.strerror(-error)}")
+
+
+# Classic BPF: keep only TCP segments with SYN or RST set (IPv4 and IPv6 without extension
+# headers), so that what the agent's tree sends through the relay never fills the queue.
+_FILTER = [
+    (0x30, 0, 0, 0), (0x74, 0, 0, 4), (0x15, 0, 5, 4),          # version 4?
+    (0x30, 0, 0, 9), (0x15, 0, 9, 6),                          # v4: TCP?
+    (0xb1, 0, 0, 0), (0x50, 0, 0, 13), (0x45, 5, 6, 0x06),      # SYN|RST flags
+    (0x15, 0, 5, 6), (0x30, 0, 0, 6), (0x15, 0, 3, 6),          # v6: TCP?
+    (0x30, 0, 0, 53), (0x45, 0, 1, 0x06),                        # SYN|RST flags
+    (0x06, 0, 0, 0x40000), (0x06, 0, 0, 0),                     # keep, drop
+]
+
+
+def _watch_loopback() -> socket.socket:
+    watch = socket.socket(socket.AF_PACKET, socket.SOCK_DGRAM, socket.htons(3))  # ETH_P_ALL
+    program = b"".join(struct.pack("HBBI", *insn) for insn in _FILTER)
+    buffer = ctypes.create_string_buffer(program)
+    watch.setsockopt(socket.SOL_SOCKET, 26,  # SO_ATTACH_FILTER
+                     struct.pack("HL", len(_FILTER), ctypes.addressof(buffer)))
+    watch.bind(("lo", 0))
+    try:
+        watch.setsockopt(socket.SOL_SOCKET, 33, 8 << 20)  # SO_RCVBUFFORCE (root)
+    except OSError:
+        watch.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 8 << 20)
+    return watch
+
+
+def refused(jail: Jail | None) -> list[str]:
+    """The connections the jail refused since the last call: "HOST:PORT" in order, each
+    once. A connection whose SYN was answered by a RST, never by a SYN-ACK: it was aimed
+    at an address nothing inside the jail serves. (The incarnation's own Python sockets
+    are refused before they send, by the network guard; what shows here came from below
+    Python or from a process it started.) Drained after each incarnation, when its tree
+    is dead: every segment of it is queued by then."""
+    if jail is None or jail.watch is None:
+        return []
+    tried: dict[tuple, None] = {}
+    answered, reset = set(), set()
+    while True:
+        try:
+            data, address = jail.watch.recvfrom(256)
+        except (BlockingIOError, InterruptedError):
+            break
+        if address[2] == 4:  # PACKET_OUTGOING: the same segment comes in again
+            continue
+        if data[0] >> 4 == 4:
+            head = (data[0] & 0xF) * 4
+            src, dst = socket.inet_ntop(socket.AF_INET, data[12:16]), \
+                socket.inet_ntop(socket.AF_INET, data[16:20])
+        else:
+            head = 40
+            src, dst = socket.inet_ntop(socket.AF_INET6, data[8:24]), \
+                socket.inet_ntop(socket.AF_INET6, data[24:40])
+        if len(data) < head + 14:
+            continue
+        sport, dport = struct.unpack(">HH", data[head:head + 4])
+        flags = data[head + 13]
+        if flags & 0x12 == 0x02:  # SYN without ACK: a connection asked for
+            tried[(src, sport, dst, dport)] = None
+        elif flags & 0x12 == 0x12:  # SYN-ACK: something served it
+            answered.add((dst, dport, src, sport))
+        elif flags & 0x04:
+            reset.add((dst, dport, src, sport))
+    out: dict[str, None] = {}
+    for key in tried:
+        if key in reset and key not in answered:
+            host = f"[{key[2]}]" if ":" in key[2] else key[2]
+            out[f"{host}:{key[3]}"] = None
+    return list(out)
 
 
 def _mounts() -> list[tuple[str, list[str]]]:

@@ -53,6 +53,7 @@ class JobResult:
     seconds: float = 0.0
     crashes: list = field(default_factory=list)  # a crash driver's states, one per point
     left_behind: list = field(default_factory=list)  # its processes alive after it (killed)
+    refused: list = field(default_factory=list)  # "HOST:PORT" its tree reached for, refused
 
     @property
     def sigkilled(self) -> bool:
@@ -282,7 +283,8 @@ class ForkServers:
                 job = server.job
                 result = JobResult(server.report, message["how"], message["code"],
                                    message["files"], message["seconds"], server.crashes,
-                                   message.get("left_behind", []))
+                                   message.get("left_behind", []),
+                                   message.get("refused", []))
                 results[job["id"]] = result
                 server.job = None
                 if done is not None:

@@ -296,6 +296,7 @@ def _run_one(ctx: Context, job: dict, out_fd: int, me: int, deadline: float | No
     left = _jail.left_behind(me, ctx.jail.helpers if ctx.jail else set(), pid, how == "exit")
     wire.send(out_fd, {"job": job["id"], "kind": "exit", "how": how, "code": code,
                        "files": _left_behind(ctx), "left_behind": left,
+                       "refused": _jail.refused(ctx.jail),
                        "seconds": _real_time.real_perf_counter() - started})
 
 
