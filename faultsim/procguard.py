@@ -165,9 +165,11 @@ def _install() -> None:
             return
         import subprocess
 
-        # the real module: under pyfakefs this module's own `os` is its fake, whose
-        # attributes pass through to the real one (the agent's `os.fork` finds ours there)
+        # the real module: under pyfakefs `os` (even sys.modules["os"]) is its fake, which
+        # keeps the real one as `os_module` and passes unknown attributes through to it
+        # (so the agent's `os.fork` finds ours there)
         real_os = sys.modules["os"]
+        real_os = getattr(real_os, "os_module", real_os)
 
         def popen(self, args, *rest, **kwargs):
             return describe(args)

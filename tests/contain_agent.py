@@ -2,14 +2,17 @@
 ...])`), as agents run `curl`, `git` or a Node script. What the helper does is the probe,
 chosen by CONTAIN_PROBE: `net` connects to 127.0.0.1:CONTAIN_PORT (a counting server the
 test started), `write` writes into CONTAIN_WATCH (a directory outside the sandbox),
-`inside` writes its answer into the agent's workdir (a correct helper), `python` computes
-the answer without any helper (a correct agent in either mode)."""
+`inside` writes its answer into the agent's workdir (a correct helper), `daemon` leaves a
+helper running in a session of its own, `python` computes the answer without any helper
+(a correct agent in either mode). CONTAIN_ONLY_ON_RESUME=1: the helper runs only when the
+agent resumes (the clean runs compute in Python)."""
 from __future__ import annotations
 
 import json
 import os
 import subprocess
 import sys
+import time
 
 PROBES = {
     "net": "import socket, sys\n"
@@ -17,22 +20,31 @@ PROBES = {
     "write": "import os, sys\n"
              "open(os.path.join(sys.argv[2], 'escaped.txt'), 'w').write('escaped')\n",
     "inside": "import sys\nopen(sys.argv[3], 'w').write('checked')\n",
+    "daemon": "import sys, time\nopen(sys.argv[3], 'w').write('checked')\ntime.sleep(120)\n",
 }
+MARKER = "contain-agent-helper"  # in every helper's argv: a test finds strays by it
 TOOLS = [{"name": "run_check", "description": "Run the check.",
           "input_schema": {"type": "object", "properties": {}}}]
 
 
-def run_check(workdir: str) -> str:
+def run_check(workdir: str, resumed: bool) -> str:
     probe = os.environ.get("CONTAIN_PROBE", "python")
+    if os.environ.get("CONTAIN_ONLY_ON_RESUME") == "1" and not resumed:
+        probe = "python"
     answer = os.path.join(workdir, "check.txt")
     if probe == "python":
         with open(answer, "w") as f:
             f.write("checked")
         return "checked"
-    done = subprocess.run([sys.executable, "-c", PROBES[probe],
-                           os.environ.get("CONTAIN_PORT", "0"),
-                           os.environ.get("CONTAIN_WATCH", "/nonexistent"), answer],
-                          capture_output=True, text=True, timeout=60)
+    argv = [sys.executable, "-c", PROBES[probe], os.environ.get("CONTAIN_PORT", "0"),
+            os.environ.get("CONTAIN_WATCH", "/nonexistent"), answer, MARKER]
+    if probe == "daemon":  # started, never waited for, out of the agent's session
+        subprocess.Popen(argv, start_new_session=True, stdout=subprocess.DEVNULL,
+                         stderr=subprocess.DEVNULL)
+        while not os.path.exists(answer):
+            time.sleep(0.01)
+        return "started"
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=60)
     if probe == "inside":  # a strict tool: the helper's answer must be there
         with open(answer) as f:
             if f.read() != "checked":
@@ -54,7 +66,8 @@ class Agent:
 
     def run(self):
         os.makedirs(str(self.env.workdir), exist_ok=True)
-        if os.path.exists(self.path):
+        resumed = os.path.exists(self.path)
+        if resumed:
             with open(self.path) as f:
                 state = json.load(f)
         else:
@@ -67,7 +80,7 @@ class Agent:
                 if not calls:
                     return "".join(b.get("text", "") for b in last["content"])
                 results = [{"type": "tool_result", "tool_use_id": c["id"],
-                            "content": run_check(str(self.env.workdir))} for c in calls]
+                            "content": run_check(str(self.env.workdir), resumed)} for c in calls]
                 state["messages"].append({"role": "user", "content": results})
                 self.save(state)
                 continue
