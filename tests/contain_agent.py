@@ -79,8 +79,9 @@ class Agent:
                 calls = [b for b in last["content"] if b["type"] == "tool_use"]
                 if not calls:
                     return "".join(b.get("text", "") for b in last["content"])
+                workdir = str(self.env.workdir)
                 results = [{"type": "tool_result", "tool_use_id": c["id"],
-                            "content": run_check(str(self.env.workdir), resumed)} for c in calls]
+                            "content": run_check(workdir, resumed)} for c in calls]
                 state["messages"].append({"role": "user", "content": results})
                 self.save(state)
                 continue
