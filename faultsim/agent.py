@@ -75,12 +75,14 @@ def current_env() -> AgentEnv | None:
     return _current[-1] if _current else None
 
 
-def run_incarnation(make_agent: Callable[[AgentEnv], Any], env: AgentEnv) -> Any:
+def run_incarnation(make_agent: Callable[[AgentEnv], Any], env: AgentEnv, *,
+                    contained: bool = False) -> Any:
     """Build the agent for `env` and run it (`run_agent`), with `env` the current one
     while it does (`faultsim.effect` routes calls made under it to `env.services`) and
     the network guard on: an address faultsim does not serve is refused, and noted in
-    the world (`faultsim.netguard`); and, unless this process contains the agent's
-    processes (subprocess mode's jail), the process guard (`faultsim.procguard`)."""
+    the world (`faultsim.netguard`); and, unless the processes the agent starts are
+    contained (subprocess mode's jail; `contained`: the caller's own, as the Claude Agent
+    SDK adapter kills its CLI's process group), the process guard (`faultsim.procguard`)."""
     from contextlib import nullcontext
 
     from . import procguard
@@ -102,7 +104,8 @@ def run_incarnation(make_agent: Callable[[AgentEnv], Any], env: AgentEnv) -> Any
                                    f"{env.incarnation})")
             world.processes_why = procguard.why_uncontained()
 
-    processes = nullcontext() if procguard.contained() else procguard.refusing(started)
+    processes = nullcontext() if contained or procguard.contained() else \
+        procguard.refusing(started)
     _current.append(env)
     try:
         with guarded(allowed, record), processes:
