@@ -5,7 +5,8 @@ plugin in every session, and a session that does not use faultsim must not pay f
 pyfakefs and the engine (PEP 562 lazy attributes).
 
 Layers, each importing only from those before it (tests/test_layers.py): (1) errors,
-_version, trace, killpoints, crashmodel, token, netguard: the standard library only; (2) world/,
+_version, trace, killpoints, crashmodel, token, netguard, procguard: the standard library
+only; (2) world/,
 model/, scenario (and scenario_schema, validate: its JSON Schema, its checks), agent (the
 contract), runner; (3) oracle, report, options (one validated
 ExploreOptions), loading (--agent specs), pipeline/ (mode-neutral: incarnation, golden run,

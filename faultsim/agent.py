@@ -75,11 +75,17 @@ def current_env() -> AgentEnv | None:
     return _current[-1] if _current else None
 
 
-def run_incarnation(make_agent: Callable[[AgentEnv], Any], env: AgentEnv) -> Any:
+def run_incarnation(make_agent: Callable[[AgentEnv], Any], env: AgentEnv, *,
+                    contained: bool = False) -> Any:
     """Build the agent for `env` and run it (`run_agent`), with `env` the current one
     while it does (`faultsim.effect` routes calls made under it to `env.services`) and
     the network guard on: an address faultsim does not serve is refused, and noted in
-    the world (`faultsim.netguard`)."""
+    the world (`faultsim.netguard`); and, unless the processes the agent starts are
+    contained (subprocess mode's jail; `contained`: the caller's own, as the Claude Agent
+    SDK adapter kills its CLI's process group), the process guard (`faultsim.procguard`)."""
+    from contextlib import nullcontext
+
+    from . import procguard
     from .netguard import guarded, parse_allowed
 
     world = env.world
@@ -92,9 +98,17 @@ def run_incarnation(make_agent: Callable[[AgentEnv], Any], env: AgentEnv) -> Any
             world.unrouted.append(f"{host}:{port} from {site} (incarnation "
                                   f"{env.incarnation})")
 
+    def started(command: str, site: str) -> None:
+        if world is not None:
+            world.processes.append(f"{command} from {site} (incarnation "
+                                   f"{env.incarnation})")
+            world.processes_why = procguard.why_uncontained()
+
+    processes = nullcontext() if contained or procguard.contained() else \
+        procguard.refusing(started)
     _current.append(env)
     try:
-        with guarded(allowed, record):
+        with guarded(allowed, record), processes:
             return run_agent(make_agent(env))
     finally:
         _current.pop()

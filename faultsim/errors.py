@@ -23,6 +23,8 @@
     │   ├── AgentFailedCleanly             the agent fails without any crash
     │   ├── KillDidNotLand                 a crash run never reached its kill point
     │   ├── UnroutedEffect                 the clean run reached for an unserved address
+    │   ├── UncontainedProcess             the clean run started a process faultsim
+    │   │                                  cannot contain, or left one behind
     │   └── schedule_search._Counterexample  a searched schedule broke a rule (raised
     │                                      inside hypothesis so it shrinks; never leaves)
     └── HarnessError          faultsim's own machinery failed: the CLI exits 3 with one
@@ -104,6 +106,11 @@ class UnreachedService(UsageError):
 
 class UnroutedEffect(AgentFinding):
     """The clean run reached for a network address faultsim does not serve."""
+
+
+class UncontainedProcess(AgentFinding):
+    """The clean run started a process faultsim cannot contain (refused before it ran), or
+    left one running after it ended (subprocess mode)."""
 
 
 class KillDidNotLand(AgentFinding):

@@ -52,6 +52,12 @@ REGISTRY: tuple[Rule, ...] = (
          "(contained in the fake filesystem, never on the real disk)"),
     Rule("no_unrouted_effect", "sandbox", "resume", "the agent reached for a network "
          "address faultsim does not serve (refused before it connected)"),
+    Rule("no_uncontained_process", "sandbox", "resume", "the agent started a process "
+         "faultsim cannot contain (in-process mode; subprocess mode where the kernel gives "
+         "no namespace): refused before it ran"),
+    Rule("no_process_left_behind", "sandbox", "resume", "a process the agent started "
+         "left its incarnation's process group and outlived it (subprocess mode; then "
+         "SIGKILLed)"),
     Rule("one_step_repeated_per_crash", "P2/P5", "resume", "extra effect attempts + "
          "re-asked model turns exceed the number of crashes"),
     Rule("counters_continue", "P1/P5", "resume", "final `turns` differ from the golden "
@@ -133,6 +139,8 @@ class CrashRun:
     final: dict = field(default_factory=dict)  # the sandbox at the end
     after_kill: list[str] = field(default_factory=list)
     escapes: list[str] = field(default_factory=list)
+    # processes of the agent alive after an incarnation ended (subprocess mode)
+    left_behind: list[str] = field(default_factory=list)
     resume_positions: list[int] = field(default_factory=list)  # first model position asked
     events: list = field(default_factory=list)  # the last resumed run's trace
 
@@ -312,12 +320,36 @@ def no_unrouted_effect(g: Golden, r: CrashRun) -> Violation | None:
     return None
 
 
+def no_uncontained_process(g: Golden, r: CrashRun) -> Violation | None:
+    refused = getattr(r.world, "processes", [])
+    if refused:
+        why = getattr(r.world, "processes_why", "")
+        return _violated("no_uncontained_process", "the agent started a process faultsim "
+                         "cannot contain here (refused before it ran; a tool's `curl`, "
+                         "`git push` or helper would act on the real machine once per crash "
+                         "run): " + "; ".join(refused[:3]) + (f". {why}" if why else ""),
+                         refused=tuple(refused))
+    return None
+
+
+def no_process_left_behind(g: Golden, r: CrashRun) -> Violation | None:
+    left = r.left_behind
+    if left:
+        return _violated("no_process_left_behind", "processes the agent started left "
+                         "their incarnation's process group and outlived it (after a real "
+                         "crash they would go on acting on a state nobody owns; faultsim "
+                         "SIGKILLed them): " +
+                         "; ".join(left[:3]), left=tuple(left))
+    return None
+
+
 # Guards that depend on the crash state itself (checked for every state, even when the
 # resumed run is known from an equivalent state) and guards on what the resume did.
 STATE_GUARDS = (checkpoint_whole, no_silent_restart)
 RESUME_GUARDS = (completes_or_escalates, effects_exactly_once, one_step_repeated_per_crash,
                  counters_continue, progress_recorded_once, api_valid, outputs_match,
-                 no_sandbox_escape, no_unrouted_effect)
+                 no_sandbox_escape, no_unrouted_effect, no_uncontained_process,
+                 no_process_left_behind)
 GUARDS: tuple[Callable[[Golden, CrashRun], Violation | None], ...] = (
     *STATE_GUARDS, *RESUME_GUARDS, no_write_after_kill)
 

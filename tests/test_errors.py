@@ -24,7 +24,8 @@ KINDS = {
                         errors.ScriptMismatch, errors.UnreachedService,
                         errors.NoDurableState],
     errors.AgentFinding: [errors.NonDeterminismError, errors.AgentFailedCleanly,
-                          errors.KillDidNotLand, errors.UnroutedEffect],
+                          errors.KillDidNotLand, errors.UnroutedEffect,
+                          errors.UncontainedProcess],
     errors.HarnessError: [errors.WorkerDied, ServerFailed, RedisUnavailable],
 }
 

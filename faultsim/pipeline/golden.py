@@ -9,7 +9,8 @@ from typing import Any, Callable, Sequence
 
 from ..agent import Outcome
 from ..errors import (AgentFailedCleanly, NoDurableState, NonDeterminismError,
-                      ScriptMismatch, UnreachedService, UnroutedEffect)
+                      ScriptMismatch, UncontainedProcess, UnreachedService,
+                      UnroutedEffect)
 from ..scenario import Scenario
 from ..trace import Event
 
@@ -29,6 +30,7 @@ class CleanRun:
     details: str = ""  # when the agent raised: its traceback and output
     world: Any = None  # the world after the run (what it asked the model, the services)
     files: dict | None = None  # the files it left (path -> bytes), to name what differs
+    left_behind: tuple = ()  # processes it left running (subprocess mode)
 
 
 def golden_checked(scenario: Scenario, clean_run: Callable[[int], CleanRun],
@@ -42,6 +44,7 @@ def golden_checked(scenario: Scenario, clean_run: Callable[[int], CleanRun],
         run = clean_run(n)
         script_fits(scenario, run.world)
         no_connection_refused(scenario, run.world)
+        no_process_refused(scenario, run.world, run.left_behind)
         if run.error is not None or run.outcome is None:
             raise AgentFailedCleanly(scenario, run.error or "no outcome", run.details)
         runs.append(run)
@@ -110,6 +113,23 @@ def no_connection_refused(scenario: Scenario, world: Any) -> None:
             f"not serve: {refused[0]}; faultsim refused it (no_unrouted_effect). Route the "
             "call with faultsim.effect(SERVICE) to one of the scenario's services, or allow "
             "the address in [sandbox] allow = [\"HOST:PORT\"]")
+
+
+def no_process_refused(scenario: Scenario, world: Any, left_behind=()) -> None:
+    """The process guard's finding on a clean run, told once before whatever the refusal
+    made the agent do (as the network guard's); and a process the clean run left running
+    (subprocess mode)."""
+    refused = getattr(world, "processes", [])
+    if refused:
+        raise UncontainedProcess(
+            f"{scenario.path}: the clean run started a process faultsim cannot contain "
+            f"here: {refused[0]}; faultsim refused it before it ran (no_uncontained_process)"
+            f": {getattr(world, 'processes_why', '')}")
+    if left_behind:
+        raise UncontainedProcess(
+            f"{scenario.path}: the clean run left a process running after it ended: "
+            f"{left_behind[0]}; faultsim SIGKILLed it (no_process_left_behind). Wait for "
+            "the processes the agent starts, or stop them, before run() returns")
 
 
 def routed_only(scenario: Scenario, world: Any, outcome: Outcome | None = None) -> None:

@@ -1,7 +1,8 @@
 """The subprocess backend (`--mode subprocess`): every incarnation is a real process on a
 real directory, killed by SIGKILL. `explore` (the sweep), `pool` (fork servers), `server`
 (one fork server), `child` (one incarnation), `fstrace` (the real-directory interposer),
-`wire` (framing), `lifetime` (children die with their parent).
+`wire` (framing), `lifetime` (children die with their parent), `jail` (the namespaces
+that contain each incarnation's process tree).
 
 May import: `pipeline/` and what it may import (bottom layer, world, agent, scenario,
 oracle, report), `interpose.sqlite`/`interpose.redis`. Never `inprocess/`, the

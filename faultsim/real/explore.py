@@ -163,7 +163,8 @@ def golden_of(pool: ForkServers, scenario: Scenario) -> Golden:
         outcome = report["outcome"] if report["kind"] == "done" else None  # else killed
         return CleanRun(outcome, report.get("error"), report["events"],
                         (report["world"], result.files), details=report.get("details", ""),
-                        world=pickle.loads(report["world"]), files=result.files)
+                        world=_with_refused(pickle.loads(report["world"]), result),
+                        files=result.files, left_behind=tuple(result.left_behind))
 
     first = golden_checked(scenario, clean_run, pool.workdir)
     world, files = first.kept
@@ -315,13 +316,22 @@ def _judge(pool: ForkServers, scenario: Scenario, targets: list[_Target], progre
     tell(total)
 
 
+def _with_refused(world: Any, result: JobResult) -> Any:
+    """The connections the jail refused to the incarnation's process tree
+    (faultsim.real.jail), noted as the network guard notes its own: the same finding."""
+    for address in result.refused:
+        world.unrouted.append(f"{address} from a process the agent started, or code below "
+                              f"Python's sockets (incarnation {world.incarnation})")
+    return world
+
+
 def _crash_run(schedule: list[KillPoint], state: Any, report: dict,
                result: JobResult) -> CrashRun:
     """A resumed child's report as the oracle judges it (a sweep's state, or the probe's)."""
-    crash_run = CrashRun(schedule, state, pickle.loads(report["world"]),
+    crash_run = CrashRun(schedule, state, _with_refused(pickle.loads(report["world"]), result),
                          outcome=report.get("outcome"), error=report.get("error"),
                          timed_out=report.get("timed_out", False), final=result.files,
-                         escapes=report["escapes"],
+                         escapes=report["escapes"], left_behind=list(result.left_behind),
                          resume_positions=[report["first_position"]]
                          if report["first_position"] is not None else [],
                          events=report["events"])

@@ -52,6 +52,8 @@ class JobResult:
     files: dict
     seconds: float = 0.0
     crashes: list = field(default_factory=list)  # a crash driver's states, one per point
+    left_behind: list = field(default_factory=list)  # its processes alive after it (killed)
+    refused: list = field(default_factory=list)  # "HOST:PORT" its tree reached for, refused
 
     @property
     def sigkilled(self) -> bool:
@@ -95,6 +97,7 @@ class ForkServers:
         self.tmp = ""
         self._spawned = 0
         self.same_path: list[str] = []  # how each server gives the one path (see samepath)
+        self.jail: list[str] = []  # each server's containment: "contained", or why not
 
     def __enter__(self) -> "ForkServers":
         # the run folder: faultsim removes it on the way out; if faultsim is killed, the
@@ -167,6 +170,7 @@ class ForkServers:
             message = self._next(server)
             if message.get("kind") == "ready":
                 self.same_path.append(message.get("same_path", ""))
+                self.jail.append(message.get("jail", ""))
                 return
             if message.get("kind") == "setup-failed":
                 self._stop(server)
@@ -278,7 +282,9 @@ class ForkServers:
             if kind == "exit":
                 job = server.job
                 result = JobResult(server.report, message["how"], message["code"],
-                                   message["files"], message["seconds"], server.crashes)
+                                   message["files"], message["seconds"], server.crashes,
+                                   message.get("left_behind", []),
+                                   message.get("refused", []))
                 results[job["id"]] = result
                 server.job = None
                 if done is not None:

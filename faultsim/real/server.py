@@ -28,7 +28,7 @@ from typing import Any, NoReturn
 
 import freezegun.api as _real_time  # perf_counter is frozen in the server; this is not
 
-from . import wire
+from . import jail as _jail, wire
 from .lifetime import PARENT_DIED, die_with_parent
 from .samepath import SamePath, establish
 
@@ -44,6 +44,7 @@ class Context:
     store: Any
     redis: Any = None  # a client on this server's Redis database, for snapshots
     same: SamePath | None = None  # how `root` is this server's own directory
+    jail: Any = None  # the namespaces its children enter (faultsim.real.jail)
 
     @staticmethod
     def left_behind(ctx: "Context") -> dict:
@@ -163,9 +164,9 @@ def _faultsim_died(run_dir: str) -> NoReturn:
     (every server of the run may try; the others find it gone) and exit."""
     if _child is not None:
         try:
-            os.kill(_child, signal.SIGKILL)
+            os.killpg(_child, signal.SIGKILL)  # the incarnation and its process group
             os.waitpid(_child, 0)
-        except (ProcessLookupError, ChildProcessError):
+        except (ProcessLookupError, ChildProcessError, PermissionError):
             pass
     if _same is not None:
         _same.release_mount()
@@ -234,11 +235,14 @@ def _serve(out_fd: int, run_dir: str) -> None:
         # first: unshare(CLONE_NEWUSER) refuses a process with threads (imports may start one)
         _same = same = establish(run_dir, init["own"])
         ctx = _setup(init, same)
+        _jail.subreaper()
+        ctx.jail = _jail.establish(same.root, _relayed(ctx.scenario, init.get("redis_url")))
     except BaseException:
         wire.send(out_fd, {"kind": "setup-failed", "error": traceback.format_exc()})
         return
     wire.send(out_fd, {"kind": "ready", "pid": os.getpid(),
-                       "same_path": same.how + (f" ({same.why})" if same.why else "")})
+                       "same_path": same.how + (f" ({same.why})" if same.why else ""),
+                       "jail": ctx.jail.why or "contained"})
     me = os.getpid()
     deadline = None if not ctx.timeout else 3 * ctx.timeout + 5
     while True:
@@ -247,6 +251,17 @@ def _serve(out_fd: int, run_dir: str) -> None:
             return
         with ctx.same:  # in the fallback, one server at a time on the one path
             _run_one(ctx, job, out_fd, me, deadline)
+
+
+def _relayed(scenario: Any, redis_url: str | None) -> list[tuple[str, int]]:
+    """The addresses an incarnation may reach from inside the jail: the scenario's
+    `[sandbox] allow` and the Redis database faultsim started."""
+    from ..netguard import parse_allowed
+
+    out = list(getattr(scenario, "allow", ()))
+    if redis_url:
+        out.append(parse_allowed(redis_url.split("//", 1)[-1].split("/", 1)[0]))
+    return sorted(set(out))
 
 
 def _run_one(ctx: Context, job: dict, out_fd: int, me: int, deadline: float | None) -> None:
@@ -260,6 +275,7 @@ def _run_one(ctx: Context, job: dict, out_fd: int, me: int, deadline: float | No
             if os.getppid() != me:  # the server died between fork and prctl
                 os._exit(1)
             signal.signal(signal.SIGINT, signal.SIG_DFL)
+            _jail.enter(ctx.jail)
             from .child import run_job
             run_job(job, ctx, out_fd)
         except BaseException:
@@ -271,8 +287,16 @@ def _run_one(ctx: Context, job: dict, out_fd: int, me: int, deadline: float | No
         os._exit(0)
     status, overdue = _wait(pid, job.get("deadline", deadline))
     how, code = _describe(status, overdue)
+    if how != "exit":  # killed: its group with it (an overdue one was killed alone)
+        try:
+            os.killpg(pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+    # before the files are read: nothing of its tree may write any more
+    left = _jail.left_behind(me, ctx.jail.helpers if ctx.jail else set(), pid, how == "exit")
     wire.send(out_fd, {"job": job["id"], "kind": "exit", "how": how, "code": code,
-                       "files": _left_behind(ctx),
+                       "files": _left_behind(ctx), "left_behind": left,
+                       "refused": _jail.refused(ctx.jail),
                        "seconds": _real_time.real_perf_counter() - started})
 
 

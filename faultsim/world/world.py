@@ -36,6 +36,10 @@ class World:
         # "HOST:PORT from FILE:LINE (incarnation N)"
         self.allow = allow
         self.unrouted: list[str] = []
+        # processes the agent started that faultsim could not contain, refused before they
+        # ran (faultsim.procguard): "COMMAND from FILE:LINE (incarnation N)"
+        self.processes: list[str] = []
+        self.processes_why = ""  # why faultsim could not contain them (and what to do)
         self._listeners: list[Listener] = []
         # Bound methods, not lambdas, so that copy.deepcopy(world) rebinds them.
         self.model = FakeClaude(scripts, retry_after_ms=retry_after_ms,

@@ -122,8 +122,11 @@ def incarnation(run: AgentRun, scenario: Scenario, world: World, root: Path, *,
 
             def go() -> None:
                 try:
+                    # the CLI is a process of ours: started in a session of its own,
+                    # its group SIGKILLed at each kill (never refused)
                     result["value"] = run_incarnation(
-                        lambda e: _Run(run, scenario.task, root / "work", controller), env)
+                        lambda e: _Run(run, scenario.task, root / "work", controller), env,
+                        contained=True)
                 except BaseException as exc:  # noqa: BLE001 - reported, never swallowed
                     result["error"] = exc
 

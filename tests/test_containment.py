@@ -1,0 +1,258 @@
+"""One containment for the agent's whole process tree, in both modes (issue 31).
+
+In-process, a process the agent starts is refused before it runs and reported
+(`no_uncontained_process`). In subprocess mode it runs inside the fork server's jail
+(faultsim/real/jail.py): its network is the jail's loopback, where a connection to anything
+faultsim does not serve is refused and reported as the network guard's own finding
+(`no_unrouted_effect`); its writes outside the sandbox fail (every mount read-only but the
+sandbox); it dies with its incarnation; one that outlives it is killed and reported
+(`no_process_left_behind`). Where the kernel gives no namespace, subprocess mode refuses
+process starts as in-process (forced here with FAULTSIM_JAIL=off).
+
+Each probe (tests/contain_agent.py, a tool running `subprocess.run([sys.executable, "-c",
+...])`) is aimed only at a counting server this test starts on 127.0.0.1 and at a watched
+temporary directory outside the sandbox: the server must count no connection and the
+directory stay empty. Correct agents (a helper that writes into the workdir; no helper at
+all) pass, with every kill landed.
+"""
+from __future__ import annotations
+
+import asyncio
+import multiprocessing
+import os
+import pty
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+import faultsim
+from faultsim import procguard
+from faultsim.errors import UncontainedProcess, UnroutedEffect
+from faultsim.loading import load_factory
+
+from conftest import DATA
+
+AGENT = "tests.contain_agent"
+SCENARIO = DATA / "contain.toml"
+linux = pytest.mark.skipif(not sys.platform.startswith("linux"),
+                           reason="subprocess mode: Linux")
+
+
+class CountingServer:
+    """Accepts on 127.0.0.1 and counts connections: the real service nobody may reach."""
+
+    def __init__(self) -> None:
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(16)
+        self.port = self.sock.getsockname()[1]
+        self.count = 0
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            self.count += 1
+            conn.close()
+
+
+@pytest.fixture
+def probe(monkeypatch, tmp_path):
+    """Sets CONTAIN_PROBE (and the server's port, the watched directory) for the agent;
+    yields (server, watched directory)."""
+    server = CountingServer()
+    watch = tmp_path / "watched"
+    watch.mkdir()
+    monkeypatch.setenv("CONTAIN_PORT", str(server.port))
+    monkeypatch.setenv("CONTAIN_WATCH", str(watch))
+    monkeypatch.delenv("CONTAIN_ONLY_ON_RESUME", raising=False)
+
+    def use(kind: str, only_on_resume: bool = False):
+        monkeypatch.setenv("CONTAIN_PROBE", kind)
+        if only_on_resume:
+            monkeypatch.setenv("CONTAIN_ONLY_ON_RESUME", "1")
+        return server, watch
+
+    yield use
+    server.sock.close()
+
+
+def _in_process(**kw):
+    return faultsim.explore(load_factory(AGENT), faultsim.load_scenario(SCENARIO),
+                            crash_model="process", crashes=1, **kw)
+
+
+def _subprocess(stats: dict):
+    from faultsim.real.explore import explore_subprocess
+
+    return explore_subprocess(AGENT, faultsim.load_scenario(SCENARIO), workers=1,
+                              stats=stats)
+
+
+def _violations(report) -> set[str]:
+    return {v.invariant for run in report.runs for f in run.failures for v in f.violations}
+
+
+def _kills_landed_in_process(report) -> int:
+    run = report.runs[0]
+    assert len(run.verdicts) == len(run.explored) > 5
+    return len(run.verdicts)
+
+
+# -- in-process: refused before it runs ----------------------------------------------------
+@pytest.mark.parametrize("kind", ["net", "write"])
+def test_in_process_a_helper_process_is_refused_before_it_runs(probe, kind):
+    server, watch = probe(kind)
+    with pytest.raises(UncontainedProcess) as info:
+        _in_process()
+    message = str(info.value)
+    assert "no_uncontained_process" in message and "--mode subprocess" in message
+    assert f"{sys.executable} -c " in message  # the command
+    site = message.split(" from ", 1)[1].split(" (incarnation")[0]
+    assert site.startswith("/") and site.endswith(".py:" + site.rsplit(":", 1)[1])
+    assert "contain_agent.py:" in site  # the agent's line, not subprocess.py's
+    assert server.count == 0 and not any(watch.iterdir())
+
+
+def test_in_process_a_process_started_while_recovering_is_a_finding(probe):
+    server, watch = probe("net", only_on_resume=True)
+    report = _in_process()
+    assert _kills_landed_in_process(report)
+    assert "no_uncontained_process" in _violations(report)
+    explanation = next(v.explanation for run in report.runs for f in run.failures
+                       for v in f.violations if v.invariant == "no_uncontained_process")
+    assert "contain_agent.py:" in explanation and "--mode subprocess" in explanation
+    assert server.count == 0 and not any(watch.iterdir())
+
+
+def test_in_process_an_agent_without_helpers_stays_clean(probe):
+    server, watch = probe("python")
+    report = _in_process()
+    assert report.ok, report.counterexamples(limit=1)
+    assert _kills_landed_in_process(report)
+
+
+def test_every_way_to_start_a_process_is_refused(tmp_path):
+    """Outside pyfakefs, straight at the guard: each call is refused, and the file its
+    process would have made never appears."""
+    made = tmp_path / "made"
+    touch = ["/bin/sh", "-c", f"echo > {made}"]
+    heard = []
+
+    async def via_asyncio():
+        await asyncio.create_subprocess_exec(*touch)
+
+    def forked():
+        pid = os.fork()
+        if pid == 0:  # only if the guard failed: never run the test twice
+            os._exit(0)
+        os.waitpid(pid, 0)
+
+    ways = {
+        "subprocess.run": lambda: subprocess.run(touch),
+        "subprocess.Popen": lambda: subprocess.Popen(touch),
+        "os.popen": lambda: os.popen(touch[-1]),
+        "os.system": lambda: os.system(touch[-1]),
+        "os.execv": lambda: os.execv(touch[0], touch),
+        "os.execvp": lambda: os.execvp("sh", touch),
+        "os.posix_spawn": lambda: os.posix_spawn(touch[0], touch, os.environ),
+        "os.posix_spawnp": lambda: os.posix_spawnp("sh", touch, os.environ),
+        "os.spawnv": lambda: os.spawnv(os.P_WAIT, touch[0], touch),
+        "os.fork": forked,
+        "pty.fork": lambda: pty.fork(),
+        "asyncio": lambda: asyncio.run(via_asyncio()),
+        "multiprocessing fork": lambda: multiprocessing.get_context("fork").Process(
+            target=made.write_text, args=("x",)).start(),
+        "multiprocessing spawn": lambda: multiprocessing.get_context("spawn").Process(
+            target=print).start(),
+    }
+    with procguard.refusing(lambda command, site: heard.append((command, site))):
+        for name, call in ways.items():
+            with pytest.raises(procguard.ProcessRefused, match="--mode subprocess"):
+                call()
+            assert heard and heard[-1][1].startswith(__file__), (name, heard[-1:])
+            heard.clear()
+    assert not made.exists()
+    assert subprocess.run(["true"]).returncode == 0  # outside an incarnation: as before
+
+
+# -- subprocess mode: contained --------------------------------------------------------------
+@linux
+def test_subprocess_a_helper_connecting_out_is_refused_by_the_jail_and_reported(probe):
+    server, watch = probe("net")
+    with pytest.raises(UnroutedEffect) as info:
+        _subprocess({})
+    message = str(info.value)
+    assert f"127.0.0.1:{server.port} from a process the agent started" in message
+    assert "no_unrouted_effect" in message
+    assert server.count == 0
+
+
+@linux
+def test_subprocess_a_helper_connecting_out_while_recovering_is_a_finding(probe):
+    server, watch = probe("net", only_on_resume=True)
+    stats: dict = {}
+    report = _subprocess(stats)
+    run = report.runs[0]
+    assert stats["kills_landed"] == len(run.explored) == len(run.verdicts) > 5
+    assert _violations(report) == {"no_unrouted_effect"}
+    assert server.count == 0
+
+
+@linux
+def test_subprocess_a_helper_writing_outside_the_sandbox_changes_nothing(probe):
+    server, watch = probe("write", only_on_resume=True)
+    stats: dict = {}
+    report = _subprocess(stats)
+    run = report.runs[0]
+    assert stats["kills_landed"] == len(run.explored) > 5
+    assert not any(watch.iterdir())  # read-only outside the sandbox, in every incarnation
+
+
+@linux
+def test_subprocess_a_helper_writing_into_the_workdir_stays_clean(probe):
+    server, watch = probe("inside")  # the agent fails unless the helper's file is there
+    stats: dict = {}
+    report = _subprocess(stats)
+    assert report.ok, report.counterexamples(limit=1)
+    run = report.runs[0]
+    assert stats["kills_landed"] == len(run.explored) == len(run.verdicts) > 5
+
+
+@linux
+def test_subprocess_a_helper_left_running_is_killed_and_reported(probe):
+    server, watch = probe("daemon")
+    with pytest.raises(UncontainedProcess, match="no_process_left_behind") as info:
+        _subprocess({})
+    assert f"{sys.executable} -c" in str(info.value)  # the helper, by its command
+    assert not _helpers_alive()
+
+
+def _helpers_alive() -> list[int]:
+    alive = []
+    for name in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{name}/cmdline", "rb") as f:
+                if b"contain-agent-helper" in f.read():
+                    alive.append(int(name))
+        except (OSError, ValueError):
+            pass
+    return alive
+
+
+@linux
+def test_subprocess_without_namespaces_refuses_as_in_process(probe, monkeypatch):
+    server, watch = probe("net")
+    monkeypatch.setenv("FAULTSIM_JAIL", "off")  # as where the kernel allows none
+    with pytest.raises(UncontainedProcess, match="no_uncontained_process") as info:
+        _subprocess({})
+    assert "FAULTSIM_JAIL=off" in str(info.value)
+    assert "contain_agent.py:" in str(info.value)
+    assert server.count == 0
