@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Iterator
 
 from ._version import __version__
-from .errors import AgentFinding, HarnessError, UsageError
+from .errors import AgentFinding, FaultsimError, HarnessError, UsageError
 
 EXIT_OK, EXIT_VIOLATION, EXIT_USAGE, EXIT_ERROR = 0, 1, 2, 3
 
@@ -207,7 +207,9 @@ def cmd_run(ns: argparse.Namespace) -> int:
     report = Report()
     graphs = []  # runs of LangGraph scenarios: summed up per durability mode at the end
     if claude:
-        _run_claude_agent_sdk(ns, scenarios, options, report)
+        with _refusals_reported(ns, report, ns.scenarios[0] if ns.scenarios else "",
+                                ns.agent):
+            _run_claude_agent_sdk(ns, scenarios, options, report)
     for sc, agent in ((sc, agent) for sc in scenarios if not claude
                       for agent in _agents(sc, ns, modes)):
         resolved = options.resolve(sc)
@@ -216,8 +218,11 @@ def cmd_run(ns: argparse.Namespace) -> int:
             plan, sc, ns, progress)
         started = time.perf_counter()
         try:
-            part = explore_one(sc, resolved, make_agent=factory if agent == ns.agent else None,
-                       spec=agent, agent_name=agent, progress=progress, plan=check)
+            with _refusals_reported(ns, report, sc.path, agent):
+                part = explore_one(sc, resolved,
+                                   make_agent=factory if agent == ns.agent else None,
+                                   spec=agent, agent_name=agent, progress=progress,
+                                   plan=check)
         finally:
             progress.close()
         for n, run in enumerate(part.runs):  # measured once, on the first (faultsim.junit)
@@ -246,6 +251,39 @@ def cmd_run(ns: argparse.Namespace) -> int:
         print("\n\n".join(report.counterexamples(limit=ns.examples)))
     print()
     print(report.summary())
+    _write_reports(ns, report)
+    if ns.annotations or (ns.annotations is None
+                          and os.environ.get("GITHUB_ACTIONS") == "true"):
+        from .ci import annotations
+
+        for line in annotations(report):
+            print(line)
+    return EXIT_OK if report.ok else EXIT_VIOLATION
+
+
+@contextmanager
+def _refusals_reported(ns: argparse.Namespace, report, scenario: str, agent: str
+                       ) -> Iterator[None]:
+    """A scenario stopped before its verdicts (the clean run failed or escaped, the
+    scenario cannot work, faultsim failed) still leaves --json, --junit and --summary-md,
+    with the refusal as their content (CI reads a report, not stderr); the error then
+    goes on to `main`, which prints its one line and exits as it always did."""
+    from .report import Refusal
+
+    try:
+        yield
+    except FaultsimError as exc:
+        category = ("finding" if isinstance(exc, AgentFinding) else
+                    "usage" if isinstance(exc, UsageError) else "harness")
+        report.refused.append(Refusal(str(scenario), agent, type(exc).__name__, category,
+                                      str(exc), getattr(exc, "details", "") or ""))
+        _write_reports(ns, report)
+        raise
+
+
+def _write_reports(ns: argparse.Namespace, report) -> None:
+    import json
+
     if ns.json:
         with open(ns.json, "w", encoding="utf-8") as f:
             json.dump(report.to_json(), f, indent=2)
@@ -259,13 +297,6 @@ def cmd_run(ns: argparse.Namespace) -> int:
         # appended: $GITHUB_STEP_SUMMARY collects a step's summaries
         with open(ns.summary_md, "a", encoding="utf-8") as f:
             f.write(summary_markdown(report))
-    if ns.annotations or (ns.annotations is None
-                          and os.environ.get("GITHUB_ACTIONS") == "true"):
-        from .ci import annotations
-
-        for line in annotations(report):
-            print(line)
-    return EXIT_OK if report.ok else EXIT_VIOLATION
 
 
 def cmd_list(ns: argparse.Namespace) -> int:

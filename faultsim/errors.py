@@ -23,6 +23,7 @@
     │   ├── AgentFailedCleanly             the agent fails without any crash
     │   ├── KillDidNotLand                 a crash run never reached its kill point
     │   ├── UnroutedEffect                 the clean run reached for an unserved address
+    │   ├── SandboxEscape                  the clean run wrote outside its workdir
     │   └── schedule_search._Counterexample  a searched schedule broke a rule (raised
     │                                      inside hypothesis so it shrinks; never leaves)
     └── HarnessError          faultsim's own machinery failed: the CLI exits 3 with one
@@ -104,6 +105,10 @@ class UnreachedService(UsageError):
 
 class UnroutedEffect(AgentFinding):
     """The clean run reached for a network address faultsim does not serve."""
+
+
+class SandboxEscape(AgentFinding):
+    """The clean run wrote outside its workdir (refused, in both modes)."""
 
 
 class KillDidNotLand(AgentFinding):

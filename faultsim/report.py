@@ -289,18 +289,41 @@ def _preview(data: bytes | None) -> str:
     return f"{data[:80]!r} ... {data[-60:]!r}"
 
 
+@dataclass(frozen=True)
+class Refusal:
+    """A scenario faultsim stopped before any verdict (the clean run failed, escaped, was
+    not deterministic; the scenario or an option cannot work; faultsim's own machinery
+    failed): what the one-line error said, kept for the reports CI reads."""
+
+    scenario: str  # the scenario file
+    agent: str
+    kind: str  # the error's class, e.g. AgentFailedCleanly
+    category: str  # "finding" (exit 1), "usage" (exit 2) or "harness" (exit 3)
+    message: str
+    details: str = ""  # the agent's traceback and output, when it raised
+
+    def to_json(self) -> dict[str, Any]:
+        return {"scenario": self.scenario, "agent": self.agent, "kind": self.kind,
+                "category": self.category, "message": self.message,
+                "details": self.details}
+
+
 @dataclass
 class Report:
     runs: list[ModelRun] = field(default_factory=list)
     golden_seconds: float = 0.0  # the two clean runs and set-up
     sweep_seconds: float = 0.0  # the crash runs (all crash models together)
+    refused: list[Refusal] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
-        return all(run.ok for run in self.runs)
+        return all(run.ok for run in self.runs) and not self.refused
 
     def to_json(self) -> dict[str, Any]:
-        return {"ok": self.ok, "runs": [run.to_json() for run in self.runs]}
+        found = {"ok": self.ok, "runs": [run.to_json() for run in self.runs]}
+        if self.refused:  # a run stopped before its verdicts: what stopped it
+            found["refused"] = [r.to_json() for r in self.refused]
+        return found
 
     def dumps(self) -> str:
         return json.dumps(self.to_json(), indent=2)

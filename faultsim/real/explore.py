@@ -163,7 +163,8 @@ def golden_of(pool: ForkServers, scenario: Scenario) -> Golden:
         outcome = report["outcome"] if report["kind"] == "done" else None  # else killed
         return CleanRun(outcome, report.get("error"), report["events"],
                         (report["world"], result.files), details=report.get("details", ""),
-                        world=pickle.loads(report["world"]), files=result.files)
+                        world=pickle.loads(report["world"]), files=result.files,
+                        escapes=report.get("escapes", []))
 
     first = golden_checked(scenario, clean_run, pool.workdir)
     world, files = first.kept
