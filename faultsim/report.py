@@ -119,7 +119,8 @@ class ModelRun:
     depths: dict[int, DepthStats] = field(default_factory=dict)
     deep_failures: list[Verdict] = field(default_factory=list)  # schedules of 2+ crashes
     mode: str = "in-process"  # or "subprocess": real processes, real files, SIGKILL
-    timeout: float | None = 30.0  # an incarnation's limit: a slower resume counts as hung
+    # an incarnation's limit as asked: seconds, None, or "auto" (derived from the clean runs)
+    timeout: float | str | None = "auto"
     # the measured wall time of the whole exploration this run came from (clean runs, every
     # crash model, the search), on its first run; 0 on the others (the crash models are
     # swept together, not timed apart); None: not measured (`seconds` is apportioned)
@@ -143,7 +144,10 @@ class ModelRun:
 
     def _timeout_option(self) -> str:
         # only when not the default: it decides whether a slow resumed run counts as hung
-        return "" if self.timeout == 30.0 else f" --timeout {self.timeout or 0:g}"
+        # (derived again from the clean runs, a replay gets the same limit)
+        if self.timeout == "auto":
+            return ""
+        return f" --timeout {self.timeout or 0:g}"
 
     def replay_command(self, verdict: Verdict) -> str:
         """Everything that decides the verdict is in the command: the token carries the

@@ -24,8 +24,9 @@ from .fs import FsInterposer, install
 from ..killpoints import KillPoint
 from ..oracle import RESUME_GUARDS, CrashRun, Golden, judge
 from ..pipeline.golden import CleanRun, golden_checked, routed_only
-from ..pipeline.incarnation import (Incarnation, IncarnationTimeout, captured_output,
-                                    failure_details, time_limit, traced_world)
+from ..pipeline.incarnation import (AUTO, Incarnation, IncarnationTimeout, captured_output,
+                                    clean_limit, failure_details, resumed_limit, time_limit,
+                                    traced_world)
 from ..pipeline.sweep import ResumeResult
 from ..report import ResumeSummary
 from ..runner import make_env
@@ -71,12 +72,13 @@ class Explorer:
     """Runs incarnations of one agent on one scenario inside one pyfakefs sandbox."""
 
     def __init__(self, make_agent: Callable[[AgentEnv], Any], scenario: Scenario, *,
-                 agent_name: str = "agent", timeout: float | None = 30.0,
+                 agent_name: str = "agent", timeout: float | str | None = AUTO,
                  seed: str = "0") -> None:
         self.make_agent = make_agent
         self.scenario = scenario
         self.agent_name = agent_name
-        self.timeout = timeout
+        self.asked_timeout = timeout
+        self.timeout = clean_limit(timeout)  # derived from the clean runs by golden()
         self.seed = seed
         self._patcher: Patcher | None = None
         self._freezer = None
@@ -172,16 +174,22 @@ class Explorer:
 
     # -- the golden run -------------------------------------------------------------------
     def golden(self, every_service: bool = True) -> Golden:
+        took: list[float] = []
+
         def clean_run(n: int) -> CleanRun:
             self.reset_sandbox()
             world = self.new_world()
+            self.timeout = clean_limit(self.asked_timeout)
+            started = _real_time.real_perf_counter()
             inc = self.incarnation(world)
+            took.append(_real_time.real_perf_counter() - started)
             files = self.interposer.snapshot()
             return CleanRun(inc.outcome, inc.error, inc.events, (world, files),
                             details=inc.details, world=world, files=files,
                             escapes=list(self.interposer.escapes))
 
         first = golden_checked(self.scenario, clean_run, SANDBOX)
+        self.timeout = resumed_limit(self.asked_timeout, took)
         world, final = first.kept
         if every_service:
             routed_only(self.scenario, world, first.outcome)
