@@ -277,6 +277,33 @@ def install() -> None:
             ip.quiet -= 1
 
     fake_file.FakeDirectoryFromRealDirectory.entries = property(real_entries)
+
+    # mkdir, makedirs, remove, unlink and rmdir outside the sandbox are refused on entry,
+    # as subprocess mode refuses them, before pyfakefs's own checks could answer otherwise
+    # (a missing parent; `os.mkdir` re-raising our refusal as a bare EACCES): the same
+    # escape, the same words.
+    def refusing(func, what, only_missing=False):
+        def wrapper(self, path, *args, **kwargs):
+            ip = _active
+            if ip is not None and not ip.quiet and not ip.killed and \
+                    not isinstance(path, int):
+                fs = self.filesystem
+                try:
+                    full = fs.absnormpath(fs.make_string_path(path))
+                except Exception:
+                    full = None
+                if full is not None and ip.rel(full) is None and not (
+                        only_missing and fs.exists(full)):
+                    ip._outside(what, full)
+            return func(self, path, *args, **kwargs)
+        wrapper.__wrapped__ = func
+        return wrapper
+
+    FakeOsModule.mkdir = refusing(FakeOsModule.mkdir, "mkdir")
+    FakeOsModule.makedirs = refusing(FakeOsModule.makedirs, "mkdir", only_missing=True)
+    FakeOsModule.remove = refusing(FakeOsModule.remove, "unlink")
+    FakeOsModule.unlink = refusing(FakeOsModule.unlink, "unlink")
+    FakeOsModule.rmdir = refusing(FakeOsModule.rmdir, "rmdir")
     fake_open.FakeFileOpen.call = open_call
     FakeFilesystem.stat = stat
     FakeFilesystem.listdir = listdir
