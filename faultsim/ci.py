@@ -79,11 +79,13 @@ def summary_markdown(report: Report) -> str:
     """The run as Markdown: one table row per scenario × crash model, then the first
     counterexample of each failing run and the command that replays it."""
     failed = [run for run in report.runs if not run.ok]
-    lines = ["## faultsim: " + ("all passed" if not failed else
+    lines = ["## faultsim: " + (f"refused ({report.refused[0].kind})"
+                                if report.refused else "all passed" if not failed else
                                 f"{len(failed)} of {len(report.runs)} runs with violations"),
-             "",
-             "| scenario | crash model | kill points | passed | violations | time |",
-             "|---|---|--:|--:|--:|--:|"]
+             ""]
+    if report.runs or not report.refused:
+        lines += ["| scenario | crash model | kill points | passed | violations | time |",
+                  "|---|---|--:|--:|--:|--:|"]
     for run, (name, model, points, passed, violations, _) in zip(report.runs,
                                                                    report.rows()):
         # measured per exploration (crash models swept together are not timed apart)
@@ -102,4 +104,11 @@ def summary_markdown(report: Report) -> str:
                   "", f"`{run.scenario.path}`, agent `{run.agent}`; the first counterexample:",
                   "", fence, text, fence, "", "Replay it:", "", "```sh",
                   run.replay_command(first), "```"]
+    for refusal in report.refused:  # stopped before any verdict: what stopped it
+        text = refusal.details or refusal.message
+        fence = _fence(text)
+        lines += ["", f"### {_cell(refusal.scenario or 'faultsim')}: refused "
+                  f"({refusal.kind})", "", f"agent `{refusal.agent}`: {_cell(refusal.message)}"]
+        if refusal.details:
+            lines += ["", fence, text, fence]
     return "\n".join(lines) + "\n"

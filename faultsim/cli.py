@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Iterator
 
 from ._version import __version__
-from .errors import AgentFinding, HarnessError, UsageError
+from .errors import AgentFinding, FaultsimError, HarnessError, UsageError
 
 EXIT_OK, EXIT_VIOLATION, EXIT_USAGE, EXIT_ERROR = 0, 1, 2, 3
 
@@ -121,7 +121,7 @@ def _agents(scenario, ns: argparse.Namespace, modes: list[str]) -> list[str]:
     return [LANGGRAPH + m for m in modes]
 
 
-BUILTIN = {"scenarios": ["scenarios"], "mode": "auto", "timeout": 30.0, "seed": "0"}
+BUILTIN = {"scenarios": ["scenarios"], "mode": "auto", "timeout": "auto", "seed": "0"}
 NEEDS_AGENT = {"run", "list", "record"}
 BUNDLED_COMMANDS = {"run", "list"}  # the ones that default to the bundled scenarios
 
@@ -149,6 +149,13 @@ def _project_defaults(ns: argparse.Namespace) -> None:
             print(f"faultsim: no agent or scenarios configured here: {verb} the bundled "
                   f"scenarios {found[0]} on the bundled reference agent {found[1]}",
                   file=sys.stderr, flush=True)
+    if project.root is not None and getattr(ns, "agent", None) == project.values.get("agent") \
+            and "[tool.faultsim]" in project.origin.get("agent", ""):
+        # an agent module named in [tool.faultsim] is found from that pyproject.toml's
+        # folder, as its scenarios are: the project's `faultsim run` works from any
+        # subfolder (the current directory still comes first on the path)
+        if str(project.root) not in sys.path:
+            sys.path.append(str(project.root))
     for key, value in BUILTIN.items():
         if hasattr(ns, key) and getattr(ns, key) in (None, []):
             setattr(ns, key, value)
@@ -207,7 +214,9 @@ def cmd_run(ns: argparse.Namespace) -> int:
     report = Report()
     graphs = []  # runs of LangGraph scenarios: summed up per durability mode at the end
     if claude:
-        _run_claude_agent_sdk(ns, scenarios, options, report)
+        with _refusals_reported(ns, report, ns.scenarios[0] if ns.scenarios else "",
+                                ns.agent):
+            _run_claude_agent_sdk(ns, scenarios, options, report)
     for sc, agent in ((sc, agent) for sc in scenarios if not claude
                       for agent in _agents(sc, ns, modes)):
         resolved = options.resolve(sc)
@@ -216,8 +225,11 @@ def cmd_run(ns: argparse.Namespace) -> int:
             plan, sc, ns, progress)
         started = time.perf_counter()
         try:
-            part = explore_one(sc, resolved, make_agent=factory if agent == ns.agent else None,
-                       spec=agent, agent_name=agent, progress=progress, plan=check)
+            with _refusals_reported(ns, report, sc.path, agent):
+                part = explore_one(sc, resolved,
+                                   make_agent=factory if agent == ns.agent else None,
+                                   spec=agent, agent_name=agent, progress=progress,
+                                   plan=check)
         finally:
             progress.close()
         for n, run in enumerate(part.runs):  # measured once, on the first (faultsim.junit)
@@ -246,6 +258,39 @@ def cmd_run(ns: argparse.Namespace) -> int:
         print("\n\n".join(report.counterexamples(limit=ns.examples)))
     print()
     print(report.summary())
+    _write_reports(ns, report)
+    if ns.annotations or (ns.annotations is None
+                          and os.environ.get("GITHUB_ACTIONS") == "true"):
+        from .ci import annotations
+
+        for line in annotations(report):
+            print(line)
+    return EXIT_OK if report.ok else EXIT_VIOLATION
+
+
+@contextmanager
+def _refusals_reported(ns: argparse.Namespace, report, scenario: str, agent: str
+                       ) -> Iterator[None]:
+    """A scenario stopped before its verdicts (the clean run failed or escaped, the
+    scenario cannot work, faultsim failed) still leaves --json, --junit and --summary-md,
+    with the refusal as their content (CI reads a report, not stderr); the error then
+    goes on to `main`, which prints its one line and exits as it always did."""
+    from .report import Refusal
+
+    try:
+        yield
+    except FaultsimError as exc:
+        category = ("finding" if isinstance(exc, AgentFinding) else
+                    "usage" if isinstance(exc, UsageError) else "harness")
+        report.refused.append(Refusal(str(scenario), agent, type(exc).__name__, category,
+                                      str(exc), getattr(exc, "details", "") or ""))
+        _write_reports(ns, report)
+        raise
+
+
+def _write_reports(ns: argparse.Namespace, report) -> None:
+    import json
+
     if ns.json:
         with open(ns.json, "w", encoding="utf-8") as f:
             json.dump(report.to_json(), f, indent=2)
@@ -259,13 +304,6 @@ def cmd_run(ns: argparse.Namespace) -> int:
         # appended: $GITHUB_STEP_SUMMARY collects a step's summaries
         with open(ns.summary_md, "a", encoding="utf-8") as f:
             f.write(summary_markdown(report))
-    if ns.annotations or (ns.annotations is None
-                          and os.environ.get("GITHUB_ACTIONS") == "true"):
-        from .ci import annotations
-
-        for line in annotations(report):
-            print(line)
-    return EXIT_OK if report.ok else EXIT_VIOLATION
 
 
 def cmd_list(ns: argparse.Namespace) -> int:
@@ -353,7 +391,8 @@ def _run_claude_agent_sdk(ns: argparse.Namespace, scenarios: list, options, repo
         say = lambda line, sc=sc: print(f"  {sc.id} {line}", file=sys.stderr,  # noqa: E731
                                         flush=True)
         found, runs = run(ns.agent, sc, options.crash_model or ("process",),
-                          timeout=ns.timeout or 60.0, only=keep, progress=say,
+                          timeout=60.0 if ns.timeout == "auto" else ns.timeout or 60.0,
+                          only=keep, progress=say,
                           writes=traced is None)
         for n, model_run in enumerate(runs):
             model_run.wall_seconds = time.perf_counter() - started if n == 0 else 0.0
@@ -480,7 +519,8 @@ def cmd_replay(ns: argparse.Namespace) -> int:
     token = ReplayToken.decode(ns.token)
     factory = factory_for(ns.agent, token.scenario) if ns.agent and \
         token.mode != "subprocess" else None
-    result = replay(token, factory, timeout=ns.timeout, agent=ns.agent)
+    result = replay(token, factory, timeout="auto" if ns.timeout is None else ns.timeout,
+                    agent=ns.agent)
     crashes = len(result.schedule)
     print(f"replaying {crashes} crash{'es' if crashes > 1 else ''} of "
           f"{result.run.scenario.id} / {ns.agent or token.agent} / crash model "
@@ -612,7 +652,8 @@ def build_parser() -> argparse.ArgumentParser:
                           "another in this process)")
     run.add_argument("--timeout", type=float, default=None,
                      help="seconds an incarnation may run before it counts as hung "
-                          "(default: 30)")
+                          "(default: derived from the clean runs, 10x the slower clean "
+                          "incarnation and at least 3 s)")
     run.add_argument("--examples", type=int, default=3,
                      help="counterexamples to print, the first of each kind (default: 3)")
     run.add_argument("--crashes", type=int, default=None, metavar="N",
@@ -714,8 +755,9 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("--agent", default=None,
                      help="replay on this agent factory instead of the token's (a fix)")
     rep.add_argument("--json", metavar="FILE", help="write the verdict as a JSON report")
-    rep.add_argument("--timeout", type=float, default=30.0,
-                     help="seconds an incarnation may run (default: 30)")
+    rep.add_argument("--timeout", type=float, default=None,
+                     help="seconds an incarnation may run (default: as faultsim run's, "
+                          "derived from the clean runs)")
     _debug_flag(rep)
     rep.set_defaults(func=cmd_replay)
     return parser

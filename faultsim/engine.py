@@ -33,7 +33,8 @@ from .scenario import Scenario
 
 def explore(make_agent: Callable[[AgentEnv], Any], scenario: Scenario, *,
             crash_model: str | Iterable[str] | None = None, agent_name: str | None = None,
-            only: Callable[[KillPoint], bool] | None = None, timeout: float | None = 30.0,
+            only: Callable[[KillPoint], bool] | None = None,
+            timeout: float | str | None = "auto",
             seed: str = "0", workers: int | None = None, equivalences: bool = True,
             crashes: int | None = None, search: int | None = None,
             search_seconds: float | None = None,
@@ -57,7 +58,9 @@ def explore(make_agent: Callable[[AgentEnv], Any], scenario: Scenario, *,
     per core; 0 runs them one after another in this process, replaying the prefix each
     time); `equivalences=False` resumes every distinct crash state instead of sharing
     verdicts between states a resumed run could not tell apart (slower; the verdicts are
-    the same, which a test checks); `progress(done, total, stage=...)` is
+    the same, which a test checks); `timeout` is an incarnation's limit in seconds (None:
+    none), by default ("auto") 10 times the slower clean incarnation, at least 3 s; a
+    resumed run past it is reported hung, with where it was stuck; `progress(done, total, stage=...)` is
     called as kill points are judged. `plan(Plan)`, when given, is told before the sweep
     how many kill points and first crash states there are (one extra clean run counts
     them).

@@ -25,6 +25,7 @@
     │   ├── UnroutedEffect                 the clean run reached for an unserved address
     │   ├── UncontainedProcess             the clean run started a process faultsim
     │   │                                  cannot contain, or left one behind
+    │   ├── SandboxEscape                  the clean run wrote outside its workdir
     │   └── schedule_search._Counterexample  a searched schedule broke a rule (raised
     │                                      inside hypothesis so it shrinks; never leaves)
     └── HarnessError          faultsim's own machinery failed: the CLI exits 3 with one
@@ -111,6 +112,8 @@ class UnroutedEffect(AgentFinding):
 class UncontainedProcess(AgentFinding):
     """The clean run started a process faultsim cannot contain (refused before it ran), or
     left one running after it ended (subprocess mode)."""
+class SandboxEscape(AgentFinding):
+    """The clean run wrote outside its workdir (refused, in both modes)."""
 
 
 class KillDidNotLand(AgentFinding):

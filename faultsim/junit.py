@@ -54,9 +54,26 @@ def write_junit(report: Report, path: str | Path) -> None:
         suite.set("failures", str(fails))
         suite.set("errors", "0")
         total, failed, seconds = total + len(SEVERITY), failed + fails, seconds + measured
+    errors = 0
+    for refusal in report.refused:  # stopped before any verdict: one case says why
+        suite = ET.SubElement(root, "testsuite", {
+            "name": f"{Path(refusal.scenario).stem or 'faultsim'} [refused]", "tests": "1",
+            "time": "0.000"})
+        case = ET.SubElement(suite, "testcase", {
+            "classname": f"faultsim.{Path(refusal.scenario).stem or 'run'}",
+            "name": "clean run", "file": refusal.scenario, "time": "0.000"})
+        # the agent at fault is a failure (as a violation is); a scenario or option that
+        # cannot work, or faultsim's own failure, an error
+        tag = "failure" if refusal.category == "finding" else "error"
+        element = ET.SubElement(case, tag, {"type": refusal.kind,
+                                            "message": refusal.message})
+        element.text = refusal.details or refusal.message
+        suite.set("failures", "1" if tag == "failure" else "0")
+        suite.set("errors", "1" if tag == "error" else "0")
+        total, failed, errors = total + 1, failed + (tag == "failure"), errors + (tag == "error")
     root.set("tests", str(total))
     root.set("failures", str(failed))
-    root.set("errors", "0")
+    root.set("errors", str(errors))
     root.set("time", f"{seconds:.3f}")
     ET.indent(root)
     Path(path).write_bytes(ET.tostring(root, encoding="utf-8", xml_declaration=True) + b"\n")

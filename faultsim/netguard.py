@@ -19,6 +19,8 @@ Standard library only (the bottom layer): both backends install it.
 from __future__ import annotations
 
 import os
+import posix
+import posixpath
 import socket
 import sys
 import sysconfig
@@ -97,13 +99,13 @@ def call_site() -> str:
     library, site-packages and faultsim; failing that (an agent installed as a package),
     outside the standard library and faultsim."""
     paths = sysconfig.get_paths()
-    stdlib = {os.path.abspath(paths[n]) for n in ("stdlib", "platstdlib") if paths.get(n)}
-    packages = {os.path.abspath(paths[n]) for n in ("purelib", "platlib") if paths.get(n)}
-    ours = os.path.dirname(os.path.abspath(__file__))
+    stdlib = {_abs(paths[n]) for n in ("stdlib", "platstdlib") if paths.get(n)}
+    packages = {_abs(paths[n]) for n in ("purelib", "platlib") if paths.get(n)}
+    ours = os.path.dirname(_abs(__file__))
     frames = []
     frame = sys._getframe(1)
     while frame is not None:
-        frames.append((os.path.abspath(frame.f_code.co_filename), frame.f_lineno))
+        frames.append((_abs(frame.f_code.co_filename), frame.f_lineno))
         frame = frame.f_back
     for skip in (stdlib | packages | {ours}, stdlib | {ours}):
         for path, line in frames:
@@ -113,12 +115,21 @@ def call_site() -> str:
     return "an unknown call site"
 
 
+def _abs(path: str) -> str:
+    # pure string work on the real working directory (see _short)
+    if path.startswith("<"):
+        return path
+    return posixpath.normpath(path if path.startswith("/") else
+                              posixpath.join(posix.getcwd(), path))
+
+
 def _short(path: str, line: int) -> str:
-    try:
-        rel = os.path.relpath(path)
-        path = rel if not rel.startswith("..") else path
-    except ValueError:
-        pass
+    """The path as the user wrote it: relative below the real working directory, else
+    absolute. `posix.getcwd`, not `os.getcwd`: in-process, `os` is pyfakefs's, whose working
+    directory is `/` (`/home/me/agent.py` would come out as `home/me/agent.py`)."""
+    cwd = posix.getcwd().rstrip("/")
+    if cwd and path.startswith(cwd + "/"):
+        path = path[len(cwd) + 1:]
     return f"{path}:{line}"
 
 

@@ -45,7 +45,9 @@ class ExploreOptions:
     crash_model: str | tuple[str, ...] | None = None  # stored as a tuple of names
     crashes: int | None = None
     seed: str = "0"
-    timeout: float | None = 30.0
+    # seconds, None (no limit), or "auto": derived from the clean runs
+    # (pipeline.incarnation.resumed_limit: 10x the slower clean incarnation, at least 3 s)
+    timeout: float | str | None = "auto"
     workers: int | None = None  # 0: one after another in this process (replaying)
     shard: tuple[int, int] | None = None
     only: Callable[[Any], bool] | None = None  # narrows the first crash's kill points
@@ -68,9 +70,9 @@ class ExploreOptions:
                                          or self.crashes < 1):
             raise OptionError("crashes", self.crashes, "an integer >= 1")
         set_("seed", str(self.seed))
-        if self.timeout is not None and (not isinstance(self.timeout, (int, float))
-                                         or self.timeout <= 0):
-            raise OptionError("timeout", self.timeout, "seconds > 0 or None")
+        if self.timeout is not None and self.timeout != "auto" and (
+                not isinstance(self.timeout, (int, float)) or self.timeout <= 0):
+            raise OptionError("timeout", self.timeout, "seconds > 0, None or \"auto\"")
         if self.workers is not None and (not isinstance(self.workers, int)
                                          or self.workers < 0):
             raise OptionError("workers", self.workers, "an integer >= 0")

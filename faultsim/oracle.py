@@ -49,7 +49,7 @@ REGISTRY: tuple[Rule, ...] = (
          "golden run's at the end"),
     Rule("no_write_after_kill", "P3", "kill", "the dead incarnation still wrote"),
     Rule("no_sandbox_escape", "sandbox", "resume", "the agent wrote outside its workdir "
-         "(contained in the fake filesystem, never on the real disk)"),
+         "(refused with a PermissionError before it landed, in both modes)"),
     Rule("no_unrouted_effect", "sandbox", "resume", "the agent reached for a network "
          "address faultsim does not serve (refused before it connected)"),
     Rule("no_uncontained_process", "sandbox", "resume", "the agent started a process "
@@ -306,7 +306,7 @@ def outputs_match(g: Golden, r: CrashRun) -> Violation | None:
 def no_sandbox_escape(g: Golden, r: CrashRun) -> Violation | None:
     if r.escapes:
         return _violated("no_sandbox_escape", "the agent wrote outside its "
-                         "workdir (contained in the fake filesystem): " + "; ".join(r.escapes[:5]))
+                         "workdir (refused): " + "; ".join(r.escapes[:5]))
     return None
 
 

@@ -16,7 +16,7 @@ def schedule_of(token: ReplayToken) -> list[Crash]:
 
 
 def replay(token: str | ReplayToken, make_agent: Callable | None = None,
-           timeout: float | None = 30.0, agent: str | None = None) -> ScheduleResult:
+           timeout: float | str | None = "auto", agent: str | None = None) -> ScheduleResult:
     """Re-run the schedule a token names, on the scenario and agent it names (or on
     `make_agent`, e.g. a fixed version of the agent), and judge it, in the mode the token
     was made in. A subprocess token replays on real processes, which import the agent
@@ -33,7 +33,8 @@ def replay(token: str | ReplayToken, make_agent: Callable | None = None,
         # the Claude Agent SDK adapter explores on its own processes (and needs its extra)
         from .adapters.claude_agent_sdk.runs import replay as replay_claude
 
-        return replay_claude(token, agent=agent, timeout=timeout or 60.0)
+        return replay_claude(token, agent=agent,
+                             timeout=60.0 if timeout == "auto" else timeout or 60.0)
     if token.mode == "subprocess":
         from .errors import UsageError
         from .real.replay import replay_subprocess

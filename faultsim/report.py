@@ -119,7 +119,8 @@ class ModelRun:
     depths: dict[int, DepthStats] = field(default_factory=dict)
     deep_failures: list[Verdict] = field(default_factory=list)  # schedules of 2+ crashes
     mode: str = "in-process"  # or "subprocess": real processes, real files, SIGKILL
-    timeout: float | None = 30.0  # an incarnation's limit: a slower resume counts as hung
+    # an incarnation's limit as asked: seconds, None, or "auto" (derived from the clean runs)
+    timeout: float | str | None = "auto"
     # the measured wall time of the whole exploration this run came from (clean runs, every
     # crash model, the search), on its first run; 0 on the others (the crash models are
     # swept together, not timed apart); None: not measured (`seconds` is apportioned)
@@ -143,7 +144,10 @@ class ModelRun:
 
     def _timeout_option(self) -> str:
         # only when not the default: it decides whether a slow resumed run counts as hung
-        return "" if self.timeout == 30.0 else f" --timeout {self.timeout or 0:g}"
+        # (derived again from the clean runs, a replay gets the same limit)
+        if self.timeout == "auto":
+            return ""
+        return f" --timeout {self.timeout or 0:g}"
 
     def replay_command(self, verdict: Verdict) -> str:
         """Everything that decides the verdict is in the command: the token carries the
@@ -289,18 +293,41 @@ def _preview(data: bytes | None) -> str:
     return f"{data[:80]!r} ... {data[-60:]!r}"
 
 
+@dataclass(frozen=True)
+class Refusal:
+    """A scenario faultsim stopped before any verdict (the clean run failed, escaped, was
+    not deterministic; the scenario or an option cannot work; faultsim's own machinery
+    failed): what the one-line error said, kept for the reports CI reads."""
+
+    scenario: str  # the scenario file
+    agent: str
+    kind: str  # the error's class, e.g. AgentFailedCleanly
+    category: str  # "finding" (exit 1), "usage" (exit 2) or "harness" (exit 3)
+    message: str
+    details: str = ""  # the agent's traceback and output, when it raised
+
+    def to_json(self) -> dict[str, Any]:
+        return {"scenario": self.scenario, "agent": self.agent, "kind": self.kind,
+                "category": self.category, "message": self.message,
+                "details": self.details}
+
+
 @dataclass
 class Report:
     runs: list[ModelRun] = field(default_factory=list)
     golden_seconds: float = 0.0  # the two clean runs and set-up
     sweep_seconds: float = 0.0  # the crash runs (all crash models together)
+    refused: list[Refusal] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
-        return all(run.ok for run in self.runs)
+        return all(run.ok for run in self.runs) and not self.refused
 
     def to_json(self) -> dict[str, Any]:
-        return {"ok": self.ok, "runs": [run.to_json() for run in self.runs]}
+        found = {"ok": self.ok, "runs": [run.to_json() for run in self.runs]}
+        if self.refused:  # a run stopped before its verdicts: what stopped it
+            found["refused"] = [r.to_json() for r in self.refused]
+        return found
 
     def dumps(self) -> str:
         return json.dumps(self.to_json(), indent=2)

@@ -28,7 +28,7 @@ class Session:
     """
 
     def __init__(self, make_agent: Callable, scenario: Any, *, crash_model: str = "process",
-                 seed: str = "0", timeout: float | None = 30.0,
+                 seed: str = "0", timeout: float | str | None = "auto",
                  agent_name: str | None = None) -> None:
         from .scenario import Scenario, load_scenario
 

@@ -166,3 +166,14 @@ def test_a_replay_token_refuses_a_changed_scenario(project):
         f"faultsim: error: checks/billing.toml: the scenario changed since this token was "
         f"made (by faultsim {__version__}): it would replay other kill points; rerun "
         "faultsim run for fresh tokens")
+
+
+def test_the_projects_agent_is_found_from_any_subfolder(project):
+    """An agent module [tool.faultsim] names is looked up from that pyproject.toml's
+    folder (as its scenarios are), not only from the current directory: `faultsim list`
+    in examples/openai_agents/ of this repository said "no module named
+    'reference_agent'"."""
+    (project / "examples").mkdir()
+    r = faultsim(project / "examples", "list")
+    assert r.returncode == 0, r.stderr[-1500:]
+    assert "billing_effects" in r.stdout and "no module named" not in r.stderr

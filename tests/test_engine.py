@@ -12,7 +12,7 @@ import broken_agents as agents  # not `agents`: the OpenAI Agents SDK's package 
 import reference_agent
 from conftest import DATA, SCENARIOS
 from faultsim import NonDeterminismError, explore, load_scenario
-from faultsim.errors import AgentFailedCleanly
+from faultsim.errors import AgentFailedCleanly, SandboxEscape
 from faultsim.killpoints import REQUIRED_ON_REFERENCE, categories
 
 
@@ -138,8 +138,9 @@ def test_a_hanging_agent_is_stopped_and_reported(tiny):
 def test_writes_outside_the_workdir_are_reported_never_performed(tiny):
     real = "/tmp/faultsim-escape-test.log"
     assert not os.path.exists(real)
-    report = explore(agents.escapes_sandbox, tiny, crashes=1, only=lambda p: p.id.startswith("k30-"))
-    assert "no_sandbox_escape" in violated(report)
+    with pytest.raises(SandboxEscape, match=r"open for writing /tmp/faultsim-escape-test"
+                       r"\.log \(at tests/broken_agents\.py:\d+\)"):
+        explore(agents.escapes_sandbox, tiny, crashes=1, only=lambda p: p.id.startswith("k30-"))
     assert not os.path.exists(real)
 
 

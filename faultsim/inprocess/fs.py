@@ -25,11 +25,13 @@ from typing import Any
 from pyfakefs import fake_file, fake_filesystem, fake_os
 
 from ..crashmodel import DIR, Durability  # what a snapshot and an fsync record
+from ..netguard import call_site
 from ..trace import Killed, PendingWrite, Tracer, digest
 
 _active: "FsInterposer | None" = None
 _UNSEEN = object()
 _installed = False
+ALLOWED_OUTSIDE = ("/dev/null",)  # as in subprocess mode
 
 def install() -> None:
     global _installed
@@ -193,6 +195,10 @@ def install() -> None:
 
     def open_call(self, file_, mode="r", *args, **kwargs):
         ip = _active
+        if ip is not None and not ip.quiet and not ip.killed and not isinstance(file_, int):
+            modes = kwargs.get("open_modes")
+            if (modes.can_write if modes is not None else any(c in mode for c in "wax+")):
+                ip._refuse_outside(self.filesystem, file_)  # before the path is looked up
         if ip is not None and ip.tracking and not isinstance(file_, int):
             modes = kwargs.get("open_modes")
             if modes is not None:
@@ -255,6 +261,49 @@ def install() -> None:
                           lambda m: m.filesystem))
     FakeOsModule.access = observing(FakeOsModule.access, False, lambda m: m.filesystem)
 
+    # A real directory passed through read-only (sandbox.readable_real_dirs) lists its
+    # entries on first use: pyfakefs adds them then, which is faultsim's own work, not the
+    # agent creating files outside the sandbox.
+    orig_real_entries = fake_file.FakeDirectoryFromRealDirectory.entries
+
+    def real_entries(self):
+        ip = _active
+        if ip is None or self.contents_read:
+            return orig_real_entries.fget(self)
+        ip.quiet += 1
+        try:
+            return orig_real_entries.fget(self)
+        finally:
+            ip.quiet -= 1
+
+    fake_file.FakeDirectoryFromRealDirectory.entries = property(real_entries)
+
+    # mkdir, makedirs, remove, unlink and rmdir outside the sandbox are refused on entry,
+    # as subprocess mode refuses them, before pyfakefs's own checks could answer otherwise
+    # (a missing parent; `os.mkdir` re-raising our refusal as a bare EACCES): the same
+    # escape, the same words.
+    def refusing(func, what, only_missing=False):
+        def wrapper(self, path, *args, **kwargs):
+            ip = _active
+            if ip is not None and not ip.quiet and not ip.killed and \
+                    not isinstance(path, int):
+                fs = self.filesystem
+                try:
+                    full = fs.absnormpath(fs.make_string_path(path))
+                except Exception:
+                    full = None
+                if full is not None and ip.rel(full) is None and not (
+                        only_missing and fs.exists(full)):
+                    ip._outside(what, full)
+            return func(self, path, *args, **kwargs)
+        wrapper.__wrapped__ = func
+        return wrapper
+
+    FakeOsModule.mkdir = refusing(FakeOsModule.mkdir, "mkdir")
+    FakeOsModule.makedirs = refusing(FakeOsModule.makedirs, "mkdir", only_missing=True)
+    FakeOsModule.remove = refusing(FakeOsModule.remove, "unlink")
+    FakeOsModule.unlink = refusing(FakeOsModule.unlink, "unlink")
+    FakeOsModule.rmdir = refusing(FakeOsModule.rmdir, "rmdir")
     fake_open.FakeFileOpen.call = open_call
     FakeFilesystem.stat = stat
     FakeFilesystem.listdir = listdir
@@ -316,7 +365,11 @@ def _changed(directory, name, obj) -> None:
 
 def _reaches_beyond(entry) -> bool:
     """Whether a change of this entry can change lookups of other paths than its own: an
-    unknown entry, a symlink, or a directory with contents."""
+    unknown entry, a symlink, or a directory with contents. A real directory passed
+    through and not yet listed counts as one with contents (listing it here would load it
+    in the middle of its own addition)."""
+    if isinstance(entry, fake_file.FakeDirectoryFromRealDirectory) and not entry.contents_read:
+        return True
     return entry is None or S_ISLNK(entry.st_mode) or (
         isinstance(entry, fake_file.FakeDirectory) and bool(entry.entries))
 
@@ -355,7 +408,6 @@ class FsInterposer:
         self._open_at_kill: set[int] = set()
         self.after_kill: list[str] = []  # mutations the dead incarnation tried
         self.escapes: list[str] = []  # mutations outside the sandbox
-        self.escaped_paths: set[str] = set()
         self.durability = Durability()
         self.last_touched: str | None = None  # the file most recently created or written
         # Tracking what a run saw of the files it started from. For each path, the first
@@ -455,23 +507,25 @@ class FsInterposer:
         if rel is not None:
             self.listed.add(rel)
 
-    def _outside(self, what: str, path: str) -> None:
-        self.escapes.append(f"{what} {path}")
-        if what in ("create", "write", "mkdir"):
-            self.escaped_paths.add(path)
-        self.tracer.emit("sandbox.escape", path, what)
-
-    def undo_escapes(self) -> None:
-        """Remove what an agent created outside the sandbox (in the fake filesystem only),
-        so that the next run starts from the same world."""
-        self.quiet += 1
+    def _refuse_outside(self, fs, file_) -> None:
         try:
-            for path in sorted(self.escaped_paths, reverse=True):
-                if self.fs.exists(path):
-                    self.fs.remove_object(path)
-        finally:
-            self.quiet -= 1
-        self.escaped_paths.clear()
+            path = fs.absnormpath(fs.make_string_path(file_))
+        except Exception:
+            return
+        if self.rel(path) is None:
+            self._outside("open for writing", path)
+
+    def _outside(self, what: str, path: str) -> None:
+        """Refuse a change outside the sandbox, as subprocess mode does on the real disk
+        (`real/fstrace.py`): the same agent meets the same PermissionError in both modes,
+        and both report the same `no_sandbox_escape` (on the clean run: `SandboxEscape`).
+        Containing it in the fake file system instead would let an in-process run go on
+        where a subprocess run stops, and the state it kept there is not crash state."""
+        if path in ALLOWED_OUTSIDE:
+            return
+        self.escapes.append(f"{what} {path} (at {call_site()})")
+        self.tracer.emit("sandbox.escape", path, what)
+        raise PermissionError(13, f"faultsim: {what} outside the sandbox refused", path)
 
     # -- hooks ----------------------------------------------------------------------------
     def _content(self, obj, contents, apply):

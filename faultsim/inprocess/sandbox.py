@@ -4,6 +4,10 @@ resumed run judged by the oracle."""
 from __future__ import annotations
 
 import importlib
+import os
+import site
+import sys
+import sysconfig
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
@@ -20,8 +24,9 @@ from .fs import FsInterposer, install
 from ..killpoints import KillPoint
 from ..oracle import RESUME_GUARDS, CrashRun, Golden, judge
 from ..pipeline.golden import CleanRun, golden_checked, routed_only
-from ..pipeline.incarnation import (Incarnation, IncarnationTimeout, captured_output,
-                                    failure_details, time_limit, traced_world)
+from ..pipeline.incarnation import (AUTO, Incarnation, IncarnationTimeout, captured_output,
+                                    clean_limit, failure_details, resumed_limit, time_limit,
+                                    traced_world)
 from ..pipeline.sweep import ResumeResult
 from ..report import ResumeSummary
 from ..runner import make_env
@@ -67,12 +72,13 @@ class Explorer:
     """Runs incarnations of one agent on one scenario inside one pyfakefs sandbox."""
 
     def __init__(self, make_agent: Callable[[AgentEnv], Any], scenario: Scenario, *,
-                 agent_name: str = "agent", timeout: float | None = 30.0,
+                 agent_name: str = "agent", timeout: float | str | None = AUTO,
                  seed: str = "0") -> None:
         self.make_agent = make_agent
         self.scenario = scenario
         self.agent_name = agent_name
-        self.timeout = timeout
+        self.asked_timeout = timeout
+        self.timeout = clean_limit(timeout)  # derived from the clean runs by golden()
         self.seed = seed
         self._patcher: Patcher | None = None
         self._freezer = None
@@ -91,6 +97,7 @@ class Explorer:
         importlib.import_module("anthropic")
 
         install()  # before the Patcher, so `from os import fsync` gets the hooked one
+        readable = readable_real_dirs()  # on the real disk, before pyfakefs replaces os
         self._patcher = Patcher()
         self._patcher.setUp()
         # pyfakefs lets its own modules reach the real disk by inspecting the call stack
@@ -100,6 +107,8 @@ class Explorer:
             if isinstance(getattr(module, "skip_names", None), set):
                 module.skip_names = set()
         fs = self._patcher.fs
+        for path in readable:
+            fs.add_real_directory(path, read_only=True, lazy_read=True)
         fs.create_dir(SANDBOX)
         self._open0 = (list(fs.open_files), list(fs._free_fd_heap))
         self.tracer = Tracer()
@@ -160,21 +169,27 @@ class Explorer:
         return result
 
     def reset_sandbox(self, state: dict | None = None) -> None:
-        self.interposer.undo_escapes()
         self.interposer.restore(state or {})
         self.interposer.after_kill, self.interposer.escapes = [], []
 
     # -- the golden run -------------------------------------------------------------------
     def golden(self, every_service: bool = True) -> Golden:
+        took: list[float] = []
+
         def clean_run(n: int) -> CleanRun:
             self.reset_sandbox()
             world = self.new_world()
+            self.timeout = clean_limit(self.asked_timeout)
+            started = _real_time.real_perf_counter()
             inc = self.incarnation(world)
+            took.append(_real_time.real_perf_counter() - started)
             files = self.interposer.snapshot()
             return CleanRun(inc.outcome, inc.error, inc.events, (world, files),
-                            details=inc.details, world=world, files=files)
+                            details=inc.details, world=world, files=files,
+                            escapes=list(self.interposer.escapes))
 
         first = golden_checked(self.scenario, clean_run, SANDBOX)
+        self.timeout = resumed_limit(self.asked_timeout, took)
         world, final = first.kept
         if every_service:
             routed_only(self.scenario, world, first.outcome)
@@ -230,6 +245,26 @@ class Explorer:
                         escapes=list(self.interposer.escapes),
                         resume_positions=[inc.first_position] if inc.first_position is not None
                         else [], events=inc.events)
+
+
+def readable_real_dirs() -> list[str]:
+    """The real directories an agent reads as it would outside faultsim: the standard
+    library, site-packages and every folder on `sys.path` (the agent's own project, an
+    editable install). A framework imported inside `run()` lists and reads its own data
+    files there (jsonschema its bundled schemas). Passed through read-only and listed only
+    when first used (pyfakefs `add_real_directory(lazy_read=True)`); a write there is
+    refused as any write outside the sandbox is, so a crash state is still only the
+    sandbox. The outermost of nested folders is enough; `/` is never passed through."""
+    paths = sysconfig.get_paths()
+    found = [paths[n] for n in ("stdlib", "platstdlib", "purelib", "platlib")
+             if paths.get(n)] + site.getsitepackages() + [site.getusersitepackages()]
+    found += [p or os.getcwd() for p in sys.path if isinstance(p, str)]
+    dirs: list[str] = []
+    for path in sorted({os.path.realpath(p) for p in found}, key=len):
+        if path != "/" and os.path.isdir(path) and not any(
+                path.startswith(d + "/") for d in dirs):
+            dirs.append(path)
+    return dirs
 
 
 def crash_states(ex: Explorer, model: str, snapshot: dict) -> list[CrashState]:

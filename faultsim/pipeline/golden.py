@@ -9,8 +9,8 @@ from typing import Any, Callable, Sequence
 
 from ..agent import Outcome
 from ..errors import (AgentFailedCleanly, NoDurableState, NonDeterminismError,
-                      ScriptMismatch, UncontainedProcess, UnreachedService,
-                      UnroutedEffect)
+                      SandboxEscape, ScriptMismatch, UncontainedProcess,
+                      UnreachedService, UnroutedEffect)
 from ..scenario import Scenario
 from ..trace import Event
 
@@ -28,6 +28,7 @@ class CleanRun:
     events: list
     kept: Any  # what the backend keeps of the run for the golden run (world, files)
     details: str = ""  # when the agent raised: its traceback and output
+    escapes: list = ()  # writes outside the workdir it tried (refused), with call sites
     world: Any = None  # the world after the run (what it asked the model, the services)
     files: dict | None = None  # the files it left (path -> bytes), to name what differs
     left_behind: tuple = ()  # processes it left running (subprocess mode)
@@ -45,6 +46,7 @@ def golden_checked(scenario: Scenario, clean_run: Callable[[int], CleanRun],
         script_fits(scenario, run.world)
         no_connection_refused(scenario, run.world)
         no_process_refused(scenario, run.world, run.left_behind)
+        no_sandbox_escape(scenario, run.escapes)
         if run.error is not None or run.outcome is None:
             raise AgentFailedCleanly(scenario, run.error or "no outcome", run.details)
         runs.append(run)
@@ -130,6 +132,18 @@ def no_process_refused(scenario: Scenario, world: Any, left_behind=()) -> None:
             f"{scenario.path}: the clean run left a process running after it ended: "
             f"{left_behind[0]}; faultsim SIGKILLed it (no_process_left_behind). Wait for "
             "the processes the agent starts, or stop them, before run() returns")
+
+
+def no_sandbox_escape(scenario: Scenario, escapes) -> None:
+    """The sandbox's finding on a clean run, in both modes (each refuses the write with a
+    PermissionError): told once, before whatever the refusal made the agent do (fail, or
+    carry on and repeat it in every resumed run). Resumed runs' escapes are the oracle's
+    `no_sandbox_escape`."""
+    if escapes:
+        raise SandboxEscape(
+            f"{scenario.path}: the clean run wrote outside its workdir: {escapes[0]}; "
+            "faultsim refused it (no_sandbox_escape). Keep every file the agent writes "
+            "under env.workdir (temporary files too: tempfile.mkstemp(dir=env.workdir))")
 
 
 def routed_only(scenario: Scenario, world: Any, outcome: Outcome | None = None) -> None:

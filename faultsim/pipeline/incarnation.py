@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import io
 import os
+import posix
 import signal
 import threading
 import traceback
@@ -22,6 +23,77 @@ from ..world.ledger import canonical
 
 class IncarnationTimeout(BaseException):
     """An incarnation ran past its time limit (an agent that hangs)."""
+
+
+# The per-incarnation time limit, by default derived from the clean runs (`timeout="auto"`):
+# a resumed incarnation may take HANG_FACTOR times the slower clean incarnation, and never
+# less than HANG_FLOOR seconds. Why these: a resumed run does at most the clean run's work
+# again (plus reading what is on disk), but runs in a forked child or a fresh process,
+# beside up to one other crash run per core on a machine CI shares: 10x leaves room for
+# that contention and for a slow disk; the floor covers the fixed costs a clean run of a
+# few milliseconds does not show (a fork's copied pages, garbage collection, the first
+# call of a lazily imported module). A hung resumed run used to cost 30 s per distinct crash
+# state; now it costs max(3 s, 10x the clean incarnation). An explicit `timeout` (seconds)
+# or None (no limit) is used as given, for the clean runs too.
+AUTO = "auto"
+HANG_FACTOR = 10.0
+HANG_FLOOR = 3.0
+CLEAN_LIMIT = 300.0  # the clean runs' own limit under "auto": a clean run that hangs
+
+
+def clean_limit(asked: Any) -> float | None:
+    """The clean runs' time limit, for `asked` (seconds, None, or AUTO)."""
+    return CLEAN_LIMIT if asked == AUTO else asked
+
+
+def resumed_limit(asked: Any, clean_seconds: list[float]) -> float | None:
+    """A crash run's time limit: `asked` as given, or under AUTO derived from how long the
+    clean incarnations took."""
+    if asked != AUTO:
+        return asked
+    return round(max(HANG_FLOOR, HANG_FACTOR * max(clean_seconds, default=0.0)), 1)
+
+
+def _not_the_agents() -> tuple[str, ...]:
+    # computed at import, on the real disk (in-process, a hang is caught under pyfakefs)
+    import sysconfig
+
+    paths = sysconfig.get_paths()
+    ours = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # faultsim
+    found = [paths[n] for n in ("stdlib", "platstdlib", "purelib", "platlib") if paths.get(n)]
+    return (ours + os.sep,) + tuple(sorted({p + os.sep for f in found
+                                            for p in (f, os.path.realpath(f))}))
+
+
+_NOT_THE_AGENTS = _not_the_agents()
+
+
+def stuck_at(frame: Any) -> str:
+    """Where a hung agent was stuck, from the frame the time limit interrupted: the agent's
+    own frames (below faultsim's call of it, outside the standard library and
+    site-packages), innermost first, at most four. The innermost is named without its
+    line: a loop interrupted at a random moment may sit on any of its lines, and the
+    report must be the same on every run."""
+    ours = _NOT_THE_AGENTS[0]
+    shown: list = []
+    while frame is not None and len(shown) < 4:
+        name = frame.f_code.co_filename
+        if name.startswith(ours) and shown:
+            break  # faultsim's own call of the agent: what is above is not the agent's
+        if not name.startswith(("<", *_NOT_THE_AGENTS)):
+            shown.append(frame)
+        frame = frame.f_back
+    if not shown:
+        return ""
+    cwd = posix.getcwd().rstrip("/") + "/"  # the real one (see netguard._short)
+
+    def where(f: Any, line: bool) -> str:
+        path = f.f_code.co_filename
+        path = path[len(cwd):] if path.startswith(cwd) else path
+        return f"{f.f_code.co_name} ({path}{f':{f.f_lineno}' if line else ''})"
+
+    return "stuck in " + ", called from ".join(
+        where(f, n > 0) for n, f in enumerate(shown))
 
 
 @dataclass
@@ -110,7 +182,9 @@ def time_limit(seconds: float | None) -> Iterator[None]:
         return
 
     def expire(signum, frame):
-        raise IncarnationTimeout(f"no answer within {seconds:g} s")
+        stuck = stuck_at(frame)
+        raise IncarnationTimeout(f"no answer within {seconds:g} s"
+                                 + (f"; {stuck}" if stuck else ""))
 
     old = signal.signal(signal.SIGALRM, expire)
     signal.setitimer(signal.ITIMER_REAL, seconds)

@@ -164,6 +164,14 @@ class Sweep:
 
     def learn(self, key: tuple, state: CrashState, signature: str, watch: str | None,
               result: ResumeResult) -> None:
+        # A resumed run that hung (stopped at the time limit) is learned like any other, and
+        # shared as exactly: the agent is deterministic (the golden guard checks it), so its
+        # course up to any moment depends only on what it observed by then, and what a hung
+        # run records (first_content, first_presence, listed) is what it observed before it
+        # was stopped. An equal state, or one differing only in a file that run had not
+        # looked at, takes the same course into the same stuck loop, doing the same work:
+        # the same hang, at the same place (tests/test_hangs.py compares it with resuming
+        # every state).
         self.memo[key] = result
         self.resumed_from.setdefault(id(result), key)
         masked = masked_digest(state, watch)

@@ -16,6 +16,8 @@ import signal
 from pathlib import Path
 from typing import Any
 
+import freezegun.api as _real_time  # perf_counter is frozen in here; this is not
+
 from ..agent import outcome_of, run_incarnation
 from ..interpose.determinism import seeded
 from ..pipeline.incarnation import (Incarnation, IncarnationTimeout, captured_output,
@@ -136,9 +138,11 @@ def run_job(job: dict, ctx: Any, out_fd: int) -> None:
     outcome = error = None
     timed_out, details = False, ""
     with seeded(f"{ctx.seed}:{world.incarnation}"), world.model.serving_new_clients(), \
-            captured_output() as output, time_limit(ctx.timeout if job["timed"] else None):
+            captured_output() as output, \
+            time_limit(job.get("timeout", ctx.timeout) if job["timed"] else None):
         if job["kill"] is not None and job["kill"][0] == 0:
             die()
+        started = _real_time.real_perf_counter()
         try:
             outcome = outcome_of(run_incarnation(ctx.make_agent, env))
         except IncarnationTimeout as exc:
@@ -147,6 +151,8 @@ def run_job(job: dict, ctx: Any, out_fd: int) -> None:
         except Exception as exc:
             error = f"{type(exc).__name__}: {exc}"
             details = failure_details(exc, output.getvalue())
+    seconds = _real_time.real_perf_counter() - started  # the bare run: what limits derive from
     fstrace.deactivate()
-    report("done", outcome=outcome, error=error, timed_out=timed_out, details=details)
+    report("done", outcome=outcome, error=error, timed_out=timed_out, details=details,
+           seconds=seconds)
     os._exit(0)

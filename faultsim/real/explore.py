@@ -26,6 +26,7 @@ from ..killpoints import KillPoint
 from ..options import ExploreOptions, select
 from ..oracle import RESUME_GUARDS, CrashRun, Golden, judge, unknown_version_refused
 from ..pipeline.golden import CleanRun, compare_traces, golden_checked, routed_only
+from ..pipeline.incarnation import resumed_limit
 from ..pipeline.incarnation import world_signature
 from ..pipeline.probes import PROBE_VERSION, tamper_versions
 from ..pipeline.sweep import (Earlier, Plan, ResumeResult, Sweep, first_crashes,
@@ -51,7 +52,8 @@ def _report_of(result: JobResult, what: str) -> dict:
 
 def explore_subprocess(agent: str, scenario: Scenario, *, agent_name: str | None = None,
                        only: Callable[[KillPoint], bool] | None = None,
-                       timeout: float | None = 30.0, seed: str = "0", workers: int = 1,
+                       timeout: float | str | None = "auto", seed: str = "0",
+                       workers: int = 1,
                        shard: tuple[int, int] | None = None, fork_server: bool = True,
                        crash_model: Any = None, crashes: int | None = None,
                        progress: Callable[..., None] | None = None,
@@ -164,9 +166,13 @@ def golden_of(pool: ForkServers, scenario: Scenario) -> Golden:
         return CleanRun(outcome, report.get("error"), report["events"],
                         (report["world"], result.files), details=report.get("details", ""),
                         world=_with_refused(pickle.loads(report["world"]), result),
-                        files=result.files, left_behind=tuple(result.left_behind))
+                        files=result.files, left_behind=tuple(result.left_behind),
+                        escapes=report.get("escapes", []))
 
     first = golden_checked(scenario, clean_run, pool.workdir)
+    pool.timeout = resumed_limit(pool.asked_timeout,
+                                 [results[("golden", n)].report.get("seconds", 0.0)
+                                  for n in (1, 2)])
     world, files = first.kept
     world = pickle.loads(world)
     routed_only(scenario, world, first.outcome)

@@ -19,6 +19,7 @@ import os
 import stat as _statmod
 from typing import Any
 
+from ..netguard import call_site
 from ..trace import PendingWrite, Tracer, digest
 
 _orig: dict[str, Any] = {}
@@ -56,7 +57,7 @@ class _Sandbox:
         return path, None
 
     def refuse(self, what: str, path: str) -> None:
-        self.escapes.append(f"{what} {path}")
+        self.escapes.append(f"{what} {path} (at {call_site()})")  # as in-process
         self.tracer.emit("sandbox.escape", path, what)
         raise PermissionError(13, f"faultsim: {what} outside the sandbox refused", path)
 

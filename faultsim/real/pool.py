@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from ..errors import HarnessError
+from ..pipeline.incarnation import AUTO, clean_limit
 from . import wire
 from .lifetime import PARENT_DIED, preexec_die_with_parent
 from .samepath import canonical_path
@@ -83,10 +84,13 @@ class ForkServers:
     """
 
     def __init__(self, agent: str, scenario_path: str, *, workers: int = 1, seed: str = "0",
-                 timeout: float | None = 30.0, fork_server: bool = True,
+                 timeout: float | str | None = AUTO, fork_server: bool = True,
                  redis_url: Callable[[int], str] | None = None) -> None:
         self.agent, self.scenario_path = agent, scenario_path
-        self.workers, self.seed, self.timeout = max(1, workers), seed, timeout
+        self.workers, self.seed = max(1, workers), seed
+        # the servers' own limit is the clean runs'; once they are measured, `timeout` is
+        # the crash runs' (pipeline.incarnation.resumed_limit), sent with each job
+        self.asked_timeout, self.timeout = timeout, clean_limit(timeout)
         self.fork_server = fork_server
         self.redis_url = redis_url
         # every server and child carries it: a test (or a person) can find strays by it
@@ -252,6 +256,10 @@ class ForkServers:
                     server.spawned_for_one = True
                     self._servers.append(server)
                 job = queue.pop()
+                if job.get("timed") and "timeout" not in job:
+                    job["timeout"] = self.timeout  # the limit as it is now (see __init__)
+                    if self.timeout and "deadline" not in job:
+                        job["deadline"] = 3 * self.timeout + 5  # a child deaf to SIGALRM
                 server.job, server.report, server.crashes = job, None, []
                 wire.send(server.proc.stdin.fileno(), job)
                 busy += 1

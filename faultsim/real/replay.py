@@ -23,7 +23,7 @@ from .pool import ForkServers, ServerFailed
 
 
 def replay_subprocess(token: ReplayToken, agent: str | None = None,
-                      timeout: float | None = 30.0) -> ScheduleResult:
+                      timeout: float | str | None = "auto") -> ScheduleResult:
     """Re-run the token's schedule in subprocess mode, on the token's agent or on `agent`
     (an importable spec, e.g. a fixed version), and judge it."""
     if token.crash_model != "process":
