@@ -15,6 +15,7 @@ import signal
 from pathlib import Path
 from typing import Any
 
+from .. import finality
 from ..agent import outcome_of, run_incarnation
 from ..interpose.determinism import seeded
 from ..pipeline.incarnation import (Incarnation, IncarnationTimeout, captured_output,
@@ -131,14 +132,18 @@ def run_job(job: dict, ctx: Any, out_fd: int) -> None:
             captured_output() as output, time_limit(ctx.timeout if job["timed"] else None):
         if job["kill"] is not None and job["kill"][0] == 0:
             die()
+        life = finality.begin()  # its threads, stopped and reported as in-process
+        ended: BaseException | None = None
         try:
             outcome = outcome_of(run_incarnation(ctx.make_agent, env))
         except IncarnationTimeout as exc:
-            timed_out, error = True, str(exc)
+            ended, timed_out, error = exc, True, str(exc)
             details = failure_details(exc, output.getvalue())
         except Exception as exc:
-            error = f"{type(exc).__name__}: {exc}"
+            ended, error = exc, f"{type(exc).__name__}: {exc}"
             details = failure_details(exc, output.getvalue())
+        finality.end(life, False, ended)
     fstrace.deactivate()
-    report("done", outcome=outcome, error=error, timed_out=timed_out, details=details)
+    report("done", outcome=outcome, error=error, timed_out=timed_out, details=details,
+           strays=life.strays)
     os._exit(0)
