@@ -16,7 +16,9 @@ that. Why no finding is made against it, and what is:
       effect or reports a mark while no kill is being handled there (`handling_kill`:
       `sys.exc_info()` and its `__context__`/`__cause__` chain hold no `Killed` or
       `WorldSealed`); or
-   b. `run()` returns, or raises an exception that no kill is in the chain of.
+   b. the kill was raised in the thread that runs `run()`, and `run()` returns, or raises
+      an exception that no kill is in the chain of. (A kill raised in another thread of
+      the incarnation never reached `run()`: its returning then is no evidence.)
    Sound for cleanup: code inside an `except`, `finally` or `__exit__` that the kill
    entered sees it in `sys.exc_info()` (or, inside a nested handler, in the chain), so (a)
    stays quiet; and such cleanup ends by re-raising it or an exception chained to it, so
@@ -36,12 +38,14 @@ that. Why no finding is made against it, and what is:
    by then; so none reaches another incarnation's files, the driver's, or a kill meant for
    another run. Those still running are stopped (an asynchronous `Killed`). Threads that
    faultsim's own code starts belong to no incarnation.
-   After a clean end (run() returned), a thread still busy after a short grace (its
-   innermost frame outside the standard library: a thread parked in a queue, event or
-   selector is idle) is reported (`Life.strays`), with its start site and where it was.
-   Deterministic for the cases that matter: a thread working in a loop is busy, one
-   finishing its last step ends within the grace; only a thread ending just as the grace
-   runs out could go either way, the agent's own race.
+   After a clean end (run() returned), a thread still busy (its innermost frame outside
+   the standard library: a thread parked in a queue, event or selector is idle) gets a
+   grace of up to GRACE seconds; one that attempts anything in it, or is still busy after
+   it, is reported (`Life.strays`) by the function it runs and the line that started it
+   (not its name: Thread-N counts every thread the process ever started). Deterministic
+   for the cases that matter: a thread working in a loop is busy throughout, one finishing
+   its last step ends within the grace; only a thread ending just as the grace runs out
+   could go either way, the agent's own race (a real process exiting cuts it anywhere).
 4. atexit handlers registered by an incarnation's code are kept on it and never run: a
    killed process runs none, and subprocess mode ends every incarnation with `os._exit`.
 

@@ -47,7 +47,7 @@ REGISTRY: tuple[Rule, ...] = (
          "progress (or one of the model's answers) but the resume asked for turn 1"),
     Rule("outputs_match", "P9/P10", "resume", "files under `workspace/` differ from the "
          "golden run's at the end"),
-    Rule("no_work_after_kill", "P3", "kill", "the killed incarnation caught the kill and "
+    Rule("no_work_after_kill", "sandbox", "kill", "the killed incarnation caught the kill and "
          "went on: asked the model, applied an effect or returned from `run()` (cleanup "
          "that re-raises is no finding: what it writes never lands)"),
     Rule("no_sandbox_escape", "sandbox", "resume", "the agent wrote outside its workdir "
