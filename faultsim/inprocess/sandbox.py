@@ -156,8 +156,8 @@ class Explorer:
                     ended = exc
                     result.error = f"{type(exc).__name__}: {exc}"
                     result.details = failure_details(exc, output.getvalue())
-                killed = ip.killed or world.sealed
-                finality.end(life, killed, ended)
+            # outside the time limit: the grace for its threads is faultsim's own wait
+            finality.end(life, ip.killed or world.sealed, ended)
         finally:
             if not life.over:  # left by an exception of faultsim's own
                 finality.end(life, True, None)

@@ -142,7 +142,7 @@ def run_job(job: dict, ctx: Any, out_fd: int) -> None:
         except Exception as exc:
             ended, error = exc, f"{type(exc).__name__}: {exc}"
             details = failure_details(exc, output.getvalue())
-        finality.end(life, False, ended)
+    finality.end(life, False, ended)  # outside the time limit: faultsim's own wait
     fstrace.deactivate()
     report("done", outcome=outcome, error=error, timed_out=timed_out, details=details,
            strays=life.strays)
