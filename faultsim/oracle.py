@@ -47,9 +47,13 @@ REGISTRY: tuple[Rule, ...] = (
          "progress (or one of the model's answers) but the resume asked for turn 1"),
     Rule("outputs_match", "P9/P10", "resume", "files under `workspace/` differ from the "
          "golden run's at the end"),
-    Rule("no_write_after_kill", "P3", "kill", "the dead incarnation still wrote"),
+    Rule("no_work_after_kill", "sandbox", "kill", "the killed incarnation caught the kill and "
+         "went on: asked the model, applied an effect or returned from `run()` (cleanup "
+         "that re-raises is no finding: what it writes never lands)"),
     Rule("no_sandbox_escape", "sandbox", "resume", "the agent wrote outside its workdir "
          "(refused with a PermissionError before it landed, in both modes)"),
+    Rule("no_stray_thread", "sandbox", "resume", "a thread the agent started was still "
+         "working after `run()` returned (stopped; nothing it did after landed)"),
     Rule("no_unrouted_effect", "sandbox", "resume", "the agent reached for a network "
          "address faultsim does not serve (refused before it connected)"),
     Rule("no_uncontained_process", "sandbox", "resume", "the agent started a process "
@@ -137,10 +141,11 @@ class CrashRun:
     error: str | None = None  # what the resume raised, if it did not finish
     timed_out: bool = False
     final: dict = field(default_factory=dict)  # the sandbox at the end
-    after_kill: list[str] = field(default_factory=list)
+    after_kill: list[str] = field(default_factory=list)  # how it went on after the kill
     escapes: list[str] = field(default_factory=list)
     # processes of the agent alive after an incarnation ended (subprocess mode)
     left_behind: list[str] = field(default_factory=list)
+    strays: list[str] = field(default_factory=list)  # its threads working after run()
     resume_positions: list[int] = field(default_factory=list)  # first model position asked
     events: list = field(default_factory=list)  # the last resumed run's trace
 
@@ -274,12 +279,12 @@ def checkpoint_whole(g: Golden, r: CrashRun) -> Violation | None:
     return None
 
 
-def no_write_after_kill(g: Golden, r: CrashRun) -> Violation | None:
+def no_work_after_kill(g: Golden, r: CrashRun) -> Violation | None:
     if r.after_kill:
-        return _violated("no_write_after_kill",
-                         "after the kill the dead incarnation still tried: " +
-                         "; ".join(r.after_kill[:5]) + " (a real SIGKILL runs no cleanup; "
-                         "these never reached the disk)")
+        return _violated("no_work_after_kill",
+                         "the killed incarnation caught the kill and went on: " +
+                         r.after_kill[0] + " (a killed process does nothing further; catch "
+                         "`Exception`, or re-raise a `BaseException`)")
     return None
 
 
@@ -307,6 +312,14 @@ def no_sandbox_escape(g: Golden, r: CrashRun) -> Violation | None:
     if r.escapes:
         return _violated("no_sandbox_escape", "the agent wrote outside its "
                          "workdir (refused): " + "; ".join(r.escapes[:5]))
+    return None
+
+
+def no_stray_thread(g: Golden, r: CrashRun) -> Violation | None:
+    if r.strays:
+        return _violated("no_stray_thread", "; ".join(r.strays[:3]) + " (faultsim stopped "
+                         "it: nothing it did after run() returned landed; join the threads "
+                         "you start before run() returns)", threads=tuple(r.strays))
     return None
 
 
@@ -348,10 +361,10 @@ def no_process_left_behind(g: Golden, r: CrashRun) -> Violation | None:
 STATE_GUARDS = (checkpoint_whole, no_silent_restart)
 RESUME_GUARDS = (completes_or_escalates, effects_exactly_once, one_step_repeated_per_crash,
                  counters_continue, progress_recorded_once, api_valid, outputs_match,
-                 no_sandbox_escape, no_unrouted_effect, no_uncontained_process,
-                 no_process_left_behind)
+                 no_sandbox_escape, no_stray_thread, no_unrouted_effect,
+                 no_uncontained_process, no_process_left_behind)
 GUARDS: tuple[Callable[[Golden, CrashRun], Violation | None], ...] = (
-    *STATE_GUARDS, *RESUME_GUARDS, no_write_after_kill)
+    *STATE_GUARDS, *RESUME_GUARDS, no_work_after_kill)
 
 
 def judge(g: Golden, r: CrashRun, guards=GUARDS) -> list[Violation]:

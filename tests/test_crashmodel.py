@@ -430,7 +430,6 @@ def test_every_kill_point_of_a_golden_trace_lands_where_it_says(sandbox):
         tracer.policy = None
         fs.open_files[:], fs._free_fd_heap[:] = open0
         assert policy.landed, point.id
-        assert ip.after_kill == [], point.id
         snap = ip.snapshot()
         if not point.torn:
             assert snap == states[point.index][0], point.id

@@ -144,11 +144,12 @@ def test_writes_outside_the_workdir_are_reported_never_performed(tiny):
     assert not os.path.exists(real)
 
 
-def test_writes_after_the_kill_are_reported(tiny):
+def test_cleanup_the_kill_runs_is_no_finding(tiny):
+    # a `finally:` that saves: a real SIGKILL never runs it, so what it writes as the kill
+    # unwinds never lands and nothing is reported (tests/test_finality.py reads the bytes)
     report = explore(agents.writes_in_finally, tiny, crashes=1)
-    assert "no_write_after_kill" in violated(report)
-    text = "\n".join(report.counterexamples(20))
-    assert "last-save.txt" in text
+    assert sum(len(run.verdicts) for run in report.runs) > 20
+    assert report.ok, report.counterexamples(3)
 
 
 def test_a_non_deterministic_agent_is_refused_with_where_the_runs_part(tiny):

@@ -24,7 +24,7 @@ LAZY_UPWARD = {
 # Imported by no faultsim module at import time from the bottom layer: the standard library.
 BOTTOM = {"faultsim.errors", "faultsim._version", "faultsim.trace", "faultsim.killpoints",
           "faultsim.crashmodel", "faultsim.token", "faultsim.netguard",
-          "faultsim.procguard"}
+          "faultsim.procguard", "faultsim.finality"}
 
 
 def _name(path: Path) -> str:

@@ -18,7 +18,7 @@ def test_report_severity_and_rule_codes_come_from_the_registry():
 
 def test_each_guard_is_registered_at_its_stage():
     stages = {"state": oracle.STATE_GUARDS, "resume": oracle.RESUME_GUARDS,
-              "kill": (oracle.no_write_after_kill,),
+              "kill": (oracle.no_work_after_kill,),
               "probe": (oracle.unknown_version_refused,)}
     for stage, guards in stages.items():
         assert {g.__name__ for g in guards} == \

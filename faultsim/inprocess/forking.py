@@ -5,10 +5,12 @@ from __future__ import annotations
 import copy
 import posix as _os  # the real OS: pyfakefs patches every module's `os`, not `posix`
 import signal
+import threading
 from typing import Callable
 
 import freezegun.api as _real_time  # time.perf_counter is frozen in here; these are not
 
+from .. import finality
 from ..errors import WorkerDied
 from ..killpoints import KillPoint
 from ..oracle import Violation
@@ -34,16 +36,25 @@ class ForkAt:
     def __init__(self, pool: "_Pool", boundary: dict[int, KillPoint],
                  torn: dict[int, list[KillPoint]], seal: Callable[[], None]) -> None:
         self.pool, self.boundary, self.torn, self._seal = pool, boundary, torn, seal
+        # A fork copies only the calling thread: one forked from another thread of the
+        # agent would have no driver to resume and judge. Those points are replayed.
+        self.runner, self.elsewhere = threading.get_ident(), []
+
+    def _here(self, points: list[KillPoint]) -> bool:
+        if threading.get_ident() == self.runner:
+            return True
+        self.elsewhere += points
+        return False
 
     def after(self, tracer: Tracer, event: Event) -> None:
         point = self.boundary.get(event.index)
-        if point is not None and self.pool.fork_for([point], None):
+        if point is not None and self._here([point]) and self.pool.fork_for([point], None):
             self._seal()
-            raise Killed(point.id)
+            raise finality.killed(Killed(point.id))
 
     def before_write(self, tracer: Tracer, write) -> bytes | None:
         points = self.torn.get(tracer.next_index)
-        if points and self.pool.fork_for(points, write):
+        if points and self._here(points) and self.pool.fork_for(points, write):
             self._seal()
             return write.torn(self.pool.dies_at.offset)
         return None
@@ -85,9 +96,12 @@ def _drive(ex: Explorer, sweep: Sweep, models, workers, progress, total, boundar
     try:
         inc = ex.incarnation(world, policy, timed=False)  # the driver: children have limits
         if pool.in_child:  # only a child gets here: it died at its kill point
-            pool.child_main(list(ex.interposer.after_kill))
+            pool.child_main([inc.went_on] if inc.went_on else [])
         compare_traces(sweep.trace, inc.events)
-        return pool.wait_all()
+        again = pool.wait_all()
+        if policy.elsewhere:
+            sweep_replaying(ex, sweep, policy.elsewhere, models, None, start)
+        return again
     except _WorkerDiedSignal as exc:
         raise WorkerDied(f"{ex.scenario.path}: {exc}") from None
     finally:

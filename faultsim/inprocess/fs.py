@@ -24,6 +24,7 @@ from typing import Any
 
 from pyfakefs import fake_file, fake_filesystem, fake_os
 
+from .. import finality
 from ..crashmodel import DIR, Durability  # what a snapshot and an fsync record
 from ..netguard import call_site
 from ..trace import Killed, PendingWrite, Tracer, digest
@@ -47,6 +48,7 @@ def install() -> None:
     orig_fsync, orig_fdatasync = FakeOsModule.fsync, FakeOsModule.fdatasync
 
     def set_initial_contents(self, contents):
+        finality.refuse_stray("write", self.name)
         ip = _active
         if ip is None or ip.quiet:
             return orig_set(self, contents)
@@ -59,6 +61,7 @@ def install() -> None:
             self._byte_contents = b"\0" * st_size  # the kernel reads zeros there
 
     def size_setter(self, st_size):
+        finality.refuse_stray("truncate", self.name)
         ip = _active
         if ip is None or ip.quiet:
             return resize(self, st_size)
@@ -67,6 +70,7 @@ def install() -> None:
     # The lookup caches learn what a change did once it is done (after a kill it is only
     # recorded, and a refused one changes nothing).
     def add_entry(self, path_object):
+        finality.refuse_stray("create", path_object.name)
         try:
             ip = _active
             if ip is None or ip.quiet or ip.nested:
@@ -76,6 +80,7 @@ def install() -> None:
             _changed(self, path_object.name, path_object)
 
     def remove_entry(self, pathname_name, recursive=True):
+        finality.refuse_stray("remove", pathname_name)
         before = self.entries.get(pathname_name)
         try:
             ip = _active
@@ -87,6 +92,7 @@ def install() -> None:
             _changed(self, pathname_name, before)
 
     def rename(self, old_file_path, new_file_path, force_replace=False):
+        finality.refuse_stray("rename", old_file_path)
         ip = _active
         if ip is None or ip.quiet or ip.nested:
             return orig_rename(self, old_file_path, new_file_path, force_replace)
@@ -194,6 +200,7 @@ def install() -> None:
     orig_listdir = FakeFilesystem.listdir
 
     def open_call(self, file_, mode="r", *args, **kwargs):
+        finality.refuse_stray("open", file_)
         ip = _active
         if ip is not None and not ip.quiet and not ip.killed and not isinstance(file_, int):
             modes = kwargs.get("open_modes")
@@ -215,6 +222,7 @@ def install() -> None:
         return orig_open_call(self, file_, mode, *args, **kwargs)
 
     def stat(self, entry_path, follow_symlinks=True):
+        finality.refuse_stray("stat", entry_path)  # nor does it see a later run's files
         ip = _active
         if ip is not None and ip.tracking and not isinstance(entry_path, int):
             ip._touch(self, entry_path, "observed", "observed")
@@ -227,6 +235,7 @@ def install() -> None:
         return orig_getsize(self, path)
 
     def listdir(self, target_directory):
+        finality.refuse_stray("list", target_directory)
         ip = _active
         if ip is not None and ip.tracking:
             ip._listed(self, target_directory)
@@ -405,8 +414,6 @@ class FsInterposer:
         self.quiet = 0  # our own snapshot/restore work: not traced
         self.nested = 0  # inside a rename: its add/remove are part of it
         self.killed = False
-        self._open_at_kill: set[int] = set()
-        self.after_kill: list[str] = []  # mutations the dead incarnation tried
         self.escapes: list[str] = []  # mutations outside the sandbox
         self.durability = Durability()
         self.last_touched: str | None = None  # the file most recently created or written
@@ -441,15 +448,13 @@ class FsInterposer:
         _active = None
 
     def kill(self) -> None:
-        """Seal the sandbox: from now on mutations are recorded, never applied.
+        """Seal the sandbox: from now on no mutation lands, and none is an event.
 
-        Files open at the kill may still be flushed by the unwinding (`with` blocks close
-        them): that is buffered data a real SIGKILL loses, discarded silently. Anything
-        else (a new open, a rename, a write to another file) is the dead incarnation still
-        acting, and is reported."""
+        What runs as the kill unwinds (buffers flushed by `with` blocks, a temp file
+        removed in an `except`, a session saved in a `finally`, a thread of the
+        incarnation) never runs under a real SIGKILL: it is discarded, and is no finding
+        (the swallowed kill is: faultsim/finality.py)."""
         self.killed = True
-        self._open_at_kill = {w.file_object.st_ino for ws in self.fs.open_files if ws
-                              for w in ws if getattr(w, "file_object", None) is not None}
 
     # -- paths ----------------------------------------------------------------------------
     def rel(self, path: str) -> str | None:
@@ -537,8 +542,6 @@ class FsInterposer:
         path = _path_of(obj)  # None: unlinked but still open, its writes reach no name
         rel = None if path is None else self.rel(path)
         if self.killed:
-            if obj.st_ino not in self._open_at_kill:
-                self.after_kill.append(f"write {rel or obj.name} ({len(new)} bytes)")
             return False
         if rel is None:
             if path is not None:
@@ -550,7 +553,7 @@ class FsInterposer:
         if torn is not None:  # a kill inside this write: part of it landed, then death
             apply(torn)
             self.kill()
-            raise Killed(f"killed inside the write to {rel}")
+            raise finality.killed(Killed(f"killed inside the write to {rel}"))
         result = apply(contents)
         self._dirty(obj, rel)
         self.last_touched = rel
@@ -565,8 +568,6 @@ class FsInterposer:
         path = _path_of(obj)
         rel = None if path is None else self.rel(path)
         if self.killed:
-            if obj.st_ino not in self._open_at_kill:
-                self.after_kill.append(f"truncate {rel or obj.name} to {st_size}")
             return None
         if rel is None:
             if path is not None:
@@ -582,7 +583,6 @@ class FsInterposer:
         name = str(obj.name)
         kind = "fs.mkdir" if isinstance(obj, fake_file.FakeDirectory) else "fs.create"
         if self.killed:
-            self.after_kill.append(f"{kind[3:]} {posixpath.join(parent or '?', name)}")
             return None
         if parent is None:
             self._outside(kind[3:], posixpath.join(str(directory.path), name))
@@ -603,7 +603,6 @@ class FsInterposer:
     def _remove(self, directory, name, apply):
         parent = self._rel_of(directory)
         if self.killed:
-            self.after_kill.append(f"unlink {posixpath.join(parent or '?', str(name))}")
             return None
         if parent is None:
             self._outside("unlink", posixpath.join(str(directory.path), str(name)))
@@ -620,7 +619,6 @@ class FsInterposer:
         src = self.rel(fs.absnormpath(fs.make_string_path(old_path)))
         dst = self.rel(fs.absnormpath(fs.make_string_path(new_path)))
         if self.killed:
-            self.after_kill.append(f"rename {src} -> {dst}")
             return None
         if src is None or dst is None:
             self._outside("rename", f"{old_path} -> {new_path}")

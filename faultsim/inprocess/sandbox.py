@@ -17,6 +17,7 @@ import freezegun.api as _real_time  # time.perf_counter is frozen in here; these
 from pyfakefs.fake_filesystem_unittest import Patcher
 
 from ..agent import AgentEnv, outcome_of, run_incarnation
+from .. import finality
 from ..crashmodel import CrashState, power_states, process_state
 from ..errors import KillDidNotLand, StoreNeedsSubprocess
 from ..interpose.determinism import seeded
@@ -49,7 +50,7 @@ class KillAt:
         if self.point.offset is None and event.index == self.point.index:
             self.landed = True
             self._seal()
-            raise Killed(self.point.id)
+            raise finality.killed(Killed(self.point.id))
 
     def before_write(self, tracer: Tracer, write) -> bytes | None:
         if self.point.offset is not None and tracer.next_index == self.point.index:
@@ -65,7 +66,7 @@ class Crashed:
 
     world: World  # sealed at the kill; unsealed again for the resumed run
     states: list[CrashState]  # the crash states the crash model allows, in order
-    after_kill: list[str]  # what a killed incarnation still tried to touch (escapes)
+    after_kill: list[str]  # how the killed incarnation went on working (finality.py)
 
 
 class Explorer:
@@ -142,26 +143,39 @@ class Explorer:
         on_world, mark = traced_world(tracer, self.scenario, world, result)
         env = make_env(self.scenario, world, Path(SANDBOX), mark)
         unsubscribe = world.subscribe(on_world)
+        life = finality.begin()
+        ended: BaseException | None = None  # what run() raised (None: it returned)
         try:
             with ip, seeded(f"{self.seed}:{world.incarnation}"), \
                     world.model.serving_new_clients(), captured_output() as output, \
                     time_limit(self.timeout if timed else None):
                 try:
                     result.outcome = outcome_of(run_incarnation(self.make_agent, env))
-                except (Killed, WorldSealed):
-                    pass
+                except (Killed, WorldSealed) as exc:
+                    ended = exc
+                except BaseExceptionGroup as exc:  # a task group the kill ended
+                    if not finality.handling_kill(exc):
+                        raise
+                    ended = exc
                 except IncarnationTimeout as exc:
+                    ended = exc
                     result.timed_out, result.error = True, str(exc)
                     result.details = failure_details(exc, output.getvalue())
                 except Exception as exc:
+                    ended = exc
                     result.error = f"{type(exc).__name__}: {exc}"
                     result.details = failure_details(exc, output.getvalue())
+            # outside the time limit: the grace for its threads is faultsim's own wait
+            finality.end(life, ip.killed or world.sealed, ended)
         finally:
+            if not life.over:  # left by an exception of faultsim's own
+                finality.end(life, True, None)
             unsubscribe()
             tracer.policy = None
             fs = self.interposer.fs
             fs.open_files[:], fs._free_fd_heap[:] = self._open0[0], self._open0[1]
         result.killed = ip.killed or world.sealed
+        result.went_on, result.strays = life.went_on, life.strays
         if result.killed:
             result.outcome = None
             result.error = None
@@ -170,7 +184,7 @@ class Explorer:
 
     def reset_sandbox(self, state: dict | None = None) -> None:
         self.interposer.restore(state or {})
-        self.interposer.after_kill, self.interposer.escapes = [], []
+        self.interposer.escapes = []
 
     # -- the golden run -------------------------------------------------------------------
     def golden(self, every_service: bool = True) -> Golden:
@@ -219,7 +233,8 @@ class Explorer:
             world.begin_incarnation()  # a restart killed before its first event still began
         states = crash_states(self, model, self.interposer.snapshot())
         world.sealed = False
-        return Crashed(world, states, list(self.interposer.after_kill))
+        return Crashed(world, states, [inc.went_on] if point.index > 0 and inc.went_on
+                       else [])
 
     def prepare(self, world: World, state: CrashState) -> None:
         """Put `state` on disk for the next incarnation, as a restart would find it, after
@@ -232,7 +247,6 @@ class Explorer:
             self.interposer.killed = False
             self.interposer.mark_all_durable()
         self.interposer.escapes = []
-        self.interposer.after_kill = []
         self.use_world(world)
         if self.scenario.profile.downtime:
             world.clock.advance(self.scenario.profile.downtime)
@@ -242,7 +256,7 @@ class Explorer:
         inc = self.incarnation(world)
         return CrashRun(points, state, world, outcome=inc.outcome, error=inc.error,
                         timed_out=inc.timed_out, final=self.interposer.snapshot(),
-                        escapes=list(self.interposer.escapes),
+                        escapes=list(self.interposer.escapes), strays=list(inc.strays),
                         resume_positions=[inc.first_position] if inc.first_position is not None
                         else [], events=inc.events)
 

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Mapping
 
 import httpx2
 
+from .. import finality
 from .sse import events as stream_events
 from .script import STOP_FAULTS, ApiFault, Script, stopped_content, turn_content
 from .validate import InvalidRequest, supports_prefill, validated_turns
@@ -248,8 +249,10 @@ class FakeClaude:
 
     # -- the transport ----------------------------------------------------------------
     def handle(self, request: httpx2.Request) -> httpx2.Response:
+        finality.refuse_stray("call the model")
         if self.sealed is not None and self.sealed():
             from ..trace import WorldSealed
+            finality.went_on("it asked the model")
             raise WorldSealed("a killed incarnation called the model")
         index = len(self.requests) + 1
         request_id = f"req_faultsim_{index:05d}"
@@ -385,8 +388,10 @@ class FakeClaude:
         return self.scripts[max(found, key=len)] if found else None
 
     def _stream_event(self, message: dict, where: str) -> None:
+        finality.refuse_stray("read the model's stream")
         if self.sealed is not None and self.sealed():
             from ..trace import WorldSealed
+            finality.went_on("it read the model's stream")
             raise WorldSealed("a killed incarnation read the model's stream")
         self._on_event("model.stream", message_id=message["id"], where=where)
 

@@ -14,6 +14,7 @@ from contextlib import contextmanager, redirect_stderr, redirect_stdout
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
+from .. import finality
 from ..agent import Outcome
 from ..scenario import Scenario
 from ..trace import Event, Tracer, digest
@@ -105,6 +106,8 @@ class Incarnation:
     events: list[Event] = field(default_factory=list)
     first_position: int | None = None
     details: str = ""  # when the agent raised: its traceback and what it printed
+    went_on: str | None = None  # killed, it caught the kill and went on (finality.py)
+    strays: list[str] = field(default_factory=list)  # its threads working after run()
 
 
 class _Capped(io.StringIO):
@@ -168,7 +171,10 @@ def traced_world(tracer: Tracer, scenario: Scenario, world: World, result: Incar
                         + (f" key={e.key}" if e.key else ""))
 
     def mark(name: str, **info: Any) -> None:
-        if not world.sealed:  # a killed incarnation marks nothing more
+        finality.refuse_stray("mark", name)
+        if world.sealed:  # a killed incarnation marks nothing more
+            finality.went_on(f"it marked {name}")
+        else:
             tracer.emit("mark." + name, str(info.get("tool") or ""))
 
     return on_world, mark

@@ -10,7 +10,7 @@ from typing import Sequence
 from ..crashmodel import CrashState, files_digest
 from ..killpoints import KillPoint
 from ..oracle import (OUTPUTS, STATE_GUARDS, CrashRun, Golden, Violation, judge,
-                      no_write_after_kill)
+                      no_work_after_kill)
 from ..report import ModelRun, ResumeSummary, Verdict
 
 
@@ -84,7 +84,7 @@ def schedule_violations(golden: Golden, schedule: list[KillPoint], state: CrashS
         if guarded is not None:
             guarded[key] = guards
     return (list(guards) + result.violations +
-            judge(golden, probe, (no_write_after_kill,)))
+            judge(golden, probe, (no_work_after_kill,)))
 
 
 @dataclass(frozen=True)

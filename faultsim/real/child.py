@@ -18,6 +18,7 @@ from typing import Any
 
 import freezegun.api as _real_time  # perf_counter is frozen in here; this is not
 
+from .. import finality
 from ..agent import outcome_of, run_incarnation
 from ..interpose.determinism import seeded
 from ..pipeline.incarnation import (Incarnation, IncarnationTimeout, captured_output,
@@ -143,16 +144,19 @@ def run_job(job: dict, ctx: Any, out_fd: int) -> None:
         if job["kill"] is not None and job["kill"][0] == 0:
             die()
         started = _real_time.real_perf_counter()
+        life = finality.begin()  # its threads, stopped and reported as in-process
+        ended: BaseException | None = None
         try:
             outcome = outcome_of(run_incarnation(ctx.make_agent, env))
         except IncarnationTimeout as exc:
-            timed_out, error = True, str(exc)
+            ended, timed_out, error = exc, True, str(exc)
             details = failure_details(exc, output.getvalue())
         except Exception as exc:
-            error = f"{type(exc).__name__}: {exc}"
+            ended, error = exc, f"{type(exc).__name__}: {exc}"
             details = failure_details(exc, output.getvalue())
     seconds = _real_time.real_perf_counter() - started  # the bare run: what limits derive from
+    finality.end(life, False, ended)  # outside the time limit: faultsim's own wait
     fstrace.deactivate()
     report("done", outcome=outcome, error=error, timed_out=timed_out, details=details,
-           seconds=seconds)
+           seconds=seconds, strays=life.strays)
     os._exit(0)

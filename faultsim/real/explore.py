@@ -338,6 +338,7 @@ def _crash_run(schedule: list[KillPoint], state: Any, report: dict,
                          outcome=report.get("outcome"), error=report.get("error"),
                          timed_out=report.get("timed_out", False), final=result.files,
                          escapes=report["escapes"], left_behind=list(result.left_behind),
+                         strays=report.get("strays", []),
                          resume_positions=[report["first_position"]]
                          if report["first_position"] is not None else [],
                          events=report["events"])

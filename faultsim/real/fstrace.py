@@ -19,6 +19,7 @@ import os
 import stat as _statmod
 from typing import Any
 
+from .. import finality
 from ..netguard import call_site
 from ..trace import PendingWrite, Tracer, digest
 
@@ -146,6 +147,7 @@ class TracedRaw(io.RawIOBase):
         return self._fio.tell()
 
     def write(self, b) -> int:
+        finality.refuse_stray("write")  # a thread whose incarnation is over
         data = bytes(b)
         sb = _state
         if sb is None:
@@ -188,6 +190,7 @@ class TracedRaw(io.RawIOBase):
 
 def _open(file, mode="r", buffering=-1, encoding=None, errors=None, newline=None,
           closefd=True, opener=None):
+    finality.refuse_stray("open", file)  # a thread whose incarnation is over
     sb = _state
     writing = any(c in mode for c in "wax+")
     if sb is not None and sb.watch is not None and not isinstance(file, int):
@@ -230,6 +233,7 @@ def _open(file, mode="r", buffering=-1, encoding=None, errors=None, newline=None
 
 
 def _os_open(path, flags, mode=0o777, *, dir_fd=None):
+    finality.refuse_stray("open", path)  # a thread whose incarnation is over
     sb = _state
     if sb is None:
         return _orig["os_open"](path, flags, mode, dir_fd=dir_fd)
@@ -252,6 +256,7 @@ def _os_open(path, flags, mode=0o777, *, dir_fd=None):
 
 
 def _os_write(fd, data):
+    finality.refuse_stray("write")  # a thread whose incarnation is over
     sb = _state
     path = sb.fds.get(fd) if sb is not None else None
     rel = sb.rel(path)[1] if path is not None else None
@@ -285,6 +290,7 @@ def _sync(kind: str):
 
 def _rename(name: str):
     def rename(src, dst, *, src_dir_fd=None, dst_dir_fd=None):
+        finality.refuse_stray("rename", src)  # a thread whose incarnation is over
         sb = _state
         if sb is None:
             return _orig[name](src, dst, src_dir_fd=src_dir_fd, dst_dir_fd=dst_dir_fd)
@@ -302,6 +308,7 @@ def _rename(name: str):
 
 def _remove(name: str, kind: str):
     def remove(path, *, dir_fd=None):
+        finality.refuse_stray("remove", path)  # a thread whose incarnation is over
         sb = _state
         if sb is None:
             return _orig[name](path, dir_fd=dir_fd)
@@ -316,6 +323,7 @@ def _remove(name: str, kind: str):
 
 
 def _mkdir(path, mode=0o777, *, dir_fd=None):
+    finality.refuse_stray("create", path)  # a thread whose incarnation is over
     sb = _state
     if sb is None:
         return _orig["mkdir"](path, mode, dir_fd=dir_fd)
@@ -328,6 +336,7 @@ def _mkdir(path, mode=0o777, *, dir_fd=None):
 
 
 def _truncate(path, length):
+    finality.refuse_stray("truncate", path)  # a thread whose incarnation is over
     sb = _state
     if sb is None:
         return _orig["truncate"](path, length)

@@ -16,6 +16,7 @@ import datetime as _dt
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Mapping
 
+from .. import finality
 from .ledger import APPLIED, canonical
 
 if TYPE_CHECKING:
@@ -49,8 +50,10 @@ class Receiver:
 
     def _guard(self, op: str) -> None:
         """A killed incarnation must not act on the world (a real SIGKILL runs no cleanup)."""
+        finality.refuse_stray("call", self.name)
         if self._world.sealed:
             from ..trace import WorldSealed
+            finality.went_on(f"it called {self.name}.{op}")
             raise WorldSealed(f"a killed incarnation called {self.name}.{op}")
 
     def _record(self, op: str, outcome: str, params: Mapping, key: str | None, result: Any):
