@@ -64,6 +64,7 @@ class Options:
     budget: float | None = None
     shard: tuple[int, int] | None = None
     record: bool = False
+    html: str | None = None  # --faultsim-html: the session's one HTML page
 
 
 def parse_shard(text: str) -> tuple[int, int]:
@@ -493,6 +494,11 @@ class FaultsimFixture:
                              "schedules of at most 2 crashes; longer ones are searched in "
                              "whole-scenario tests")
         self._request.node.user_properties.append(("faultsim", json.dumps(entry)))
+        if self._state.options.html:  # the runs travel to the session's page (xdist too)
+            test = entry["group"] if mode == "kill point" else entry["nodeid"]
+            for run in report.to_json()["runs"]:
+                self._request.node.user_properties.append(
+                    ("faultsim_run", json.dumps([test, mode, run])))
 
     def _skip_for_budget(self) -> None:
         __tracebackhide__ = True

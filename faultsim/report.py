@@ -6,6 +6,7 @@ import shlex
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from .crashmap import counterexamples, crash_map
 from .killpoints import KillPoint, categories
 from .oracle import REGISTRY
 from .scenario import MAIN_TAG
@@ -65,6 +66,7 @@ class Verdict:
     order: int = 0  # among the crash states of one kill point
     earlier: tuple = ()  # the schedule's crashes before this one (`explore.Earlier`)
     resumed_at: int | None = None  # the model turn the resumed run asked first (0: turn 1)
+    escalated: bool = False  # its resumed run escalated to a person (legal, P11)
 
     @property
     def ok(self) -> bool:
@@ -172,6 +174,10 @@ class ModelRun:
             "crash_states_escalated": self.escalated,
             "probes": [{"id": p.kill_point.id, "ok": p.ok} for p in self.probes],
             "seed": self.seed, "crashes": self.crashes,
+            "timeout": self.timeout, "wall_seconds": None if self.wall_seconds is None
+            else round(self.wall_seconds, 3),
+            "fingerprint": scenario_fingerprint(self.scenario.path),
+            "violating": len(self.failures),
             "schedules": {str(n): {"total": d.total, "explored": d.explored,
                                    "resumed": d.resumed, "searched": d.searched,
                                    "seconds": round(d.seconds, 3)}
@@ -186,6 +192,10 @@ class ModelRun:
                  else verdict.token(self),
                  "explanation": v.explanation}
                 for verdict in self.failures for v in verdict.violations],
+            # for the HTML page (faultsim.crashmap): every kill point's verdict, compactly,
+            # and each counterexample's details
+            "map": crash_map(self, SEVERITY),
+            "counterexamples": counterexamples(self, SEVERITY, RULES),
         }
 
     def counterexample(self, verdict: Verdict) -> str:
@@ -300,7 +310,10 @@ class Report:
         return all(run.ok for run in self.runs)
 
     def to_json(self) -> dict[str, Any]:
-        return {"ok": self.ok, "runs": [run.to_json() for run in self.runs]}
+        from ._version import __version__
+
+        return {"ok": self.ok, "version": __version__,
+                "runs": [run.to_json() for run in self.runs]}
 
     def dumps(self) -> str:
         return json.dumps(self.to_json(), indent=2)
