@@ -1,6 +1,8 @@
 // faultsim's HTML report: draws the page from the JSON report embedded in it (no network).
 (function () {
 "use strict";
+var T0 = performance.now(), marks = {};
+function mark(name) { marks[name] = Math.round(performance.now() - T0); }
 var DATA = JSON.parse(document.getElementById("faultsim-data").textContent);
 var R = DATA.report;
 var ALPHABET = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ";
@@ -170,16 +172,56 @@ function countsLine(c) {
     "</b></span>" + (c.unexplored ? '<span class="muted">unexplored ' + c.unexplored + "</span>" : "");
 }
 
-function mapHtml(d, r) {
-  var rows = segments(d), h = [];
-  rows.forEach(function (row) {
-    h.push('<div class="seg" data-s="' + row.start + '"><div class="lm ' + row.mark.cls +
-      '" title="' + esc(row.mark.text) + '">' + esc(row.mark.text) + '</div><div class="cells">');
-    for (var i = row.start; i < row.end; i++)
-      h.push('<i class="v' + d.verdict[i] + " k" + d.cat[i] + '"></i>');
-    h.push("</div></div>");
+// A row per landmark, split every CHUNK cells (a long stretch without one stays readable).
+// Up to EAGER kill points every row is drawn at once; past that, rows are drawn BLOCK at a
+// time as they scroll into view (an empty block of about their height stands in), so a
+// page of a few hundred thousand kill points stays usable.
+var CHUNK = 2000, EAGER = 50000, BLOCK = 100;
+function rowHtml(d, row) {
+  var h = ['<div class="seg" data-s="' + row.s + '"><div class="lm ' + row.cls + '" title="' +
+    esc(row.text) + '">' + esc(row.text) + '</div><div class="cells">'];
+  for (var i = row.s; i < row.e; i++) h.push('<i class="v' + d.verdict[i] + " k" + d.cat[i] + '"></i>');
+  h.push("</div></div>");
+  return h.join("");
+}
+function mapRows(d) {
+  var rows = [];
+  segments(d).forEach(function (seg) {
+    for (var s = seg.start; s < seg.end; s += CHUNK)
+      rows.push({s: s, e: Math.min(seg.end, s + CHUNK), cls: seg.mark.cls,
+                 text: seg.mark.text + (s > seg.start ? " (cont.)" : "")});
   });
-  return '<div class="map" id="map-' + r + '">' + h.join("") + "</div>";
+  return rows;
+}
+function mapHtml(d, r) {
+  var rows = mapRows(d), h = [];
+  var open = '<div class="map' + (d.n > 3000 ? "" : " big") + '" id="map-' + r + '"';
+  if (d.n <= EAGER) {
+    rows.forEach(function (row) { h.push(rowHtml(d, row)); });
+    return open + ">" + h.join("") + "</div>";
+  }
+  d.blocks = [];
+  for (var b = 0; b < rows.length; b += BLOCK) {
+    var block = rows.slice(b, b + BLOCK), height = 0;
+    block.forEach(function (row) { height += Math.max(17, 12 * Math.ceil((row.e - row.s) / 80)) + 5; });
+    d.blocks.push(block);
+    h.push('<div class="blk" data-b="' + d.blocks.length + '" style="height:' + height + 'px"></div>');
+  }
+  return open + ' data-lazy="1">' + h.join("") + "</div>";
+}
+function drawLazily(map, d) {
+  var fill = function (blk) {
+    if (blk.dataset.drawn) return;
+    blk.innerHTML = d.blocks[+blk.dataset.b - 1].map(function (row) { return rowHtml(d, row); }).join("");
+    blk.dataset.drawn = "1";
+    blk.style.height = "";
+  };
+  var blocks = map.querySelectorAll(".blk");
+  if (!window.IntersectionObserver) { blocks.forEach(fill); return; }
+  var seen = new IntersectionObserver(function (entries) {
+    entries.forEach(function (en) { if (en.isIntersecting) { fill(en.target); seen.unobserve(en.target); } });
+  }, {root: map, rootMargin: "400px"});
+  blocks.forEach(function (blk) { seen.observe(blk); });
 }
 
 function pairsHtml(run, r, d) {
@@ -385,7 +427,9 @@ function runHtml(run, r, d) {
 }
 
 // -- the page ---------------------------------------------------------------------------
+mark("parse");
 var decoded = R.runs.map(decode);
+mark("decode");
 var failed = R.runs.filter(function (r) { return !runOk(r); }).length;
 var html = '<header class="top"><h1>faultsim report<span class="status ' +
   (R.ok ? "ok" : "bad") + '">' + (R.ok ? "all passed" : failed + " of " + R.runs.length +
@@ -401,6 +445,7 @@ html += '<section class="card" id="not-proven"><h2>What a pass does not prove</h
   DATA.not_proven.map(function (x) {
     return "<li><b>" + esc(x[0]) + ".</b> " + esc(x[1]) + "</li>";
   }).join("") + "</ul></section></main>";
+mark("build");
 var style = "";
 var labels = {};
 decoded.forEach(function (d) { d.labels.forEach(function (l, k) { labels[k] = labels[k] || {}; }); });
@@ -415,6 +460,11 @@ var st = document.createElement("style");
 st.textContent = style;
 document.head.appendChild(st);
 document.getElementById("app").innerHTML = html;
+mark("dom");
+decoded.forEach(function (d, r) {
+  var map = document.getElementById("map-" + r);
+  if (map.dataset.lazy) drawLazily(map, d);
+});
 
 // -- interaction ------------------------------------------------------------------------
 function hidden(r) {
@@ -450,7 +500,7 @@ document.addEventListener("click", function (ev) {
     return;
   }
   if (t.tagName === "I" && t.parentNode.classList.contains("cells")) {
-    var seg = t.parentNode.parentNode, map = seg.parentNode, r = +map.id.slice(4);
+    var seg = t.parentNode.parentNode, map = seg.closest(".map"), r = +map.id.slice(4);
     var i = +seg.dataset.s + Array.prototype.indexOf.call(t.parentNode.children, t);
     var prev = map.querySelector("i.sel");
     if (prev) prev.classList.remove("sel");
@@ -488,5 +538,8 @@ if (location.hash) {
   var target = document.getElementById(decodeURIComponent(location.hash.slice(1)));
   if (target) target.scrollIntoView();
 }
+mark("done");
+// how long the script took, in ms, per stage (bench/html_report.py reads it)
+document.body.dataset.drawMs = JSON.stringify(marks);
 document.body.dataset.rendered = "1";
 })();

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
 import tempfile
 from pathlib import Path
@@ -44,12 +45,19 @@ def require() -> str:
 
 def _run(binary: str, page: Path, *extra: str, timeout: float = 90) -> str:
     with tempfile.TemporaryDirectory(prefix="faultsim-chromium-") as profile:
-        out = subprocess.run([binary, *FLAGS, f"--user-data-dir={profile}", *extra,
-                              Path(page).resolve().as_uri()],
-                             capture_output=True, text=True, timeout=timeout)
-    if out.returncode != 0:
-        raise RuntimeError(f"chromium exited {out.returncode}: {out.stderr[-400:]}")
-    return out.stdout
+        # its own process group: on a timeout the browser's helpers go with it
+        proc = subprocess.Popen([binary, *FLAGS, f"--user-data-dir={profile}", *extra,
+                                 Path(page).resolve().as_uri()], stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True, start_new_session=True)
+        try:
+            stdout, stderr = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate()
+            raise RuntimeError(f"chromium took more than {timeout:g} s on {page}") from None
+    if proc.returncode != 0:
+        raise RuntimeError(f"chromium exited {proc.returncode}: {stderr[-400:]}")
+    return stdout
 
 
 def dump_dom(binary: str, page: Path) -> str:
