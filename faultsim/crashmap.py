@@ -59,6 +59,7 @@ def crash_map(run: Any, severity: Sequence[str]) -> dict[str, Any]:
             broken.setdefault(v.kill_point.id, set()).update(x.invariant for x in v.violations)
         elif getattr(v, "escalated", False):
             escalated.add(v.kill_point.id)
+    single = set(broken)  # failing with one crash; the others only with more
     for v in run.deep_failures:
         if v.earlier:
             broken.setdefault(v.earlier[0].point.id, set()).update(
@@ -98,9 +99,12 @@ def crash_map(run: Any, severity: Sequence[str]) -> dict[str, Any]:
             code = codes(_label({x.invariant for x in v.violations}, severity))
             pairs.append(f"{positions[v.earlier[0].point.id]},{second.index},"
                          f"{second.offset or 0},{code}")
-    # the ids of the kill points that did not pass (a cell's details name them)
-    ids = {str(positions[i]): i for i in sorted(broken, key=positions.get) if i in positions}
-    return {"event_kinds": kinds, "ids": ids, "events": events, "categories": cats,
+    # the ids of the kill points that did not pass (a cell's details name them), and which
+    # of them fail only when a second crash follows (one crash there passes)
+    failing = sorted((i for i in broken if i in positions), key=positions.get)
+    ids = {str(positions[i]): i for i in failing}
+    deep = ",".join(str(positions[i]) for i in failing if i not in single)
+    return {"event_kinds": kinds, "ids": ids, "deep": deep, "events": events, "categories": cats,
             "labels": codes.labels,
             "points": {"event": "".join(event) if all(len(d) == 1 for d in event)
                        else ",".join(event), "torn": ",".join(torn),

@@ -46,8 +46,11 @@ function decode(run) {
     var f = line.split("\t");
     return {kind: m.event_kinds[+f[0]], subject: f[1], detail: f[2] || ""};
   });
+  var deep = new Uint8Array(n);
+  (m.deep ? m.deep.split(",") : []).forEach(function (i) { deep[+i] = 1; });
   return {n: n, event: event, offset: offset, verdict: verdict, cat: cat, events: events,
-          labels: m.labels, cats: m.categories, ids: m.ids || {}};
+          labels: m.labels, cats: m.categories, ids: m.ids || {}, deep: deep,
+          deeps: m.deep ? m.deep.split(",").length : 0};
 }
 
 function counts(d, keep) {
@@ -148,6 +151,9 @@ function legend(d, r) {
       '"><span class="sw" style="background:' + colour(l) + '"></span>' +
       esc(l.split("+").join(" + ")) + ' <span class="muted">' + c[k] + "</span></label>";
   });
+  if (d.deeps) h += '<span class="deep-note"><span class="sw d" style="background-color:#d7263d">' +
+    '</span> striped: passes one crash, fails when a second crash follows <span class="muted">' +
+    d.deeps + "</span></span>";
   return h + "</div>";
 }
 
@@ -180,7 +186,8 @@ var CHUNK = 2000, EAGER = 50000, BLOCK = 100;
 function rowHtml(d, row) {
   var h = ['<div class="seg" data-s="' + row.s + '"><div class="lm ' + row.cls + '" title="' +
     esc(row.text) + '">' + esc(row.text) + '</div><div class="cells">'];
-  for (var i = row.s; i < row.e; i++) h.push('<i class="v' + d.verdict[i] + " k" + d.cat[i] + '"></i>');
+  for (var i = row.s; i < row.e; i++)
+    h.push('<i class="v' + d.verdict[i] + " k" + d.cat[i] + (d.deep[i] ? " d" : "") + '"></i>');
   h.push("</div></div>");
   return h.join("");
 }
@@ -234,22 +241,31 @@ function pairsHtml(run, r, d) {
     "(across, in the clean run's order) and the second crash in the run resumed from it " +
     "(down, by that run's event); passing schedules are not drawn.</p>";
   if (!pairs.length) return h;
-  var W = 760, H = 260, maxY = 1;
+  var maxY = 1;
   var parsed = pairs.map(function (t) {
     var f = t.split(","); var y = +f[1]; if (y > maxY) maxY = y;
     return {x: +f[0], y: y, off: +f[2], v: code(f[3])};
   });
+  var W = 760, H = Math.min(240, Math.max(110, 4 * (maxY + 1))), L = 34, T = 8, B = 36;
   var cw = Math.max(3, W / Math.max(1, d.n)), ch = Math.max(3, H / (maxY + 1));
-  var svg = ['<svg class="pairs" width="' + (W + 40) + '" height="' + (H + 30) + '">'];
+  var svg = ['<svg class="pairs" width="' + (W + L + 10) + '" height="' + (H + T + B) + '">',
+    '<rect x="' + L + '" y="' + T + '" width="' + W + '" height="' + H + '" fill="#f3f5f8"/>'];
   parsed.forEach(function (p) {
-    svg.push('<rect class="pair" x="' + (30 + p.x * W / Math.max(1, d.n)).toFixed(1) + '" y="' +
-      (5 + p.y * H / (maxY + 1)).toFixed(1) + '" width="' + cw.toFixed(1) + '" height="' +
+    svg.push('<rect class="pair" x="' + (L + p.x * W / Math.max(1, d.n)).toFixed(1) + '" y="' +
+      (T + (p.y - 1) * H / (maxY + 1)).toFixed(1) + '" width="' + cw.toFixed(1) + '" height="' +
       ch.toFixed(1) + '" fill="' + colour(d.labels[p.v]) + '"><title>first crash ' +
       esc(d.ids[p.x] || "#" + p.x) + "; second crash at event #" + p.y +
       (p.off ? " after " + p.off + " bytes" : "") + ": " + esc(d.labels[p.v]) + "</title></rect>");
   });
-  svg.push('<text x="30" y="' + (H + 24) + '" font-size="11" fill="#5f6b7a">first crash →</text>');
-  svg.push('<text x="2" y="14" font-size="11" fill="#5f6b7a">2nd</text></svg>');
+  var axis = 'font-size="11" fill="#5f6b7a"';
+  svg.push('<text x="' + L + '" y="' + (H + T + 16) + '" ' + axis + '>first crash: kill point 1</text>');
+  svg.push('<text x="' + (L + W) + '" y="' + (H + T + 16) + '" text-anchor="end" ' + axis + ">" +
+    d.n + " →</text>");
+  svg.push('<text x="' + (L - 4) + '" y="' + (T + 10) + '" text-anchor="end" ' + axis + ">#1</text>");
+  svg.push('<text x="' + (L - 4) + '" y="' + (T + H) + '" text-anchor="end" ' + axis + ">#" + maxY +
+    "</text>");
+  svg.push('<text x="' + (L + W / 2) + '" y="' + (H + T + 28) + '" text-anchor="middle" ' + axis +
+    ">down: the second crash, by event of the run resumed from the first</text></svg>");
   return h + '<div class="pairs">' + svg.join("") + "</div>";
 }
 
@@ -451,7 +467,7 @@ var labels = {};
 decoded.forEach(function (d) { d.labels.forEach(function (l, k) { labels[k] = labels[k] || {}; }); });
 decoded.forEach(function (d, r) {
   d.labels.forEach(function (l, k) {
-    style += "#map-" + r + " i.v" + k + "{background:" + colour(l) + "}" +
+    style += "#map-" + r + " i.v" + k + "{background-color:" + colour(l) + "}" +
       "#map-" + r + ".hv" + k + " i.v" + k + "{opacity:.1}";
   });
   d.cats.forEach(function (c, k) { style += "#map-" + r + ".hk" + k + " i.k" + k + "{opacity:.1}"; });
@@ -516,7 +532,8 @@ function fallbackCopy(text) {
 }
 function pick(r, i) {
   var d = decoded[r], run = R.runs[r], label = d.labels[d.verdict[i]], id = d.ids[i];
-  var h = '<b style="color:' + colour(label) + '">' + esc(label.split("+").join(" + ")) + "</b> · " +
+  var h = '<b style="color:' + colour(label) + '">' + esc(label.split("+").join(" + ")) + "</b>" +
+    (d.deep[i] ? " (only when a second crash follows)" : "") + " · " +
     (id ? '<code>' + esc(id) + "</code> · " : "") + esc(d.cats[d.cat[i]]) + " · " +
     esc(describePoint(d, i));
   if (id) {
