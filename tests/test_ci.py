@@ -158,3 +158,10 @@ def test_action_yml_runs_the_entry_point_with_every_input():
 def test_budget_maps_to_the_search_time():
     args, _ = ci_action.command({"INPUT_BUDGET": "120"})
     assert args[args.index("--search-seconds") + 1] == "120"
+
+
+def test_the_html_report_is_written_unless_the_input_says_false():
+    args, outputs = ci_action.command({"INPUT_REPORT_DIR": "out"})
+    assert args[args.index("--html") + 1] == outputs["html"] == str(Path("out/report.html"))
+    args, outputs = ci_action.command({"INPUT_HTML": "false"})
+    assert "--html" not in args and outputs["html"] == ""
