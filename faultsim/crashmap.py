@@ -45,12 +45,16 @@ def _label(invariants: set[str], severity: Sequence[str]) -> str:
     return "+".join(sorted(invariants, key=lambda k: (order.get(k, len(order)), k)))
 
 
-def crash_map(run: Any, severity: Sequence[str]) -> dict[str, Any]:
+def crash_map(run: Any, severity: Sequence[str], sparse: bool = False) -> dict[str, Any]:
     """Every kill point of the clean run in order, with its verdict: the union of the
     invariants its crash states and the schedules starting there violate (the text table's
     rule: a kill point passed when all of them passed), else escalated when one of its
     resumed runs escalated to a person (legal, P11), else passed; unexplored outside the
-    shard or --kill-point."""
+    shard or --kill-point.
+
+    `sparse`: only the explored kill points' verdicts (`explored`, position -> character),
+    without the clean run's parts: what a pytest kill-point item, which explores one kill
+    point, sends to the session's page (faultsim.html_report.merge_runs)."""
     codes = _Codes()
     broken: dict[str, set[str]] = {}
     escalated: set[str] = set()
@@ -65,6 +69,19 @@ def crash_map(run: Any, severity: Sequence[str]) -> dict[str, Any]:
             broken.setdefault(v.earlier[0].point.id, set()).update(
                 x.invariant for x in v.violations)
     explored = {p.id for p in run.explored}
+
+    def label(point_id: str) -> str:
+        if point_id not in explored:
+            return UNEXPLORED
+        if point_id in broken:
+            return _label(broken[point_id], severity)
+        return ESCALATED if point_id in escalated else PASSED
+
+    if sparse:
+        positions = {p.id: n for n, p in enumerate(run.kill_points)}
+        out = {"labels": codes.labels, "explored": {
+            str(positions[p.id]): codes(label(p.id)) for p in run.explored}}
+        return {**out, **_failing(run, broken, single, positions, codes, severity)}
     cats = list(CATEGORIES) + sorted({p.category for p in run.kill_points} - set(CATEGORIES))
     # Strings, not lists: one line each however the report is indented. Every event has a
     # boundary kill point, so the event index grows by 0 (a torn point, or the boundary after
@@ -78,13 +95,7 @@ def crash_map(run: Any, severity: Sequence[str]) -> dict[str, Any]:
         at = p.index
         torn.append(str(p.offset or 0))  # torn offsets are > 0: 0 is a boundary
         category.append(_char(cats.index(p.category)))
-        if p.id not in explored:
-            label = UNEXPLORED
-        elif p.id in broken:
-            label = _label(broken[p.id], severity)
-        else:
-            label = ESCALATED if p.id in escalated else PASSED
-        verdict.append(codes(label))
+        verdict.append(codes(label(p.id)))
     kinds: list[str] = []
     events = []
     for e in _golden_trace(run):
@@ -92,6 +103,20 @@ def crash_map(run: Any, severity: Sequence[str]) -> dict[str, Any]:
             kinds.append(e.kind)
         events.append("\t".join([str(kinds.index(e.kind)), _field(e.subject),
                                  _field(e.detail[:_DETAIL])]))
+    return {"event_kinds": kinds, "events": events, "categories": cats,
+            "labels": codes.labels,
+            "points": {"event": "".join(event) if all(len(d) == 1 for d in event)
+                       else ",".join(event), "torn": ",".join(torn),
+                       "category": "".join(category), "verdict": "".join(verdict)},
+            **_failing(run, broken, single, positions, codes, severity)}
+
+
+def _failing(run: Any, broken: dict, single: set, positions: dict, codes: _Codes,
+             severity: Sequence[str]) -> dict[str, Any]:
+    """The map's parts about failures: the ids of the kill points that did not pass (a
+    cell's details name them), those failing only when a second crash follows (one crash
+    there passes), and the failing pairs."""
+    failing = sorted((i for i in broken if i in positions), key=positions.get)
     pairs = []
     for v in run.deep_failures:
         if len(v.earlier) == 1 and v.earlier[0].point.id in positions:
@@ -99,16 +124,8 @@ def crash_map(run: Any, severity: Sequence[str]) -> dict[str, Any]:
             code = codes(_label({x.invariant for x in v.violations}, severity))
             pairs.append(f"{positions[v.earlier[0].point.id]},{second.index},"
                          f"{second.offset or 0},{code}")
-    # the ids of the kill points that did not pass (a cell's details name them), and which
-    # of them fail only when a second crash follows (one crash there passes)
-    failing = sorted((i for i in broken if i in positions), key=positions.get)
-    ids = {str(positions[i]): i for i in failing}
-    deep = ",".join(str(positions[i]) for i in failing if i not in single)
-    return {"event_kinds": kinds, "ids": ids, "deep": deep, "events": events, "categories": cats,
-            "labels": codes.labels,
-            "points": {"event": "".join(event) if all(len(d) == 1 for d in event)
-                       else ",".join(event), "torn": ",".join(torn),
-                       "category": "".join(category), "verdict": "".join(verdict)},
+    return {"ids": {str(positions[i]): i for i in failing},
+            "deep": ",".join(str(positions[i]) for i in failing if i not in single),
             "pairs": pairs}
 
 

@@ -248,6 +248,7 @@ class PluginState:
     # where the xdist workers of one run share their clean runs (None: not under xdist);
     # found on first use
     shared_dir: Callable[[], Path | None] = lambda: None
+    mapped: set = field(default_factory=set)  # (test, crash model): full map sent (html)
 
     def explorer_for(self, settings: Settings) -> "PointwiseExplorer":
         from .pointwise import PointwiseExplorer
@@ -496,9 +497,14 @@ class FaultsimFixture:
         self._request.node.user_properties.append(("faultsim", json.dumps(entry)))
         if self._state.options.html:  # the runs travel to the session's page (xdist too)
             test = entry["group"] if mode == "kill point" else entry["nodeid"]
-            for run in report.to_json()["runs"]:
+            for r in report.runs:
+                # a kill-point item sends its one kill point's verdict; the clean run's
+                # parts of the map once per group and worker (not once per kill point)
+                key = (test, r.crash_model)
+                sparse = mode == "kill point" and key in self._state.mapped
+                self._state.mapped.add(key)
                 self._request.node.user_properties.append(
-                    ("faultsim_run", json.dumps([test, mode, run])))
+                    ("faultsim_run", json.dumps([test, mode, r.to_json(sparse_map=sparse)])))
 
     def _skip_for_budget(self) -> None:
         __tracebackhide__ = True

@@ -104,8 +104,9 @@ def _char(n: int) -> str:
 def merge_runs(parts: list[dict[str, Any]]) -> dict[str, Any]:
     """The runs of one scenario × crash model explored piecewise (the plugin's kill-point
     items, one kill point each) as one run: every kill point's verdict from the part that
-    explored it (the parts share the clean run, so the maps line up), the counts summed."""
-    first = parts[0]
+    explored it (the parts share the clean run, so the maps line up: one part at least
+    carries its full map, the others may send only what they explored), the counts summed."""
+    first = next(p for p in parts if "points" in p["map"])  # one holds the clean run's parts
     out = {**first, "violations": [], "counterexamples": [], "probes": []}
     for key in ("kill_points_explored", "crash_states", "crash_states_resumed",
                 "crash_states_escalated", "violating", "seconds"):
@@ -138,10 +139,10 @@ def merge_runs(parts: list[dict[str, Any]]) -> dict[str, Any]:
             if label not in labels:
                 labels.append(label)
             remap.append(labels.index(label))
-        for i, ch in enumerate(m["points"]["verdict"]):
-            c = remap[_code(ch)]
-            if c != 0:  # explored by this part
-                verdict[i] = c
+        explored = m["explored"].items() if "explored" in m else (
+            (i, ch) for i, ch in enumerate(m["points"]["verdict"]) if ch != _ALPHABET[0])
+        for i, ch in explored:  # the kill points this part explored
+            verdict[int(i)] = remap[_code(ch)]
         ids.update(m.get("ids", {}))
         for t in m.get("pairs", []):
             pos, index, offset, ch = t.split(",")

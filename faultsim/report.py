@@ -163,7 +163,8 @@ class ModelRun:
                 f"--seed {shlex.quote(self.seed)}{self._timeout_option()} "
                 f"--kill-point {verdict.kill_point.id}")
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self, sparse_map: bool = False) -> dict[str, Any]:
+        """`sparse_map`: the map's explored kill points only (faultsim.crashmap)."""
         return {
             "scenario": self.scenario.id, "path": self.scenario.path, "agent": self.agent,
             "crash_model": self.crash_model, "mode": self.mode,
@@ -194,7 +195,7 @@ class ModelRun:
                 for verdict in self.failures for v in verdict.violations],
             # for the HTML page (faultsim.crashmap): every kill point's verdict, compactly,
             # and each counterexample's details
-            "map": crash_map(self, SEVERITY),
+            "map": crash_map(self, SEVERITY, sparse=sparse_map),
             "counterexamples": counterexamples(self, SEVERITY, RULES),
         }
 
