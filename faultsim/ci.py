@@ -85,7 +85,10 @@ def html_link(html: str) -> str:
     if server and repo and run_id:
         return (f"{what}: `{Path(html).name}` in this run's "
                 f"[artifacts]({server}/{repo}/actions/runs/{run_id}#artifacts).")
-    return f"{what}: [{Path(html).name}]({Path(html).as_posix()})."
+    target = Path(html).as_posix()
+    if any(c in target for c in " ()<>"):
+        target = f"<{target}>"  # CommonMark's form for a destination with spaces
+    return f"{what}: [{_cell(Path(html).name)}]({target})."
 
 
 def summary_markdown(report: Report, html: str | None = None) -> str:
