@@ -448,8 +448,8 @@ var decoded = R.runs.map(decode);
 mark("decode");
 var failed = R.runs.filter(function (r) { return !runOk(r); }).length;
 var html = '<header class="top"><h1>faultsim report<span class="status ' +
-  (R.ok ? "ok" : "bad") + '">' + (R.ok ? "all passed" : failed + " of " + R.runs.length +
-  " runs with violations") + '</span></h1><div class="sub">faultsim ' + esc(R.version || "?") +
+  (R.ok ? "ok" : "bad") + '">' + (!R.runs.length ? "nothing explored" : R.ok ? "all passed" :
+  failed + " of " + R.runs.length + " runs with violations") + '</span></h1><div class="sub">faultsim ' + esc(R.version || "?") +
   " · " + plural(R.runs.length, "run") + "</div></header><nav class=\"toc\">" +
   R.runs.map(function (run, r) {
     return '<a href="#run-' + r + '">' + esc(runName(run)) + " · " + esc(run.crash_model) +

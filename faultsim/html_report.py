@@ -53,7 +53,8 @@ def render(report: dict[str, Any], title: str | None = None) -> str:
     if not isinstance(report, dict) or not isinstance(report.get("runs"), list):
         raise UsageError("not a faultsim JSON report: no 'runs' list")
     page = {"report": report, "not_proven": [list(x) for x in NOT_PROVEN]}
-    title = title or ("faultsim: " + ("all passed" if report.get("ok") else "violations"))
+    title = title or ("faultsim: " + ("nothing explored" if not report["runs"] else
+                                      "all passed" if report.get("ok") else "violations"))
     return (
         "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
         "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
