@@ -75,14 +75,31 @@ def _fence(text: str) -> str:
     return "`" * max(3, longest + 1)
 
 
-def summary_markdown(report: Report) -> str:
+def html_link(html: str) -> str:
+    """The Markdown line pointing at the HTML report: on GitHub, at the run's artifacts
+    (where the Action uploads it: a job summary cannot link into an artifact's files);
+    elsewhere, at the file."""
+    server, repo, run_id = (os.environ.get(k) for k in ("GITHUB_SERVER_URL",
+                                                         "GITHUB_REPOSITORY", "GITHUB_RUN_ID"))
+    what = "The HTML report (the crash map, every counterexample)"
+    if server and repo and run_id:
+        return (f"{what}: `{Path(html).name}` in this run's "
+                f"[artifacts]({server}/{repo}/actions/runs/{run_id}#artifacts).")
+    target = Path(html).as_posix()
+    if any(c in target for c in " ()<>"):
+        target = f"<{target}>"  # CommonMark's form for a destination with spaces
+    return f"{what}: [{_cell(Path(html).name)}]({target})."
+
+
+def summary_markdown(report: Report, html: str | None = None) -> str:
     """The run as Markdown: one table row per scenario × crash model, then the first
-    counterexample of each failing run and the command that replays it."""
+    counterexample of each failing run and the command that replays it; `html`, the HTML
+    report's path, linked under the heading."""
     failed = [run for run in report.runs if not run.ok]
     lines = ["## faultsim: " + (f"refused ({report.refused[0].kind})"
                                 if report.refused else "all passed" if not failed else
                                 f"{len(failed)} of {len(report.runs)} runs with violations"),
-             ""]
+             "", *([html_link(html), ""] if html else [])]
     if report.runs or not report.refused:
         lines += ["| scenario | crash model | kill points | passed | violations | time |",
                   "|---|---|--:|--:|--:|--:|"]

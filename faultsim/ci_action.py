@@ -1,6 +1,6 @@
 """The GitHub Action's one step (`action.yml` at the repository root runs
 `python -m faultsim.ci_action`): read the action's inputs from the environment, run
-`faultsim run` with a JSON report, a JUnit file, the Markdown summary appended to
+`faultsim run` with a JSON report, a JUnit file, the HTML report, the Markdown summary appended to
 `$GITHUB_STEP_SUMMARY` and `::error` annotations, and hand the report's paths to the next
 steps through `$GITHUB_OUTPUT`. Its exit status is `faultsim run`'s (0, 1, 2, 3: docs/reference/exit-codes.md).
 
@@ -14,7 +14,9 @@ default):
     INPUT_BUDGET       seconds for the hypothesis search of schedules beyond the exhaustive
                        sweep (faultsim run --search-seconds; the sweep itself is not cut)
     INPUT_ARGS         more `faultsim run` options, split as a shell would
-    INPUT_REPORT_DIR   where report.json and junit.xml go (default: faultsim-report)
+    INPUT_REPORT_DIR   where report.json, junit.xml and report.html go (default:
+                       faultsim-report)
+    INPUT_HTML         "false": no HTML report (default: written, and uploaded)
 
 Testable off GitHub: every path comes from the environment given to `main`.
 """
@@ -33,6 +35,7 @@ def command(env: dict[str, str]) -> tuple[list[str], dict[str, str]]:
     shard = get("SHARD")
     suffix = "-shard-" + shard.replace("/", "-of-") if shard else ""
     report, junit = out_dir / f"report{suffix}.json", out_dir / f"junit{suffix}.xml"
+    html = out_dir / f"report{suffix}.html"
     args = ["run", *get("SCENARIOS").split()]
     for flag, name in (("--agent", "AGENT"), ("--crash-model", "CRASH_MODEL"),
                        ("--shard", "SHARD"), ("--search-seconds", "BUDGET")):
@@ -40,9 +43,12 @@ def command(env: dict[str, str]) -> tuple[list[str], dict[str, str]]:
             args += [flag, get(name)]
     args += shlex.split(get("ARGS"))
     args += ["--json", str(report), "--junit", str(junit), "--annotations"]
+    if get("HTML").lower() not in ("false", "0", "no"):
+        args += ["--html", str(html)]
     if env.get("GITHUB_STEP_SUMMARY"):
         args += ["--summary-md", env["GITHUB_STEP_SUMMARY"]]
     outputs = {"report": str(report), "junit": str(junit), "report-dir": str(out_dir),
+               "html": str(html) if "--html" in args else "",
                "artifact-name": "faultsim-report" + suffix}
     return args, outputs
 

@@ -298,12 +298,16 @@ def _write_reports(ns: argparse.Namespace, report) -> None:
         from .junit import write_junit
 
         write_junit(report, ns.junit)
+    if ns.html:
+        from .html_report import write_html
+
+        write_html(report.to_json(), ns.html)
     if ns.summary_md:
         from .ci import summary_markdown
 
         # appended: $GITHUB_STEP_SUMMARY collects a step's summaries
         with open(ns.summary_md, "a", encoding="utf-8") as f:
-            f.write(summary_markdown(report))
+            f.write(summary_markdown(report, html=ns.html))
 
 
 def cmd_list(ns: argparse.Namespace) -> int:
@@ -536,6 +540,15 @@ def cmd_replay(ns: argparse.Namespace) -> int:
     return EXIT_OK if result.ok else EXIT_VIOLATION
 
 
+def cmd_report_html(ns: argparse.Namespace) -> int:
+    from .html_report import from_json_file
+
+    out = ns.out or str(Path(ns.report).with_suffix(".html"))
+    from_json_file(ns.report, out)
+    print(f"faultsim: wrote {out}")
+    return EXIT_OK
+
+
 def cmd_validate(ns: argparse.Namespace) -> int:
     # no agent, no SDK: only the loader's table and the world's names are imported
     from .validate import scenario_files, validate_file
@@ -629,6 +642,8 @@ def build_parser() -> argparse.ArgumentParser:
                      help="LangGraph scenarios: the durability modes to explore, "
                           "comma-separated (default: sync,async,exit)")
     run.add_argument("--json", metavar="FILE", help="write the report as JSON")
+    run.add_argument("--html", metavar="FILE", help="write the report as one self-contained "
+                     "HTML page: the crash map, each counterexample, the run's facts")
     run.add_argument("--junit", metavar="FILE",
                      help="write a JUnit XML report: one test case per scenario, crash model "
                           "and invariant, failed with its first counterexample")
@@ -760,6 +775,14 @@ def build_parser() -> argparse.ArgumentParser:
                           "derived from the clean runs)")
     _debug_flag(rep)
     rep.set_defaults(func=cmd_replay)
+    rpt = sub.add_parser("report", help="turn a JSON report (--json) into another form")
+    rsub = rpt.add_subparsers(dest="report_command", required=True)
+    rht = rsub.add_parser("html", help="the HTML page of a JSON report (what --html writes)")
+    rht.add_argument("report", metavar="REPORT.json", help="a report faultsim run --json wrote")
+    rht.add_argument("--out", metavar="FILE", default=None,
+                     help="the page to write (default: REPORT.html beside the report)")
+    _debug_flag(rht)
+    rht.set_defaults(func=cmd_report_html)
     return parser
 
 

@@ -64,6 +64,7 @@ class Options:
     budget: float | None = None
     shard: tuple[int, int] | None = None
     record: bool = False
+    html: str | None = None  # --faultsim-html: the session's one HTML page
 
 
 def parse_shard(text: str) -> tuple[int, int]:
@@ -247,6 +248,7 @@ class PluginState:
     # where the xdist workers of one run share their clean runs (None: not under xdist);
     # found on first use
     shared_dir: Callable[[], Path | None] = lambda: None
+    mapped: set = field(default_factory=set)  # (test, crash model): full map sent (html)
 
     def explorer_for(self, settings: Settings) -> "PointwiseExplorer":
         from .pointwise import PointwiseExplorer
@@ -493,6 +495,16 @@ class FaultsimFixture:
                              "schedules of at most 2 crashes; longer ones are searched in "
                              "whole-scenario tests")
         self._request.node.user_properties.append(("faultsim", json.dumps(entry)))
+        if self._state.options.html:  # the runs travel to the session's page (xdist too)
+            test = entry["group"] if mode == "kill point" else entry["nodeid"]
+            for r in report.runs:
+                # a kill-point item sends its one kill point's verdict; the clean run's
+                # parts of the map once per group and worker (not once per kill point)
+                key = (test, r.crash_model)
+                sparse = mode == "kill point" and key in self._state.mapped
+                self._state.mapped.add(key)
+                self._request.node.user_properties.append(
+                    ("faultsim_run", json.dumps([test, mode, r.to_json(sparse_map=sparse)])))
 
     def _skip_for_budget(self) -> None:
         __tracebackhide__ = True

@@ -38,6 +38,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--faultsim-shard", metavar="I/N", default=None,
                     help="run shard I of N: a deterministic split of every scenario's kill "
                          "points (by position), for CI matrices; the N shards partition them")
+    group.addoption("--faultsim-html", metavar="FILE", default=None,
+                    help="write one HTML report for the session: every faultsim test's "
+                         "crash map and counterexamples (as faultsim run --html)")
     group.addoption("--faultsim-record", action="store_true", default=False,
                     help="re-record checkpoint-format corpora instead of checking them "
                          "(like a snapshot tool's update flag)")
@@ -119,7 +122,8 @@ def pytest_configure(config: pytest.Config) -> None:
         options = Options(seed=_setting(config, "faultsim_seed"),
                           crash_model=crash_model, crashes=crashes, budget=budget,
                           shard=parse_shard(shard) if shard is not None else None,
-                          record=config.getoption("faultsim_record"))
+                          record=config.getoption("faultsim_record"),
+                          html=config.getoption("faultsim_html"))
     except FaultsimUsageError as exc:
         raise pytest.UsageError(str(exc)) from None
     state = PluginState(options)
@@ -127,7 +131,8 @@ def pytest_configure(config: pytest.Config) -> None:
         state.shared_dir = lambda: _shared_dir(config)
     config.stash[_STATE] = state
     config.stash[_HEADER] = options
-    config.pluginmanager.register(_Summary(state), "faultsim-summary")
+    config.pluginmanager.register(_Summary(state, not hasattr(config, "workerinput")),
+                                  "faultsim-summary")
 
 
 # -- kill points as test items ---------------------------------------------------------------
@@ -238,14 +243,25 @@ class _Summary:
     """Collects what each faultsim test explored (from xdist workers too: user_properties
     travel with the report) and prints it at the end."""
 
-    def __init__(self, state: PluginState) -> None:
+    def __init__(self, state: PluginState, controller: bool = True) -> None:
         self.state = state
+        self.controller = controller  # not an xdist worker: the one to write the page
         self.entries: list = []
+        self.runs: list = []  # (test, mode, a JSON report's run), for --faultsim-html
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         if report.when == "call" or (report.when == "setup" and report.skipped):
             self.entries += [(report.nodeid, json.loads(value))
                              for name, value in report.user_properties if name == "faultsim"]
+            self.runs += [json.loads(value) for name, value in report.user_properties
+                          if name == "faultsim_run"]
+
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        path = self.state.options.html
+        if path and self.controller:
+            from .html_report import session_report, write_html
+
+            write_html(session_report(self.runs), path)
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         if not self.entries:
@@ -257,6 +273,8 @@ class _Summary:
             terminalreporter.write_line(line)
         for note in sorted({e["note"] for _, e in self.entries if "note" in e}):
             terminalreporter.write_line(f"note: {note}")
+        if self.state.options.html and self.controller:
+            terminalreporter.write_line(f"HTML report: {self.state.options.html}")
 
 
 def summary_lines(entries: list, budget: float | None) -> list[str]:

@@ -6,6 +6,7 @@ import shlex
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from .crashmap import counterexamples, crash_map
 from .killpoints import KillPoint, categories
 from .oracle import REGISTRY
 from .scenario import MAIN_TAG
@@ -65,6 +66,7 @@ class Verdict:
     order: int = 0  # among the crash states of one kill point
     earlier: tuple = ()  # the schedule's crashes before this one (`explore.Earlier`)
     resumed_at: int | None = None  # the model turn the resumed run asked first (0: turn 1)
+    escalated: bool = False  # its resumed run escalated to a person (legal, P11)
 
     @property
     def ok(self) -> bool:
@@ -165,7 +167,8 @@ class ModelRun:
                 f"--seed {shlex.quote(self.seed)}{self._timeout_option()} "
                 f"--kill-point {verdict.kill_point.id}")
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self, sparse_map: bool = False) -> dict[str, Any]:
+        """`sparse_map`: the map's explored kill points only (faultsim.crashmap)."""
         return {
             "scenario": self.scenario.id, "path": self.scenario.path, "agent": self.agent,
             "crash_model": self.crash_model, "mode": self.mode,
@@ -176,6 +179,10 @@ class ModelRun:
             "crash_states_escalated": self.escalated,
             "probes": [{"id": p.kill_point.id, "ok": p.ok} for p in self.probes],
             "seed": self.seed, "crashes": self.crashes,
+            "timeout": self.timeout, "wall_seconds": None if self.wall_seconds is None
+            else round(self.wall_seconds, 3),
+            "fingerprint": scenario_fingerprint(self.scenario.path),
+            "violating": len(self.failures),
             "schedules": {str(n): {"total": d.total, "explored": d.explored,
                                    "resumed": d.resumed, "searched": d.searched,
                                    "seconds": round(d.seconds, 3)}
@@ -190,6 +197,10 @@ class ModelRun:
                  else verdict.token(self),
                  "explanation": v.explanation}
                 for verdict in self.failures for v in verdict.violations],
+            # for the HTML page (faultsim.crashmap): every kill point's verdict, compactly,
+            # and each counterexample's details
+            "map": crash_map(self, SEVERITY, sparse=sparse_map),
+            "counterexamples": counterexamples(self, SEVERITY, RULES),
         }
 
     def counterexample(self, verdict: Verdict) -> str:
@@ -324,7 +335,10 @@ class Report:
         return all(run.ok for run in self.runs) and not self.refused
 
     def to_json(self) -> dict[str, Any]:
-        found = {"ok": self.ok, "runs": [run.to_json() for run in self.runs]}
+        from ._version import __version__
+
+        found = {"ok": self.ok, "version": __version__,
+                 "runs": [run.to_json() for run in self.runs]}
         if self.refused:  # a run stopped before its verdicts: what stopped it
             found["refused"] = [r.to_json() for r in self.refused]
         return found

@@ -107,10 +107,14 @@ def test_the_actions_entry_point_on_a_passing_agent_appends_to_the_summary(tmp_p
     assert out.splitlines()[0] == (
         f"faultsim run {TINY} --agent reference_agent --shard 2/3 --crashes 1 --workers 1 "
         f"--json {tmp_path}/out/report-shard-2-of-3.json --junit "
-        f"{tmp_path}/out/junit-shard-2-of-3.xml --annotations --summary-md "
-        f"{tmp_path}/summary.md")
+        f"{tmp_path}/out/junit-shard-2-of-3.xml --annotations --html "
+        f"{tmp_path}/out/report-shard-2-of-3.html --summary-md {tmp_path}/summary.md")
     summary = Path(env["GITHUB_STEP_SUMMARY"]).read_text()
     assert summary.startswith("earlier step\n## faultsim: all passed\n")
+    # the job summary points at the HTML page, which the upload step takes along
+    html = _outputs(tmp_path)["html"]
+    assert Path(html).read_text().startswith("<!DOCTYPE html>")
+    assert "report-shard-2-of-3.html" in summary
     assert "###" not in summary
     assert _outputs(tmp_path)["exit-code"] == "0"
 
@@ -141,15 +145,23 @@ def test_action_yml_runs_the_entry_point_with_every_input():
     assert run["run"] == "python -m faultsim.ci_action"
     env = run["env"]
     for name in ("scenarios", "agent", "crash-model", "shard", "budget", "args",
-                 "report-dir"):
+                 "report-dir", "html"):
         assert name in action["inputs"]
         assert env["INPUT_" + name.upper().replace("-", "_")] == "${{ inputs.%s }}" % name
         assert f"INPUT_{name.upper().replace('-', '_')}" in ci_action.__doc__
     upload = next(s for s in steps if "upload-artifact" in s.get("uses", ""))
     assert "steps.faultsim.outputs.report" in upload["with"]["path"]
+    assert "steps.faultsim.outputs.html" in upload["with"]["path"]
     assert upload["if"].startswith("always()")
 
 
 def test_budget_maps_to_the_search_time():
     args, _ = ci_action.command({"INPUT_BUDGET": "120"})
     assert args[args.index("--search-seconds") + 1] == "120"
+
+
+def test_the_html_report_is_written_unless_the_input_says_false():
+    args, outputs = ci_action.command({"INPUT_REPORT_DIR": "out"})
+    assert args[args.index("--html") + 1] == outputs["html"] == str(Path("out/report.html"))
+    args, outputs = ci_action.command({"INPUT_HTML": "false"})
+    assert "--html" not in args and outputs["html"] == ""

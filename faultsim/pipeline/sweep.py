@@ -189,7 +189,7 @@ class Sweep:
         run = self.runs[model]
         verdict = Verdict(point, model, state.persisted, violations, state, result.summary,
                           self.golden, order, earlier=self.earlier,
-                          resumed_at=result.first_position)
+                          resumed_at=result.first_position, escalated=result.escalated)
         if self.earlier:
             depth = run.depth(len(self.earlier) + 1)
             depth.explored += 1

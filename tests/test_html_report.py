@@ -1,0 +1,255 @@
+"""The HTML report: built from the JSON report alone (the same page from `--html` and from
+`faultsim report html`), self-contained, its counts the text report's, and drawn by a real
+browser (headless Chromium): every violation present, the counts, the map's cells. The
+pytest plugin writes one page for a session, its kill-point items merged into the map the
+whole-scenario run draws."""
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import re
+import shutil
+from collections import Counter
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pytest
+
+import browser
+from faultsim.ci import summary_markdown
+from faultsim.cli import main
+from faultsim.errors import UsageError
+from faultsim.html_report import NOT_PROVEN, from_json_file, render, session_report
+
+ROOT = Path(__file__).resolve().parent.parent
+RECEIPTS = ROOT / "examples/receipts"
+MUTANT = f"{RECEIPTS / 'receipts_agent.py'}:make_agent_without_intents"
+ARTIFACTS = ROOT / "artifacts"  # what CI keeps of a run (git-ignored)
+
+
+@pytest.fixture(scope="module")
+def receipts(tmp_path_factory):
+    """The receipts example's planted mistake (the receipt sent again after a crash), process
+    crashes and pairs: its text report, JSON report and page."""
+    out = tmp_path_factory.mktemp("html")
+    text = io.StringIO()
+    with contextlib.redirect_stdout(text):
+        status = main(["run", str(RECEIPTS / "scenario.toml"), "--agent", MUTANT,
+                       "--crash-model", "process", "--crashes", "2", "--json",
+                       str(out / "r.json"), "--html", str(out / "r.html"), "--examples", "0"])
+    assert status == 1
+    return {"text": text.getvalue(), "json": json.loads((out / "r.json").read_text()),
+            "html": out / "r.html", "dir": out}
+
+
+def _text_rows(text: str) -> list[list[str]]:
+    """The rows of the summary table `faultsim run` ends with."""
+    lines = text.splitlines()
+    start = max(i for i, line in enumerate(lines) if line.startswith("scenario  crash model"))
+    rows = []
+    for line in lines[start + 1:]:
+        if re.match(r"\d+ scenarios?, ", line):
+            break
+        rows.append(line.split())
+    return rows
+
+
+def _verdicts(run: dict) -> Counter:
+    m = run["map"]
+    alphabet = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+    return Counter(m["labels"][alphabet.index(c)] for c in m["points"]["verdict"])
+
+
+def test_the_map_counts_are_the_text_reports(receipts):
+    (row,) = _text_rows(receipts["text"])
+    (run,) = receipts["json"]["runs"]
+    name, model, points, passed, violations, _ = row
+    verdicts = _verdicts(run)
+    assert sum(verdicts.values()) == run["kill_points_total"] == 61
+    assert (name, model, int(points)) == (run["scenario"], run["crash_model"],
+                                         run["kill_points_explored"])
+    assert verdicts["passed"] + verdicts["escalated"] == int(passed) == 44
+    assert run["violating"] == int(violations) == 81
+    assert verdicts["effects_exactly_once"] == 61 - 44  # the failing kill points' cells
+    # pairs ran: each failing schedule of two crashes is a cell of the second-crash matrix
+    assert len(run["map"]["pairs"]) == sum(len(v["schedule"]) == 2 for v in run["violations"])
+    assert run["map"]["pairs"]
+
+
+def test_json_to_html_is_the_page_run_wrote(receipts, tmp_path):
+    page = tmp_path / "again.html"
+    assert main(["report", "html", str(receipts["dir"] / "r.json"), "--out", str(page)]) == 0
+    assert page.read_text() == receipts["html"].read_text()
+
+
+def test_the_page_is_self_contained_and_names_every_violation(receipts):
+    page = receipts["html"].read_text()
+    assert not re.findall(r"(?:src|href)\s*=\s*[\"']?(?:https?:)?//", page)
+    assert "http://" not in page and "https://" not in page
+    assert "<link" not in page and "<script src" not in page
+    run = receipts["json"]["runs"][0]
+    for v in run["violations"]:
+        assert v["token"] in page and v["invariant"] in page
+    for title, _ in NOT_PROVEN:
+        assert title in page
+
+
+def test_what_a_pass_does_not_prove_is_the_guarantees_page():
+    doc = (ROOT / "docs/explanation/guarantees.md").read_text()
+    section = doc.split("## What it does not establish")[1].split("\n## ")[0]
+    titles = re.findall(r"^- \*\*(.+?)\.\*\*", section, re.M)
+    assert titles == [t for t, _ in NOT_PROVEN]
+
+
+def test_a_file_that_is_no_report_is_a_one_line_error(tmp_path):
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"runs": [{"scenario": "x"}]}')
+    with pytest.raises(UsageError, match=r"bad.json: runs\[0\].map: missing"):
+        from_json_file(bad, tmp_path / "x.html")
+    bad.write_text("{")
+    with pytest.raises(UsageError, match="bad.json: not JSON"):
+        from_json_file(bad, tmp_path / "x.html")
+
+
+def test_the_markdown_summary_links_the_page(receipts, monkeypatch):
+    from faultsim.report import Report
+
+    for key in ("GITHUB_SERVER_URL", "GITHUB_REPOSITORY", "GITHUB_RUN_ID"):
+        monkeypatch.delenv(key, raising=False)
+    assert "[report.html](out/report.html)" in summary_markdown(Report(), html="out/report.html")
+    monkeypatch.setenv("GITHUB_SERVER_URL", "https://github.com")
+    monkeypatch.setenv("GITHUB_REPOSITORY", "o/r")
+    monkeypatch.setenv("GITHUB_RUN_ID", "7")
+    assert "(https://github.com/o/r/actions/runs/7#artifacts)" in summary_markdown(
+        Report(), html="out/report.html")
+    assert "HTML report" not in summary_markdown(Report())
+
+
+class _Dom(HTMLParser):
+    """What the test reads of the rendered page: elements by class, and their text."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.stack: list[tuple[str, dict]] = []
+        self.cells: dict[str, Counter] = {}  # map id -> cell class -> count
+        self.summary: list[list[str]] = []
+        self.violations: list[str] = []  # each violation row's text
+        self.counterexamples: list[str] = []  # their data-invariants
+        self.body: dict = {}
+        self._text: list[str] | None = None
+        self._cell: list[str] | None = None
+
+    def handle_starttag(self, tag, attrs):
+        a = dict(attrs)
+        classes = (a.get("class") or "").split()
+        if tag == "body":
+            self.body = a
+        if tag == "i" and self.stack:
+            maps = [x for _, x in self.stack if x.get("id", "").startswith("map-")]
+            if maps:
+                self.cells.setdefault(maps[-1]["id"], Counter())[classes[0]] += 1
+        if tag == "tr" and "violation" in classes:
+            self._text = []
+        if tag == "tr" and a.get("data-run") is not None and self._in("summary"):
+            self.summary.append([])
+        if tag == "td" and self._in("summary"):
+            self._cell = []
+        if tag == "section" and "cx" in classes:
+            self.counterexamples.append(a.get("data-invariants", ""))
+        if tag not in ("i", "input", "br", "meta"):
+            self.stack.append((tag, a))
+
+    def _in(self, cls: str) -> bool:
+        return any(cls in (x.get("class") or "").split() for _, x in self.stack)
+
+    def handle_endtag(self, tag):
+        if tag == "tr" and self._text is not None:
+            self.violations.append(" ".join(self._text))
+            self._text = None
+        if tag == "td" and self._cell is not None and self.summary:
+            self.summary[-1].append("".join(self._cell).strip())
+            self._cell = None
+        if all(t != tag for t, _ in self.stack):
+            return  # an element never pushed (<i>, <input>)
+        while self.stack.pop()[0] != tag:
+            pass
+
+    def handle_data(self, data):
+        if self._text is not None:
+            self._text.append(data)
+        if self._cell is not None:
+            self._cell.append(data)
+
+
+def test_a_real_browser_draws_every_violation_the_counts_and_the_cells(receipts):
+    binary = browser.require()
+    dom = _Dom()
+    dom.feed(browser.dump_dom(binary, receipts["html"]))
+    assert dom.body.get("data-rendered") == "1", "the page's script did not finish"
+    (run,) = receipts["json"]["runs"]
+    # the summary table: the text report's row, its counts exactly (its time is rounded
+    # from the JSON's seconds, the text's from the measured ones)
+    (row,) = _text_rows(receipts["text"])
+    assert [cells[:5] for cells in dom.summary] == [row[:5]]
+    # every violation, with its replay token
+    assert len(dom.violations) == len(run["violations"]) == 81
+    for shown, v in zip(dom.violations, run["violations"]):
+        assert v["invariant"] in shown and v["token"] in shown
+        assert " then ".join(v["schedule"]) in shown
+    # the map: a cell per kill point, coloured by the JSON's verdicts
+    verdicts = _verdicts(run)
+    labels = run["map"]["labels"]
+    assert dom.cells["map-0"] == Counter({f"v{labels.index(k)}": n for k, n in verdicts.items()})
+    assert dom.counterexamples == ["effects_exactly_once"]
+    # the screenshot CI keeps (artifacts/, docs/how-to/ci.md)
+    ARTIFACTS.mkdir(exist_ok=True)
+    browser.screenshot(binary, receipts["html"], ARTIFACTS / "html-report.png")
+    assert (ARTIFACTS / "html-report.png").stat().st_size > 10_000
+
+
+CATS = ("in-tool", "after-effect")  # 4 kill points: kept few, each item is a resumed run
+
+
+def test_the_plugin_writes_one_page_for_the_session(pytester, receipts):
+    """A whole-scenario test and the kill-point items of another, in one session: one page,
+    the items' map the whole run's, verdict for verdict."""
+    for name in ("scenario.toml", "receipts_agent.py"):
+        shutil.copy(RECEIPTS / name, pytester.path / name)
+    pytester.makepyfile(test_receipts=f"""
+        import pytest, faultsim
+        from receipts_agent import make_agent, make_agent_without_intents
+
+        @pytest.mark.faultsim("scenario.toml", agent=make_agent, crashes=1,
+                              crash_model="process", categories=("after-effect",))
+        def test_whole(crash_safety):
+            crash_safety.check()
+
+        @faultsim.parametrize(make_agent_without_intents, "scenario.toml", crashes=1,
+                              crash_model="process", categories={CATS!r})
+        def test_items(crash_safety):
+            crash_safety.check()
+        """)
+    page = pytester.path / "session.html"
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-q",
+                                           f"--faultsim-html={page}")
+    whole = receipts["json"]["runs"][0]
+    singles = {v["schedule"][0] for v in whole["violations"] if len(v["schedule"]) == 1
+               and any(f"-{c}-" in v["schedule"][0] for c in CATS)}
+    assert len(singles) == 1
+    result.assert_outcomes(passed=1 + 4 - 1, failed=1)
+    assert f"HTML report: {page}" in result.stdout.str()
+    text = page.read_text()
+    data = json.loads(text.split('id="faultsim-data">')[1].split("</script>")[0]
+                      .replace("<\\/", "</"))["report"]
+    whole, items = data["runs"]
+    assert whole["test"].endswith("::test_whole") and whole["violating"] == 0
+    assert items["test"].endswith("test_items") and items["kill_points_explored"] == 4
+    # the merged items judge each kill point as the CLI's whole run judged its single
+    # crashes (the receipts fixture's one-crash violations)
+    assert set(items["map"]["ids"].values()) == singles
+    assert _verdicts(items) == Counter({"unexplored": 61 - 4, "passed": 4 - 1,
+                                        "effects_exactly_once": 1})
+    assert items["violating"] == 1
+    assert {v["token"] for v in items["violations"]} <= set(re.findall(r"fs1_[\w-]+", text))
+    assert session_report([])["runs"] == []
