@@ -71,16 +71,18 @@ def crash_map(run: Any, severity: Sequence[str], sparse: bool = False) -> dict[s
     explored = {p.id for p in run.explored}
 
     def label(point_id: str) -> str:
-        if point_id not in explored:
-            return UNEXPLORED
+        # a failing verdict shows even where the run lists no explored point (a replay)
         if point_id in broken:
             return _label(broken[point_id], severity)
+        if point_id not in explored:
+            return UNEXPLORED
         return ESCALATED if point_id in escalated else PASSED
 
     if sparse:
         positions = {p.id: n for n, p in enumerate(run.kill_points)}
         out = {"labels": codes.labels, "explored": {
-            str(positions[p.id]): codes(label(p.id)) for p in run.explored}}
+            str(positions[i]): codes(label(i)) for i in explored | set(broken)
+            if i in positions}}
         return {**out, **_failing(run, broken, single, positions, codes, severity)}
     cats = list(CATEGORIES) + sorted({p.category for p in run.kill_points} - set(CATEGORIES))
     # Strings, not lists: one line each however the report is indented. Every event has a
