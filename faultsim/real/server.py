@@ -165,6 +165,10 @@ def _faultsim_died(run_dir: str) -> NoReturn:
     if _child is not None:
         try:
             os.killpg(_child, signal.SIGKILL)  # the incarnation and its process group
+        except (ProcessLookupError, PermissionError):
+            pass
+        try:
+            os.kill(_child, signal.SIGKILL)  # in case it had no group of its own yet
             os.waitpid(_child, 0)
         except (ProcessLookupError, ChildProcessError, PermissionError):
             pass
@@ -285,6 +289,10 @@ def _run_one(ctx: Context, job: dict, out_fd: int, me: int, deadline: float | No
             finally:
                 os._exit(70)
         os._exit(0)
+    try:  # its group, from this side too: a kill may come before the child's own call
+        os.setpgid(pid, pid)
+    except OSError:
+        pass  # it has exec'd or died already
     status, overdue = _wait(pid, job.get("deadline", deadline))
     how, code = _describe(status, overdue)
     if how != "exit":  # killed: its group with it (an overdue one was killed alone)
