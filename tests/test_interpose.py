@@ -96,6 +96,11 @@ def test_pyfakefs_internals_are_where_we_hook():
     osdefs = _class_defs(fake_os, "FakeOsModule")
     assert _params(osdefs["fsync"])[:2] == ["self", "fd"]
     assert _params(osdefs["fdatasync"])[:2] == ["self", "fd"]
+    for name in ("mkdir", "makedirs", "remove", "unlink", "rmdir"):  # refused outside
+        assert _params(osdefs[name])[:2] in (["self", "path"], ["self", "dir_name"],
+                                             ["self", "name"]), name
+    real_dir = _class_defs(fake_file, "FakeDirectoryFromRealDirectory")
+    assert "property" in _decorators(real_dir["entries"])  # lazily listed real folders
 
     call = _class_defs(fake_open, "FakeFileOpen")["call"]
     assert _params(call)[:3] == ["self", "file_", "mode"]
@@ -122,6 +127,10 @@ def test_pyfakefs_internals_are_where_we_hook():
     assert fake_file.FakeDirectory.add_entry.__module__ == ours
     assert fake_file.FakeDirectory.remove_entry.__module__ == ours
     assert fake_filesystem.FakeFilesystem.rename.__module__ == ours
+    for name in ("mkdir", "makedirs", "remove", "unlink", "rmdir"):
+        assert getattr(fake_os.FakeOsModule, name).__module__ == ours, name
+    entries = inspect.getattr_static(fake_file.FakeDirectoryFromRealDirectory, "entries")
+    assert entries.fget.__module__ == ours
     assert fake_filesystem.FakeFilesystem.stat.__module__ == ours
     assert fake_os.FakeOsModule.fsync.__module__ == ours
     assert fake_os.FakeOsModule.fdatasync.__module__ == ours

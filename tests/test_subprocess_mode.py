@@ -19,7 +19,7 @@ import pytest
 
 import faultsim
 from faultsim.loading import load_factory
-from faultsim.errors import AgentFailedCleanly, StoreNeedsSubprocess
+from faultsim.errors import AgentFailedCleanly, SandboxEscape, StoreNeedsSubprocess
 from faultsim.real.explore import SubprocessModeError, explore_subprocess
 from faultsim.real.pool import MARKER, sandbox_parent
 from reference_agent.mutants import DOUBLE_CRASH_NAMES, NAMES
@@ -156,7 +156,9 @@ def test_both_modes_refuse_a_failing_clean_run_in_the_same_words(agent, answer, 
 def test_a_write_outside_the_sandbox_is_refused(tmp_path):
     scenario = faultsim.load_scenario(TINY)
     before = os.path.exists("/tmp/faultsim-escape-test.log")
-    with pytest.raises(AgentFailedCleanly, match="outside the sandbox refused"):
+    # the finding in-process too (tests/test_sandbox_escape.py compares the two modes)
+    with pytest.raises(SandboxEscape, match="the clean run wrote outside its workdir: open "
+                       "for writing /tmp/faultsim-escape-test.log"):
         explore_subprocess("tests.broken_agents:escapes_sandbox", scenario, workers=1)
     assert os.path.exists("/tmp/faultsim-escape-test.log") == before
 

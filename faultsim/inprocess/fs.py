@@ -292,10 +292,11 @@ def install() -> None:
     # (a missing parent; `os.mkdir` re-raising our refusal as a bare EACCES): the same
     # escape, the same words.
     def refusing(func, what, only_missing=False):
-        def wrapper(self, path, *args, **kwargs):
+        def wrapper(self, *args, **kwargs):
             ip = _active
+            path = args[0] if args else next(iter(kwargs.values()), None)  # path, name...
             if ip is not None and not ip.quiet and not ip.killed and \
-                    not isinstance(path, int):
+                    path is not None and not isinstance(path, int):
                 fs = self.filesystem
                 try:
                     full = fs.absnormpath(fs.make_string_path(path))
@@ -304,7 +305,7 @@ def install() -> None:
                 if full is not None and ip.rel(full) is None and not (
                         only_missing and fs.exists(full)):
                     ip._outside(what, full)
-            return func(self, path, *args, **kwargs)
+            return func(self, *args, **kwargs)
         wrapper.__wrapped__ = func
         return wrapper
 
