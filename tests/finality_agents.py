@@ -15,6 +15,7 @@ import os
 import sys
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 from tests.state_agent import TOOLS, StateAgent, charge_card
 
@@ -127,6 +128,16 @@ class JoinedThread(StateAgent):
             f.write("done\n")
 
 
+POOL = ThreadPoolExecutor(max_workers=1)  # made once, at import: kept between incarnations
+
+
+class PooledTools(StateAgent):
+    """Runs its tools on a module-level thread pool: correct, if the pool outlives it."""
+
+    def charge(self, *args):
+        return POOL.submit(charge_card, *args).result()
+
+
 class AsyncAgent:
     """An async agent: its tool runs in a worker thread (`asyncio.to_thread`), a `finally:`
     saves its session; `retries` > 1 retries the model on anything, the kill included."""
@@ -218,6 +229,10 @@ def stray_thread(env):
 
 def joined_thread(env):
     return JoinedThread(env)
+
+
+def pooled_tools(env):
+    return PooledTools(env)
 
 
 def async_agent(env):

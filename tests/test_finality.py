@@ -161,6 +161,14 @@ def test_a_correct_agent_with_a_joined_thread_is_left_clean(charge):
     assert forked.ok and _stray_verdicts(forked) == _stray_verdicts(report)
 
 
+def test_a_thread_pool_kept_between_incarnations_serves_each_in_turn(charge):
+    # its worker was started by the first incarnation; later ones' work items are theirs
+    report = faultsim.explore(agents.pooled_tools, charge, crashes=1, workers=0)
+    assert _landed_everywhere(report) > 20
+    assert report.ok, report.counterexamples(3)
+    assert any(v.kill_point.category == "after-effect" for v in _verdicts(report))
+
+
 def test_subprocess_mode_reports_the_stray_thread_the_same(charge):
     few = lambda p: p.index in (4, 12, 13, 20)  # noqa: E731  (a start, a tool, a turn)
     real = explore_subprocess("tests.finality_agents:stray_thread", charge, workers=2,
