@@ -85,6 +85,7 @@ class Life:
     killer: tuple = ()  # (thread ident, asyncio task) it was raised in
     went_on: str | None = None  # how it went on after the kill (rule 2)
     threads: dict = field(default_factory=dict)  # Thread -> (what it runs, start site)
+    pooled: set = field(default_factory=set)  # those a thread pool started (its workers)
     strays: list[str] = field(default_factory=list)  # threads busy after run() (rule 3)
     grace: bool = False  # run() returned; its threads' last attempts are noted
     acted: list = field(default_factory=list)  # (Thread, what it tried) in the grace
@@ -144,22 +145,26 @@ def end(life: Life, killed: bool, raised: BaseException | None) -> None:
             thread.join(max(0.0, deadline - time.monotonic()))
         life.grace = False
         acted = {t for t, _ in life.acted}
-        life.strays = [f"thread {name} started at {site} was still working after run() "
-                       "returned" for t, (name, site) in life.threads.items()
+        life.strays = [f"{name} started at {site} was still working after run() returned"
+                       for t, (name, site) in life.threads.items()
                        if t in acted or (t.is_alive() and _busy(t))]
     for thread in busy:  # stopped: the exception lands at its next step
-        if thread.is_alive():
+        # not a pool's worker: its work items are refused already, and an exception
+        # landing between two of them would end the worker a later incarnation may use
+        if thread.is_alive() and thread not in life.pooled:
             ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(thread.ident),
                                                        ctypes.py_object(Killed))
 
 
-def _describe(thread: threading.Thread) -> str:
+def _describe(thread: threading.Thread, pooled: bool) -> str:
     """The thread by what it runs: its number in a name (Thread-3) counts every thread the
     process ever started, which no two runs need agree on."""
     target = getattr(thread, "_target", None)
+    if pooled:
+        return "a thread pool's worker"
     if target is not None:
-        return getattr(target, "__qualname__", repr(target))
-    return f"{type(thread).__qualname__}.run"
+        return "thread " + getattr(target, "__qualname__", repr(target))
+    return f"thread {type(thread).__qualname__}.run"
 
 
 def refuse_stray(what: str, subject: Any = "") -> None:
@@ -257,6 +262,7 @@ def _site() -> str:
 
 # -- the patches ---------------------------------------------------------------------------
 _installed = False
+_pool_worker: Any = None  # concurrent.futures.thread._worker, a pool thread's target
 
 
 def _install() -> None:
@@ -273,7 +279,10 @@ def _install() -> None:
         life = _owner()
         if life is not None and not life.over and not _started_by_faultsim():
             self._faultsim_life = life
-            life.threads[self] = (_describe(self), _site())
+            pooled = getattr(self, "_target", None) is _pool_worker
+            if pooled:
+                life.pooled.add(self)
+            life.threads[self] = (_describe(self, pooled), _site())
             _tagged = True
         return start(self, *args, **kwargs)
 
@@ -295,6 +304,9 @@ def _install() -> None:
     atexit.register, atexit.unregister = atexit_register, atexit_unregister
 
     from concurrent.futures import thread as pool
+
+    global _pool_worker
+    _pool_worker = pool._worker
 
     item_init, item_run = pool._WorkItem.__init__, pool._WorkItem.run
 

@@ -8,12 +8,14 @@ Each counts in `RAN` what its cleanup did in this process (the tests run them wi
 `workers=0`, in this process, to read it)."""
 from __future__ import annotations
 
+import asyncio
 import atexit
 import json
 import os
 import sys
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 from tests.state_agent import TOOLS, StateAgent, charge_card
 
@@ -126,6 +128,85 @@ class JoinedThread(StateAgent):
             f.write("done\n")
 
 
+POOL = ThreadPoolExecutor(max_workers=1)  # made once, at import: kept between incarnations
+
+
+class PooledTools(StateAgent):
+    """Runs its tools on a module-level thread pool: correct, if the pool outlives it."""
+
+    def charge(self, *args):
+        return POOL.submit(charge_card, *args).result()
+
+
+class AsyncAgent:
+    """An async agent: its tool runs in a worker thread (`asyncio.to_thread`), a `finally:`
+    saves its session; `retries` > 1 retries the model on anything, the kill included."""
+
+    retries = 1
+
+    def __init__(self, env):
+        self.env, self.path = env, os.path.join(str(env.workdir), "state.json")
+
+    def save(self, state):
+        with open(self.path + ".tmp", "w") as f:
+            f.write(json.dumps(state))
+        os.replace(self.path + ".tmp", self.path)
+
+    async def ask(self, messages):
+        for attempt in range(self.retries):
+            try:
+                return await self.env.async_client.messages.create(
+                    model=self.env.model, max_tokens=256, tools=TOOLS, messages=messages)
+            except BaseException:
+                if attempt + 1 == self.retries:
+                    raise
+                _ran("swallowed")
+        raise AssertionError("unreachable")
+
+    async def run(self):
+        os.makedirs(str(self.env.workdir), exist_ok=True)
+        try:
+            return await self._run()
+        finally:
+            with open(os.path.join(str(self.env.workdir), "session.json"), "w") as f:
+                f.write(repr(sys.exc_info()[0]))
+
+    async def _run(self):
+        if os.path.exists(self.path):
+            with open(self.path) as f:
+                state = json.load(f)
+        else:
+            state = {"messages": [{"role": "user", "content": self.env.task}], "pending": []}
+            self.save(state)
+        while True:
+            last = state["messages"][-1]
+            if last["role"] == "assistant" and not state["pending"]:
+                return "".join(b.get("text", "") for b in last["content"]
+                               if b["type"] == "text")
+            if not state["pending"]:
+                r = await self.ask(state["messages"])
+                state["messages"].append({"role": "assistant", "content": [
+                    b.model_dump(exclude_none=True) for b in r.content]})
+                state["pending"] = [{"id": b.id, "input": b.input} for b in r.content
+                                    if b.type == "tool_use"]
+                self.save(state)
+                continue
+            results = []
+            for call in state["pending"]:
+                out = await asyncio.to_thread(charge_card, call["input"]["customer"],
+                                              call["input"]["cents"],
+                                              f"{self.env.task_id}:{call['id']}")
+                results.append({"type": "tool_result", "tool_use_id": call["id"],
+                                "content": json.dumps(out)})
+            state["messages"].append({"role": "user", "content": results})
+            state["pending"] = []
+            self.save(state)
+
+
+class AsyncSwallower(AsyncAgent):
+    retries = 3
+
+
 def framework_cleanup(env):
     return FrameworkCleanup(env)
 
@@ -148,6 +229,18 @@ def stray_thread(env):
 
 def joined_thread(env):
     return JoinedThread(env)
+
+
+def pooled_tools(env):
+    return PooledTools(env)
+
+
+def async_agent(env):
+    return AsyncAgent(env)
+
+
+def async_swallower(env):
+    return AsyncSwallower(env)
 
 
 __all__ = ["TOOLS", "charge_card"]

@@ -43,6 +43,9 @@ class StateAgent:
         finally:
             os.close(fd)
 
+    def charge(self, customer, cents, key):  # the tool (a subclass may run it elsewhere)
+        return charge_card(customer, cents, key)
+
     def run(self):
         os.makedirs(str(self.env.workdir), exist_ok=True)
         if os.path.exists(self.path) and not self.forgetful:
@@ -67,7 +70,7 @@ class StateAgent:
                 continue
             results = []
             for call in state["pending"]:
-                out = charge_card(call["input"]["customer"], call["input"]["cents"],
+                out = self.charge(call["input"]["customer"], call["input"]["cents"],
                                   f"{self.env.task_id}:{call['id']}")
                 results.append({"type": "tool_result", "tool_use_id": call["id"],
                                 "content": json.dumps(out)})

@@ -100,10 +100,30 @@ def test_swallowing_the_kill_is_reported_once_where_it_went_on(charge):
         assert f"the kill was caught in {where}, in create" in violation.explanation
     # the same verdicts under the forking executor
     forked = faultsim.explore(agents.swallows_the_kill, charge, crashes=1)
-    assert {(v.kill_point.id, tuple(x.explanation for x in v.violations))
-            for v in _verdicts(forked)} == \
-        {(v.kill_point.id, tuple(x.explanation for x in v.violations))
-         for v in _verdicts(report)}
+    assert _explained(forked) == _explained(report)
+
+
+def _explained(report) -> set:
+    return {(v.kill_point.id, tuple(x.explanation for x in v.violations))
+            for v in _verdicts(report)}
+
+
+def test_an_async_agent_cleans_up_clean_and_its_swallowing_twin_is_caught(charge):
+    # the kill lands in the agent's task, and in the worker thread of its tool
+    for executor in ({"workers": 0}, {}):
+        clean = faultsim.explore(agents.async_agent, charge, crashes=1, **executor)
+        assert _landed_everywhere(clean) > 20
+        assert clean.ok, clean.counterexamples(3)
+        assert not any(b"Killed" in _files(v).get("session.json", b"")
+                       for v in _verdicts(clean))
+    agents.RAN.clear()
+    caught = faultsim.explore(agents.async_swallower, charge, crashes=1, workers=0)
+    bad = [v for v in _verdicts(caught) if not v.ok]
+    assert agents.RAN["swallowed"] == 2 * len(bad) and len(bad) == 2
+    where = f"tests/finality_agents.py:{_line(agents.AsyncAgent.ask, 'await self.env')}"
+    assert all(f"it asked the model at {where}" in v.violations[0].explanation for v in bad)
+    forked = faultsim.explore(agents.async_swallower, charge, crashes=1)
+    assert _explained(forked) == _explained(caught)
 
 
 def _stray_verdicts(report) -> set:
@@ -139,6 +159,14 @@ def test_a_correct_agent_with_a_joined_thread_is_left_clean(charge):
     assert inside
     forked = faultsim.explore(agents.joined_thread, charge, crashes=1)
     assert forked.ok and _stray_verdicts(forked) == _stray_verdicts(report)
+
+
+def test_a_thread_pool_kept_between_incarnations_serves_each_in_turn(charge):
+    # its worker was started by the first incarnation; later ones' work items are theirs
+    report = faultsim.explore(agents.pooled_tools, charge, crashes=1, workers=0)
+    assert _landed_everywhere(report) > 20
+    assert report.ok, report.counterexamples(3)
+    assert any(v.kill_point.category == "after-effect" for v in _verdicts(report))
 
 
 def test_subprocess_mode_reports_the_stray_thread_the_same(charge):
