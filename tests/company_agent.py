@@ -11,7 +11,6 @@ depended on which other kill points (and crash models) ran beside it: alone, fou
 with the point before it, gone."""
 from __future__ import annotations
 
-import json
 import os
 import sys
 from pathlib import Path
