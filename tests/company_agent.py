@@ -3,14 +3,14 @@ example's agent plus a best-effort progress note, saved atomically, whose bare `
 (meant for a full disk) also swallows a kill and lets the dead incarnation go on writing.
 
 A kill inside the note's save is a finding at each such kill point (the incarnation kept
-working after its kill). The kill points just after the note's temporary file is written
-and just after it is fsynced leave equal crash states: the forking executor resumed the
-second one's state by the first one's run and dropped what the kill at the second point
-set off, so whether a kill point was a finding depended on which other kill points (and
-crash models) ran beside it."""
+working after its kill). The crash states those kills leave differ from a judged one only
+in the note's temporary file, which a resumed run never looks at before writing it over,
+so they share that state's resumed run; the forking executor then forked no child at
+those points and dropped what their kills set off. Whether a kill point was a finding
+depended on which other kill points (and crash models) ran beside it: alone, found;
+with the point before it, gone."""
 from __future__ import annotations
 
-import json
 import os
 import sys
 from pathlib import Path

@@ -96,14 +96,16 @@ def test_the_example_gets_the_same_verdicts_in_both_modes(name, spec, shard, cau
 
 
 @pytest.mark.parametrize("factory, caught", [("make_agent", False),
+                                             ("make_agent_os_write", False),
                                              ("make_agent_drops_thinking", True)])
 def test_a_thinking_agents_jsonl_conversation_in_both_modes(factory, caught):
     """A user's agent: each message (thinking blocks included) appended as a JSON line and
     fsynced, read back on restart, a torn last line cut off. Correct, it passes both modes
-    at every kill point, torn appends included; logging the replies without their
-    thinking is caught in both at the same crash states."""
+    at every kill point, torn appends included (and appending with os.write on an O_APPEND
+    descriptor, on a shard); logging the replies without their thinking is caught in both
+    at the same crash states."""
     real, model, stats = _both_modes(f"{TESTS / 'thinking_jsonl_agent.py'}:{factory}",
-                                     THINKING, None if not caught else (1, 3))
+                                     THINKING, None if factory == "make_agent" else (1, 3))
     assert real == model
     torn = [k for k in real if "conversation.jsonl" in k and "@" in k]
     assert torn  # kills inside the appends landed, in both modes

@@ -50,12 +50,20 @@ def read_log(path: str) -> list[dict]:
     return messages
 
 
-def append_log(path: str, message: dict) -> None:
+def append_log(path: str, message: dict, raw: bool = False) -> None:
     new = not os.path.exists(path)
-    with open(path, "a", encoding="utf-8") as f:
-        f.write(json.dumps(message) + "\n")
-        f.flush()
-        os.fsync(f.fileno())
+    if raw:  # the same append on a bare descriptor (os.write lands at the end: O_APPEND)
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            os.write(fd, (json.dumps(message) + "\n").encode())
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+    else:
+        with open(path, "a", encoding="utf-8") as f:
+            f.write(json.dumps(message) + "\n")
+            f.flush()
+            os.fsync(f.fileno())
     if new:
         fd = os.open(os.path.dirname(path), os.O_RDONLY)
         try:
@@ -65,8 +73,8 @@ def append_log(path: str, message: dict) -> None:
 
 
 class ThinkingAgent:
-    def __init__(self, env, keep_thinking: bool = True) -> None:
-        self.env, self.keep_thinking = env, keep_thinking
+    def __init__(self, env, keep_thinking: bool = True, raw: bool = False) -> None:
+        self.env, self.keep_thinking, self.raw = env, keep_thinking, raw
         self.path = os.path.join(str(env.workdir), "conversation.jsonl")
 
     def run(self):
@@ -74,7 +82,7 @@ class ThinkingAgent:
         messages = read_log(self.path)
         if not messages:
             messages = [{"role": "user", "content": self.env.task}]
-            append_log(self.path, messages[0])
+            append_log(self.path, messages[0], self.raw)
         while True:
             last = messages[-1]
             if last["role"] == "assistant":
@@ -93,7 +101,7 @@ class ThinkingAgent:
                 message = {"role": "assistant",
                            "content": [b.model_dump(exclude_none=True) for b in reply.content]}
             if self.keep_thinking:
-                append_log(self.path, message)
+                append_log(self.path, message, self.raw)
             else:  # logs what it reads, keeps the whole reply in memory only
                 append_log(self.path, {**message, "content": [
                     b for b in message["content"] if b["type"] not in ("thinking",
@@ -107,3 +115,7 @@ def make_agent(env):
 
 def make_agent_drops_thinking(env):
     return ThinkingAgent(env, keep_thinking=False)
+
+
+def make_agent_os_write(env):
+    return ThinkingAgent(env, raw=True)
