@@ -36,6 +36,7 @@ class AgentEnv:
     mark: Callable[..., None] | None = None  # optional: the agent may report protocol marks
     store: "Store | None" = None  # where the scenario says checkpoints live (None: files)
     world: "World | None" = None  # for faultsim's own adapters (faultsim.adapters.*) only
+    max_turns: int = 10_000  # the scenario's turn limit (`max_turns`): stop a runaway loop
     # builds `async_client` on first use: most agents are sync, and a client costs ~0.6 ms
     async_factory: "Callable[[], anthropic.AsyncAnthropic] | None" = field(default=None,
                                                                            repr=False)

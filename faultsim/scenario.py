@@ -117,6 +117,9 @@ class Scenario:
     # addresses besides faultsim's own the agent may connect to ([sandbox] allow)
     allow: tuple[tuple[str, int], ...] = ()
     checkpoint: CheckpointSpec = DEFAULT_CHECKPOINT  # where the agent keeps its state
+    # the agent's turn limit (AgentEnv.max_turns): high enough for any realistic task, there
+    # only to stop a runaway loop
+    max_turns: int = 10_000
 
     def build_world(self, *, retry_after_ms: int = 1) -> World:
         world = World(clock=WorldClock(self.start_time), retry_after_ms=retry_after_ms,
@@ -186,6 +189,8 @@ SECTIONS: dict[str, dict[str, Field]] = {
                                 doc="models that accept a conversation ending with an "
                                     "assistant turn (default: none, as the API today)"),
         "start_time": Field("instant", "an ISO-8601 instant", "2026-10-01T09:00:00Z"),
+        "max_turns": Field("integer", "an integer >= 1", 10_000, minimum=1,
+                           doc="the most model turns the agent may take (env.max_turns)"),
         "services": Field("map", "a table of [services.NAME]", {}, of="service"),
         "turns": Field("array", "a list of [[turns]] tables", of="turn", min_items=1,
                        doc="the model's script: one entry per model answer"),
@@ -582,6 +587,10 @@ def parse_scenario(data: dict, path: str | Path = "<scenario>") -> Scenario:
                          entry) from None
 
     scenario_id = r.get(data, "id", "", str, "a scenario id", Path(path).stem)
+    max_turns = r.get(data, "max_turns", "", int, "an integer >= 1",
+                      default("scenario", "max_turns"))
+    if max_turns < 1:
+        raise r.fail("max_turns", "an integer >= 1", max_turns)
     return Scenario(
         id=scenario_id, path=str(path), task=task, profile=profile,
         script=Script(task=task, turns=turns, tag=MAIN_TAG, faults=faults[MAIN_TAG]),
@@ -591,7 +600,7 @@ def parse_scenario(data: dict, path: str | Path = "<scenario>") -> Scenario:
                                               default("scenario", "model")),
         start_time=start, subagents=tuple(subagents), store=StoreSpec(store_kind),
         langgraph=langgraph, prefill_models=_prefill_models(r, data), allow=tuple(allow),
-        checkpoint=checkpoint)
+        checkpoint=checkpoint, max_turns=max_turns)
 
 
 def _prefill_models(r: Any, data: dict) -> tuple[str, ...] | None:

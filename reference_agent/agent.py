@@ -24,7 +24,7 @@ from .tools import (BLIND, KEYED, TOOLS, Tool, ToolInputError, get_tool, target_
 SYSTEM_PROMPT = ("You are a careful operations agent. Use the tools to complete the task, "
                  "one step at a time, and finish with a short final answer.")
 MAX_TOKENS = 1024
-MAX_TURNS = 200
+MAX_TURNS = 10_000  # when the env names no limit (the scenario's max_turns, env.max_turns)
 KEY_WINDOW = _dt.timedelta(hours=24)  # how long receivers keep idempotency keys
 
 
@@ -72,6 +72,7 @@ class Agent:
         self.run_id = run_id or env.task_id
         self.namespace = namespace or self.run_id
         self.model = getattr(env, "model", None) or "claude-sonnet-5-5"
+        self.max_turns = getattr(env, "max_turns", None) or MAX_TURNS
         self.root = Path(env.workdir)
         self.workspace = self.root / "workspace"
         self.dir = self.root / "runs" / self.namespace
@@ -140,8 +141,8 @@ class Agent:
         while True:
             if self._finished(checkpoint):
                 return self._finish(checkpoint)
-            if checkpoint.turns >= MAX_TURNS:
-                raise AgentError(f"{self.namespace}: stopped after {MAX_TURNS} turns")
+            if checkpoint.turns >= self.max_turns:
+                raise AgentError(f"{self.namespace}: stopped after {self.max_turns} turns")
             response = self.client.messages.create(
                 model=self.model, max_tokens=MAX_TOKENS, system=SYSTEM_PROMPT,
                 tools=[t.spec() for t in TOOLS.values()], messages=checkpoint.messages)

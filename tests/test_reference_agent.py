@@ -258,3 +258,26 @@ def test_retention_keeps_failed_runs_for_a_week(support_tickets, delegation, tmp
     assert (runs / "support_tickets").exists()
     _finish(delegation, tmp_path, advance=dt.timedelta(days=8))
     assert not (runs / "support_tickets").exists()
+
+
+def test_the_scenarios_turn_limit_reaches_the_agent(tmp_path):
+    """A long task is not capped by the agent (the reference agent stopped at 200 turns);
+    the scenario's `max_turns` reaches it as `env.max_turns` and stops a runaway loop."""
+    import sys
+    from pathlib import Path
+
+    import faultsim
+    from faultsim.scenario import load_scenario
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
+    from scaling import scenario_text
+
+    path = tmp_path / "long.toml"
+    path.write_text(scenario_text(201).replace("max_turns = 211\n", ""))
+    scenario = load_scenario(path)
+    assert scenario.max_turns == 10_000  # the default caps no realistic task
+    record = faultsim.run_once(scenario, reference_agent.make_agent)
+    assert record.outcome.turns == 202 and record.outcome.status == "completed"
+    path.write_text(scenario_text(5).replace("max_turns = 15", "max_turns = 3"))
+    with pytest.raises(reference_agent.agent.AgentError, match="stopped after 3 turns"):
+        faultsim.run_once(load_scenario(path), reference_agent.make_agent)

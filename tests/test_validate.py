@@ -113,8 +113,8 @@ def test_validate_reports_every_problem_on_its_line(tmp_path):
     got = [str(p).removeprefix(str(bad) + ":") for p in validate_file(bad)]
     assert got == [
         "4: colour: expected one of the known keys checkpoint, expected_final_answer, "
-        "fault_profile, id, langgraph, model, prefill_models, sandbox, services, start_time, "
-        "store, subagents, task, turns, got 'an unknown key'",
+        "fault_profile, id, langgraph, max_turns, model, prefill_models, sandbox, services, "
+        "start_time, store, subagents, task, turns, got 'an unknown key'",
         "7: services.payments.kind: expected one of keyed, queryable, blind, readonly, "
         "got 'keyd'",
         "8: services.payments.key_retention_hours: expected a positive number, got -1",
@@ -248,6 +248,7 @@ def test_the_loader_takes_its_defaults_from_the_table(tmp_path):
     assert sc.store.kind == SECTIONS["store"]["kind"].default
     assert sc.start_time.startswith(SECTIONS["scenario"]["start_time"].default[:19])
     assert sc.id == "least"
+    assert sc.max_turns == SECTIONS["scenario"]["max_turns"].default
 
 
 def _paths(value, path=()):
