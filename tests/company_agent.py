@@ -1,6 +1,6 @@
 """A user's agent whose verdicts once depended on the company they kept: the receipts
 example's agent plus a best-effort progress note, saved atomically, whose bare `except:`
-(meant for a full disk) also swallows a kill and lets the dead incarnation go on writing.
+(meant for a full disk) also swallows a kill and lets the dead incarnation go on working.
 
 A kill inside the note's save is a finding at each such kill point (the incarnation kept
 working after its kill). The crash states those kills leave differ from a judged one only

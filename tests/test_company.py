@@ -54,7 +54,7 @@ def test_the_probe_agent_is_a_finding_at_each_kill_inside_its_note():
     points, verdicts = _reference("swallows_a_kill")
     inside = [p.id for p in points if "progress.json" in p.where]
     found = {pid for (model, pid, _), v in verdicts.items()
-             if model == "process" and any(i == "no_write_after_kill" for i, _ in v)}
+             if model == "process" and any(i == "no_work_after_kill" for i, _ in v)}
     assert len(inside) >= 10 and set(inside) <= found  # every kill inside the note
     # and the receipts agent it is built on is clean there (the swallow is the finding)
     clean = faultsim.explore(load_factory(f"{ROOT / 'examples/receipts/receipts_agent.py'}"
