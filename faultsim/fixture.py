@@ -34,7 +34,7 @@ if TYPE_CHECKING:
 MARKER = "faultsim"
 _MARKER_KEYS = ("scenario", "agent", "crash_model", "crashes", "seed", "timeout",
                 "categories", "kill_points", "mode")
-DEFAULTS = {"crash_model": "process", "crashes": 2, "seed": "0", "timeout": 30.0}
+DEFAULTS = {"crash_model": "process", "crashes": 2, "seed": "0", "timeout": "auto"}
 
 
 def parametrize(agent: Callable | str, scenario: str | Path, *, crash_model: str | None = None,

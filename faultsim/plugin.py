@@ -103,7 +103,7 @@ def pytest_report_header(config: pytest.Config) -> list[str] | None:
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", f"{MARKER}(scenario, agent=None, crash_model='process', crashes=2, "
-        "seed='0', timeout=30, categories=None, kill_points=False, mode='auto'): a faultsim "
+        "seed='0', timeout='auto', categories=None, kill_points=False, mode='auto'): a faultsim "
         "test of agent on scenario; kill_points=True (or faultsim.parametrize) makes one test "
         "item per kill point; mode='subprocess' runs real processes killed by SIGKILL (auto: "
         "for scenarios whose [store] is sqlite or redis)")

@@ -44,13 +44,15 @@ class PointwiseExplorer:
 
     def __init__(self, make_agent: Callable, scenario: Scenario, *, agent_name: str,
                  crash_model: str = "process", crashes: int = 2, seed: str = "0",
-                 timeout: float | None = 30.0, workers: int = 1,
+                 timeout: float | str | None = "auto", workers: int = 1,
                  equivalences: bool = True) -> None:
         options = ExploreOptions(crash_model=crash_model, crashes=crashes, seed=seed,
                                  timeout=timeout, mode="in-process")
         self.make_agent, self.scenario, self.agent_name = make_agent, scenario, agent_name
         self.models = options.models
-        self.crashes, self.seed, self.timeout = min(crashes, 2), options.seed, timeout
+        self.crashes, self.seed = min(crashes, 2), options.seed
+        # under "auto" the resumed runs' limit derives from the clean runs (record_golden)
+        self.asked_timeout = self.timeout = timeout
         self.workers = workers if hasattr(os, "fork") else 0
         self.equivalences = equivalences
         self.golden = None
@@ -73,11 +75,14 @@ class PointwiseExplorer:
         process, and once per run under xdist (the first worker's, read by the others)."""
         if self.golden is None:
             with self._turn():  # one worker runs them; the others wait, then read
-                self.golden = self._shared_golden()
-                if self.golden is None:
+                shared = self._shared_golden()
+                if shared is None:
                     with self._explorer() as ex:
                         self.golden = ex.golden()
+                        self.timeout = ex.timeout  # derived from the clean runs ("auto")
                     self._share_golden()
+                else:
+                    self.golden, self.timeout = shared
             self.kill_points = self.golden.kill_points()
         return self.kill_points
 
@@ -110,7 +115,7 @@ class PointwiseExplorer:
         tmp = f"{self.golden_cache}.{os.getpid()}.tmp"
         try:
             with open(tmp, "wb") as f:
-                pickle.dump(self.golden, f)
+                pickle.dump((self.golden, self.timeout), f)
             os.replace(tmp, self.golden_cache)  # whole or absent for the other workers
         except (OSError, pickle.PicklingError, TypeError, AttributeError):
             with contextlib.suppress(OSError):
@@ -132,7 +137,8 @@ class PointwiseExplorer:
         started = _real_time.real_perf_counter()
         runs = {m: ModelRun(scenario=self.scenario, agent=self.agent_name, crash_model=m,
                             kill_points=self.kill_points, explored=[point], seed=self.seed,
-                            crashes=self.crashes) for m in self.models}
+                            crashes=self.crashes, timeout=self.asked_timeout)
+                for m in self.models}
         with self._explorer() as ex:
             sweep = Sweep(self.golden, runs, memo=self._memo, insensitive=self._insensitive,
                           resumed_from=self._resumed_from, equivalences=self.equivalences, keep_traces=self.crashes >= 2)

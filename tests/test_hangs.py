@@ -94,3 +94,22 @@ def test_hung_states_share_one_hang_exactly_as_resuming_each():
     assert len(_hangs(shared)) == len(shared.runs[0].verdicts) == 6  # six kills, all hung
     # equal states share in both; the temp file's torn contents only with equivalences
     assert shared.runs[0].judged == 1 and every.runs[0].judged == 5  # one hang, not five
+
+
+def test_the_plugins_kill_point_items_derive_the_limit_too(tmp_path):
+    """The pytest plugin's items (one kill point each, the clean runs shared between xdist
+    workers through a file) stop a hang at the same derived limit, not at 30 s."""
+    from faultsim.pointwise import PointwiseExplorer
+
+    def explorer():
+        found = PointwiseExplorer(user_agents.hangs_on_resume, SCENARIO,
+                                  agent_name="user_agents:hangs_on_resume", crashes=1)
+        found.golden_cache = tmp_path / "golden.pickle"
+        return found
+
+    first = explorer()
+    (hang,) = _hangs(first.check(AT_THE_TOOL_CALL))
+    assert first.timeout == HANG_FLOOR and "no answer within 3 s" in hang
+    second = explorer()  # another worker: reads the first one's clean runs and limit
+    second.record_golden()
+    assert second.timeout == HANG_FLOOR and second.golden is not None
