@@ -1,6 +1,8 @@
 """Crash-then-resume driver for hand-made crash tests."""
 from __future__ import annotations
 
+import socket
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -66,3 +68,28 @@ def scenario_from(tmp_path_factory, text: str):
     path = tmp_path_factory.mktemp(name) / f"{name}.toml"
     path.write_text(text)
     return load_scenario(path)
+
+
+class CountingServer:
+    """Accepts on 127.0.0.1 and counts connections: the real service nobody may reach
+    (the network guard's and the containment's tests aim probes at it)."""
+
+    def __init__(self) -> None:
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(16)
+        self.port = self.sock.getsockname()[1]
+        self.count = 0
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            self.count += 1
+            conn.close()
+
+    def close(self) -> None:
+        self.sock.close()

@@ -21,10 +21,8 @@ import asyncio
 import multiprocessing
 import os
 import pty
-import socket
 import subprocess
 import sys
-import threading
 import time
 
 import pytest
@@ -35,32 +33,12 @@ from faultsim.errors import UncontainedProcess, UnroutedEffect
 from faultsim.loading import load_factory
 
 from conftest import DATA
+from helpers import CountingServer
 
 AGENT = "tests.contain_agent"
 SCENARIO = DATA / "contain.toml"
 linux = pytest.mark.skipif(not sys.platform.startswith("linux"),
                            reason="subprocess mode: Linux")
-
-
-class CountingServer:
-    """Accepts on 127.0.0.1 and counts connections: the real service nobody may reach."""
-
-    def __init__(self) -> None:
-        self.sock = socket.socket()
-        self.sock.bind(("127.0.0.1", 0))
-        self.sock.listen(16)
-        self.port = self.sock.getsockname()[1]
-        self.count = 0
-        threading.Thread(target=self._serve, daemon=True).start()
-
-    def _serve(self) -> None:
-        while True:
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:
-                return
-            self.count += 1
-            conn.close()
 
 
 @pytest.fixture
@@ -81,7 +59,7 @@ def probe(monkeypatch, tmp_path):
         return server, watch
 
     yield use
-    server.sock.close()
+    server.close()
 
 
 def _in_process(**kw):

@@ -10,40 +10,15 @@ import socket
 import subprocess
 import sys
 import textwrap
-import threading
 from pathlib import Path
 
 import pytest
 
 import faultsim
 from faultsim.errors import UnroutedEffect
+from helpers import CountingServer
 
 ROOT = Path(__file__).resolve().parent.parent
-
-
-class CountingServer:
-    """Accepts on 127.0.0.1 and counts connections (the 'real' service nobody should hit)."""
-
-    def __init__(self):
-        self.sock = socket.socket()
-        self.sock.bind(("127.0.0.1", 0))
-        self.sock.listen(16)
-        self.port = self.sock.getsockname()[1]
-        self.count = 0
-        self._thread = threading.Thread(target=self._serve, daemon=True)
-        self._thread.start()
-
-    def _serve(self):
-        while True:
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:
-                return
-            self.count += 1
-            conn.close()
-
-    def close(self):
-        self.sock.close()
 
 
 @pytest.fixture
