@@ -21,6 +21,7 @@ from .inprocess.forking import ForkAt, sweep_forking  # noqa: F401
 from .inprocess.pairs import sweep_pairs
 from .inprocess.probes import PROBE_VERSION, version_probe  # noqa: F401
 from .inprocess.replaying import sweep_replaying
+from .inprocess.sharding import state_owner
 from .inprocess.sandbox import SANDBOX, Explorer, KillAt  # noqa: F401
 from .killpoints import KillPoint
 from .pipeline.incarnation import Incarnation, IncarnationTimeout, world_signature  # noqa: F401
@@ -52,9 +53,10 @@ def explore(make_agent: Callable[[AgentEnv], Any], scenario: Scenario, *,
     points. `search=N` with `crashes=2` searches the pairs instead of enumerating them
     (for scenarios too long to enumerate). `database` is a hypothesis example database
     for the search. `only` narrows the first crash's kill points (a replay);
-    `shard=(i, n)` keeps the kill points whose position is i - 1 modulo n (a deterministic
-    split for CI matrices: the n shards partition the kill points; the version probe and
-    the search run in shard 1). `workers` is how many crash runs go at once (default: one
+    `shard=(i, n)` resumes the distinct crash states a stable hash gives shard i (a
+    deterministic split for CI matrices: every shard crashes at every kill point, the n
+    shards partition the states, their resumed runs add up to the whole run's, and pairs
+    go with their first crash; the version probe and the search run in shard 1). `workers` is how many crash runs go at once (default: one
     per core; 0 runs them one after another in this process, replaying the prefix each
     time); `equivalences=False` resumes every distinct crash state instead of sharing
     verdicts between states a resumed run could not tell apart (slower; the verdicts are
@@ -113,13 +115,17 @@ def explore_in_process(make_agent: Callable[[AgentEnv], Any], scenario: Scenario
                   seed=options.seed) as ex:
         golden = ex.golden()
         points = golden.kill_points()
-        chosen = select(points, options.only, shard)
+        # Shards split crash states, not kill points (faultsim.inprocess.sharding): every
+        # shard crashes at every kill point and resumes the states it owns.
+        chosen = select(points, options.only, None)
         runs = {m: ModelRun(scenario=scenario, agent=name, crash_model=m, kill_points=points,
                             explored=chosen, seed=options.seed, crashes=crashes,
                             timeout=options.timeout)
                 for m in models}
         sweep = Sweep(golden, runs, equivalences=options.equivalences,
                       keep_traces=crashes >= 2)
+        if shard is not None:
+            sweep.owns = state_owner(ex, chosen, models, shard)
         if plan is not None:
             plan(Plan(scenario.id, len(points), len(chosen),
                       count_crash_states(ex, chosen, models), crashes))

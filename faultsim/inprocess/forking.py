@@ -135,11 +135,13 @@ class _Pool:
         signature = world_signature(self.world)
         watch = write.path if write is not None else self.ex.interposer.last_touched
         base = self.ex.interposer.snapshot()
-        job, settled = [], []
+        job, settled, parked = [], [], len(self.parked)
         for point in points:
             snapshot = base if write is None else {**base, write.path: write.torn(point.offset)}
             for model in self.models:
                 for i, state in enumerate(crash_states(self.ex, model, snapshot)):
+                    if not self.sweep.mine(state, signature):
+                        continue  # another shard's state
                     known = self.sweep.known(state, signature, watch)
                     key, result, masked, absent = (known.key, known.result, known.masked,
                                                    known.absent)
@@ -162,7 +164,9 @@ class _Pool:
         # place): without it the point's verdict would depend on which other points
         # (crash models, shards, selections) were judged first. A pair sweep's second
         # points skip that (a fork at each of thousands of points): see `every_kill`.
-        if not job and not self.every_kill:
+        # A point where this shard owns no state gets no child at all.
+        none_mine = self.sweep.owns is not None and not settled and len(self.parked) == parked
+        if not job and (not self.every_kill or none_mine):
             for entry, known in settled:
                 model, point, i, state, key, _, _ = entry
                 self.sweep.record(model, point, i, state, known, [], False, key)

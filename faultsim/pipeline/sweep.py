@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import posixpath
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import Callable, Sequence
 
 from ..crashmodel import CrashState, files_digest
 from ..killpoints import KillPoint
@@ -135,6 +135,12 @@ class Sweep:
     keep_traces: bool = False  # results keep their trace: a further crash will be tried
     instances: list["Judged"] = field(default_factory=list)  # first crash states judged
     resumed_from: dict = field(default_factory=dict)  # id(result) -> the key it was run for
+    # --shard: whether this shard owns a first crash state, by its memo key (None: all).
+    # The others are neither resumed nor reported here (faultsim.inprocess.sharding).
+    owns: Callable[[tuple], bool] | None = None
+
+    def mine(self, state: CrashState, signature: str) -> bool:
+        return self.owns is None or self.owns((state.digest(), signature))
 
     @property
     def trace(self) -> list:
