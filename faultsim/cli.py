@@ -549,6 +549,27 @@ def cmd_report_html(ns: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_report_merge(ns: argparse.Namespace) -> int:
+    import json
+
+    from .report_merge import load, merge
+
+    merged = merge(load(ns.reports))
+    if ns.json:
+        with open(ns.json, "w", encoding="utf-8") as f:
+            json.dump(merged, f, indent=2)
+    if ns.html:
+        from .html_report import write_html
+
+        write_html(merged, ns.html)
+    runs = merged["runs"]
+    print(f"faultsim: merged {len(ns.reports)} reports: {len(runs)} run"
+          f"{'s' if len(runs) != 1 else ''}, " + ("all passed" if merged["ok"] else
+                                               f"{sum(r['violating'] for r in runs)} "
+                                               "violating"))
+    return EXIT_OK if merged["ok"] else EXIT_VIOLATION
+
+
 def cmd_validate(ns: argparse.Namespace) -> int:
     # no agent, no SDK: only the loader's table and the world's names are imported
     from .validate import scenario_files, validate_file
@@ -783,6 +804,14 @@ def build_parser() -> argparse.ArgumentParser:
                      help="the page to write (default: REPORT.html beside the report)")
     _debug_flag(rht)
     rht.set_defaults(func=cmd_report_html)
+    rmg = rsub.add_parser("merge", help="join shard reports (run --shard I/N --json) into "
+                          "the whole run's report, timings aside")
+    rmg.add_argument("reports", metavar="REPORT.json", nargs="+",
+                     help="the reports of every shard of one run (any order)")
+    rmg.add_argument("--json", metavar="FILE", help="write the merged report as JSON")
+    rmg.add_argument("--html", metavar="FILE", help="write the merged report's HTML page")
+    _debug_flag(rmg)
+    rmg.set_defaults(func=cmd_report_merge)
     return parser
 
 

@@ -227,7 +227,8 @@ def counterexample(run: Any, verdict: Any, rules: dict[str, str]) -> dict[str, A
                      "trace": _trace(trace, p)}
                     for k, ((p, persisted), trace) in enumerate(zip(crashes, traces))],
         "disk": disk, "clean_when": when, "replay": run.replay_command(verdict),
-        "rerun": run.rerun_command(verdict), "text": run.counterexample(verdict)}
+        "rerun": run.rerun_command(verdict), "text": run.counterexample(verdict),
+        "rank": run.rank(verdict)}
     resume = verdict.resume
     if resume is not None:
         diff = effect_difference(verdict.golden.ledger, resume.ledger)

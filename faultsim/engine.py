@@ -120,7 +120,7 @@ def explore_in_process(make_agent: Callable[[AgentEnv], Any], scenario: Scenario
         chosen = select(points, options.only, None)
         runs = {m: ModelRun(scenario=scenario, agent=name, crash_model=m, kill_points=points,
                             explored=chosen, seed=options.seed, crashes=crashes,
-                            timeout=options.timeout)
+                            timeout=options.timeout, shard=shard)
                 for m in models}
         sweep = Sweep(golden, runs, equivalences=options.equivalences,
                       keep_traces=crashes >= 2)

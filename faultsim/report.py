@@ -127,6 +127,9 @@ class ModelRun:
     # crash model, the search), on its first run; 0 on the others (the crash models are
     # swept together, not timed apart); None: not measured (`seconds` is apportioned)
     wall_seconds: float | None = None
+    # --shard (i, n), and what the shards split: "crash state" (in-process) or "kill point"
+    shard: tuple[int, int] | None = None
+    shard_by: str = "crash state"
 
     def depth(self, crashes: int) -> DepthStats:
         return self.depths.setdefault(crashes, DepthStats(crashes))
@@ -167,6 +170,23 @@ class ModelRun:
                 f"--seed {shlex.quote(self.seed)}{self._timeout_option()} "
                 f"--kill-point {verdict.kill_point.id}")
 
+    def rank(self, verdict: Verdict) -> list[int]:
+        """Where `verdict` stands among the run's failures (their order): single crashes by
+        kill point and crash state, then the probes, then longer schedules crash by crash.
+        In the JSON report, so `faultsim report merge` can interleave shards' failures."""
+        if verdict.kill_point.category == "version-probe":
+            return [1]
+        position = self.__dict__.get("_positions")
+        if position is None:
+            position = {p.id: n for n, p in enumerate(self.kill_points)}
+            self.__dict__["_positions"] = position
+        if not verdict.earlier:
+            return [0, position.get(verdict.kill_point.id, -1), verdict.order]
+        key = [2]
+        for k, e in enumerate(verdict.earlier):
+            key += [position.get(e.point.id, -1) if k == 0 else e.point.index, e.order]
+        return key + [verdict.kill_point.index, verdict.kill_point.offset or 0, verdict.order]
+
     def to_json(self, sparse_map: bool = False) -> dict[str, Any]:
         """`sparse_map`: the map's explored kill points only (faultsim.crashmap)."""
         return {
@@ -182,6 +202,8 @@ class ModelRun:
             "timeout": self.timeout, "wall_seconds": None if self.wall_seconds is None
             else round(self.wall_seconds, 3),
             "fingerprint": scenario_fingerprint(self.scenario.path),
+            "shard": None if self.shard is None else {"index": self.shard[0],
+                                                      "of": self.shard[1], "by": self.shard_by},
             "violating": len(self.failures),
             "schedules": {str(n): {"total": d.total, "explored": d.explored,
                                    "resumed": d.resumed, "searched": d.searched,
@@ -195,7 +217,7 @@ class ModelRun:
                  "replay": self.replay_command(verdict),
                  "token": None if verdict.kill_point.category == "version-probe"
                  else verdict.token(self),
-                 "explanation": v.explanation}
+                 "explanation": v.explanation, "rank": self.rank(verdict)}
                 for verdict in self.failures for v in verdict.violations],
             # for the HTML page (faultsim.crashmap): every kill point's verdict, compactly,
             # and each counterexample's details

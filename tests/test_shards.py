@@ -52,3 +52,53 @@ def test_shards_partition_the_states_and_their_resumed_runs(case, workers):
     assert together == _verdicts(whole)  # every state, with the whole run's verdict
     if case == "swallows_a_kill":
         assert any(together.values())  # the findings are there, in some shard
+
+
+def _strip(value):
+    from same_json import strip
+
+    return strip(value)
+
+
+def test_merged_shard_reports_are_the_whole_runs_report(tmp_path):
+    import json
+    import sys
+
+    sys.path.insert(0, str(ROOT / "bench"))
+    from faultsim.cli import main
+
+    # a run with findings (so violations, counterexamples and the map's failures merge)
+    spec, scenario = CASES["swallows_a_kill"]
+    base = ["run", str(scenario), "--agent", spec, "--crash-model", "all", "--crashes", "1",
+            "--workers", "1", "--examples", "0"]
+    assert main(base + ["--json", str(tmp_path / "whole.json")]) == 1
+    shards = [str(tmp_path / f"s{i}.json") for i in (1, 2, 3)]
+    for i, out in enumerate(shards, 1):
+        main(base + ["--shard", f"{i}/3", "--json", out])
+    assert main(["report", "merge", *reversed(shards), "--json",
+                 str(tmp_path / "merged.json")]) == 1
+    whole = json.loads((tmp_path / "whole.json").read_text())
+    merged = json.loads((tmp_path / "merged.json").read_text())
+    assert whole["runs"][0]["violations"]  # there was something to merge
+    parts = [json.loads(open(s).read()) for s in shards]
+    assert all(len(p["runs"][0]["violations"]) < len(whole["runs"][0]["violations"])
+               for p in parts)  # each shard has only some
+    assert _strip(merged) == _strip(whole)
+
+    # what is not the shards of one run is refused, naming the file and the field
+    from faultsim.report_merge import MergeError, merge
+
+    def refused(reports) -> str:
+        with pytest.raises(MergeError) as err:
+            merge(reports)
+        return str(err.value)
+
+    named = list(zip(shards, parts))
+    assert refused(named[:2]) == f"{shards[0]}: runs[0].shard: shard 3/3 missing"
+    assert refused(named + named[2:]) == (f"{shards[2]}: runs[0].shard.index: 3 again "
+                                          f"(also {shards[2]})")
+    other = json.loads(json.dumps(parts[1]))
+    other["runs"][0]["seed"] = "7"
+    assert refused([named[0], ("other.json", other), named[2]]) == (
+        f"other.json: runs[0].seed: '7', but '0' in {shards[0]}")
+    assert refused([named[0], ("whole.json", whole)]).startswith("whole.json: runs[0].")

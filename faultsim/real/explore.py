@@ -103,7 +103,8 @@ def explore_resolved(agent: str, scenario: Scenario, options: ExploreOptions, *,
         name = agent_name or agent
         run = ModelRun(scenario=scenario, agent=name, crash_model="process",
                        kill_points=points, explored=chosen, seed=seed, crashes=crashes,
-                       mode="subprocess", timeout=timeout)
+                       mode="subprocess", timeout=timeout, shard=shard,
+                       shard_by="kill point")  # its crash states are known only by killing
         sweep = Sweep(golden, {"process": run}, equivalences=False, keep_traces=crashes >= 2)
         if plan is not None:
             plan(Plan(scenario.id, len(points), len(chosen), {"process": len(chosen)},

@@ -1,0 +1,196 @@
+"""`faultsim report merge`: shard reports (`faultsim run --shard I/N --json`) joined into the
+report the whole run writes, timings aside.
+
+Works on the JSON reports alone (docs/reference/json-report.md). Shards of crash states
+(the in-process mode) each crash at every kill point: their counts add up, each kill
+point's verdict is the union of the shards' (a point passes when it passes in every
+shard), and failures interleave by their `rank`. Shards of kill points (subprocess mode)
+add up their explored kill points too. Reports of different runs, or shards that overlap
+or leave one out, are refused in one line naming the file and the field. Standard library,
+errors, the report's severity order and the crash map's encoding only."""
+from __future__ import annotations
+
+import json
+from typing import Any, Sequence
+
+from .errors import UsageError
+
+# what must be equal in every shard of one run (anything else is another run)
+_SAME = ("scenario", "path", "agent", "crash_model", "mode", "kill_points_total", "seed",
+         "crashes", "timeout", "fingerprint")
+_MAP_SAME = ("event_kinds", "events", "categories")
+_POINTS_SAME = ("event", "torn", "category")
+UNEXPLORED, PASSED, ESCALATED = "unexplored", "passed", "escalated"
+
+
+class MergeError(UsageError):
+    """Reports that are not the shards of one run."""
+
+
+def load(paths: Sequence[str]) -> list[tuple[str, dict]]:
+    found = []
+    for path in paths:
+        try:
+            with open(path, encoding="utf-8") as f:
+                report = json.load(f)
+        except OSError as exc:
+            raise MergeError(f"{path}: cannot read it ({exc.strerror})") from None
+        except ValueError as exc:
+            raise MergeError(f"{path}: not a JSON report ({exc})") from None
+        if not isinstance(report, dict) or not isinstance(report.get("runs"), list):
+            raise MergeError(f"{path}: runs: missing; not a report faultsim run --json wrote")
+        found.append((path, report))
+    return found
+
+
+def merge(reports: list[tuple[str, dict]]) -> dict[str, Any]:
+    """The whole run's report from its shards' (`(file, report)` pairs, any order)."""
+    if not reports:
+        raise MergeError("report merge: no reports given")
+    first_path, first = reports[0]
+    for path, report in reports[1:]:
+        if report.get("version") != first.get("version"):
+            raise MergeError(f"{path}: version: {report.get('version')!r}, but "
+                             f"{first.get('version')!r} in {first_path}")
+        if len(report["runs"]) != len(first["runs"]):
+            raise MergeError(f"{path}: runs: {len(report['runs'])} runs, but "
+                             f"{len(first['runs'])} in {first_path}")
+    runs = [_merge_run([(path, report["runs"][n]) for path, report in reports], n)
+            for n in range(len(first["runs"]))]
+    refused = [r for _, report in reports for r in report.get("refused", [])]
+    out: dict[str, Any] = {"ok": all(not r["violating"] for r in runs) and not refused,
+                           "version": first.get("version"), "runs": runs}
+    if refused:
+        out["refused"] = refused
+    return out
+
+
+def _merge_run(parts: list[tuple[str, dict]], n: int) -> dict[str, Any]:
+    path0, run0 = parts[0]
+    for path, run in parts:
+        for key in _SAME:
+            if run.get(key) != run0.get(key):
+                raise MergeError(f"{path}: runs[{n}].{key}: {run.get(key)!r}, but "
+                                 f"{run0.get(key)!r} in {path0}")
+    by = _check_shards(parts, n)
+    out = dict(run0)
+    out["shard"] = None
+    total = lambda key: sum(run[key] for _, run in parts)  # noqa: E731
+    for key in ("crash_states", "crash_states_resumed", "crash_states_escalated",
+                "violating", "seconds"):
+        out[key] = total(key)
+    if by == "kill point":  # each shard explored its own kill points
+        out["kill_points_explored"] = total("kill_points_explored")
+        out["categories"] = {c: sum(run["categories"].get(c, 0) for _, run in parts)
+                             for c in run0["categories"]}
+    walls = [run["wall_seconds"] for _, run in parts if run.get("wall_seconds") is not None]
+    out["wall_seconds"] = round(sum(walls), 3) if walls else run0.get("wall_seconds")
+    out["probes"] = [p for _, run in parts for p in run["probes"]]  # shard 1's
+    depths: dict[str, dict] = {}
+    for _, run in parts:
+        for depth, d in run["schedules"].items():
+            into = depths.setdefault(depth, {k: 0 for k in d})
+            for k, v in d.items():
+                into[k] = into.get(k, 0) + v
+    out["schedules"] = {k: depths[k] for k in sorted(depths, key=int)}
+    for k in out["schedules"].values():
+        k["seconds"] = round(k["seconds"], 3)
+    out["seconds"] = round(out["seconds"], 3)
+    # one verdict comes from one shard: a stable sort by rank keeps its violations in order
+    out["violations"] = sorted((v for _, run in parts for v in run["violations"]),
+                               key=lambda v: v["rank"])
+    out["counterexamples"] = _counterexamples(parts)
+    out["map"] = _merge_map([(path, run["map"]) for path, run in parts], n)
+    return out
+
+
+def _check_shards(parts: list[tuple[str, dict]], n: int) -> str:
+    """Every shard of one split, once: what the shards split (crash states or kill points)."""
+    shards = [(path, run.get("shard")) for path, run in parts]
+    if len(parts) == 1 and shards[0][1] is None:
+        return "crash state"
+    for path, shard in shards:
+        if shard is None:
+            raise MergeError(f"{path}: runs[{n}].shard: null (a whole run, not a shard)")
+    path0, s0 = shards[0]
+    seen: dict[int, str] = {}
+    for path, shard in shards:
+        for key in ("of", "by"):
+            if shard.get(key) != s0.get(key):
+                raise MergeError(f"{path}: runs[{n}].shard.{key}: {shard.get(key)!r}, but "
+                                 f"{s0.get(key)!r} in {path0}")
+        if shard["index"] in seen:
+            raise MergeError(f"{path}: runs[{n}].shard.index: {shard['index']} again "
+                             f"(also {seen[shard['index']]})")
+        seen[shard["index"]] = path
+    missing = sorted(set(range(1, s0["of"] + 1)) - set(seen))
+    if missing:
+        raise MergeError(f"{path0}: runs[{n}].shard: shard{'s' if len(missing) > 1 else ''} "
+                         f"{', '.join('%d/%d' % (i, s0['of']) for i in missing)} missing")
+    return s0["by"]
+
+
+def _counterexamples(parts: list[tuple[str, dict]]) -> list[dict]:
+    """As `crashmap.counterexamples` picks them: the first failure of each kind (the
+    earliest by rank over every shard), the worst kinds first."""
+    from .report import SEVERITY
+
+    order = {k: n for n, k in enumerate(SEVERITY)}
+    first: dict[tuple, dict] = {}
+    for c in sorted((c for _, run in parts for c in run["counterexamples"]),
+                    key=lambda c: c["rank"]):
+        first.setdefault(tuple(c["invariants"]), c)
+    return sorted(first.values(), key=lambda c: (
+        min(order.get(k, len(order)) for k in c["invariants"]), c["rank"]))
+
+
+def _merge_map(maps: list[tuple[str, dict]], n: int) -> dict[str, Any]:
+    """Each kill point's label: the union of the invariants its states violate in any
+    shard, else escalated where one shard's states escalated, else passed where explored."""
+    from .crashmap import _Codes, _label
+    from .report import SEVERITY
+
+    path0, m0 = maps[0]
+    for path, m in maps:
+        for key in _MAP_SAME:
+            if m.get(key) != m0.get(key):
+                raise MergeError(f"{path}: runs[{n}].map.{key}: differs from {path0}'s")
+        for key in _POINTS_SAME:
+            if m["points"][key] != m0["points"][key]:
+                raise MergeError(f"{path}: runs[{n}].map.points.{key}: differs from "
+                                 f"{path0}'s")
+    decoded = [[m["labels"][_index(c)] for c in m["points"]["verdict"]] for _, m in maps]
+    labels = []
+    for cells in zip(*decoded):
+        broken = {k for c in cells if c not in (UNEXPLORED, PASSED, ESCALATED)
+                  for k in c.split("+")}
+        labels.append(_label(broken, SEVERITY) if broken else ESCALATED
+                      if ESCALATED in cells else PASSED if PASSED in cells else UNEXPLORED)
+    codes = _Codes()
+    verdict = "".join(codes(label) for label in labels)
+    ids: dict[str, str] = {}
+    deep: set[str] = set()
+    single: set[str] = set()
+    pairs = []
+    for _, m in maps:
+        ids.update(m["ids"])
+        shard_deep = set(m["deep"].split(",")) - {""}
+        deep |= shard_deep
+        single |= set(m["ids"]) - shard_deep
+        for pair in m["pairs"]:
+            *where, code = pair.split(",")
+            pairs.append(([int(w) for w in where], m["labels"][_index(code)]))
+    pairs.sort(key=lambda p: p[0])  # pairs go with their first crash's shard: stable
+    failing = sorted(ids, key=int)
+    return {**m0, "labels": codes.labels,
+            "points": {**m0["points"], "verdict": verdict},
+            "ids": {i: ids[i] for i in failing},
+            "deep": ",".join(i for i in failing if i in deep and i not in single),
+            "pairs": [",".join(map(str, where)) + "," + codes(label) for where, label in pairs]}
+
+
+def _index(char: str) -> int:
+    from .crashmap import _ALPHABET
+
+    found = _ALPHABET.find(char)
+    return found if found >= 0 else ord(char) - 0xC0 + len(_ALPHABET)
