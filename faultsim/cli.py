@@ -562,6 +562,19 @@ def cmd_report_merge(ns: argparse.Namespace) -> int:
         from .html_report import write_html
 
         write_html(merged, ns.html)
+    if ns.junit or ns.summary_md:
+        from .report_merge import as_report
+
+        report = as_report(merged)
+        if ns.junit:
+            from .junit import write_junit
+
+            write_junit(report, ns.junit)
+        if ns.summary_md:
+            from .ci import summary_markdown
+
+            with open(ns.summary_md, "a", encoding="utf-8") as f:  # as run --summary-md
+                f.write(summary_markdown(report, html=ns.html))
     runs = merged["runs"]
     print(f"faultsim: merged {len(ns.reports)} reports: {len(runs)} run"
           f"{'s' if len(runs) != 1 else ''}, " + ("all passed" if merged["ok"] else
@@ -810,6 +823,10 @@ def build_parser() -> argparse.ArgumentParser:
                      help="the reports of every shard of one run (any order)")
     rmg.add_argument("--json", metavar="FILE", help="write the merged report as JSON")
     rmg.add_argument("--html", metavar="FILE", help="write the merged report's HTML page")
+    rmg.add_argument("--junit", metavar="FILE", help="write the merged report as JUnit XML "
+                     "(as run --junit)")
+    rmg.add_argument("--summary-md", metavar="FILE", help="append the merged report's "
+                     "Markdown summary (as run --summary-md)")
     _debug_flag(rmg)
     rmg.set_defaults(func=cmd_report_merge)
     return parser

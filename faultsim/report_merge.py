@@ -194,3 +194,71 @@ def _index(char: str) -> int:
 
     found = _ALPHABET.find(char)
     return found if found >= 0 else ord(char) - 0xC0 + len(_ALPHABET)
+
+
+class _Failure:
+    """A failing verdict as the JSON report keeps it (its violations share one rank)."""
+
+    def __init__(self, entries: list[dict]) -> None:
+        from types import SimpleNamespace
+
+        self.rank = entries[0]["rank"]
+        self.violations = [SimpleNamespace(invariant=e["invariant"],
+                                           explanation=e["explanation"]) for e in entries]
+        self.earlier = entries[0]["schedule"][:-1]
+        self.replay = entries[0]["replay"]
+
+
+class _Run:
+    """A merged run with what the JUnit and Markdown writers read of a `report.ModelRun`."""
+
+    def __init__(self, run: dict) -> None:
+        from types import SimpleNamespace
+
+        self.json = run
+        self.scenario = SimpleNamespace(id=run["scenario"], path=run["path"])
+        for key in ("agent", "crash_model", "seed", "crashes", "wall_seconds"):
+            setattr(self, key, run[key])
+        self.explored = range(run["kill_points_explored"])
+        self.verdicts = range(run["crash_states"])
+        self.failures: list[_Failure] = []
+        for entry in run["violations"]:
+            if self.failures and self.failures[-1].rank == entry["rank"]:
+                self.failures[-1].violations.append(_Failure([entry]).violations[0])
+            else:
+                self.failures.append(_Failure([entry]))
+        self.texts = {tuple(c["rank"]): c["text"] for c in run["counterexamples"]}
+
+    @property
+    def ok(self) -> bool:
+        return not self.failures
+
+    def counterexample(self, failure: _Failure) -> str:
+        # the first failure of a kind is always among the report's counterexamples
+        return self.texts[tuple(failure.rank)]
+
+    def replay_command(self, failure: _Failure) -> str:
+        return failure.replay
+
+
+def as_report(merged: dict[str, Any]):
+    """The merged JSON report as the JUnit and Markdown writers read a `report.Report`."""
+    from .report import Refusal, Report
+
+    class _Merged(Report):
+        def rows(self) -> list[tuple[str, ...]]:
+            # as Report.rows: a kill point passed when every state and schedule there did
+            rows = []
+            for run in self.runs:
+                m = run.json["map"]
+                labels = [m["labels"][_index(c)] for c in m["points"]["verdict"]]
+                explored = sum(label != UNEXPLORED for label in labels)
+                bad = sum(label not in (UNEXPLORED, PASSED, ESCALATED) for label in labels)
+                name = run.scenario.id + (f" [{run.agent.partition(':')[2]}]"
+                                          if run.agent.startswith("langgraph:") else "")
+                rows.append((name, run.crash_model, str(explored), str(explored - bad),
+                             str(len(run.failures)), f"{run.json['seconds']:.1f}s"))
+            return rows
+
+    return _Merged(runs=[_Run(r) for r in merged["runs"]],  # type: ignore[misc]
+                   refused=[Refusal(**r) for r in merged.get("refused", [])])

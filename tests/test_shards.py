@@ -5,6 +5,8 @@ with the whole run's verdict; `faultsim report merge` joins their reports into t
 run's report, timings aside."""
 from __future__ import annotations
 
+import re
+
 import pytest
 
 import faultsim
@@ -71,12 +73,14 @@ def test_merged_shard_reports_are_the_whole_runs_report(tmp_path):
     spec, scenario = CASES["swallows_a_kill"]
     base = ["run", str(scenario), "--agent", spec, "--crash-model", "all", "--crashes", "1",
             "--workers", "1", "--examples", "0"]
-    assert main(base + ["--json", str(tmp_path / "whole.json")]) == 1
+    outputs = lambda name: ["--json", str(tmp_path / f"{name}.json"), "--junit",  # noqa
+                            str(tmp_path / f"{name}.xml"), "--summary-md",
+                            str(tmp_path / f"{name}.md")]
+    assert main(base + outputs("whole")) == 1
     shards = [str(tmp_path / f"s{i}.json") for i in (1, 2, 3)]
     for i, out in enumerate(shards, 1):
         main(base + ["--shard", f"{i}/3", "--json", out])
-    assert main(["report", "merge", *reversed(shards), "--json",
-                 str(tmp_path / "merged.json")]) == 1
+    assert main(["report", "merge", *reversed(shards), *outputs("merged")]) == 1
     whole = json.loads((tmp_path / "whole.json").read_text())
     merged = json.loads((tmp_path / "merged.json").read_text())
     assert whole["runs"][0]["violations"]  # there was something to merge
@@ -84,6 +88,11 @@ def test_merged_shard_reports_are_the_whole_runs_report(tmp_path):
     assert all(len(p["runs"][0]["violations"]) < len(whole["runs"][0]["violations"])
                for p in parts)  # each shard has only some
     assert _strip(merged) == _strip(whole)
+    # the JUnit XML and the Markdown summary too (their only timings: wall seconds)
+    timed = re.compile(r'time="[0-9.]+"|\| [0-9.]+s \||Time is measured[^\n]*')
+    for kind in ("xml", "md"):
+        got, want = ((tmp_path / f"{n}.{kind}").read_text() for n in ("merged", "whole"))
+        assert timed.sub("", got) == timed.sub("", want), kind
 
     # what is not the shards of one run is refused, naming the file and the field
     from faultsim.report_merge import MergeError, merge
