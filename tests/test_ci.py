@@ -46,16 +46,19 @@ def _outputs(tmp_path: Path) -> dict[str, str]:
 
 def test_the_actions_entry_point_on_a_failing_agent(tmp_path, capsys):
     env = _action_env(tmp_path, scenarios=TINY, agent=MUTANT, crash_model="all",
-                      shard="1/2", args="--crashes 1 --workers 1 --examples 0")
+                      shard="2/2", args="--crashes 1 --workers 1 --examples 0")
     assert ci_action.main(env) == 1
     out = capsys.readouterr().out
     outputs = _outputs(tmp_path)
     assert outputs["exit-code"] == "1"
-    assert outputs["artifact-name"] == "faultsim-report-shard-1-of-2"
+    assert outputs["artifact-name"] == "faultsim-report-shard-2-of-2"
     report = json.loads(Path(outputs["report"]).read_text())
     assert not report["ok"]
+    # shard 2 of 2: every kill point, the crash states it owns
+    assert [r["shard"] for r in report["runs"]] == \
+        [{"index": 2, "of": 2, "by": "crash state"}] * len(report["runs"])
     assert [r["kill_points_explored"] for r in report["runs"]] == \
-        [(r["kill_points_total"] + 1) // 2 for r in report["runs"]]  # shard 1 of 2
+        [r["kill_points_total"] for r in report["runs"]]
 
     # one annotation per run x violated invariant, at the scenario file, replayable
     violated = [(r["crash_model"], inv) for r in report["runs"]
