@@ -229,7 +229,9 @@ def test_shards_partition_the_kill_points(pytester):
     assert all(100 <= len(s) <= 110 for s in shards)  # and balanced
 
 
-def test_whole_scenario_tests_shard_their_kill_points_the_same_way(pytester):
+def test_whole_scenario_tests_shard_their_crash_states(pytester):
+    # A whole-scenario test crashes at every kill point in each shard and resumes the
+    # crash states its shard owns (as `faultsim run --shard`): together, every state once.
     pytester.makeini("[pytest]\n")
     shutil.copy(DATA / "tiny.toml", pytester.path / "tiny.toml")
     pytester.makepyfile(test_whole="""
@@ -239,16 +241,20 @@ def test_whole_scenario_tests_shard_their_kill_points_the_same_way(pytester):
         @pytest.mark.faultsim("tiny.toml", agent=make_agent, crashes=1)
         def test_whole(crash_safety):
             report = crash_safety.check()
-            print("EXPLORED", sorted(p.id for p in report.runs[0].explored))
+            print("STATES", sorted((v.kill_point.id, v.order) for v in report.runs[0].verdicts))
+            print("RESUMED", report.runs[0].judged)
         """)
-    seen = []
-    for i in (1, 2):
-        result = run(pytester, "-s", f"--faultsim-shard={i}/2")
+    seen, resumed = [], []
+    for i in (1, 2, 3):
+        result = run(pytester, "-s", f"--faultsim-shard={i}/3")
         result.assert_outcomes(passed=1)
-        seen.append(set(eval(re.search(r"EXPLORED (\[.*?\])", result.stdout.str())[1])))
-        assert re.search(rf"process +{len(seen[-1])}/315 kill points", result.stdout.str())
-        assert f"faultsim (shard {i}/2)" in result.stdout.str()
-    assert len(seen[0] | seen[1]) == 315 and not seen[0] & seen[1]
+        seen.append(set(eval(re.search(r"STATES (\[.*?\])", result.stdout.str())[1])))
+        resumed.append(int(re.search(r"RESUMED (\d+)", result.stdout.str())[1]))
+        assert re.search(r"process +315/315 kill points", result.stdout.str())
+        assert f"faultsim (shard {i}/3)" in result.stdout.str()
+    assert all(seen) and not (seen[0] & seen[1] or seen[0] & seen[2] or seen[1] & seen[2])
+    assert len(seen[0] | seen[1] | seen[2]) == 315  # one process crash state a kill point
+    assert all(resumed) and sum(resumed) < 315  # the equal-state memo kept in every shard
 
 
 def test_a_budget_skips_what_it_cannot_explore(pytester):
