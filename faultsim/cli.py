@@ -690,9 +690,11 @@ def build_parser() -> argparse.ArgumentParser:
                           "model and invariant, pointing at the scenario file (default: on "
                           "when GITHUB_ACTIONS=true)")
     run.add_argument("--shard", metavar="I/N", default=None,
-                     help="explore shard I of N: a deterministic split of every scenario's "
-                          "kill points (by position), for CI matrices; the N shards "
-                          "partition them, the search runs in shard 1")
+                     help="explore shard I of N, for CI matrices: every shard crashes at "
+                          "every kill point and resumes the distinct crash states a stable "
+                          "hash gives it (subprocess mode: every Nth kill point); the N "
+                          "shards partition them, `faultsim report merge` joins their "
+                          "--json reports; the search runs in shard 1")
     run.add_argument("--kill-point", action="append", metavar="ID",
                      help="explore only this kill point (repeatable): replays a "
                           "counterexample")

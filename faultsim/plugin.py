@@ -36,8 +36,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="seconds this session (each xdist worker) may spend exploring: "
                          "kill-point items past it are skipped and counted in the summary")
     group.addoption("--faultsim-shard", metavar="I/N", default=None,
-                    help="run shard I of N: a deterministic split of every scenario's kill "
-                         "points (by position), for CI matrices; the N shards partition them")
+                    help="run shard I of N, for CI matrices: kill-point items split by "
+                         "position, whole-scenario tests by crash state (as faultsim run "
+                         "--shard); the N shards partition them")
     group.addoption("--faultsim-html", metavar="FILE", default=None,
                     help="write one HTML report for the session: every faultsim test's "
                          "crash map and counterexamples (as faultsim run --html)")
