@@ -139,6 +139,12 @@ def explore_in_process(make_agent: Callable[[AgentEnv], Any], scenario: Scenario
         report.golden_seconds += golden_seconds
         position = {p.id: n for n, p in enumerate(chosen)}
         if crashes >= 2 and not (options.search and crashes == 2):
+            # Under --shard, pairs belong to their first crash's shard: the first crash
+            # states judged here are this shard's own (whole classes), and partitioning the
+            # second crash states instead would make every shard run every first crash's
+            # course to find them. Second states equal across first crashes of two shards
+            # are resumed in both (the depth-2 `resumed` figures may sum to more than the
+            # whole run's; `explored` and the verdicts add up exactly).
             sweep_pairs(ex, sweep, models, position, workers, progress)
         probe = version_probe(ex, golden) if options.first_shard else None
         seconds = _real_time.real_perf_counter() - started

@@ -59,12 +59,22 @@ def _by_point(report) -> dict[str, list[str]]:
             for v in run.verdicts}
 
 
+def _same_points(real):
+    """The in-process run on the subprocess shard's kill points (subprocess mode shards
+    kill points; the in-process mode's --shard splits crash states)."""
+    if not real.runs[0].kill_points or len(real.runs[0].explored) == len(
+            real.runs[0].kill_points):
+        return None
+    ids = {p.id for p in real.runs[0].explored}
+    return lambda p: p.id in ids
+
+
 def _both_modes(spec: str, scenario_path: Path, shard) -> tuple[dict, dict, dict]:
     scenario = faultsim.load_scenario(scenario_path)
     stats: dict = {}
     real = explore_subprocess(spec, scenario, workers=2, shard=shard, stats=stats)
     model = faultsim.explore(load_factory(spec), scenario, crash_model="process",
-                             crashes=1, workers=2, shard=shard)
+                             crashes=1, workers=2, only=_same_points(real))
     (run,) = real.runs
     # every kill landed, as a SIGKILL the server saw, before any verdict counts
     assert stats["kills_landed"] == len(run.explored) == len(run.verdicts) > 10
