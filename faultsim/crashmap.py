@@ -45,6 +45,10 @@ def _label(invariants: set[str], severity: Sequence[str]) -> str:
     return "+".join(sorted(invariants, key=lambda k: (order.get(k, len(order)), k)))
 
 
+# the encoding, for `faultsim report merge` (it decodes shards' maps and encodes the join)
+Codes, label_for, ALPHABET = _Codes, _label, _ALPHABET
+
+
 def crash_map(run: Any, severity: Sequence[str], sparse: bool = False) -> dict[str, Any]:
     """Every kill point of the clean run in order, with its verdict: the union of the
     invariants its crash states and the schedules starting there violate (the text table's

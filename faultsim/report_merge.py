@@ -147,7 +147,7 @@ def _counterexamples(parts: list[tuple[str, dict]]) -> list[dict]:
 def _merge_map(maps: list[tuple[str, dict]], n: int) -> dict[str, Any]:
     """Each kill point's label: the union of the invariants its states violate in any
     shard, else escalated where one shard's states escalated, else passed where explored."""
-    from .crashmap import _Codes, _label
+    from .crashmap import Codes, label_for
     from .report import SEVERITY
 
     path0, m0 = maps[0]
@@ -164,9 +164,9 @@ def _merge_map(maps: list[tuple[str, dict]], n: int) -> dict[str, Any]:
     for cells in zip(*decoded):
         broken = {k for c in cells if c not in (UNEXPLORED, PASSED, ESCALATED)
                   for k in c.split("+")}
-        labels.append(_label(broken, SEVERITY) if broken else ESCALATED
+        labels.append(label_for(broken, SEVERITY) if broken else ESCALATED
                       if ESCALATED in cells else PASSED if PASSED in cells else UNEXPLORED)
-    codes = _Codes()
+    codes = Codes()
     verdict = "".join(codes(label) for label in labels)
     ids: dict[str, str] = {}
     deep: set[str] = set()
@@ -190,10 +190,10 @@ def _merge_map(maps: list[tuple[str, dict]], n: int) -> dict[str, Any]:
 
 
 def _index(char: str) -> int:
-    from .crashmap import _ALPHABET
+    from .crashmap import ALPHABET
 
-    found = _ALPHABET.find(char)
-    return found if found >= 0 else ord(char) - 0xC0 + len(_ALPHABET)
+    found = ALPHABET.find(char)
+    return found if found >= 0 else ord(char) - 0xC0 + len(ALPHABET)
 
 
 class _Failure:
