@@ -12,12 +12,11 @@ import pytest
 import faultsim
 from faultsim.loading import load_factory
 
-from conftest import DATA, ROOT
+from conftest import ROOT
 
-TINY = DATA / "tiny.toml"
 RECEIPTS = ROOT / "examples" / "receipts" / "scenario.toml"
 CASES = {  # a clean agent and one with findings (a kill swallowed in a best-effort note)
-    "reference": ("reference_agent", TINY),
+    "receipts": (f"{ROOT / 'examples' / 'receipts' / 'receipts_agent.py'}:make_agent", RECEIPTS),
     "swallows_a_kill": (f"{ROOT / 'tests' / 'company_agent.py'}:make_agent", RECEIPTS),
 }
 
@@ -31,11 +30,11 @@ def _verdicts(report) -> dict:
 def _explore(case, workers, shard=None):
     spec, scenario = CASES[case]
     return faultsim.explore(load_factory(spec), faultsim.load_scenario(scenario),
-                            crash_model="process" if case == "reference" else "all",
+                            crash_model="all",
                             crashes=1, workers=workers, shard=shard)
 
 
-@pytest.mark.parametrize("case,workers", [("reference", 2), ("swallows_a_kill", 1)])
+@pytest.mark.parametrize("case,workers", [("receipts", 2), ("swallows_a_kill", 1)])
 def test_shards_partition_the_states_and_their_resumed_runs(case, workers):
     whole = _explore(case, workers)
     shards = [_explore(case, workers, (i, 3)) for i in (1, 2, 3)]
