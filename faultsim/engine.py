@@ -128,7 +128,8 @@ def explore_in_process(make_agent: Callable[[AgentEnv], Any], scenario: Scenario
             sweep.owns = state_owner(ex, chosen, models, shard)
         if plan is not None:
             plan(Plan(scenario.id, len(points), len(chosen),
-                      count_crash_states(ex, chosen, models), crashes))
+                      sweep.owns.counts if sweep.owns is not None  # type: ignore[attr-defined]
+                      else count_crash_states(ex, chosen, models), crashes))
         golden_seconds = _real_time.real_perf_counter() - started
         sweep_started = _real_time.real_perf_counter()
         if workers > 0 and hasattr(os, "fork"):

@@ -62,7 +62,7 @@ class _SurveyAt:
         for model in self.models:
             for state in crash_states(self.ex, model, snapshot):
                 key = ("k", state.digest(), signature)
-                self.keys.append(key)
+                self.keys.append((model, key))
                 self.classes.find(key)
                 masked = masked_digest(state, watch)
                 if masked is not None:
@@ -90,7 +90,9 @@ def shard_of(name: tuple, n: int) -> int:
 def state_owner(ex: Explorer, chosen: list[KillPoint], models: list[str],
                 shard: tuple[int, int]):
     """A predicate on a sweep's memo key (state digest, world signature): whether shard
-    `shard` = (i, n) owns that crash state. One clean run computes every state."""
+    `shard` = (i, n) owns that crash state; its `counts`, the first crash states the shard
+    owns per crash model (what the run says up front). One clean run computes every
+    state."""
     i, n = shard
     ex.reset_sandbox()
     world = ex.new_world()
@@ -98,7 +100,10 @@ def state_owner(ex: Explorer, chosen: list[KillPoint], models: list[str],
     if any(p.index == 0 for p in chosen):
         policy._add(ex.interposer.snapshot(), ex.interposer.last_touched)
     ex.incarnation(world, policy)
-    owner = {key[1:]: shard_of(policy.classes.find(key), n) for key in policy.keys}
+    owner = {key[1:]: shard_of(policy.classes.find(key), n) for _, key in policy.keys}
+    mine = {m: 0 for m in models}
+    for model, key in policy.keys:
+        mine[model] += owner[key[1:]] == i - 1
 
     def owns(key: tuple) -> bool:
         # a state the survey did not meet (an executor that watched another file) goes by
@@ -106,4 +111,5 @@ def state_owner(ex: Explorer, chosen: list[KillPoint], models: list[str],
         found = owner.get(key)
         return (found if found is not None else shard_of(("k", *key), n)) == i - 1
 
+    owns.counts = mine  # type: ignore[attr-defined]  # this shard's states, per model
     return owns
