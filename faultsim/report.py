@@ -200,6 +200,8 @@ class ModelRun:
             # for the HTML page (faultsim.crashmap): every kill point's verdict, compactly,
             # and each counterexample's details
             "map": crash_map(self, SEVERITY, sparse=sparse_map),
+            # every crash state by its stable identity, for `faultsim compare`
+            "states": states(self),
             "counterexamples": counterexamples(self, SEVERITY, RULES),
         }
 
@@ -278,6 +280,33 @@ class ModelRun:
         if rerun and rerun != self.replay_command(verdict):
             lines.append(f"   or: {rerun}")
         return "\n".join(lines)
+
+
+def states(run: ModelRun) -> list[list[str]]:
+    """`[identity, kill point id, verdict]` per crash state of `run` (verdict: `passed`,
+    `escalated`, or the invariants violated joined with `+`), then each failing schedule of
+    several crashes, its crashes' identities joined with ` then ` (a crash after the first
+    named on the course of the run it killed, where the sweep kept it)."""
+    from .identity import identities, identity
+
+    def verdict_of(v: Verdict) -> str:
+        if v.violations:
+            return "+".join(dict.fromkeys(x.invariant for x in v.violations))
+        return "escalated" if v.escalated else "passed"
+
+    if not run.verdicts:
+        names = []
+    else:
+        names = identities([(v.kill_point, v.order) for v in run.verdicts],
+                           run.verdicts[0].golden.trace, run.crash_model)
+    out = [[n, v.kill_point.id, verdict_of(v)] for n, v in zip(names, run.verdicts)]
+    for v in run.deep_failures:
+        traces = [v.golden.trace] + [e.next_trace for e in v.earlier]
+        steps = [(e.point, e.order) for e in v.earlier] + [(v.kill_point, v.order)]
+        parts = [identity(p, t, run.crash_model, o) if p.index <= len(t) else p.id
+                 for (p, o), t in zip(steps, traces)]
+        out.append([" then ".join(parts), " ".join(p.id for p, _ in steps), verdict_of(v)])
+    return out
 
 
 def _excerpt(trace: list, point: KillPoint) -> list[str]:
