@@ -121,3 +121,61 @@ def test_run_with_a_baseline_fails_only_on_added_failing_states(reports, tmp_pat
     assert main(args) == 1  # it violates ...
     assert main(args + ["--baseline", base]) == 0  # ... nothing the baseline did not
     assert "B adds 0 failing crash states" in capsys.readouterr().out
+
+
+# -- counterexamples show the resume (report.first_request, model.fake.abridge) ----------
+
+def test_the_counterexample_shows_the_resumed_request_beside_the_clean_one(reports):
+    (run,) = reports["blind"]["runs"]
+    (cx,) = [c for c in run["counterexamples"] if c["invariants"] == ["effects_exactly_once"]]
+    first = cx["first_request"]
+    assert first["incarnation"] == 2 and first["turn"] == "turn 3"
+    assert first["messages"][0].startswith("user: text 'Charge CUST-1")
+    assert first["messages"][-2:] == ["assistant: tool_use send_receipt",
+                                      "user: tool_result '{\"id\": \"mailer-0002\"}'"]
+    # the receipt went out again, and the resumed conversation says so; nothing else differs
+    assert first["diff"] == ["-user: tool_result '{\"id\": \"mailer-0001\"}'",
+                             "+user: tool_result '{\"id\": \"mailer-0002\"}'"]
+    assert first["clean"][:-1] == first["messages"][:-1]
+    assert "the resumed run's first request to the model (turn 3; abridged):" in cx["text"]
+    assert "    +user: tool_result '{\"id\": \"mailer-0002\"}'" in cx["text"]
+
+
+def test_abridge_keeps_roles_block_types_and_the_ends_of_a_long_conversation():
+    from faultsim.model.fake import ABRIDGE_TEXT, abridge
+
+    long_text = "x" * (ABRIDGE_TEXT + 10)
+    messages = [{"role": "user", "content": long_text}]
+    for n in range(6):
+        messages += [{"role": "assistant", "content": [
+                         {"type": "thinking", "thinking": "..."},
+                         {"type": "tool_use", "id": f"t{n}", "name": "look", "input": {}}]},
+                     {"role": "user", "content": [
+                         {"type": "tool_result", "tool_use_id": f"t{n}", "is_error": n == 5,
+                          "content": [{"type": "text", "text": f"r{n}"}]}]}]
+    lines = abridge(messages)
+    assert lines[0] == f"user: text '{'x' * ABRIDGE_TEXT}...'"
+    assert lines[1] == "... 8 messages ..."
+    assert lines[-2:] == ("assistant: thinking, tool_use look",
+                          "user: tool_result (error) 'r5'")
+    assert len(lines) == 6
+    assert abridge(messages[:3]) == (lines[0], "assistant: thinking, tool_use look",
+                                     "user: tool_result 'r0'")
+
+
+def test_a_resumed_request_like_the_clean_one_is_said_to_be_the_same():
+    from types import SimpleNamespace
+
+    from faultsim.report import _first_request_lines, first_request
+
+    sent = ("user: text 'go'", "assistant: tool_use look", "user: tool_result 'ok'")
+    verdict = SimpleNamespace(resume=SimpleNamespace(first=(2, "main", 1, "turn 2", sent)),
+                              golden=SimpleNamespace(sent={("main", 1): sent}), earlier=())
+    assert first_request(verdict)["diff"] == []
+    assert _first_request_lines(verdict)[-1] == \
+        "  the same as the clean run's request for that turn"
+    verdict.golden.sent = {}
+    assert first_request(verdict)["clean"] is None
+    assert _first_request_lines(verdict)[-1] == "  the clean run sent no request for that turn"
+    verdict.resume.first = ()
+    assert first_request(verdict) is None and _first_request_lines(verdict) == []
