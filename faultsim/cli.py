@@ -773,7 +773,7 @@ def build_parser() -> argparse.ArgumentParser:
                      help="states listed per kind and run in the text (default: 20)")
     _debug_flag(cmp)
     cmp.set_defaults(func=cmd_compare, timeout=None, shard=None, search=None,
-                     search_seconds=None, mode="in-process")
+                     search_seconds=None, mode=None)
     lst = sub.add_parser("list", help="the scenarios: turns, services, kill points and the "
                          "crash states each crash model leaves, fault profile")
     _scenarios_and_agent(lst, "the agent whose clean run gives the kill points "
