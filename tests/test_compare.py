@@ -179,3 +179,11 @@ def test_a_resumed_request_like_the_clean_one_is_said_to_be_the_same():
     assert _first_request_lines(verdict)[-1] == "  the clean run sent no request for that turn"
     verdict.resume.first = ()
     assert first_request(verdict) is None and _first_request_lines(verdict) == []
+
+
+def test_the_html_page_leaves_the_states_out(reports):
+    from faultsim.html_report import render
+
+    page = render(reports["blind"])
+    assert "mailer.send#1 turn 2 tool send_receipt" not in page
+    assert "k27-after-effect-mailer.send#1" in page  # the map and counterexamples stay
