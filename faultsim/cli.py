@@ -265,7 +265,71 @@ def cmd_run(ns: argparse.Namespace) -> int:
 
         for line in annotations(report):
             print(line)
+    if ns.baseline:  # the verdict is the difference: only crash states B adds fail the run
+        from .compare import compare
+
+        diff = compare(_read_report(ns.baseline), report.to_json(), ns.baseline, "this run")
+        print()
+        print(diff.text())
+        return EXIT_OK if diff.ok else EXIT_VIOLATION
     return EXIT_OK if report.ok else EXIT_VIOLATION
+
+
+def _read_report(path: str) -> dict:
+    import json
+
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+    except OSError as exc:
+        raise UsageError(f"{path}: cannot read the report: {exc.strerror}") from None
+    except ValueError as exc:
+        raise UsageError(f"{path}: not a JSON report: {exc}") from None
+    if not isinstance(data, dict) or not isinstance(data.get("runs"), list):
+        raise UsageError(f"{path}: not a faultsim JSON report (no \"runs\" list)")
+    return data
+
+
+def cmd_compare(ns: argparse.Namespace) -> int:
+    """Two saved reports, or one scenario run on two agents: the crash states B fixes,
+    breaks, and the rest (faultsim.compare); exit 1 when B adds failing crash states."""
+    import json
+
+    from .compare import compare
+
+    items, agents = ns.items, ns.agent or []
+    if len(items) == 2 and all(i.endswith(".json") for i in items) and not agents:
+        a, b = (_read_report(i) for i in items)
+        names = items
+    elif items and not any(i.endswith(".json") for i in items) and len(agents) == 2:
+        from .engine import run as explore_one
+        from .loading import load_factory
+        from .report import Report
+        from .scenario import load_scenario
+
+        options = _options(ns)
+        scenarios = [load_scenario(p) for p in scenario_paths(items)]
+        reports = []
+        for spec in agents:
+            report = Report()
+            factory = load_factory(spec)
+            for sc in scenarios:
+                part = explore_one(sc, options.resolve(sc), make_agent=factory, spec=spec,
+                                   agent_name=spec)
+                report.runs += part.runs
+            print(f"{spec}: " + report.summary().splitlines()[-1])
+            reports.append(report.to_json())
+        a, b = reports
+        names = agents
+    else:
+        raise UsageError("compare: give two JSON reports (A.json B.json), or scenario files "
+                         "and two agents (--agent A --agent B)")
+    diff = compare(a, b, *names)
+    print(diff.text(limit=ns.limit))
+    if ns.json:
+        with open(ns.json, "w", encoding="utf-8") as f:
+            json.dump(diff.to_json(), f, indent=2)
+    return EXIT_OK if diff.ok else EXIT_VIOLATION
 
 
 @contextmanager
@@ -721,8 +785,31 @@ def build_parser() -> argparse.ArgumentParser:
                           "--crashes 2 it searches the pairs instead of enumerating them")
     run.add_argument("--search-seconds", type=float, default=None, metavar="S",
                      help="stop the search after S seconds (a failure found is still shrunk)")
+    run.add_argument("--baseline", metavar="REPORT", default=None,
+                     help="compare this run with a saved --json report, crash state by "
+                     "crash state, and exit 1 only when this run adds failing crash states")
     _debug_flag(run)
     run.set_defaults(func=cmd_run)
+    cmp = sub.add_parser("compare", help="differential verdicts: which crash states B fixes "
+                         "and breaks, from two JSON reports or a scenario on two agents")
+    cmp.add_argument("items", nargs="+", metavar="REPORT_OR_SCENARIO",
+                     help="two JSON reports (A.json B.json), or scenario files (with two "
+                     "--agent)")
+    cmp.add_argument("--agent", action="append", metavar="SPEC",
+                     help="an agent factory (MODULE[:ATTR] or FILE.py[:ATTR]); give it twice, "
+                     "A then B")
+    cmp.add_argument("--crash-model", default=None, choices=["process", "power", "all"],
+                     help="as for run (default: the scenario's fault profile)")
+    cmp.add_argument("--crashes", type=int, default=None, metavar="N",
+                     help="as for run (default: the scenario's fault profile, else 2)")
+    cmp.add_argument("--seed", default=None, help="as for run (default: 0)")
+    cmp.add_argument("--workers", type=int, default=None, help="as for run")
+    cmp.add_argument("--json", metavar="FILE", help="write the comparison as JSON")
+    cmp.add_argument("--limit", type=int, default=20,
+                     help="states listed per kind and run in the text (default: 20)")
+    _debug_flag(cmp)
+    cmp.set_defaults(func=cmd_compare, timeout=None, shard=None, search=None,
+                     search_seconds=None, mode=None)
     lst = sub.add_parser("list", help="the scenarios: turns, services, kill points and the "
                          "crash states each crash model leaves, fault profile")
     _scenarios_and_agent(lst, "the agent whose clean run gives the kill points "

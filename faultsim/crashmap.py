@@ -243,6 +243,9 @@ def counterexample(run: Any, verdict: Any, rules: dict[str, str]) -> dict[str, A
                          "crash": _ledger(resume.ledger.entries, clean_counts),
                          "extra": diff["extra"], "missing": diff["missing"]}
         out["asked"] = list(getattr(resume, "asked", ()))
+        # the resumed run's first request beside the clean run's (report.first_request)
+        out["first_request"] = run.first_request(verdict) if hasattr(run, "first_request") \
+            else None
         out["error"] = resume.error
         out["ended"] = None if resume.outcome is None else {
             "status": resume.outcome.status, "final_answer": resume.outcome.final_answer}

@@ -52,7 +52,11 @@ def render(report: dict[str, Any], title: str | None = None) -> str:
     """The page of a JSON report (`Report.to_json()`, or a file `--json` wrote)."""
     if not isinstance(report, dict) or not isinstance(report.get("runs"), list):
         raise UsageError("not a faultsim JSON report: no 'runs' list")
-    page = {"report": report, "not_proven": [list(x) for x in NOT_PROVEN]}
+    # `states` (every crash state by identity) is for `faultsim compare`, not the page:
+    # left out, it costs the page nothing
+    shown = {**report, "runs": [{k: v for k, v in r.items() if k != "states"}
+                                if isinstance(r, dict) else r for r in report["runs"]]}
+    page = {"report": shown, "not_proven": [list(x) for x in NOT_PROVEN]}
     title = title or ("faultsim: " + ("nothing explored" if not report["runs"] else
                                       "all passed" if report.get("ok") else "violations"))
     return (

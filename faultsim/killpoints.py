@@ -84,7 +84,10 @@ def _checkpoint_test(trace: Sequence[Event], checkpoint: "CheckpointSpec | None"
     return lambda path: path in staged or checkpoint.matches(path)
 
 
-def _subject(event: Event, counts: dict[str, int]) -> str:
+def label(event: Event) -> str:
+    """What a kill-point id names an event by, without its index or occurrence (a file's
+    name, a service call, a mark, the model): also part of a crash state's identity
+    (faultsim.identity)."""
     if event.kind.startswith("fs."):
         name = posixpath.basename(event.subject)
     elif event.kind.startswith("effect."):
@@ -97,6 +100,11 @@ def _subject(event: Event, counts: dict[str, int]) -> str:
         name = "stream"
     else:
         name = event.kind
+    return name
+
+
+def _subject(event: Event, counts: dict[str, int]) -> str:
+    name = label(event)
     counts[name] = counts.get(name, 0) + 1
     return re.sub(r"[^A-Za-z0-9_.@:#-]+", "_", f"{name}#{counts[name]}")
 

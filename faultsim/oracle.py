@@ -115,14 +115,21 @@ class Golden:
     # The tool-use ids the model answered with in the clean run: unique strings that any
     # record of the conversation holds, whatever its format or field names.
     answers: tuple[bytes, ...] = ()
+    # (script, position) -> the conversation the clean run sent for that turn, abridged
+    # (its first answered request there): what a resumed run's first request is shown beside
+    sent: dict = field(default_factory=dict)
 
     @classmethod
     def of(cls, outcome: Outcome, world: World, final: dict, trace: list,
            checkpoint: CheckpointSpec = DEFAULT) -> "Golden":
         answers = tuple(i.encode() for q in world.model.requests if q.ok
                         for i in q.tool_use_ids)
+        sent: dict = {}
+        for q in world.model.requests:
+            if q.ok and q.position is not None:
+                sent.setdefault((q.script, q.position), tuple(q.sent))
         return cls(outcome, world.ledger, outputs_of(final), effect_attempts(world.ledger),
-                   trace, checkpoint, answers)
+                   trace, checkpoint, answers, sent)
 
     def kill_points(self, trace: Sequence | None = None) -> list[KillPoint]:
         """The kill points of the clean run (or of `trace`, a resumed run's course), its

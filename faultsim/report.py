@@ -35,11 +35,39 @@ class ResumeSummary:
     outcome: Any
     error: str | None
     asked: tuple[str, ...] = ()  # the model turns the resumed incarnations asked for
+    # the last resumed incarnation's first request: (incarnation, script, position, what
+    # `_asked` calls it, the conversation it sent, abridged); () when it asked nothing
+    first: tuple = ()
 
     @classmethod
     def of(cls, crash_run: "CrashRun") -> "ResumeSummary":
-        asked = tuple(_asked(q) for q in crash_run.world.model.requests if q.incarnation > 1)
-        return cls(crash_run.world.ledger, crash_run.outcome, crash_run.error, asked)
+        requests = crash_run.world.model.requests
+        asked = tuple(_asked(q) for q in requests if q.incarnation > 1)
+        last = max((q.incarnation for q in requests), default=0)
+        firsts = [q for q in requests if q.incarnation == last > 1]
+        first = () if not firsts else (last, firsts[0].script, firsts[0].position,
+                                       _asked(firsts[0]), tuple(firsts[0].sent))
+        return cls(crash_run.world.ledger, crash_run.outcome, crash_run.error, asked, first)
+
+
+def first_request(verdict: "Verdict") -> dict[str, Any] | None:
+    """What the resumed run first sent the model, beside what the clean run sent for the
+    same turn: `{"incarnation", "turn", "messages", "clean", "diff"}` (`clean` None when
+    the clean run never asked for that turn; `diff` the lines that differ, `-` the clean
+    run's, `+` the resumed run's)."""
+    import difflib
+
+    run = verdict.resume
+    first = getattr(run, "first", ()) if run is not None else ()
+    if not first:
+        return None
+    incarnation, script, position, turn, sent = first
+    clean = getattr(verdict.golden, "sent", {}).get((script, position))
+    diff = None if clean is None else [
+        line for line in difflib.unified_diff(list(clean), list(sent), lineterm="", n=0)
+        if line[:1] in "-+" and not line.startswith(("---", "+++"))]
+    return {"incarnation": incarnation, "turn": turn, "messages": list(sent),
+            "clean": None if clean is None else list(clean), "diff": diff}
 
 
 def _asked(q: Any) -> str:
@@ -222,8 +250,13 @@ class ModelRun:
             # for the HTML page (faultsim.crashmap): every kill point's verdict, compactly,
             # and each counterexample's details
             "map": crash_map(self, SEVERITY, sparse=sparse_map),
+            # every crash state by its stable identity, for `faultsim compare`
+            "states": states(self),
             "counterexamples": counterexamples(self, SEVERITY, RULES),
         }
+
+    def first_request(self, verdict: Verdict) -> dict[str, Any] | None:
+        return first_request(verdict)
 
     def counterexample(self, verdict: Verdict) -> str:
         point, golden = verdict.kill_point, verdict.golden
@@ -284,6 +317,7 @@ class ModelRun:
             if getattr(run, "asked", ()):
                 lines.append("the resumed run asked the model for: " + ", ".join(run.asked[:12])
                              + (" ..." if len(run.asked) > 12 else ""))
+            lines += _first_request_lines(verdict)
             resumed = [e for e in run.ledger.entries if e.incarnation > 1]
             if resumed:
                 lines.append("the resumed incarnations' calls to the world:"
@@ -300,6 +334,51 @@ class ModelRun:
         if rerun and rerun != self.replay_command(verdict):
             lines.append(f"   or: {rerun}")
         return "\n".join(lines)
+
+
+def states(run: ModelRun) -> list[list[str]]:
+    """`[identity, kill point id, verdict]` per crash state of `run` (verdict: `passed`,
+    `escalated`, or the invariants violated joined with `+`), then each failing schedule of
+    several crashes, its crashes' identities joined with ` then ` (a crash after the first
+    named on the course of the run it killed, where the sweep kept it)."""
+    from .identity import identities, identity
+
+    def verdict_of(v: Verdict) -> str:
+        if v.violations:
+            return "+".join(dict.fromkeys(x.invariant for x in v.violations))
+        return "escalated" if v.escalated else "passed"
+
+    if not run.verdicts:
+        names = []
+    else:
+        names = identities([(v.kill_point, v.order) for v in run.verdicts],
+                           run.verdicts[0].golden.trace, run.crash_model)
+    out = [[n, v.kill_point.id, verdict_of(v)] for n, v in zip(names, run.verdicts)]
+    for v in run.deep_failures:
+        traces = [v.golden.trace] + [e.next_trace for e in v.earlier]
+        steps = [(e.point, e.order) for e in v.earlier] + [(v.kill_point, v.order)]
+        parts = [identity(p, t, run.crash_model, o) if p.index <= len(t) else p.id
+                 for (p, o), t in zip(steps, traces)]
+        out.append([" then ".join(parts), " ".join(p.id for p, _ in steps), verdict_of(v)])
+    return out
+
+
+def _first_request_lines(verdict: Verdict) -> list[str]:
+    found = first_request(verdict)
+    if found is None:
+        return []
+    who = "the resumed run" if not verdict.earlier else f"resumed run {found['incarnation'] - 1}"
+    lines = [f"{who}'s first request to the model ({found['turn']}; abridged):"]
+    lines += [f"    {m}" for m in found["messages"]]
+    if found["clean"] is None:
+        lines.append("  the clean run sent no request for that turn")
+    elif not found["diff"]:
+        lines.append("  the same as the clean run's request for that turn")
+    else:
+        lines.append("  differs from the clean run's request for that turn "
+                     "(- clean, + resumed):")
+        lines += [f"    {d}" for d in found["diff"][:12]]
+    return lines
 
 
 def _excerpt(trace: list, point: KillPoint) -> list[str]:

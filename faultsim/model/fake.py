@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import math
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Mapping
 
 import httpx2
@@ -49,10 +49,52 @@ class RequestRecord:
     tool_use_ids: tuple[str, ...] = ()
     stop_reason: str | None = None
     stream: bool = False  # answered as server-sent events
+    # the conversation it sent, abridged (`abridge`): what a counterexample shows of a
+    # resumed run's first request, beside the clean run's at that turn
+    sent: tuple[str, ...] = field(default=(), compare=False)
 
     @property
     def ok(self) -> bool:
         return self.status == 200 and self.error is None
+
+
+ABRIDGE_KEEP = 4  # messages kept from the end of a conversation (and its first)
+ABRIDGE_TEXT = 48  # characters of a text block shown
+
+
+def _block(block: Any) -> str:
+    if isinstance(block, str):
+        block = {"type": "text", "text": block}
+    if not isinstance(block, dict):
+        return type(block).__name__
+    kind = block.get("type", "?")
+    if kind == "text":
+        text = str(block.get("text", ""))
+        return "text " + repr(text[:ABRIDGE_TEXT] + ("..." if len(text) > ABRIDGE_TEXT else ""))
+    if kind == "tool_use":
+        return f"tool_use {block.get('name')}"
+    if kind == "tool_result":
+        inner = block.get("content")
+        text = _text_of(inner) if isinstance(inner, (str, list)) else ""
+        return ("tool_result" + (" (error)" if block.get("is_error") else "") +
+                (f" {text[:ABRIDGE_TEXT]!r}" if text else ""))
+    return str(kind)
+
+
+def abridge(messages: list[dict]) -> tuple[str, ...]:
+    """A conversation as a counterexample shows it: a line per message (its role and each
+    content block's type, text cut short), the first message and the last few only, so
+    that recording it costs the same for the 200th request as for the first."""
+    def line(m: dict) -> str:
+        content = m.get("content")
+        blocks = content if isinstance(content, list) else [content]
+        return f"{m.get('role')}: " + ", ".join(_block(b) for b in blocks)
+
+    if len(messages) <= ABRIDGE_KEEP + 1:
+        return tuple(line(m) for m in messages)
+    left = len(messages) - 1 - ABRIDGE_KEEP
+    return (line(messages[0]), f"... {left} message{'s' if left != 1 else ''} ...",
+            *(line(m) for m in messages[-ABRIDGE_KEEP:]))
 
 
 def _text_of(content: Any) -> str:
@@ -169,6 +211,7 @@ class FakeClaude:
             self.scripts[s.task] = s
         self.retry_after_ms = retry_after_ms
         self.requests: list[RequestRecord] = []
+        self._sent: list | None = None  # the request being answered (handle, then _log)
         self._incarnation = incarnation
         self._on_event = on_event or _ignore
         self.sealed = sealed
@@ -255,6 +298,7 @@ class FakeClaude:
             finality.went_on("it asked the model")
             raise WorldSealed("a killed incarnation called the model")
         index = len(self.requests) + 1
+        self._sent = None  # the conversation of this request, once validated
         request_id = f"req_faultsim_{index:05d}"
         path = request.url.path
         counting = path.endswith("/v1/messages/count_tokens")
@@ -270,6 +314,7 @@ class FakeClaude:
         try:
             # the API merges consecutive turns of one role; the script is addressed on that
             messages = validated_turns(body, count_tokens=counting)
+            self._sent = messages
         except InvalidRequest as exc:
             return self._log(_error(400, "invalid_request_error", exc.message, request_id),
                              None, None, 0)
@@ -429,7 +474,9 @@ class FakeClaude:
             error=error, message=message,
             input_tokens=(usage or {}).get("input_tokens", 0),
             output_tokens=(usage or {}).get("output_tokens", 0), tool_use_ids=ids,
-            stop_reason=stop, stream=stream)
+            stop_reason=stop, stream=stream,
+            sent=abridge(self._sent) if self._sent is not None else ())
+        self._sent = None
         self.requests.append(record)
         # One event per answered request, once it is logged: a kill here means the API
         # answered and the client died before it could use the answer.

@@ -1,0 +1,161 @@
+"""Differential verdicts: two JSON reports (two agents, two versions of one, a run and its
+saved baseline) compared crash state by crash state.
+
+States are aligned by their stable identity (faultsim.identity, the report's `states`),
+never by kill-point id or index: one extra event early in B's run shifts every index after
+it, and an index-based alignment would pair each state with a different one. Runs are
+aligned by scenario id and crash model (and, for LangGraph, the durability mode the agent
+spec names).
+
+Per state: `fixed by B` (fails in A, passes in B), `broken by B`, `fails in both`, `passes
+in both`, `only in A`, `only in B`. B *adds failing crash states* (a regression, what
+`faultsim compare` and `faultsim run --baseline` exit 1 for) when a state is broken by B or
+fails in B and A has no such state.
+
+Standard library only; reads the JSON as `faultsim run --json` writes it."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from .errors import UsageError
+
+KINDS = ("broken by B", "fixed by B", "fails in both", "passes in both", "only in A",
+         "only in B")
+PASSING = ("passed", "escalated")
+
+
+def _fails(verdict: str | None) -> bool:
+    return verdict is not None and verdict not in PASSING
+
+
+@dataclass(frozen=True)
+class StateDiff:
+    identity: str
+    a: str | None  # A's verdict (passed, escalated, invariants joined with +); None: absent
+    b: str | None
+    a_id: str | None  # the kill point id (or ids, for a schedule) on each side
+    b_id: str | None
+
+    @property
+    def kind(self) -> str:
+        if self.a is None:
+            return "only in B"
+        if self.b is None:
+            return "only in A"
+        return {(True, False): "fixed by B", (False, True): "broken by B",
+                (True, True): "fails in both", (False, False): "passes in both"
+                }[(_fails(self.a), _fails(self.b))]
+
+    @property
+    def regression(self) -> bool:
+        return self.kind == "broken by B" or (self.kind == "only in B" and _fails(self.b))
+
+    def to_json(self) -> dict[str, Any]:
+        return {"identity": self.identity, "kind": self.kind, "a": self.a, "b": self.b,
+                "a_id": self.a_id, "b_id": self.b_id}
+
+
+@dataclass
+class RunDiff:
+    scenario: str
+    crash_model: str
+    mode: str  # a LangGraph durability mode, else ""
+    states: list[StateDiff] = field(default_factory=list)
+    side: str | None = None  # "A" or "B" when only one report has this run
+
+    def counts(self) -> dict[str, int]:
+        out = {k: 0 for k in KINDS}
+        for s in self.states:
+            out[s.kind] += 1
+        return out
+
+    @property
+    def regressions(self) -> list[StateDiff]:
+        return [s for s in self.states if s.regression]
+
+    def name(self) -> str:
+        return f"{self.scenario}{f' [{self.mode}]' if self.mode else ''} / {self.crash_model}"
+
+
+@dataclass
+class Comparison:
+    a: str  # what A and B are (a file, an agent spec)
+    b: str
+    runs: list[RunDiff] = field(default_factory=list)
+
+    @property
+    def regressions(self) -> list[tuple[RunDiff, StateDiff]]:
+        return [(r, s) for r in self.runs for s in r.regressions]
+
+    @property
+    def ok(self) -> bool:
+        return not self.regressions
+
+    def to_json(self) -> dict[str, Any]:
+        return {"ok": self.ok, "a": self.a, "b": self.b,
+                "regressions": [{"scenario": r.scenario, "crash_model": r.crash_model,
+                                 "identity": s.identity, "b_id": s.b_id, "b": s.b}
+                                for r, s in self.regressions],
+                "runs": [{"scenario": r.scenario, "crash_model": r.crash_model,
+                          "mode": r.mode, "only_in": r.side, "counts": r.counts(),
+                          "states": [s.to_json() for s in r.states]} for r in self.runs]}
+
+    def text(self, limit: int = 20) -> str:
+        lines = [f"A: {self.a}", f"B: {self.b}"]
+        for r in self.runs:
+            if r.side is not None:
+                lines.append(f"{r.name()}: only in {r.side}")
+                continue
+            c = r.counts()
+            lines.append(f"{r.name()}: " + ", ".join(f"{c[k]} {k}" for k in KINDS))
+            for kind in ("broken by B", "fixed by B", "only in B", "only in A",
+                         "fails in both"):
+                shown = [s for s in r.states if s.kind == kind
+                         and (kind != "only in B" or _fails(s.b))]
+                for s in shown[:limit]:
+                    lines.append(f"  {kind}: {s.identity}  (A: {s.a_id or '-'} {s.a or ''}; "
+                                 f"B: {s.b_id or '-'} {s.b or ''})".replace(" ;", ";")
+                                 .replace(" )", ")"))
+                if len(shown) > limit:
+                    lines.append(f"  {kind}: ... {len(shown) - limit} more (--json lists all)")
+        bad = self.regressions
+        lines.append(f"B adds {len(bad)} failing crash state{'s' if len(bad) != 1 else ''}"
+                     + (": " + "; ".join(f"{r.name()}: {s.identity} ({s.b_id})"
+                                         for r, s in bad[:10])
+                        + (" ..." if len(bad) > 10 else "") if bad else ""))
+        return "\n".join(lines)
+
+
+def _runs(report: dict, where: str) -> dict[tuple[str, str, str], dict]:
+    out = {}
+    for n, run in enumerate(report.get("runs", [])):
+        if "states" not in run:
+            raise UsageError(f"{where}: runs[{n}] has no \"states\" (a report written by a "
+                             "faultsim without crash-state identities): write it again")
+        agent = run.get("agent", "")
+        mode = agent.partition(":")[2] if agent.startswith("langgraph:") else ""
+        out[(run["scenario"], run["crash_model"], mode)] = run
+    return out
+
+
+def compare(a: dict, b: dict, a_name: str = "A", b_name: str = "B") -> Comparison:
+    """Compare report `b` against report `a` (each `Report.to_json()`)."""
+    runs_a, runs_b = _runs(a, a_name), _runs(b, b_name)
+    out = Comparison(a_name, b_name)
+    for key in list(runs_a) + [k for k in runs_b if k not in runs_a]:
+        diff = RunDiff(*key)
+        out.runs.append(diff)
+        if key not in runs_b or key not in runs_a:
+            diff.side = "A" if key not in runs_b else "B"
+            if diff.side == "B":  # every failing state of a run A never had is new
+                diff.states = [StateDiff(i, None, v, None, k)
+                               for i, k, v in runs_b[key]["states"]]
+            continue
+        sa = {i: (k, v) for i, k, v in runs_a[key]["states"]}
+        sb = {i: (k, v) for i, k, v in runs_b[key]["states"]}
+        for ident in list(sa) + [i for i in sb if i not in sa]:
+            ka, va = sa.get(ident, (None, None))
+            kb, vb = sb.get(ident, (None, None))
+            diff.states.append(StateDiff(ident, va, vb, ka, kb))
+    return out

@@ -1,0 +1,189 @@
+"""Differential verdicts (faultsim.compare, faultsim.identity): crash states aligned by
+their stable identity between two agents, on the receipts example (its planted mistake
+against its fix) and on two versions whose kill-point indices shift."""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+import faultsim
+from faultsim.cli import main
+from faultsim.compare import compare
+
+ROOT = Path(__file__).resolve().parent.parent
+RECEIPTS = ROOT / "examples" / "receipts"
+SCENARIO = RECEIPTS / "scenario.toml"
+sys.path.insert(0, str(RECEIPTS))
+
+import receipts_agent  # noqa: E402
+
+import version_agents  # noqa: E402
+
+
+def _report(factory) -> dict:
+    return faultsim.explore(factory, faultsim.load_scenario(SCENARIO), crashes=1,
+                            crash_model="process").to_json()
+
+
+@pytest.fixture(scope="module")
+def reports() -> dict[str, dict]:
+    return {"blind": _report(receipts_agent.make_agent_without_intents),
+            "fixed": _report(receipts_agent.make_agent),
+            "v2": _report(version_agents.make_agent_v2)}
+
+
+def _failing(report: dict) -> set[str]:
+    return {i for run in report["runs"] for i, _, v in run["states"]
+            if v not in ("passed", "escalated")}
+
+
+def test_identities_are_distinct_and_name_every_crash_state(reports):
+    for report in reports.values():
+        (run,) = report["runs"]
+        names = [i for i, _, _ in run["states"]]
+        assert len(names) == len(set(names)) == run["crash_states"]
+
+
+def test_the_fix_cures_exactly_the_states_the_mistake_fails(reports):
+    diff = compare(reports["blind"], reports["fixed"])
+    (run,) = diff.runs
+    counts = run.counts()
+    failing = _failing(reports["blind"])
+    assert failing  # the planted mistake is caught (the kills landed and were judged)
+    fixed = {s.identity for s in run.states if s.kind == "fixed by B"}
+    assert fixed == failing
+    assert "process:after-effect effect.applied mailer.send#1 turn 2 tool send_receipt" in fixed
+    assert counts["broken by B"] == counts["fails in both"] == 0
+    # a state one side lacks (B writes intents.json: events A never had) passes there
+    assert all(s.a in ("passed", "escalated") for s in run.states if s.kind == "only in A")
+    assert all(s.b in ("passed", "escalated") for s in run.states if s.kind == "only in B")
+    assert diff.ok
+    # the other way round, the fix's loss is a regression, named
+    back = compare(reports["fixed"], reports["blind"])
+    assert not back.ok and {s.identity for _, s in back.regressions} == failing
+
+
+def test_an_extra_write_shifts_every_index_and_the_identity_still_aligns(reports):
+    a, b = reports["blind"], reports["v2"]
+    diff = compare(a, b)
+    (run,) = diff.runs
+    counts = run.counts()
+    assert counts["only in A"] == counts["fixed by B"] == counts["broken by B"] == 0
+    assert counts["passes in both"] + counts["fails in both"] == a["runs"][0]["crash_states"]
+    assert counts["fails in both"] == len(_failing(a)) > 0
+    extra = [s for s in run.states if s.kind == "only in B"]
+    assert extra and all("started.txt" in s.identity and s.b == "passed" for s in extra)
+    # aligned by kill-point id (index included), almost no state finds itself
+    ids_b = {k: v for _, k, v in b["runs"][0]["states"]}
+    same = [k for _, k, v in a["runs"][0]["states"] if ids_b.get(k) == v]
+    assert len(same) < len(a["runs"][0]["states"]) // 4
+    missing = [k for k in (k for _, k, v in a["runs"][0]["states"]
+                           if v != "passed") if k not in ids_b]
+    assert missing  # an index-based alignment loses the failing states
+
+
+def _write(tmp_path: Path, name: str, report: dict) -> str:
+    path = tmp_path / name
+    path.write_text(json.dumps(report))
+    return str(path)
+
+
+def test_compare_two_reports_exits_1_naming_the_states_b_adds(reports, tmp_path, capsys):
+    good, bad = _write(tmp_path, "a.json", reports["fixed"]), _write(tmp_path, "b.json",
+                                                                      reports["blind"])
+    out = tmp_path / "diff.json"
+    assert main(["compare", good, bad, "--json", str(out)]) == 1
+    text = capsys.readouterr().out
+    assert f"B adds {len(_failing(reports['blind']))} failing crash states" in text
+    assert "broken by B: process:after-effect effect.applied mailer.send#1" in text
+    found = json.loads(out.read_text())
+    assert not found["ok"]
+    assert {r["identity"] for r in found["regressions"]} == _failing(reports["blind"])
+    assert main(["compare", bad, good]) == 0
+
+
+def test_compare_refuses_a_report_without_identities(reports, tmp_path, capsys):
+    old = json.loads(json.dumps(reports["fixed"]))
+    del old["runs"][0]["states"]
+    path = _write(tmp_path, "old.json", old)
+    assert main(["compare", path, path]) == 2
+    assert "old.json: runs[0] has no \"states\"" in capsys.readouterr().err
+
+
+def test_run_with_a_baseline_fails_only_on_added_failing_states(reports, tmp_path, capsys):
+    base = _write(tmp_path, "base.json", reports["blind"])
+    agent = f"{RECEIPTS / 'receipts_agent.py'}:make_agent_without_intents"
+    args = ["run", str(SCENARIO), "--agent", agent, "--crashes", "1", "--crash-model",
+            "process", "--examples", "0", "--workers", "0"]
+    assert main(args) == 1  # it violates ...
+    assert main(args + ["--baseline", base]) == 0  # ... nothing the baseline did not
+    assert "B adds 0 failing crash states" in capsys.readouterr().out
+
+
+# -- counterexamples show the resume (report.first_request, model.fake.abridge) ----------
+
+def test_the_counterexample_shows_the_resumed_request_beside_the_clean_one(reports):
+    (run,) = reports["blind"]["runs"]
+    (cx,) = [c for c in run["counterexamples"] if c["invariants"] == ["effects_exactly_once"]]
+    first = cx["first_request"]
+    assert first["incarnation"] == 2 and first["turn"] == "turn 3"
+    assert first["messages"][0].startswith("user: text 'Charge CUST-1")
+    assert first["messages"][-2:] == ["assistant: tool_use send_receipt",
+                                      "user: tool_result '{\"id\": \"mailer-0002\"}'"]
+    # the receipt went out again, and the resumed conversation says so; nothing else differs
+    assert first["diff"] == ["-user: tool_result '{\"id\": \"mailer-0001\"}'",
+                             "+user: tool_result '{\"id\": \"mailer-0002\"}'"]
+    assert first["clean"][:-1] == first["messages"][:-1]
+    assert "the resumed run's first request to the model (turn 3; abridged):" in cx["text"]
+    assert "    +user: tool_result '{\"id\": \"mailer-0002\"}'" in cx["text"]
+
+
+def test_abridge_keeps_roles_block_types_and_the_ends_of_a_long_conversation():
+    from faultsim.model.fake import ABRIDGE_TEXT, abridge
+
+    long_text = "x" * (ABRIDGE_TEXT + 10)
+    messages = [{"role": "user", "content": long_text}]
+    for n in range(6):
+        messages += [{"role": "assistant", "content": [
+                         {"type": "thinking", "thinking": "..."},
+                         {"type": "tool_use", "id": f"t{n}", "name": "look", "input": {}}]},
+                     {"role": "user", "content": [
+                         {"type": "tool_result", "tool_use_id": f"t{n}", "is_error": n == 5,
+                          "content": [{"type": "text", "text": f"r{n}"}]}]}]
+    lines = abridge(messages)
+    assert lines[0] == f"user: text '{'x' * ABRIDGE_TEXT}...'"
+    assert lines[1] == "... 8 messages ..."
+    assert lines[-2:] == ("assistant: thinking, tool_use look",
+                          "user: tool_result (error) 'r5'")
+    assert len(lines) == 6
+    assert abridge(messages[:3]) == (lines[0], "assistant: thinking, tool_use look",
+                                     "user: tool_result 'r0'")
+
+
+def test_a_resumed_request_like_the_clean_one_is_said_to_be_the_same():
+    from types import SimpleNamespace
+
+    from faultsim.report import _first_request_lines, first_request
+
+    sent = ("user: text 'go'", "assistant: tool_use look", "user: tool_result 'ok'")
+    verdict = SimpleNamespace(resume=SimpleNamespace(first=(2, "main", 1, "turn 2", sent)),
+                              golden=SimpleNamespace(sent={("main", 1): sent}), earlier=())
+    assert first_request(verdict)["diff"] == []
+    assert _first_request_lines(verdict)[-1] == \
+        "  the same as the clean run's request for that turn"
+    verdict.golden.sent = {}
+    assert first_request(verdict)["clean"] is None
+    assert _first_request_lines(verdict)[-1] == "  the clean run sent no request for that turn"
+    verdict.resume.first = ()
+    assert first_request(verdict) is None and _first_request_lines(verdict) == []
+
+
+def test_the_html_page_leaves_the_states_out(reports):
+    from faultsim.html_report import render
+
+    page = render(reports["blind"])
+    assert "mailer.send#1 turn 2 tool send_receipt" not in page
+    assert "k27-after-effect-mailer.send#1" in page  # the map and counterexamples stay
