@@ -12,6 +12,8 @@ errors, the report's severity order and the crash map's encoding only."""
 from __future__ import annotations
 
 import json
+import math
+import re
 from typing import Any, Sequence
 
 from .errors import UsageError
@@ -101,6 +103,8 @@ def _merge_run(parts: list[tuple[str, dict]], n: int) -> dict[str, Any]:
     out["violations"] = sorted((v for _, run in parts for v in run["violations"]),
                                key=lambda v: v["rank"])
     out["counterexamples"] = _counterexamples(parts)
+    if "states" in run0:
+        out["states"] = _merge_states(parts, out["violations"])
     out["map"] = _merge_map([(path, run["map"]) for path, run in parts], n)
     return out
 
@@ -263,3 +267,27 @@ def as_report(merged: dict[str, Any]):
 
     return _Merged(runs=[_Run(r) for r in merged["runs"]],  # type: ignore[misc]
                    refused=[Refusal(**r) for r in merged.get("refused", [])])
+
+
+def _merge_states(parts: list[tuple[str, dict]], violations: list[dict]) -> list[list]:
+    """The shards' `states` in the whole run's order: single crash states by kill point
+    (the map's order) and their place among its crash states (an identity's ` /N`), then
+    the failing schedules of several crashes in the order of their violations' ranks."""
+    single, deep = [], []
+    for _, run in parts:
+        for entry in run["states"]:
+            (deep if " then " in entry[0] else single).append(entry)
+
+    def place(entry: list) -> tuple:
+        # a kill point's id starts with its place: k<event>[.<byte>] (a torn point inside
+        # an event's write comes before the point after it)
+        found = re.match(r"k(\d+)(?:\.(\d+))?-", entry[1])
+        point = (int(found.group(1)), math.inf if found.group(2) is None
+                 else int(found.group(2))) if found else (-1, 0)
+        head, _, last = entry[0].rpartition(" /")
+        return point, int(last) if head and last.isdigit() else 1
+
+    ranks: dict[str, list] = {}
+    for v in violations:
+        ranks.setdefault(" ".join(v["schedule"]), v["rank"])
+    return sorted(single, key=place) + sorted(deep, key=lambda e: ranks.get(e[1], [9]))
