@@ -9,7 +9,8 @@ from hypothesis import given, settings, strategies as st
 from faultsim.model.script import redacted_data, sign_thinking
 from faultsim.model.validate import InvalidRequest, Validator, validated_turns
 
-IDS = ("toolu_1", "toolu_2", "toolu_3")
+# 1, 1.0 and true are equal in Python, not in JSON: the prefix is compared by equality
+IDS = ("toolu_1", "toolu_2", "toolu_3", 1, 1.0, True)
 
 
 def _block(draw) -> dict:
@@ -50,11 +51,14 @@ def _requests(draw):
     messages: list = [{"role": "user", "content": "task"}]
     out = []
     for _ in range(draw(st.integers(1, 8))):
-        action = draw(st.sampled_from(["grow", "grow", "grow", "cut", "edit", "same"]))
+        action = draw(st.sampled_from(["grow", "grow", "grow", "cut", "edit", "retype", "same"]))
         if action == "grow":
             messages = messages + [draw(_message()) for _ in range(draw(st.integers(1, 2)))]
         elif action == "cut" and len(messages) > 1:
             messages = messages[:draw(st.integers(1, len(messages) - 1))]
+        elif action == "retype":  # the same history, its ids now of an equal other type
+            messages = json.loads(json.dumps(messages).replace('"toolu_1"', "1")
+                                  .replace(": 1,", ": true,").replace(": 1}", ": true}"))
         elif action == "edit":
             i = draw(st.integers(0, len(messages) - 1))
             messages = messages[:i] + [draw(_message())] + messages[i + 1:]
@@ -73,6 +77,8 @@ def _verdict(check, body):
         return ("ok", json.dumps(check(body)))
     except InvalidRequest as exc:
         return ("invalid", exc.message)
+    except Exception as exc:  # a non-str id breaks the full check too: the same way
+        return (type(exc).__name__, str(exc))
 
 
 @settings(max_examples=300, deadline=None)
@@ -95,7 +101,7 @@ def test_a_growing_conversation_is_checked_incrementally():
                      {"role": "user", "content": [
                          {"type": "tool_result", "tool_use_id": f"toolu_{i}", "content": "ok"}]}]
         validator.turns({"model": "m", "max_tokens": 5, "tools": tools, "messages": messages})
-    assert validator._known.raw == len(messages)
+    assert validator._known.raw == messages
     bad = messages + [{"role": "assistant", "content": [
         {"type": "tool_use", "id": "toolu_x", "name": "t", "input": {}}]}]
     body = {"model": "m", "max_tokens": 5, "tools": tools, "messages": bad}

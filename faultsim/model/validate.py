@@ -109,7 +109,7 @@ def _check_messages(body: dict, messages: list, known: "_Known | None"
     """The checks of `messages` (a non-empty list), in the API's order; with `known`, a
     byte-identical prefix of this request already passed them (see `Validator`), so only
     what is new is looked at. Returns the merged turns and the first one using tools."""
-    raw_start = known.raw if known else 0
+    raw_start = len(known.raw) if known else 0
     for i in range(raw_start, len(messages)):  # each message alone: the prefix passed
         msg = messages[i]
         if not isinstance(msg, dict) or msg.get("role") not in ("user", "assistant"):
@@ -123,14 +123,14 @@ def _check_messages(body: dict, messages: list, known: "_Known | None"
         raise InvalidRequest('messages: first message must use the "user" role')
 
     # the API combines same-role turns; so does the fake. With `known`, the merged turns
-    # before the last known one are unchanged, and the last may absorb the new messages.
+    # before the last known one are those that passed, and the last may absorb new messages
+    merged = merged_turns(messages)
     if known:
-        merged = known.merged[:-1] + merged_turns([known.merged[-1], *messages[raw_start:]])
-        start = max(0, len(known.merged) - 2)  # a turn's check reads its neighbours
+        start = max(0, known.merged - 2)  # a turn's check reads its neighbours
         first_use = known.first_use if known.first_use is not None and \
             known.first_use < start else None
     else:
-        merged, start, first_use = merged_turns(messages), 0, None
+        start, first_use = 0, None
     messages = merged
     for i in range(start, len(messages)):
         msg = messages[i]
@@ -179,29 +179,32 @@ def _check_messages(body: dict, messages: list, known: "_Known | None"
 
 @dataclass(frozen=True)
 class _Known:
-    """A request's messages that passed every check: `raw` messages, dumped as `dump`,
-    merging into `merged`, the first of which to use tools is `first_use`."""
+    """A request's messages that passed every check: the `raw` messages as parsed, which
+    merge into `merged` turns, the first of which to use tools is `first_use`."""
 
-    raw: int
-    dump: str
-    merged: list[dict]
+    raw: list
+    merged: int
     first_use: int | None
 
 
 class Validator:
-    """`validated_turns` for one run's requests, looking only at what is new since the
-    run's last valid request: a conversation grows by a turn or two per request, and
-    checking the whole of it every time made the fake's work per request O(history).
+    """`validated_turns` for one run's requests, checking only what is new since the run's
+    last valid request: a conversation grows by a turn or two per request, and checking
+    the whole of it every time made the fake's work per request O(history).
 
     Sound because every check on the messages is local: a message alone (role, content),
     a merged turn with its neighbours (tool_use ids answered in the next turn, tool_result
     ids offered by the previous one, thinking signatures), the whole conversation only
     through "does any turn use tools" (kept as `first_use`) and the last two turns (checked
-    anew every time). So when this request's first `raw` messages are byte-identical (their
-    JSON dump, which tells 1, 1.0 and true apart and keeps key order) to a request that
-    passed, those messages, and the merged turns before the last two, pass again in the
-    same order, and the first error, if any, lies in what is rechecked: its message is the
-    full check's. The body's own fields are checked in full every time (they are small).
+    anew every time). So when this request's first messages equal those of a request that
+    passed, those messages, and the merged turns before the last known two, pass again,
+    and the first error, if any, lies in what is rechecked: its message is the full
+    check's, formatted from this request's own objects. Equal, not byte-identical: the
+    parsed JSON is compared (in C, a fraction of the checks' cost), and equality can only
+    confuse 1, 1.0 and true; no check on messages tells those apart (types are tested only
+    for dict, list and str, which equal nothing of another type; ids are compared by
+    equality; a thinking text or redacted data that passed was a str, so an equal one is
+    the same str). The body's own fields are checked in full every time (they are small).
     Anything else (a shorter, edited or reordered history) is checked in full."""
 
     def __init__(self) -> None:
@@ -211,12 +214,11 @@ class Validator:
         known = self._known
         if known is None or not isinstance(body, dict) or \
                 not isinstance(body.get("messages"), list) or \
-                len(body["messages"]) < known.raw or \
-                json.dumps(body["messages"][:known.raw]) != known.dump:
+                len(body["messages"]) < len(known.raw) or \
+                body["messages"][:len(known.raw)] != known.raw:
             known = None
         messages, first_use = _validate(body, count_tokens, known)
-        raw = body["messages"]
-        self._known = _Known(len(raw), json.dumps(raw), messages, first_use)
+        self._known = _Known(body["messages"], len(messages), first_use)
         return messages
 
 
