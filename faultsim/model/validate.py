@@ -5,7 +5,6 @@ exactly as production refuses it: that is how faultsim sees an orphaned call.
 """
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -107,7 +106,7 @@ def _validate(body: Any, count_tokens: bool, known: "_Known | None"
 def _check_messages(body: dict, messages: list, known: "_Known | None"
                     ) -> tuple[list[dict], int | None]:
     """The checks of `messages` (a non-empty list), in the API's order; with `known`, a
-    byte-identical prefix of this request already passed them (see `Validator`), so only
+    prefix of this request equal to one that passed them (see `Validator`), so only
     what is new is looked at. Returns the merged turns and the first one using tools."""
     raw_start = len(known.raw) if known else 0
     for i in range(raw_start, len(messages)):  # each message alone: the prefix passed
