@@ -16,7 +16,7 @@ import httpx2
 from .. import finality
 from .sse import events as stream_events
 from .script import STOP_FAULTS, ApiFault, Script, stopped_content, turn_content
-from .validate import InvalidRequest, supports_prefill, validated_turns
+from .validate import InvalidRequest, Validator, supports_prefill
 
 if TYPE_CHECKING:
     import anthropic
@@ -220,6 +220,7 @@ class FakeClaude:
         self._cache: set[str] = set()  # prompt prefixes written to the (fake) prompt cache
         self._paused: set[str] = set()  # pause_turn answers: sent back, they continue the turn
         self.prefill_models = prefill_models
+        self._validator = Validator()  # checks only what is new since the last request
 
     # -- the client -------------------------------------------------------------------
     def client(self, *, max_retries: int = 2, **options: Any) -> "anthropic.Anthropic":
@@ -313,7 +314,7 @@ class FakeClaude:
                                     "JSON", request_id), None, None, 0)
         try:
             # the API merges consecutive turns of one role; the script is addressed on that
-            messages = validated_turns(body, count_tokens=counting)
+            messages = self._validator.turns(body, count_tokens=counting)
             self._sent = messages
         except InvalidRequest as exc:
             return self._log(_error(400, "invalid_request_error", exc.message, request_id),

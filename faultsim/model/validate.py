@@ -6,6 +6,7 @@ exactly as production refuses it: that is how faultsim sees an orphaned call.
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from typing import Any
 
 
@@ -61,6 +62,11 @@ def validate_request(body: Any, *, count_tokens: bool = False) -> None:
 def validated_turns(body: Any, *, count_tokens: bool = False) -> list[dict]:
     """`validate_request`, returning the conversation as the API reads it
     (`merged_turns`), so the fake merges it once per request."""
+    return _validate(body, count_tokens, None)[0]
+
+
+def _validate(body: Any, count_tokens: bool, known: "_Known | None"
+              ) -> tuple[list[dict], int | None]:
     if not isinstance(body, dict):
         raise InvalidRequest("request body must be a JSON object")
     for name in ("model", "messages") if count_tokens else ("model", "max_tokens", "messages"):
@@ -94,9 +100,17 @@ def validated_turns(body: Any, *, count_tokens: bool = False) -> list[dict]:
     messages = body["messages"]
     if not isinstance(messages, list) or not messages:
         raise InvalidRequest("messages: at least one message is required")
+    return _check_messages(body, messages, known)
 
-    uses_tools = False
-    for i, msg in enumerate(messages):
+
+def _check_messages(body: dict, messages: list, known: "_Known | None"
+                    ) -> tuple[list[dict], int | None]:
+    """The checks of `messages` (a non-empty list), in the API's order; with `known`, a
+    prefix of this request equal to one that passed them (see `Validator`), so only
+    what is new is looked at. Returns the merged turns and the first one using tools."""
+    raw_start = len(known.raw) if known else 0
+    for i in range(raw_start, len(messages)):  # each message alone: the prefix passed
+        msg = messages[i]
         if not isinstance(msg, dict) or msg.get("role") not in ("user", "assistant"):
             raise InvalidRequest(f"messages.{i}.role: Input should be 'user' or 'assistant'")
         content = msg.get("content")
@@ -107,12 +121,23 @@ def validated_turns(body: Any, *, count_tokens: bool = False) -> list[dict]:
     if messages[0]["role"] != "user":
         raise InvalidRequest('messages: first message must use the "user" role')
 
-    messages = merged_turns(messages)  # the API combines same-role turns; so does the fake
-    for i, msg in enumerate(messages):
+    # the API combines same-role turns; so does the fake. With `known`, the merged turns
+    # before the last known one are those that passed, and the last may absorb new messages
+    merged = merged_turns(messages)
+    if known:
+        start = max(0, known.merged - 2)  # a turn's check reads its neighbours
+        first_use = known.first_use if known.first_use is not None and \
+            known.first_use < start else None
+    else:
+        start, first_use = 0, None
+    messages = merged
+    for i in range(start, len(messages)):
+        msg = messages[i]
         blocks = _blocks(msg["content"])
         if msg["role"] == "assistant":
             ids = [b.get("id") for b in blocks if b.get("type") == "tool_use"]
-            uses_tools |= bool(ids)
+            if ids and first_use is None:
+                first_use = i
             if not ids:
                 continue
             following = messages[i + 1] if i + 1 < len(messages) else None
@@ -136,21 +161,67 @@ def validated_turns(body: Any, *, count_tokens: bool = False) -> list[dict]:
             for k, block in enumerate(blocks):
                 if block.get("type") != "tool_result":
                     continue
-                uses_tools = True
+                if first_use is None:
+                    first_use = i
                 if block.get("tool_use_id") not in offered:
                     raise InvalidRequest(
                         f"messages.{i}.content.{k}: unexpected `tool_use_id` found in "
                         f"`tool_result` blocks: {block.get('tool_use_id')}. Each `tool_result` "
                         "block must have a corresponding `tool_use` block in the previous "
                         "message.")
-    if uses_tools and not body.get("tools"):
+    if first_use is not None and not body.get("tools"):
         raise InvalidRequest("Requests which include `tool_use` or `tool_result` blocks "
                              "must define tools.")
-    _check_thinking(body, messages)
-    return messages
+    _check_thinking(body, messages, start)
+    return messages, first_use
 
 
-def _check_thinking(body: dict, messages: list[dict]) -> None:
+@dataclass(frozen=True)
+class _Known:
+    """A request's messages that passed every check: the `raw` messages as parsed, which
+    merge into `merged` turns, the first of which to use tools is `first_use`."""
+
+    raw: list
+    merged: int
+    first_use: int | None
+
+
+class Validator:
+    """`validated_turns` for one run's requests, checking only what is new since the run's
+    last valid request: a conversation grows by a turn or two per request, and checking
+    the whole of it every time made the fake's work per request O(history).
+
+    Sound because every check on the messages is local: a message alone (role, content),
+    a merged turn with its neighbours (tool_use ids answered in the next turn, tool_result
+    ids offered by the previous one, thinking signatures), the whole conversation only
+    through "does any turn use tools" (kept as `first_use`) and the last two turns (checked
+    anew every time). So when this request's first messages equal those of a request that
+    passed, those messages, and the merged turns before the last known two, pass again,
+    and the first error, if any, lies in what is rechecked: its message is the full
+    check's, formatted from this request's own objects. Equal, not byte-identical: the
+    parsed JSON is compared (in C, a fraction of the checks' cost), and equality can only
+    confuse 1, 1.0 and true; no check on messages tells those apart (types are tested only
+    for dict, list and str, which equal nothing of another type; ids are compared by
+    equality; a thinking text or redacted data that passed was a str, so an equal one is
+    the same str). The body's own fields are checked in full every time (they are small).
+    Anything else (a shorter, edited or reordered history) is checked in full."""
+
+    def __init__(self) -> None:
+        self._known: _Known | None = None
+
+    def turns(self, body: Any, *, count_tokens: bool = False) -> list[dict]:
+        known = self._known
+        if known is None or not isinstance(body, dict) or \
+                not isinstance(body.get("messages"), list) or \
+                len(body["messages"]) < len(known.raw) or \
+                body["messages"][:len(known.raw)] != known.raw:
+            known = None
+        messages, first_use = _validate(body, count_tokens, known)
+        self._known = _Known(body["messages"], len(messages), first_use)
+        return messages
+
+
+def _check_thinking(body: dict, messages: list[dict], start: int = 0) -> None:
     """Extended thinking's round trip, as the API enforces it: every thinking block comes
     back with the signature it was sent with (an edited or forged one is refused), and
     while thinking is enabled, the assistant turn whose tool calls the conversation is
@@ -158,7 +229,8 @@ def _check_thinking(body: dict, messages: list[dict]) -> None:
     those blocks is refused in production: the session is dead."""
     from .script import redacted_data_valid, sign_thinking
 
-    for i, msg in enumerate(messages):
+    for i in range(start, len(messages)):  # the turns before `start` passed (Validator)
+        msg = messages[i]
         if msg["role"] != "assistant":
             continue
         for k, block in enumerate(_blocks(msg["content"])):
