@@ -276,18 +276,9 @@ def cmd_run(ns: argparse.Namespace) -> int:
 
 
 def _read_report(path: str) -> dict:
-    import json
+    from .report_merge import read
 
-    try:
-        with open(path, encoding="utf-8") as f:
-            data = json.load(f)
-    except OSError as exc:
-        raise UsageError(f"{path}: cannot read the report: {exc.strerror}") from None
-    except ValueError as exc:
-        raise UsageError(f"{path}: not a JSON report: {exc}") from None
-    if not isinstance(data, dict) or not isinstance(data.get("runs"), list):
-        raise UsageError(f"{path}: not a faultsim JSON report (no \"runs\" list)")
-    return data
+    return read(path)
 
 
 def cmd_compare(ns: argparse.Namespace) -> int:

@@ -30,20 +30,23 @@ class MergeError(UsageError):
     """Reports that are not the shards of one run."""
 
 
+def read(path: str, error: type[UsageError] = UsageError) -> dict:
+    """A report `faultsim run --json` wrote (merge's, compare's and --baseline's input);
+    what is not one is `error`, in one line naming the file."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            report = json.load(f)
+    except OSError as exc:
+        raise error(f"{path}: cannot read it ({exc.strerror})") from None
+    except ValueError as exc:
+        raise error(f"{path}: not a JSON report ({exc})") from None
+    if not isinstance(report, dict) or not isinstance(report.get("runs"), list):
+        raise error(f"{path}: runs: missing; not a report faultsim run --json wrote")
+    return report
+
+
 def load(paths: Sequence[str]) -> list[tuple[str, dict]]:
-    found = []
-    for path in paths:
-        try:
-            with open(path, encoding="utf-8") as f:
-                report = json.load(f)
-        except OSError as exc:
-            raise MergeError(f"{path}: cannot read it ({exc.strerror})") from None
-        except ValueError as exc:
-            raise MergeError(f"{path}: not a JSON report ({exc})") from None
-        if not isinstance(report, dict) or not isinstance(report.get("runs"), list):
-            raise MergeError(f"{path}: runs: missing; not a report faultsim run --json wrote")
-        found.append((path, report))
-    return found
+    return [(path, read(path, MergeError)) for path in paths]
 
 
 def merge(reports: list[tuple[str, dict]]) -> dict[str, Any]:

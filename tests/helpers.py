@@ -93,3 +93,20 @@ class CountingServer:
 
     def close(self) -> None:
         self.sock.close()
+
+
+def by_point(report) -> dict[str, list[str]]:
+    """A one-run report's verdicts: kill point id -> the invariants violated there."""
+    (run,) = report.runs
+    return {v.kill_point.id: sorted({x.invariant for x in v.violations})
+            for v in run.verdicts}
+
+
+def same_points(real):
+    """The in-process run on the subprocess shard's kill points (subprocess mode shards
+    kill points; the in-process mode's --shard splits crash states)."""
+    if not real.runs[0].kill_points or len(real.runs[0].explored) == len(
+            real.runs[0].kill_points):
+        return None
+    ids = {p.id for p in real.runs[0].explored}
+    return lambda p: p.id in ids

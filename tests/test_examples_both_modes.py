@@ -25,6 +25,7 @@ from faultsim.loading import load_factory
 from faultsim.real.explore import explore_subprocess
 
 from conftest import ROOT
+from helpers import by_point, same_points
 
 EXAMPLES = ROOT / "examples"
 TESTS = Path(__file__).resolve().parent
@@ -53,33 +54,17 @@ NOT_COMPARED = {
 THINKING = TESTS / "data" / "thinking_jsonl.toml"
 
 
-def _by_point(report) -> dict[str, list[str]]:
-    (run,) = report.runs
-    return {v.kill_point.id: sorted({x.invariant for x in v.violations})
-            for v in run.verdicts}
-
-
-def _same_points(real):
-    """The in-process run on the subprocess shard's kill points (subprocess mode shards
-    kill points; the in-process mode's --shard splits crash states)."""
-    if not real.runs[0].kill_points or len(real.runs[0].explored) == len(
-            real.runs[0].kill_points):
-        return None
-    ids = {p.id for p in real.runs[0].explored}
-    return lambda p: p.id in ids
-
-
 def _both_modes(spec: str, scenario_path: Path, shard) -> tuple[dict, dict, dict]:
     scenario = faultsim.load_scenario(scenario_path)
     stats: dict = {}
     real = explore_subprocess(spec, scenario, workers=2, shard=shard, stats=stats)
     model = faultsim.explore(load_factory(spec), scenario, crash_model="process",
-                             crashes=1, workers=2, only=_same_points(real))
+                             crashes=1, workers=2, only=same_points(real))
     (run,) = real.runs
     # every kill landed, as a SIGKILL the server saw, before any verdict counts
     assert stats["kills_landed"] == len(run.explored) == len(run.verdicts) > 10
     assert [p.id for p in run.kill_points] == [p.id for p in model.runs[0].kill_points]
-    return _by_point(real), _by_point(model), stats
+    return by_point(real), by_point(model), stats
 
 
 def test_every_example_is_listed():

@@ -25,26 +25,11 @@ from faultsim.real.pool import MARKER, sandbox_parent
 from reference_agent.mutants import DOUBLE_CRASH_NAMES, NAMES
 
 from conftest import DATA, ROOT
+from helpers import by_point, same_points
 
 TINY = DATA / "tiny.toml"
 AGENTS = ["reference_agent"] + [f"reference_agent.mutants.{n}"
                                 for n in NAMES + DOUBLE_CRASH_NAMES]
-
-
-def _by_point(report) -> dict[str, list[str]]:
-    (run,) = report.runs
-    return {v.kill_point.id: sorted({x.invariant for x in v.violations})
-            for v in run.verdicts}
-
-
-def _same_points(real):
-    """The in-process run on the subprocess shard's kill points (subprocess mode shards
-    kill points; the in-process mode's --shard splits crash states)."""
-    if not real.runs[0].kill_points or len(real.runs[0].explored) == len(
-            real.runs[0].kill_points):
-        return None
-    ids = {p.id for p in real.runs[0].explored}
-    return lambda p: p.id in ids
 
 
 @pytest.mark.parametrize("agent", AGENTS)
@@ -55,12 +40,12 @@ def test_verdicts_agree_with_the_in_process_mode(agent):
     shard = None if agent == "reference_agent" else (1, 2)
     real = explore_subprocess(agent, scenario, workers=2, stats=stats, shard=shard)
     model = faultsim.explore(load_factory(agent), scenario, crash_model="process",
-                             crashes=1, workers=2, only=_same_points(real))
+                             crashes=1, workers=2, only=same_points(real))
     (run,) = real.runs
     # every kill landed, as a SIGKILL the server saw, before any verdict counts
     assert stats["kills_landed"] == len(run.explored) == len(run.verdicts) > 100
     assert [p.id for p in run.kill_points] == [p.id for p in model.runs[0].kill_points]
-    assert _by_point(real) == _by_point(model)
+    assert by_point(real) == by_point(model)
     if any(v.violations for v in model.runs[0].verdicts):
         assert not real.ok  # the mutant is caught for real, not only in the model
     if agent == "reference_agent":
