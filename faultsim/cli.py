@@ -195,7 +195,7 @@ def cmd_run(ns: argparse.Namespace) -> int:
 
     from .console import Progress, print_run
     from .engine import run as explore_one
-    from .loading import CLAUDE_AGENT_SDK, LANGGRAPH, load_factory
+    from .loading import CLAUDE_AGENT_SDK, COMMAND, LANGGRAPH, load_factory
     from .report import Report
     from .scenario import load_scenario
 
@@ -205,7 +205,7 @@ def cmd_run(ns: argparse.Namespace) -> int:
         only = lambda point: point.id in wanted  # noqa: E731
     options = _options(ns, only)
     scenarios = [load_scenario(p) for p in scenario_paths(ns.scenarios)]
-    claude = ns.agent.startswith(CLAUDE_AGENT_SDK)
+    claude = ns.agent.startswith((CLAUDE_AGENT_SDK, COMMAND))
     if ns.transcript_writes is not None and not claude:
         raise UsageError("--transcript-writes: only for a Claude Agent SDK agent "
                          "(--agent claude-agent-sdk:FILE.py:ATTR)")
@@ -216,7 +216,10 @@ def cmd_run(ns: argparse.Namespace) -> int:
     if claude:
         with _refusals_reported(ns, report, ns.scenarios[0] if ns.scenarios else "",
                                 ns.agent):
-            _run_claude_agent_sdk(ns, scenarios, options, report)
+            if ns.agent.startswith(COMMAND):
+                _run_command(ns, scenarios, options, report)
+            else:
+                _run_claude_agent_sdk(ns, scenarios, options, report)
     for sc, agent in ((sc, agent) for sc in scenarios if not claude
                       for agent in _agents(sc, ns, modes)):
         resolved = options.resolve(sc)
@@ -412,6 +415,45 @@ def cmd_list(ns: argparse.Namespace) -> int:
               f"{format_duration(profile.downtime)}; API faults "
               f"{', '.join(faults) if faults else 'none'}")
     return EXIT_OK
+
+
+def _run_command(ns: argparse.Namespace, scenarios: list, options, report) -> None:
+    """`faultsim run` on an agent run as a command (faultsim.command): real processes
+    under strace, one crash per run, its report the same as any agent's."""
+    import time
+
+    from .command import explore
+    from .command.syscalls import strace_unavailable
+    from .console import print_run
+    from .options import in_shard
+
+    if options.mode == "in-process":
+        raise UsageError("--mode in-process: an agent run as a command is a real process; "
+                         "drop --mode (or give --mode subprocess)")
+    if (options.crashes or 1) > 1:
+        raise UsageError(f"--crashes {options.crashes}: an agent run as a command is "
+                         "explored one crash per run")
+    why = strace_unavailable()
+    if why:
+        raise UsageError(f"{ns.agent}: {why}")
+    only = options.only
+    for sc in scenarios:
+        started = time.perf_counter()
+        keep = lambda kp: (only is None or only(kp)) and in_shard(  # noqa: E731
+            kp.index, options.shard)
+        found = explore(ns.agent, sc, crash_models=options.crash_model
+                        or tuple(sc.profile.crash_models), only=keep, timeout=ns.timeout,
+                        seed=ns.seed, progress=lambda line, sc=sc: print(
+                            f"  {sc.id} {line}", file=sys.stderr, flush=True))
+        for n, model_run in enumerate(found.runs.values()):
+            model_run.wall_seconds = time.perf_counter() - started if n == 0 else 0.0
+            report.runs.append(model_run)
+            print_run(model_run)
+        print(f"  kills         {found.kills_landed} landed (the command's process group "
+              f"SIGKILLed at its boundary, each checked dead and the disk checked against "
+              f"the traced calls); {found.crash_runs} crash runs, {found.resumes} resumes "
+              f"for {found.states} crash states")
+        sys.stdout.flush()
 
 
 def _run_claude_agent_sdk(ns: argparse.Namespace, scenarios: list, options, report) -> None:

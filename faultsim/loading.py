@@ -72,6 +72,9 @@ LANGGRAPH_MODES = ("sync", "async", "exit")  # LangGraph's durability modes
 # agent spec claude-agent-sdk:FILE.py:ATTR: a Claude Agent SDK agent's coroutine, explored
 # by faultsim.adapters.claude_agent_sdk on its own processes
 CLAUDE_AGENT_SDK = "claude-agent-sdk:"
+# agent spec cmd:COMMAND: any program, in any language, explored from outside as a command
+# by faultsim.command (the fake Claude and the services over loopback, strace on its calls)
+COMMAND = "cmd:"
 
 
 def factory_for(spec: str, scenario: Any = None) -> Callable[[AgentEnv], Any]:
