@@ -240,6 +240,21 @@ def test_a_kill_in_the_hook_drops_the_connection(phase, applied, answered):
         assert retry[0] == 200 and len(world.ledger.applied("billing")) == 1
 
 
+def test_attach_serves_another_world_counting_calls_from_one():
+    import copy
+
+    seen = []
+    first = make_world()
+    with serve_services(first, hook=lambda *a: seen.append(a)) as wire:
+        call(wire.urls["mailer"], "POST", {"to": "a"})
+        second = copy.deepcopy(first)
+        wire.attach(second)
+        call(wire.urls["mailer"], "POST", {"to": "b"})
+    assert [e.params for e in first.ledger.entries] == [{"to": "a"}]
+    assert [e.params for e in second.ledger.entries] == [{"to": "a"}, {"to": "b"}]
+    assert [a for a in seen if a[0] == "received"] == [("received", "mailer", 1)] * 2
+
+
 def test_a_sealed_world_drops_the_dead_incarnations_call():
     world = make_world()
     with serve_services(world) as wire:

@@ -3,6 +3,7 @@ for agents faultsim does not import (any language, any HTTP client).
 
     wire = serve_services(world, scenario, hook=None)
     wire.env      # FAULTSIM_SERVICE_<NAME>_URL per service, FAULTSIM_MCP_URL, ...
+    wire.attach(other_world)  # serve a copy of the world (another run), calls from 1
     wire.close()  # stops the server and its threads
 
 Every call lands on the world's receivers exactly as a `faultsim.effect` call does (the
@@ -181,6 +182,17 @@ class ServiceWire:
         env["FAULTSIM_MCP_CONFIG"] = json.dumps(
             {"mcpServers": {"faultsim": {"command": command[0], "args": command[1:]}}})
         return env
+
+    def attach(self, world: "World") -> None:
+        """Serve `world` from now on (a copy of the world for another run: the explorer
+        copies worlds at kill points), its calls counted from 1 again."""
+        with self.lock:
+            missing = [n for n in self.names if n not in world.services]
+            if missing:
+                raise KeyError(f"the world to attach has no service {missing[0]!r}")
+            self.world = world
+            self.tools.world = world
+            self.calls = {name: 0 for name in self.names}
 
     def start(self) -> "ServiceWire":
         self._http.start()
