@@ -200,16 +200,14 @@ def test_the_hook_sees_every_phase_numbered_per_service():
         call(wire.urls["mailer"], "POST", {"to": "a"})
         call(wire.urls["orders"] + "/ORD-1", "GET")
         call(wire.urls["mailer"], "POST", {"to": "b"})
-    # (the last "answered" may run after the client has its answer: close() waits for it)
+        assert seen[-1] == ("answered", "mailer", 2)  # before the answer was sent
     assert seen == [(p, "mailer", 1) for p in ("received", "applied", "answered")] + \
         [(p, "orders", 1) for p in ("received", "applied", "answered")] + \
         [(p, "mailer", 2) for p in ("received", "applied", "answered")]
 
 
-@pytest.mark.parametrize("phase,applied,answered", [("received", 0, False),
-                                                    ("applied", 1, False),
-                                                    ("answered", 1, True)])
-def test_a_kill_in_the_hook_drops_the_connection(phase, applied, answered):
+@pytest.mark.parametrize("phase,applied", [("received", 0), ("applied", 1), ("answered", 1)])
+def test_a_kill_in_the_hook_drops_the_connection(phase, applied):
     kills = []
 
     def hook(at, service, n):
@@ -223,15 +221,8 @@ def test_a_kill_in_the_hook_drops_the_connection(phase, applied, answered):
         conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=10)
         conn.request("POST", parts.path, body=b'{"cents": 5}',
                      headers={"Idempotency-Key": "k1", "content-type": "application/json"})
-        if answered:
-            assert json.loads(conn.getresponse().read())["cents"] == 5
-            # the server closed the connection after the answer: the next request on it fails
-            with pytest.raises((http.client.HTTPException, OSError)):
-                conn.request("GET", parts.path + "/idempotency-keys/k1")
-                conn.getresponse()
-        else:
-            with pytest.raises((http.client.RemoteDisconnected, ConnectionResetError)):
-                conn.getresponse()
+        with pytest.raises((http.client.RemoteDisconnected, ConnectionResetError)):
+            conn.getresponse()  # no answer, whatever was applied
         conn.close()
         assert kills == [phase]  # the kill landed, once
         assert len(world.ledger.applied("billing")) == applied

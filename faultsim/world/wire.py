@@ -24,13 +24,15 @@ the same idempotent key)", Stripe's status table) and an `idempotency_error`. Er
 Stripe's shape, `{"error": {"type": ..., "message": ...}}`. There is no list endpoint: the
 receivers have no list operation in process either, and the wire must be no looser.
 
-`hook(phase, service, n)` runs in the server thread at each step of the n-th call (1-based,
-counted per service, every request that reaches the service): "received" (the request is
-read, nothing applied), "applied" (the receiver ran: a write's effect is applied), and
-"answered" (the whole answer is written to the socket). If it raises `trace.Killed` the
-server drops the connection without answering ("received", "applied") or closes it
-("answered"): the client sees what a dead server leaves. Calls are served one at a time
-(the world is deterministic), hooks included.
+`hook(phase, service, n)` runs in the server thread before each step of the n-th call
+(1-based, counted per service, every request that reaches the service): "received" (the
+request is read, nothing applied), "applied" (the receiver ran: a write's effect is
+applied), "answered" (the answer is ready, not yet sent). If it raises `trace.Killed`
+the server drops the connection without answering (after "applied" and "answered", with
+the effect applied): the client sees what a dead server leaves. An answer once sent is
+the agent's: a kill after it lands at the agent's next step (its next request or file
+operation), which faultsim holds itself. Calls are served one at a time (the world is
+deterministic), hooks included.
 
 Layer 2 (the world): imports `model.endpoint` (its loopback server), `trace`, `netguard`.
 """
@@ -259,9 +261,9 @@ class ServiceWire:
                 length = int(self.headers.get("content-length") or 0)
                 return self.rfile.read(length) if length else b""
 
-            def _send(self, answer: Answer) -> None:
-                payload = b"" if answer.body is None else \
-                    json.dumps(answer.body).encode("utf-8")
+            def _send(self, answer: Answer, payload: bytes | None = None) -> None:
+                if payload is None:
+                    payload = _payload(answer)
                 self.send_response(answer.status)
                 if answer.body is not None:
                     self.send_header("content-type", "application/json")
@@ -325,8 +327,9 @@ class ServiceWire:
                             answer = Answer(400, Reply(400, "invalid_request_error",
                                                        str(e)).body())
                         wire.step("applied", service, n)
-                        self._send(answer)
+                        payload = _payload(answer)
                         wire.step("answered", service, n)
+                        self._send(answer, payload)
                     except (Killed, WorldSealed):
                         # a kill (the hook's), or a dead incarnation's call refused by the
                         # sealed world: the client sees the connection drop
@@ -338,6 +341,10 @@ class ServiceWire:
             do_POST = do_GET = do_PUT = do_DELETE = do_PATCH = _answer
 
         return Handler
+
+
+def _payload(answer: Answer) -> bytes:
+    return b"" if answer.body is None else json.dumps(answer.body).encode("utf-8")
 
 
 def serve_services(world: "World", scenario: Any = None, hook: Hook | None = None
