@@ -68,9 +68,15 @@ def test_keyed_stripe_semantics(wire):
     assert status == 409 and error["error"]["type"] == "idempotency_error"
     assert call(url, "POST", {"cents": 1})[0] == 400  # no key
     assert call(url + "/idempotency-keys/k1", "GET")[:2] == (200, first[1])
+    # a production path below the URL reaches the same receiver
+    assert call(url + "/v1/charges", "POST", {"customer": "CUST-1", "cents": 500},
+                {"Idempotency-Key": "k1"})[:2] == (200, first[1])
+    assert call(url + "/v1/idempotency-keys/k1", "GET")[:2] == (200, first[1])
+    assert call(url + "/v1/k1", "GET")[0] == 404
     status, error, _ = call(url + "/idempotency-keys/nope", "GET")
     assert status == 404 and error["error"]["type"] == "resource_missing"
-    assert [e.outcome for e in ledger.entries] == ["applied", "deduplicated", "conflict"]
+    assert [e.outcome for e in ledger.entries] == ["applied", "deduplicated", "conflict",
+                                                   "deduplicated"]
     assert len(ledger.applied("billing")) == 1
 
 
@@ -86,6 +92,8 @@ def test_queryable_blind_and_readonly(wire):
     assert call(mailer, "POST", {"to": "ada@example.com"})[1] == {"id": "mailer-0002"}
     assert len(wire.world.ledger.applied("mailer")) == 2  # blind: every call applies
     assert call(orders + "/ORD-1", "GET")[:2] == (200, {"status": "delivered"})
+    assert call(orders + "/v1/orders/ORD-1", "GET")[:2] == (200, {"status": "delivered"})
+    assert call(crm + "/CUST%2F3", "GET")[1]["error"]["message"] == "crm: no 'CUST/3'"
     assert call(orders + "/ORD-9", "GET")[0] == 404
     assert call(orders, "POST", {"x": 1})[0] == 405  # read-only
     assert call(mailer + "/x", "GET")[0] == 405

@@ -16,6 +16,9 @@ same receiver method with the same arguments, so the ledger cannot tell them apa
     blind      POST URL, JSON object body                             send(body)
     readonly   GET  URL/ID                                            read(ID)        (404: none)
 
+A POST may go to a path below URL (`URL/v1/payments`: the endpoint a real API names) and a
+GET's id is its path's last segment, so an agent keeps its production paths.
+
 Keyed services follow Stripe's idempotency (docs.stripe.com/idempotency,
 docs.stripe.com/error-low-level): a repeated key with the same body answers the first
 response with `Idempotent-Replayed: true` and applies nothing; the same key with another
@@ -97,10 +100,14 @@ def _object(body: Any, service: str) -> dict:
 
 def rest_call(world: "World", service: str, method: str, rest: str, body: Any,
               key: str | None) -> Answer:
-    """One REST request on `service` (its path below the service's URL is `rest`)."""
+    """One REST request on `service`; `rest` is its path below the service's URL, still
+    percent-encoded. A write may name an endpoint below the URL (`/v1/payments`, as a
+    real API's path does): the receiver has one write, whatever the path. A lookup's id is
+    the path's last segment."""
     receiver = world.service(service)
     kind = receiver.kind
-    if method == "POST" and not rest and kind in ("keyed", "queryable", "blind"):
+    segments = [unquote(s) for s in rest.split("/") if s]
+    if method == "POST" and kind in ("keyed", "queryable", "blind"):
         params = _object(body, service)
         if kind == "keyed":
             if not key:
@@ -119,17 +126,18 @@ def rest_call(world: "World", service: str, method: str, rest: str, body: Any,
             raise Reply(400, "invalid_request_error",
                         f"{service}: the body needs a \"record_id\" (a non-empty string)")
         return Answer(200, receiver.apply(record_id, params))  # type: ignore[attr-defined]
-    if method == "GET" and rest and kind != "blind":
-        if kind == "keyed" and rest.startswith("idempotency-keys/"):
-            found = receiver.lookup_key(rest[len("idempotency-keys/"):])  # type: ignore
-        elif kind == "queryable" and "/" not in rest:
-            found = receiver.query(rest)  # type: ignore[attr-defined]
-        elif kind == "readonly" and "/" not in rest:
-            found = receiver.read(rest)  # type: ignore[attr-defined]
+    if method == "GET" and segments and kind != "blind":
+        if kind == "keyed":
+            if len(segments) < 2 or segments[-2] != "idempotency-keys":
+                raise Reply(404, "invalid_request_error", f"{service} (keyed) looks up "
+                            f"URL/idempotency-keys/KEY, not {rest!r}")
+            found = receiver.lookup_key(segments[-1])  # type: ignore[attr-defined]
+        elif kind == "queryable":
+            found = receiver.query(segments[-1])  # type: ignore[attr-defined]
         else:
-            raise Reply(404, "invalid_request_error", f"{service} ({kind}) has no {rest!r}")
+            found = receiver.read(segments[-1])  # type: ignore[attr-defined]
         if found is None:
-            raise Reply(404, "resource_missing", f"{service}: no {rest!r}")
+            raise Reply(404, "resource_missing", f"{service}: no {segments[-1]!r}")
         return Answer(200, found)
     allowed = {"keyed": "POST URL, GET URL/idempotency-keys/KEY",
                "queryable": "POST URL, GET URL/ID", "blind": "POST URL",
@@ -287,7 +295,7 @@ class ServiceWire:
                     return self._send(Answer(404, Reply(404, "invalid_request_error",
                                                         f"no route {path}").body()))
                 name, _, rest = path[len(SERVICES_PATH):].partition("/")
-                name, rest = unquote(name), unquote(rest)
+                name = unquote(name)
                 if name not in wire.calls:
                     return self._send(Answer(404, Reply(
                         404, "invalid_request_error", f"no service {name!r}; this world "
