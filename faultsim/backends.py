@@ -55,10 +55,12 @@ BACKENDS = {
     "in-process": "faultsim.inprocess.backend:InProcess",
     "subprocess": "faultsim.real.backend:Subprocess",
     "claude-agent-sdk": "faultsim.adapters.claude_agent_sdk.backend:ClaudeAgentSdk",
+    "command": "faultsim.command.backend:Command",
 }
 # agent-spec prefix -> the backend every agent so named runs on, whatever the mode asked
 BY_PREFIX = {
     "claude-agent-sdk:": "claude-agent-sdk",
+    "cmd:": "command",
 }
 JOBS = ("explore", "survey", "replay", "formats")  # what a front end asks a backend to do
 

@@ -418,41 +418,23 @@ def cmd_list(ns: argparse.Namespace) -> int:
 
 
 def _run_command(ns: argparse.Namespace, scenarios: list, options, report) -> None:
-    """`faultsim run` on an agent run as a command (faultsim.command): real processes
-    under strace, one crash per run, its report the same as any agent's."""
+    """`faultsim run` on an agent run as a command (faultsim.command), through its
+    backend: real processes under strace, one crash per run."""
     import time
 
-    from .command import explore
-    from .command.syscalls import strace_unavailable
+    from . import backends
     from .console import print_run
-    from .options import in_shard
 
-    if options.mode == "in-process":
-        raise UsageError("--mode in-process: an agent run as a command is a real process; "
-                         "drop --mode (or give --mode subprocess)")
-    if (options.crashes or 1) > 1:
-        raise UsageError(f"--crashes {options.crashes}: an agent run as a command is "
-                         "explored one crash per run")
-    why = strace_unavailable()
-    if why:
-        raise UsageError(f"{ns.agent}: {why}")
-    only = options.only
     for sc in scenarios:
         started = time.perf_counter()
-        keep = lambda kp: (only is None or only(kp)) and in_shard(  # noqa: E731
-            kp.index, options.shard)
-        found = explore(ns.agent, sc, crash_models=options.crash_model
-                        or tuple(sc.profile.crash_models), only=keep, timeout=ns.timeout,
-                        seed=ns.seed, progress=lambda line, sc=sc: print(
-                            f"  {sc.id} {line}", file=sys.stderr, flush=True))
-        for n, model_run in enumerate(found.runs.values()):
+        part = backends.explore(backends.Agent(spec=ns.agent), sc, options,
+                                progress=lambda *a, **k: None)
+        for n, model_run in enumerate(part.runs):
             model_run.wall_seconds = time.perf_counter() - started if n == 0 else 0.0
             report.runs.append(model_run)
             print_run(model_run)
-        print(f"  kills         {found.kills_landed} landed (the command's process group "
-              f"SIGKILLed at its boundary, each checked dead and the disk checked against "
-              f"the traced calls); {found.crash_runs} crash runs, {found.resumes} resumes "
-              f"for {found.states} crash states")
+            for line in model_run.notes:
+                print(line)
         sys.stdout.flush()
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from ..crashmodel import DIR, CrashState
-from ..errors import KillDidNotLand, NonDeterminismError
+from ..errors import KillDidNotLand, NonDeterminismError, UsageError
 from ..killpoints import KillPoint
 from ..oracle import CrashRun, Golden, judge
 from ..pipeline.golden import CleanRun, golden_checked
@@ -82,32 +82,16 @@ def explore(command: str, scenario: Scenario, *, crash_models: Sequence[str] = (
     agent = agent or (command if command.startswith("cmd:") else "cmd:" + command)
     if services is None:
         services = default_services()
+    if scenario.services and services is None:
+        raise UsageError(f"{scenario.path}: its services are served to a command over HTTP "
+                         "by faultsim.world.wire, which this faultsim lacks")
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix=f"faultsim-{scenario.id}-") as tmp:
         base = base or Path(tmp)
-        clean: list[Run] = []
-
-        def clean_run(n: int) -> CleanRun:
-            world = scenario.build_world()
-            run = incarnation(argv, scenario, world, base, work={}, rest={},
-                              timeout=clean_limit(timeout), seed=seed, services=services)
-            clean.append(run)
-            return CleanRun(run.outcome, run.error, run.events, run, world=world,
-                            files=_work(run.work), left_behind=tuple(run.left_behind),
-                            details=run.stderr)
-
-        try:
-            golden_checked(scenario, clean_run, str(base / "sandbox" / "work"))
-        except NonDeterminismError as exc:
-            if len(clean) == 2:
-                raise NonDeterminismError(
-                    f"{exc} ({in_agent_terms(clean[0].events, clean[1].events)})") from None
-            raise
+        golden, clean = clean_runs(argv, scenario, base, timeout=timeout, seed=seed,
+                                   services=services)
         first = clean[0]
-        world0 = first.world
-        golden = Golden.of(first.outcome, world0, _work(first.work), first.events,
-                           scenario.checkpoint)
-        points = [p for p in golden.kill_points() if not p.torn]
+        points = kill_points(golden)
         chosen = [p for p in points if only is None or only(p)]
         limit = resumed_limit(timeout, [r.seconds for r in clean])
         calls = _calls_of(first)
@@ -151,6 +135,42 @@ def explore(command: str, scenario: Scenario, *, crash_models: Sequence[str] = (
         for run in runs.values():
             run.seconds = result.seconds
         return result
+
+
+def clean_runs(argv: list[str], scenario: Scenario, base: Path, *, timeout: Any = "auto",
+               seed: str = "0", services: Services | None = None
+               ) -> tuple[Golden, list[Run]]:
+    """The two clean runs, checked as every backend checks them (they end well, give the
+    expected answer, keep state, agree event by event; when they part, where, in the
+    agent's terms), and the golden run the oracle judges against."""
+    clean: list[Run] = []
+
+    def clean_run(n: int) -> CleanRun:
+        world = scenario.build_world()
+        run = incarnation(argv, scenario, world, base, work={}, rest={},
+                          timeout=clean_limit(timeout), seed=seed, services=services)
+        clean.append(run)
+        return CleanRun(run.outcome, run.error, run.events, run, world=world,
+                        files=_work(run.work), left_behind=tuple(run.left_behind),
+                        details=run.stderr)
+
+    try:
+        golden_checked(scenario, clean_run, str(base / "sandbox" / "work"))
+    except NonDeterminismError as exc:
+        if len(clean) == 2:
+            raise NonDeterminismError(
+                f"{exc} ({in_agent_terms(clean[0].events, clean[1].events)})") from None
+        raise
+    first = clean[0]
+    golden = Golden.of(first.outcome, first.world, _work(first.work), first.events,
+                       scenario.checkpoint)
+    return golden, clean
+
+
+def kill_points(golden: Golden) -> list[KillPoint]:
+    """The engine's kill points of the clean run, but those inside a write: a write(2) is
+    the unit a process kill leaves whole or not begun (torn bytes are the power model's)."""
+    return [p for p in golden.kill_points() if not p.torn]
 
 
 def _calls_of(run: Run) -> dict[int, tuple[str, int]]:
