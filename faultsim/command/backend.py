@@ -63,11 +63,11 @@ class Command:
     def survey(self, agent: Agent, scenario: Any, *,
                timeout: float | str | None = 30.0) -> Survey:
         """The two clean runs: the kill points, one process crash state each."""
-        from . import launch
+        from .launch import split
         from .sweep import clean_runs, default_services, kill_points
 
         with tempfile.TemporaryDirectory(prefix=f"faultsim-{scenario.id}-") as tmp:
-            golden, clean = clean_runs(launch.split(agent.spec), scenario, Path(tmp),
+            golden, clean = clean_runs(split(agent.spec), scenario, Path(tmp),
                                        timeout="auto" if timeout is None else timeout,
                                        services=default_services())
         points = kill_points(golden)

@@ -18,7 +18,7 @@ from ..pipeline.incarnation import Incarnation as _Record, traced_world
 from ..scenario import Scenario
 from ..trace import Event, Tracer
 from ..world import World
-from . import launch
+from .launch import Jailed, environment, kill_group, left_behind, outcome, start
 from .control import Controller, Door
 from .disk import DiskModel
 from .syscalls import Hold, command_line, parse
@@ -114,7 +114,7 @@ def incarnation(argv: list[str], scenario: Scenario, world: World, base: Path, *
 
     def kill() -> bool:
         world.sealed = True  # nothing of the dead incarnation lands
-        return launch.kill_group(process[0]) if process else False
+        return kill_group(process[0]) if process else False
 
     controller = Controller(tracer, model, target, kill)
 
@@ -141,12 +141,12 @@ def incarnation(argv: list[str], scenario: Scenario, world: World, base: Path, *
         if scenario.services and services is not None:
             wire = services(world, scenario, hook=controller.service)
             env.update(wire.env)
-        jailed = launch.Jailed.build(base, _addresses(list(env.values())))
+        jailed = Jailed.build(base, _addresses(list(env.values())))
         command = command_line(str(log), argv, hold) if traced else argv
         if traced:
             log.touch()
             controller.log = log
-        process.append(launch.start(command, root / "work", launch.environment(
+        process.append(start(command, root / "work", environment(
             root, env, seed=seed, incarnation=number), jailed, out, err))
         if traced:
             follower = controller.follow(stop)
@@ -162,9 +162,9 @@ def incarnation(argv: list[str], scenario: Scenario, world: World, base: Path, *
             follower.join(5)
         if process:
             ended = process[0].poll() is not None and not controller.dying
-            behind = launch.left_behind(process[0].pid) if ended else []
+            behind = left_behind(process[0].pid) if ended else []
             if not controller.dying:
-                launch.kill_group(process[0])
+                kill_group(process[0])
         if not controller.dying and traced:
             controller.drain()  # the calls of its last moments
         unsubscribe()
@@ -194,7 +194,7 @@ def incarnation(argv: list[str], scenario: Scenario, world: World, base: Path, *
     elif timed_out:
         run.error = f"no end within {timeout:g} s"
     else:
-        run.outcome, run.error = launch.outcome(code if code is not None else -9, stdout,
+        run.outcome, run.error = outcome(code if code is not None else -9, stdout,
                                                 stderr)
     return run
 

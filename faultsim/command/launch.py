@@ -20,7 +20,7 @@ from pathlib import Path
 
 from .. import procguard  # noqa: F401 - imported before any fork: jail.enter uses it
 from ..agent import Outcome
-from ..real import jail as _jail
+from .. import jail as _jail
 
 ESCALATE = 3  # the exit status of an escalation to a person
 # Variables never passed on: credentials of real services and proxies that would take

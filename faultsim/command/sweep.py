@@ -19,7 +19,7 @@ from ..pipeline.golden import CleanRun, golden_checked
 from ..pipeline.incarnation import clean_limit, resumed_limit
 from ..report import ModelRun, Report, ResumeSummary, Verdict
 from ..scenario import Scenario
-from . import launch
+from .launch import split
 from .diagnosis import in_agent_terms
 from .incarnation import Run, Services, incarnation
 from .syscalls import Hold
@@ -78,7 +78,7 @@ def explore(command: str, scenario: Scenario, *, crash_models: Sequence[str] = (
             base: Path | None = None) -> Exploration:
     """Kill the command at each kill point of its clean run (or those `only` keeps),
     resume it from every crash state each crash model leaves, judge each resume."""
-    argv = launch.split(command)
+    argv = split(command)
     agent = agent or (command if command.startswith("cmd:") else "cmd:" + command)
     if services is None:
         services = default_services()
