@@ -323,7 +323,7 @@ def subreaper() -> None:
 def enter(jail: Jail | None) -> None:
     """In a fresh child of the fork server, before the agent: lead a process group of its
     own, and enter the jail (or, without one, have every process start refused)."""
-    from .. import procguard
+    from . import procguard
 
     os.setpgid(0, 0)
     if jail is None or not jail.contained:
