@@ -162,7 +162,8 @@ def test_a_kill_that_does_not_land_is_an_error(monkeypatch):
 
 NAMED_BY_PID = """
 import json, os, urllib.request
-body = {"model": "m", "max_tokens": 64, "messages": [{"role": "user", "content": "hi"}]}
+body = {"model": "m", "max_tokens": 64, "messages": [{"role": "user",
+        "content": os.environ["FAULTSIM_TASK"]}]}
 req = urllib.request.Request(os.environ["ANTHROPIC_BASE_URL"] + "/v1/messages",
     data=json.dumps(body).encode(), headers={"content-type": "application/json",
     "x-api-key": os.environ["ANTHROPIC_API_KEY"], "anthropic-version": "2023-06-01"})
@@ -196,7 +197,7 @@ def test_the_command_runs_in_the_sandbox_with_the_contracts_environment(tmp_path
 
     monkeypatch.setenv("MY_SECRET_TOKEN", "real-credential")
     (tmp_path / "agent.py").write_text(NAMED_BY_PID)
-    (tmp_path / "s.toml").write_text('id = "env"\ntask = "t"\nexpected_final_answer = '
+    (tmp_path / "s.toml").write_text('id = "env"\ntask = "Say done."\nexpected_final_answer = '
                                      '"done"\n[[turns]]\nfinal = "done"\n')
     scenario = load_scenario(tmp_path / "s.toml")
     run = incarnation([sys.executable, str(tmp_path / "agent.py")], scenario,

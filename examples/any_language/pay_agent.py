@@ -61,7 +61,7 @@ def pay(tool_use):
 
 
 def main():
-    task = os.environ.get("TASK", "Pay invoice INV-7 (12000 cents) to Acme.")
+    task = os.environ.get("FAULTSIM_TASK", "Pay invoice INV-7 (12000 cents) to Acme.")
     state = load(task)
     client = anthropic.Anthropic(max_retries=0)
     while True:

@@ -137,7 +137,8 @@ def incarnation(argv: list[str], scenario: Scenario, world: World, base: Path, *
     timed_out = False
     behind: list[str] = []
     try:
-        env = {"ANTHROPIC_BASE_URL": endpoint.base_url, "ANTHROPIC_API_KEY": endpoint.api_key}
+        env = {"ANTHROPIC_BASE_URL": endpoint.base_url, "ANTHROPIC_API_KEY": endpoint.api_key,
+               "FAULTSIM_TASK": scenario.task}
         if scenario.services and services is not None:
             wire = services(world, scenario, hook=controller.service)
             env.update(wire.env)

@@ -46,7 +46,7 @@ def environment(root: Path, base: dict[str, str], *, seed: str,
                 incarnation: int) -> dict[str, str]:
     """What the command runs with: this process's variables but credentials and proxies,
     HOME and TMPDIR in the sandbox, the seed and the incarnation, and `base` (the fake's
-    ANTHROPIC_BASE_URL and ANTHROPIC_API_KEY, the services' URLs)."""
+    ANTHROPIC_BASE_URL and ANTHROPIC_API_KEY, FAULTSIM_TASK, the services' URLs)."""
     env = {k: v for k, v in os.environ.items() if not _SECRET.search(k)
            and not k.startswith("FAULTSIM_") and not k.startswith("PYTEST_")}
     env.update(HOME=str(root / "home"), TMPDIR=str(root / "tmp"),

@@ -72,7 +72,7 @@ def ask(body):
 
 
 def main():
-    task = os.environ.get("TASK", "Pay invoice INV-7 (12000 cents) to Acme.")
+    task = os.environ.get("FAULTSIM_TASK", "Pay invoice INV-7 (12000 cents) to Acme.")
     state = load(task)
     while True:
         last = state["messages"][-1]
