@@ -212,3 +212,23 @@ def test_the_command_runs_in_the_sandbox_with_the_contracts_environment(tmp_path
                    "MY_SECRET_TOKEN": None}
     assert [e.kind for e in run.events] == ["model.response", "fs.create", "fs.write"]
     assert run.left_behind == [] and run.contained == ""
+
+
+def test_faultsim_run_list_and_replay_take_a_command(capsys):
+    """The front ends reach the backend through faultsim.backends (cmd: -> command): a
+    counterexample's token replays the same crash to the same verdict."""
+    import re
+
+    from faultsim.cli import main
+
+    agent = _command("--mistake")
+    assert main(["list", str(SCENARIO), "--agent", agent]) == 0
+    listed = capsys.readouterr().out
+    assert "kill points  19:" in listed and KINDS[3] in listed
+    assert main(["run", str(SCENARIO), "--agent", agent, "--crash-model", "process",
+                 "--kill-point", KINDS[3]]) == 1
+    out = capsys.readouterr().out
+    assert "VIOLATED effects_exactly_once" in out and "1 landed" in out
+    token = re.search(r"replay: faultsim replay (\S+)", out).group(1)
+    assert main(["replay", token]) == 1
+    assert "VIOLATED effects_exactly_once" in capsys.readouterr().out
