@@ -189,7 +189,7 @@ def _crash(argv: list[str], scenario: Scenario, base: Path, point: KillPoint,
     """The crash run at `point`, its kill proven landed. A held call is the how-manieth of
     its thread's calls of its kind in the clean run; when the kill finds the run elsewhere
     (another thread's count), it is run again holding every call of that kind."""
-    attempts = [hold] + ([Hold(hold.syscall, None, hold.seconds)] if hold and hold.when
+    attempts = [hold] + ([Hold(hold.syscall, None, 3 * hold.seconds)] if hold and hold.when
                          else [])
     for attempt in attempts:
         world = scenario.build_world()
