@@ -265,3 +265,14 @@ def test_one_resume_per_distinct_state_gives_the_verdicts_of_one_resume_each():
         return [(v.crash_model, v.persisted, [x.invariant for x in v.violations])
                 for run in found.runs.values() for v in run.verdicts]
     assert verdicts(short) == verdicts(long)
+
+
+def test_the_same_agent_paying_through_the_mcp_tool_is_clean():
+    """The payment as an MCP tool call (FAULTSIM_MCP_URL, streamable HTTP): the same
+    events, so the same kill points, and clean after the payment."""
+    found = explore(_command("--mcp"), load_scenario(SCENARIO),
+                    crash_models=("process", "power"), only=lambda p: p.id == KINDS[3])
+    assert found.kills_landed == 1
+    verdicts = [v for run in found.runs.values() for v in run.verdicts]
+    assert verdicts and not [v for v in verdicts if v.violations]
+    assert [e.kind for e in found.golden.trace].count("effect.applied") == 1

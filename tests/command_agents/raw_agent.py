@@ -7,7 +7,8 @@ a resumed run that repeats the call is answered with the first payment.
     python3 pay_agent.py            (in the directory that holds checkpoint.json)
 
 Exit status 0 and the final answer on stdout's last line; 3 and a reason on stderr to
-hand the task to a person. `--mistake` plants a mistake: the key is drawn afresh by each
+hand the task to a person. `--mcp` pays through the scenario's MCP server
+(FAULTSIM_MCP_URL, the tool `payments` with the same key) instead. `--mistake` plants a mistake: the key is drawn afresh by each
 process (as `uuid4()` would be), so a crash between the payment and the save pays twice.
 """
 import json
@@ -19,6 +20,7 @@ import urllib.request
 
 CHECKPOINT = "checkpoint.json"
 MISTAKE = "--mistake" in sys.argv
+MCP = "--mcp" in sys.argv  # pay through the MCP tool instead of the REST endpoint
 TOOLS = [{"name": "pay_invoice", "description": "Pay a supplier invoice.",
           "input_schema": {"type": "object", "properties": {
               "invoice": {"type": "string"}, "amount_cents": {"type": "integer"}},
@@ -48,7 +50,28 @@ def save(state):
         os.close(fd)
 
 
+def rpc(method, params, n):
+    """One JSON-RPC message to the MCP server (streamable HTTP, one JSON answer)."""
+    body = {"jsonrpc": "2.0", "id": n, "method": method, "params": params}
+    request = urllib.request.Request(os.environ["FAULTSIM_MCP_URL"], method="POST",
+                                     data=json.dumps(body).encode(), headers={
+                                         "Content-Type": "application/json",
+                                         "Accept": "application/json, text/event-stream"})
+    with urllib.request.urlopen(request, timeout=30) as response:
+        return json.load(response)["result"]
+
+
+def pay_mcp(tool_use):
+    rpc("initialize", {"protocolVersion": "2025-06-18", "capabilities": {},
+                       "clientInfo": {"name": "pay_agent", "version": "1"}}, 1)
+    result = rpc("tools/call", {"name": "payments", "arguments": {
+        "idempotency_key": tool_use["id"], **tool_use["input"]}}, 2)
+    return json.loads(result["content"][0]["text"])
+
+
 def pay(tool_use):
+    if MCP and not MISTAKE:
+        return pay_mcp(tool_use)
     url = os.environ["FAULTSIM_SERVICE_PAYMENTS_URL"] + "/v1/payments"
     key = tool_use["id"]
     if MISTAKE:
