@@ -17,8 +17,9 @@ from __future__ import annotations
 
 import re
 import shutil
-import subprocess
 from dataclasses import dataclass, field
+
+from ..strace import strace_unavailable  # noqa: F401 - where this backend's users ask
 
 # What changes a file system (open for write/creat, write, rename, unlink, truncate, fsync,
 # mkdir, rmdir), what the model of the disk needs besides (lseek, chdir), and the exit.
@@ -31,22 +32,6 @@ _RESUMED = re.compile(r"^(\d+) +<\.\.\. ([a-z0-9_]+) resumed>")
 _RESULT = re.compile(r"\) += (-?\d+|\?)(<(?:\\x[0-9a-f]{2})*>)?(?: ([A-Z][A-Z0-9_]*))?")
 _TOKEN = re.compile(r'"((?:\\x[0-9a-f]{2})*)"|(-?\d+|AT_FDCWD)<((?:\\x[0-9a-f]{2})*)>'
                     r"|([A-Za-z_0-9|]+)")
-
-
-def strace_unavailable() -> str | None:
-    """Why strace cannot trace a command here (one line), or None when it can."""
-    strace = shutil.which("strace")
-    if strace is None:
-        return "strace is not installed (apt-get install strace)"
-    try:
-        done = subprocess.run([strace, "-f", "-qq", "-o", "/dev/null", "true"],
-                              capture_output=True, timeout=30)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        return f"strace cannot run here: {exc}"
-    if done.returncode != 0:
-        first = (done.stderr.decode(errors="replace").strip().splitlines() or ["?"])[0]
-        return f"strace cannot trace here: {first}"
-    return None
 
 
 @dataclass(frozen=True)

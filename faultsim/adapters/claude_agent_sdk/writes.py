@@ -20,33 +20,18 @@ from __future__ import annotations
 
 import re
 import shutil
-import subprocess
 import threading
 import time
 import uuid
 from pathlib import Path
 from typing import Callable
 
+from ...strace import strace_unavailable  # noqa: F401 - shared with faultsim.command
+
 HOLD = 0.5  # seconds each transcript write waits at its entry: the window for the kill
 _CALLS = "write,writev,pwrite64"
 _ENTRY = re.compile(r"^\d+ +(?:write|writev|pwrite64)\(", re.M)
 _RETURNED = re.compile(r"\) += (\d+)(?: \(DELAYED\))?$", re.M)
-
-
-def strace_unavailable() -> str | None:
-    """Why strace cannot trace the CLI here (one line), or None when it can."""
-    strace = shutil.which("strace")
-    if strace is None:
-        return "strace is not installed (apt-get install strace)"
-    try:
-        done = subprocess.run([strace, "-f", "-qq", "-o", "/dev/null", "true"],
-                              capture_output=True, timeout=30)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        return f"strace cannot run here: {exc}"
-    if done.returncode != 0:
-        first = (done.stderr.decode(errors="replace").strip().splitlines() or ["?"])[0]
-        return f"strace cannot trace here: {first}"
-    return None
 
 
 def session_id(scenario: str, incarnation: int, nth: int) -> str:
