@@ -44,6 +44,8 @@ class PayAgent:
         except FileNotFoundError:
             state = {"version": 1, "task": self.env.task, "turns": 0,
                      "messages": [{"role": "user", "content": self.env.task}]}
+        if state.get("version") != 1:  # a release that cannot know it: refuse (P4)
+            raise RuntimeError(f"checkpoint.json: unknown version {state.get('version')!r}")
         while True:
             last = state["messages"][-1]
             if last["role"] == "assistant":

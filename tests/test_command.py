@@ -276,3 +276,15 @@ def test_the_same_agent_paying_through_the_mcp_tool_is_clean():
     verdicts = [v for run in found.runs.values() for v in run.verdicts]
     assert verdicts and not [v for v in verdicts if v.violations]
     assert [e.kind for e in found.golden.trace].count("effect.applied") == 1
+
+
+@pytest.mark.parametrize("flags, refused", [((), True), (("--any-version",), False)])
+def test_the_version_probe_wants_an_unknown_checkpoint_version_refused(flags, refused):
+    """P4, as in the other modes: the agent that checks its checkpoint's version refuses
+    one from a future release (a failed run, the file untouched); its twin resumes from it."""
+    found = explore(_command(*flags), load_scenario(SCENARIO), only=lambda p: False,
+                    probe=True)
+    (probe,) = found.runs["process"].probes
+    assert found.kills_landed == 0 and found.crash_runs == 1  # the probe's own crash
+    assert [v.invariant for v in probe.violations] == ([] if refused
+                                                       else ["unknown_version_refused"])

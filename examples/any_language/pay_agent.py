@@ -86,6 +86,9 @@ def pay(tool_use):
 def main():
     task = os.environ.get("FAULTSIM_TASK", "Pay invoice INV-7 (12000 cents) to Acme.")
     state = load(task)
+    if state.get("version") != 1:  # written by a release this one cannot know (P4)
+        print(f"checkpoint.json: unknown version {state.get('version')!r}", file=sys.stderr)
+        return 2
     client = anthropic.Anthropic(max_retries=0)
     while True:
         last = state["messages"][-1]

@@ -54,7 +54,8 @@ class Command:
         found = explore(agent.spec, scenario, crash_models=options.crash_model
                         or tuple(scenario.profile.crash_models), only=keep,
                         timeout=options.timeout, seed=options.seed, progress=say,
-                        agent=agent.label)
+                        agent=agent.label, probe=options.only is None and (
+                            options.shard is None or options.shard[0] == 1))
         runs = list(found.runs.values())
         if runs:
             runs[-1].notes.append(kills_line(found))

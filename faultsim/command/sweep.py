@@ -14,8 +14,9 @@ from typing import Any, Callable, Sequence
 from ..crashmodel import DIR, CrashState
 from ..errors import KillDidNotLand, NonDeterminismError, UsageError
 from ..killpoints import KillPoint
-from ..oracle import CrashRun, Golden, judge
+from ..oracle import CrashRun, Golden, judge, unknown_version_refused
 from ..pipeline.golden import CleanRun, golden_checked
+from ..pipeline.probes import PROBE_VERSION, tamper_versions
 from ..pipeline.incarnation import clean_limit, resumed_limit
 from ..report import ModelRun, Report, ResumeSummary, Verdict
 from ..scenario import Scenario
@@ -75,10 +76,12 @@ def explore(command: str, scenario: Scenario, *, crash_models: Sequence[str] = (
             only: Callable[[KillPoint], bool] | None = None, timeout: Any = "auto",
             seed: str = "0", services: Services | None = None,
             progress: Callable[[str], None] | None = None, agent: str | None = None,
-            base: Path | None = None, share: bool = True) -> Exploration:
+            base: Path | None = None, share: bool = True,
+            probe: bool | None = None) -> Exploration:
     """Kill the command at each kill point of its clean run (or those `only` keeps),
     resume it from every crash state each crash model leaves, judge each resume.
-    `share=False` resumes every state, even one equal to a state resumed already."""
+    `share=False` resumes every state, even one equal to a state resumed already. `probe`
+    (default: when every kill point is explored) adds the version probe (P4)."""
     argv = split(command)
     agent = agent or (command if command.startswith("cmd:") else "cmd:" + command)
     if services is None:
@@ -135,6 +138,11 @@ def explore(command: str, scenario: Scenario, *, crash_models: Sequence[str] = (
                     if progress is not None:
                         progress(f"{point.id} [{model}: {state.persisted}]: " + (
                             ", ".join(v.invariant for v in violations) or "ok"))
+        if probe if probe is not None else only is None:
+            probe_verdict = _version_probe(argv, scenario, base, golden, points, first,
+                                           calls, limit, seed, services, result)
+            if probe_verdict is not None:
+                runs[crash_models[0]].probes.append(probe_verdict)
         result.seconds = time.monotonic() - started
         for run in runs.values():
             run.seconds = result.seconds
@@ -223,6 +231,38 @@ def _resume(argv: list[str], scenario: Scenario, base: Path, golden: Golden, kil
                          resume_positions=[] if resumed.first_position is None
                          else [resumed.first_position])
     return judge(golden, crash_run), crash_run, resumed
+
+
+def _version_probe(argv: list[str], scenario: Scenario, base: Path, golden: Golden,
+                   points: list[KillPoint], first: Run, calls: dict, limit: Any, seed: str,
+                   services: Services | None, result: Exploration) -> Verdict | None:
+    """P4, as in the other modes: the crash state at the clean run's middle kill point
+    with every checkpoint rewritten with a version no release can know must be refused
+    loudly (a failed run) and left untouched. None when there is none to rewrite."""
+    if not points:
+        return None
+    middle = min(points, key=lambda p: abs(p.index - len(golden.trace) // 2))
+    crash, world = _crash(argv, scenario, base, middle, _hold_for(middle, first, calls),
+                          limit, seed, services, result)
+    changed = tamper_versions(crash.work, golden.checkpoint)
+    if not changed:
+        return None
+    point = KillPoint(middle.index, None, "version-probe", "probe-unknown-version",
+                      f"#{middle.index}, every checkpoint rewritten with version "
+                      f"{PROBE_VERSION}")
+    state = CrashState.of("process", f"checkpoint version set to {PROBE_VERSION}",
+                          {**crash.work, **changed})
+    before = copy.deepcopy(world)
+    _violations, crash_run, _resumed = _resume(argv, scenario, base, golden, world, crash,
+                                               point, state, limit, seed, services)
+    after = crash_run.world
+    applied = len(after.ledger.applied()) - len(before.ledger.applied())
+    asked = (sum(1 for q in after.model.requests if q.ok)
+             - sum(1 for q in before.model.requests if q.ok))
+    violation = unknown_version_refused(crash_run, PROBE_VERSION, changed, applied, asked)
+    violations = [violation] if violation is not None else []
+    return Verdict(point, "process", "a checkpoint from a future release", violations,
+                   state, ResumeSummary.of(crash_run) if violations else None, golden, 0)
 
 
 def default_services() -> Services | None:

@@ -97,6 +97,9 @@ def ask(body):
 def main():
     task = os.environ.get("FAULTSIM_TASK", "Pay invoice INV-7 (12000 cents) to Acme.")
     state = load(task)
+    if state.get("version") != 1 and "--any-version" not in sys.argv:  # P4 (the twin: not)
+        print(f"checkpoint.json: unknown version {state.get('version')!r}", file=sys.stderr)
+        return 2
     while True:
         last = state["messages"][-1]
         if last["role"] == "assistant":
