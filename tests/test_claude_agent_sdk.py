@@ -423,6 +423,42 @@ def test_engine_run_and_explore_refuse_what_this_backend_cannot_do(mode, crashes
             faultsim.explore(f"{SPEC}:run_billing", SCENARIO, crashes=crashes)
 
 
+def test_the_pytest_marker_takes_the_spec(pytester):
+    """The marker's whole-scenario test reaches the Claude backend (its refusal of two
+    crashes, as the test's one-line failure); kill-point items are refused at collection."""
+    import shutil
+
+    pytester.makeini("[pytest]\n")
+    shutil.copy(EXAMPLE / "scenario.toml", pytester.path / "scenario.toml")
+    pytester.makepyfile(test_claude=f"""
+        import pytest
+
+        @pytest.mark.faultsim("scenario.toml", agent="{SPEC}:run_billing", crashes=2)
+        def test_scenario(crash_safety):
+            crash_safety.check()
+
+        @pytest.mark.faultsim("scenario.toml", agent="{SPEC}:run_billing", kill_points=True)
+        def test_items(crash_safety):
+            crash_safety.check()
+        """)
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
+    result.assert_outcomes(failed=2)
+    out = result.stdout.str()
+    assert "--crashes 2: a Claude Agent SDK agent is explored one crash per run" in out
+    assert "kill-point items (kill_points=True, faultsim.parametrize) run a Python" in out
+    assert "no such file" not in out
+
+
+def test_faultsim_formats_refuses_it_in_one_line(tmp_path, capsys):
+    from faultsim.cli import main
+
+    assert main(["formats", "record", str(EXAMPLE / "scenario.toml"), "--out",
+                 str(tmp_path / "corpus"), "--agent", f"{SPEC}:run_billing"]) == 2
+    err = capsys.readouterr().err
+    assert "faultsim formats resumes recorded checkpoints of a Python agent factory" in err
+    assert len(err.strip().splitlines()) == 1 and not (tmp_path / "corpus").exists()
+
+
 def test_assert_ok_fails_with_the_counterexample_and_never_on_nothing(crashed):
     """The helper a team's test calls, both ways: the double email fails it with the
     counterexample and its replay command; a sweep that judged nothing fails it too."""

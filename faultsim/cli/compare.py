@@ -22,8 +22,8 @@ def cmd_compare(ns: argparse.Namespace) -> int:
         a, b = (read_report(i) for i in items)
         names = items
     elif items and not any(i.endswith(".json") for i in items) and len(agents) == 2:
-        from ..engine import run as explore_one
-        from ..loading import load_factory
+        from ..backends import Agent, explore as explore_one
+        from ..loading import load_factory, prefix_of
         from ..report import Report
         from ..scenario import load_scenario
 
@@ -32,10 +32,9 @@ def cmd_compare(ns: argparse.Namespace) -> int:
         reports = []
         for spec in agents:
             report = Report()
-            factory = load_factory(spec)
+            factory = None if prefix_of(spec) else load_factory(spec)
             for sc in scenarios:
-                part = explore_one(sc, options.resolve(sc), make_agent=factory, spec=spec,
-                                   agent_name=spec)
+                part = explore_one(Agent(spec, factory, spec), sc, options)
                 report.runs += part.runs
             print(f"{spec}: " + report.summary().splitlines()[-1])
             reports.append(report.to_json())

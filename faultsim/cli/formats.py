@@ -25,12 +25,12 @@ def _agent_version(spec: str) -> str:
 
 
 def cmd_formats_record(ns: argparse.Namespace) -> int:
-    from ..loading import load_factory
+    from ..backends import python_factory
     from ..formats import record_corpus
     from ..scenario import load_scenario
 
-    factory = load_factory(ns.agent)
     scenario = load_scenario(ns.scenario)
+    factory = python_factory(ns.agent, scenario)  # a Python factory (a backend may refuse)
     corpus = record_corpus(factory, scenario, ns.out, agent=ns.check_agent or ns.agent,
                            recorded_by=ns.agent, agent_version=_agent_version(ns.agent),
                            seed=ns.seed, timeout=ns.timeout)
@@ -43,14 +43,15 @@ def cmd_formats_record(ns: argparse.Namespace) -> int:
 
 
 def cmd_formats_check(ns: argparse.Namespace) -> int:
-    from ..loading import load_factory
+    from ..backends import python_factory
     from ..formats import Corpus, check_corpus
 
     failed = 0
     for path in ns.corpora:
         corpus = Corpus.open(path)
         agent = ns.agent or corpus.agent
-        verdicts = check_corpus(load_factory(agent), corpus, timeout=ns.timeout)
+        factory = python_factory(agent, corpus.scenario_path)  # a backend may refuse
+        verdicts = check_corpus(factory, corpus, timeout=ns.timeout)
         bad = [v for v in verdicts if not v.ok]
         failed += len(bad)
         versions = ", ".join(map(str, corpus.format_versions)) or "none"
@@ -64,7 +65,8 @@ def cmd_formats_check(ns: argparse.Namespace) -> int:
             from ..formats.hostile import attack_all
             from ..scenario import load_scenario
 
-            report = attack_all(load_factory(agent), load_scenario(corpus.scenario_path),
+            report = attack_all(python_factory(agent, corpus.scenario_path),
+                                load_scenario(corpus.scenario_path),
                                 drawn=ns.hostile, timeout=ns.timeout)
             failed += len(report.failures)
             print(f"{path}: hostile checkpoint files ({len(report.fixed)} fixed, "

@@ -9,25 +9,23 @@ from .exits import EXIT_OK
 
 
 def cmd_list(ns: argparse.Namespace) -> int:
-    from ..loading import CLAUDE_AGENT_SDK, LANGGRAPH, factory_for, load_factory
-    from ..engine import survey
+    from ..backends import Agent, survey
     from ..killpoints import categories
+    from ..loading import load_factory, prefix_of
     from ..scenario import format_duration, load_scenario
 
     scenarios = [load_scenario(p) for p in scenario_paths(ns.scenarios)]
-    if ns.agent.startswith(CLAUDE_AGENT_SDK):
-        return _list_claude_agent_sdk(ns, scenarios)
-    factory = None if ns.agent.startswith(LANGGRAPH) else load_factory(ns.agent)
+    # a plain spec is imported once, here (a prefixed one by its backend, per scenario)
+    factory = None if prefix_of(ns.agent) else load_factory(ns.agent)
     for n, sc in enumerate(scenarios):
         agent = agents_for(sc, ns, ["sync"])[0]  # a graph's: the kill points under sync
-        if sc.store.needs_subprocess:
-            from ..real.explore import survey_subprocess
-            points = survey_subprocess(agent, sc, timeout=ns.timeout)
-            states = {"process": len(points), "power": "n/a (subprocess mode)"}
-        else:
-            points, states = survey(factory if agent == ns.agent and factory else
-                                    factory_for(agent, sc), sc, agent_name=agent,
-                                    timeout=ns.timeout)
+        found = survey(Agent(agent, factory if agent == ns.agent else None, agent), sc,
+                       timeout=ns.timeout)
+        if found.lines is not None:  # a backend that describes itself (its budget)
+            print(("\n" if n else "") + f"{sc.id}  {sc.path}")
+            print("\n".join(found.lines))
+            continue
+        points, states = found.kill_points, found.crash_states
         main = sc.script.turns
         parallel = sum(1 for t in main if len(t.tool_calls) > 1)
         turns = f"{len(main)} ({sum(1 for t in main if t.tool_calls)} with tool calls" + (
@@ -56,32 +54,3 @@ def cmd_list(ns: argparse.Namespace) -> int:
               f"{', '.join(faults) if faults else 'none'}")
     return EXIT_OK
 
-
-def _list_claude_agent_sdk(ns: argparse.Namespace, scenarios: list) -> int:
-    """A Claude Agent SDK agent (faultsim.adapters.claude_agent_sdk): one clean run on the
-    bundled CLI gives its kill points; each incarnation costs seconds, so say the budget."""
-    from collections import Counter
-
-    from ..adapters.claude_agent_sdk import CATEGORIES, survey
-    from ..adapters.claude_agent_sdk.runs import load
-    from ..adapters.claude_agent_sdk.writes import HOLD, strace_unavailable
-
-    run = load(ns.agent)
-    untraced = strace_unavailable()
-    for n, sc in enumerate(scenarios):
-        found = survey(run, sc, timeout=ns.timeout or 60.0, writes=untraced is None)
-        print(("\n" if n else "") + f"{sc.id}  {sc.path}")
-        print(f"  agent        {ns.agent} (Claude Agent SDK, real processes)")
-        print(f"  kill points  {len(found.kill_points)}: crash states process about "
-              f"{found.crash_states} (the state as written and each transcript prefix)")
-        cats = Counter(kp.category for kp in found.kill_points)
-        print("               " + ", ".join(f"{c} {cats[c]}" for c in CATEGORIES if cats[c]))
-        if (untraced or found.untraced) is not None:
-            print("               no kills inside transcript writes: "
-                  f"{untraced or found.untraced}")
-        held = "" if not found.writes else f", and strace holding each transcript write " \
-                                           f"{HOLD:g} s in the write kills' runs"
-        print(f"  budget       about {max(1, round(found.seconds / 60))} min: "
-              f"{found.incarnations} incarnations at "
-              f"{found.seconds_per_incarnation:.1f} s (a clean run's, measured now){held}")
-    return EXIT_OK

@@ -9,14 +9,12 @@ from .exits import EXIT_OK, EXIT_VIOLATION
 def cmd_replay(ns: argparse.Namespace) -> int:
     import json
 
-    from ..loading import factory_for
     from ..replayer import replay
     from ..token import ReplayToken
 
     token = ReplayToken.decode(ns.token)
-    factory = factory_for(ns.agent, token.scenario) if ns.agent and \
-        token.mode != "subprocess" else None
-    result = replay(token, factory, timeout="auto" if ns.timeout is None else ns.timeout,
+    # the token's backend imports --agent (a fixed version) as it needs it
+    result = replay(token, timeout="auto" if ns.timeout is None else ns.timeout,
                     agent=ns.agent)
     crashes = len(result.schedule)
     print(f"replaying {crashes} crash{'es' if crashes > 1 else ''} of "

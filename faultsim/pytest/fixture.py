@@ -121,7 +121,7 @@ class FaultsimFixture:
             report = self._explorer().check(self._param.id)
             self._note(report, "kill point")
             return report
-        from ..engine import run
+        from ..backends import Agent, explore
         from ..scenario import load_scenario
 
         settings = self._settings_for(scenario)
@@ -134,9 +134,10 @@ class FaultsimFixture:
         options = settings.options(
             shard=state.options.shard, search_seconds=left,
             only=(lambda p: p.category in categories) if categories else None)
-        # subprocess mode imports the agent by name; a factory without one cannot go there
-        report = run(scenario_, options, make_agent=factory, agent_name=name,
-                     spec=None if name == "agent" else name)
+        # the backend faultsim.backends chooses: subprocess mode and the Claude Agent SDK's
+        # import the agent by name, so a factory without one cannot go there
+        report = explore(Agent(None if name == "agent" else name, factory, name), scenario_,
+                         options)
         self._note(report, "scenario")
         return report
 

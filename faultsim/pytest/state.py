@@ -58,9 +58,12 @@ class PluginState:
     mapped: set = field(default_factory=set)  # (test, crash model): full map sent (html)
 
     def explorer_for(self, settings: Settings) -> "PointwiseExplorer":
+        from ..backends import check_job
         from ..pointwise import PointwiseExplorer
         from ..scenario import load_scenario
 
+        if isinstance(settings.agent, str):  # kill-point items run a factory in-process
+            check_job(settings.agent, settings.scenario, "items")
         factory, name = settings.resolve_agent()
         key = (id(factory), name, settings.scenario, settings.crash_model, settings.crashes,
                settings.seed, settings.timeout)
