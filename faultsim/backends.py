@@ -62,7 +62,8 @@ BY_PREFIX = {
     "claude-agent-sdk:": "claude-agent-sdk",
     "cmd:": "command",
 }
-JOBS = ("explore", "survey", "replay", "formats")  # what a front end asks a backend to do
+# what a front end asks a backend to do ("items": the pytest plugin's kill-point items)
+JOBS = ("explore", "survey", "replay", "formats", "items")
 
 
 @dataclass(frozen=True)
@@ -109,8 +110,9 @@ class Backend(Protocol):
     """One way of running an agent; faultsim's front ends reach it only through this seam.
 
     `refuses(agent, scenario, options, job)` is asked before any work, for each job
-    ("explore", "survey", "replay" or "formats": a front end that needs the recorded
-    checkpoint formats of a Python factory). It returns None when the backend can do the
+    ("explore", "survey", "replay"; "formats" and "items" for the front ends that run a
+    Python factory in this process: `faultsim formats`, the pytest plugin's kill-point
+    items). It returns None when the backend can do the
     job, else one line saying why not, written for the person who typed the command
     (`--crashes 2: a Claude Agent SDK agent is explored one crash per run ...`); the front
     end raises it as a usage error (exit 2), naming nothing else. It must be cheap: no run.
@@ -251,13 +253,21 @@ def replay(token: "ReplayToken", agent: Agent | None = None, *,
     return for_token(token).replay(token, agent, timeout=timeout)
 
 
-def for_formats(agent: AgentLike, scenario: "Scenario | None" = None) -> Callable[..., Any]:
-    """The Python factory `faultsim formats` records and checks checkpoints with, after
-    the backend the agent needs said it can (the corpus is resumed in-process)."""
+def check_job(agent: AgentLike, scenario: Any, job: str) -> None:
+    """For a job that runs an agent's Python factory in this process ("formats": faultsim
+    formats; "items": the pytest plugin's kill-point items): the backend a prefixed agent
+    always runs on may refuse it (one line); every other agent is a Python factory."""
+    from .options import ExploreOptions
+
     agent = agent_of(agent)
     name = by_prefix(agent.spec)
     if name is not None:
-        from .options import ExploreOptions
+        check(backend(name), agent, scenario, ExploreOptions(), job)
 
-        check(backend(name), agent, scenario, ExploreOptions(), "formats")  # type: ignore
+
+def python_factory(agent: AgentLike, scenario: Any = None,
+                   job: str = "formats") -> Callable[..., Any]:
+    """The Python factory `job` runs (see `check_job`), after its backend said it can."""
+    agent = agent_of(agent)
+    check_job(agent, scenario, job)
     return agent.factory_for(scenario)

@@ -31,10 +31,11 @@ _CORE = frozenset(_PHASES)
 
 
 def register_phases(phases: Mapping[str, str]) -> None:
-    """Declare the phase each of an adapter's marks starts (`{"mark.lg.put":
-    "after-checkpoint-put"}`), hypothesis-style: called by the adapter's module when it is
-    imported, which is before any trace of its agent is read (its factory imports it). A
-    phase is one of `CATEGORIES`; a mark keeps the phase it was first given."""
+    """Declare the phase each of an adapter's marks starts (event kind -> category, e.g.
+    its checkpointer's put -> "after-checkpoint-put"), hypothesis-style: called by the
+    adapter's module when it is imported, which is before any trace of its agent is read
+    (its factory imports it). A phase is one of `CATEGORIES`; a mark keeps the phase it
+    was first given."""
     for mark, phase in phases.items():
         if phase not in CATEGORIES:
             raise ValueError(f"{mark}: phase {phase!r} is not a kill-point category")

@@ -83,6 +83,7 @@ COMMAND = "cmd:"
 SPECS = {
     LANGGRAPH: "faultsim.adapters.langgraph.spec:factory",
     CLAUDE_AGENT_SDK: "faultsim.adapters.claude_agent_sdk.runs:load",
+    COMMAND: "faultsim.command.backend:no_factory",  # a program: no Python factory
 }
 
 
@@ -104,4 +105,4 @@ def factory_for(spec: str, scenario: Any = None) -> Callable[[AgentEnv], Any]:
         resolve = getattr(importlib.import_module(module), attr)
     except ImportError as exc:  # the adapter's extra is not installed: its message says so
         raise AgentLoadError(str(exc)) from None
-    return resolve(spec) if prefix == CLAUDE_AGENT_SDK else resolve(spec, scenario)
+    return resolve(spec) if prefix in (CLAUDE_AGENT_SDK, COMMAND) else resolve(spec, scenario)

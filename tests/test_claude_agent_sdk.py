@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import inspect
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -398,6 +399,64 @@ def test_what_this_agent_kind_cannot_do_is_one_line(flags, said, capsys):
                  *flags]) == 2
     err = capsys.readouterr().err
     assert said in err and len(err.strip().splitlines()) == 1
+
+
+# -- the same spec in every front end (faultsim.backends chooses the Claude backend) -------
+# Each front end's test asks for what this backend refuses: its one-line reason proves the
+# spec reached the Claude backend (before, these front ends said "no such file
+# 'claude-agent-sdk:...'"), in milliseconds. The real runs through the same
+# `backends.explore/survey/replay` are `faultsim run`, `faultsim list` and `faultsim
+# replay`'s tests above and below (each incarnation costs seconds).
+@pytest.mark.parametrize("mode, crashes, said", [
+    ("auto", 2, "--crashes 2: a Claude Agent SDK agent is explored one crash per run"),
+    ("in-process", 1, "--mode in-process: a Claude Agent SDK agent runs its CLI"),
+])
+def test_engine_run_and_explore_refuse_what_this_backend_cannot_do(mode, crashes, said):
+    from faultsim.engine import run
+    from faultsim.errors import UsageError
+
+    with pytest.raises(UsageError, match=re.escape(said)):
+        run(SCENARIO, faultsim.ExploreOptions(mode=mode, crashes=crashes),
+            spec=f"{SPEC}:run_billing")
+    if mode == "auto":
+        with pytest.raises(UsageError, match=re.escape(said)):
+            faultsim.explore(f"{SPEC}:run_billing", SCENARIO, crashes=crashes)
+
+
+def test_the_pytest_marker_takes_the_spec(pytester):
+    """The marker's whole-scenario test reaches the Claude backend (its refusal of two
+    crashes, as the test's one-line failure); kill-point items are refused at collection."""
+    import shutil
+
+    pytester.makeini("[pytest]\n")
+    shutil.copy(EXAMPLE / "scenario.toml", pytester.path / "scenario.toml")
+    pytester.makepyfile(test_claude=f"""
+        import pytest
+
+        @pytest.mark.faultsim("scenario.toml", agent="{SPEC}:run_billing", crashes=2)
+        def test_scenario(crash_safety):
+            crash_safety.check()
+
+        @pytest.mark.faultsim("scenario.toml", agent="{SPEC}:run_billing", kill_points=True)
+        def test_items(crash_safety):
+            crash_safety.check()
+        """)
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
+    result.assert_outcomes(failed=2)
+    out = result.stdout.str()
+    assert "--crashes 2: a Claude Agent SDK agent is explored one crash per run" in out
+    assert "kill-point items (kill_points=True, faultsim.parametrize) run a Python" in out
+    assert "no such file" not in out
+
+
+def test_faultsim_formats_refuses_it_in_one_line(tmp_path, capsys):
+    from faultsim.cli import main
+
+    assert main(["formats", "record", str(EXAMPLE / "scenario.toml"), "--out",
+                 str(tmp_path / "corpus"), "--agent", f"{SPEC}:run_billing"]) == 2
+    err = capsys.readouterr().err
+    assert "faultsim formats resumes recorded checkpoints of a Python agent factory" in err
+    assert len(err.strip().splitlines()) == 1 and not (tmp_path / "corpus").exists()
 
 
 def test_assert_ok_fails_with_the_counterexample_and_never_on_nothing(crashed):

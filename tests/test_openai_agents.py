@@ -311,6 +311,11 @@ def test_kill_points_land_at_model_answers_tools_effects_and_every_state_write()
     assert counts["after-model-response"] >= 2 and counts["after-effect"] == 1
     at_tools = [p.id.split("-oa.", 1)[1] for p in points if "-oa.tool." in p.id]
     assert at_tools == ["tool.start-refund_order#1", "tool.end-refund_order#1"]
+    # the adapter declares its marks' phases (killpoints.register_phases), as pydantic-ai's:
+    # a kill after the SDK started a tool is inside it, after it ended is after the tool
+    at = {p.id.split("-oa.", 1)[1]: p.category for p in points if "-oa.tool." in p.id}
+    assert at == {"tool.start-refund_order#1": "in-tool",
+                  "tool.end-refund_order#1": "after-tool"}
     writes = [e for e in golden.trace if e.kind == "fs.rename" and
               e.subject.endswith("state.json")]
     assert len(writes) == 3  # the pause, the person's decision, the end
@@ -319,6 +324,18 @@ def test_kill_points_land_at_model_answers_tools_effects_and_every_state_write()
     assert effects == ["refund"]  # faultsim.effect's mark
     tools = [e.subject for e in golden.trace if e.kind == "mark.oa.tool.start"]
     assert tools == ["refund_order"]  # the adapter's, through the SDK's RunHooks
+
+
+def test_a_mark_keeps_the_phase_its_adapter_declared():
+    from faultsim.killpoints import register_phases, registered_phases
+
+    assert registered_phases()["mark.oa.tool.end"] == "after-tool"
+    register_phases({"mark.oa.tool.end": "after-tool"})  # the same again: fine
+    with pytest.raises(ValueError, match="already the start of phase 'after-tool'"):
+        register_phases({"mark.oa.tool.end": "in-tool"})
+    with pytest.raises(ValueError, match="not a kill-point category"):
+        register_phases({"mark.elsewhere.x": "nowhere"})
+    assert "mark.elsewhere.x" not in registered_phases()
 
 
 # -- openai-agents-python#1704 -----------------------------------------------------------------

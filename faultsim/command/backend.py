@@ -17,6 +17,14 @@ from ..options import in_shard
 from ..report import Report
 
 
+def no_factory(spec: str) -> None:
+    """`loading.SPECS`' entry for `cmd:`: a command is run, never imported."""
+    from ..loading import AgentLoadError
+
+    raise AgentLoadError(f"agent {spec!r} is a command: it runs as a process of its own "
+                         "(faultsim run/list/replay), it has no Python factory to import")
+
+
 class Command:
     name = "command"
 

@@ -30,6 +30,10 @@ class ClaudeAgentSdk:
             return (f"{agent.spec}: faultsim formats resumes recorded checkpoints of a Python "
                     "agent factory in-process; a Claude Agent SDK agent runs its own CLI, "
                     "explore it with faultsim run")
+        if job == "items":
+            return (f"{agent.spec}: kill-point items (kill_points=True, faultsim.parametrize) "
+                    "run a Python agent factory in-process; for a Claude Agent SDK agent "
+                    "mark the test without them and call crash_safety.check()")
         if agent.spec is None:
             return ("a Claude Agent SDK agent is named by its spec, "
                     "claude-agent-sdk:FILE.py:ATTR")

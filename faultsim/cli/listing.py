@@ -1,0 +1,56 @@
+"""`faultsim list`: each scenario's turns, services, kill points and the crash states each
+crash model leaves, and its fault profile."""
+from __future__ import annotations
+
+import argparse
+
+from .args import agents_for, scenario_paths
+from .exits import EXIT_OK
+
+
+def cmd_list(ns: argparse.Namespace) -> int:
+    from ..backends import Agent, survey
+    from ..killpoints import categories
+    from ..loading import load_factory, prefix_of
+    from ..scenario import format_duration, load_scenario
+
+    scenarios = [load_scenario(p) for p in scenario_paths(ns.scenarios)]
+    # a plain spec is imported once, here (a prefixed one by its backend, per scenario)
+    factory = None if prefix_of(ns.agent) else load_factory(ns.agent)
+    for n, sc in enumerate(scenarios):
+        agent = agents_for(sc, ns, ["sync"])[0]  # a graph's: the kill points under sync
+        found = survey(Agent(agent, factory if agent == ns.agent else None, agent), sc,
+                       timeout=ns.timeout)
+        if found.lines is not None:  # a backend that describes itself (its budget)
+            print(("\n" if n else "") + f"{sc.id}  {sc.path}")
+            print("\n".join(found.lines))
+            continue
+        points, states = found.kill_points, found.crash_states
+        main = sc.script.turns
+        parallel = sum(1 for t in main if len(t.tool_calls) > 1)
+        turns = f"{len(main)} ({sum(1 for t in main if t.tool_calls)} with tool calls" + (
+            f", {parallel} of them parallel" if parallel else "") + ")"
+        if sc.subagents:
+            turns += ", sub-agents " + ", ".join(f"{s.tag} {len(s.turns)}"
+                                                for s in sc.subagents)
+        services = ", ".join(f"{s.name} ({s.kind})" for s in sc.services) or "none"
+        faults = [f"{f.kind}×{f.times} at {script.tag}@{f.at}" for script in
+                  (sc.script, *sc.subagents) for f in script.faults]
+        profile = sc.profile
+        print(("\n" if n else "") + f"{sc.id}  {sc.path}")
+        print(f"  turns        {turns}")
+        print(f"  services     {services}")
+        if sc.store.needs_subprocess:
+            print(f"  store        {sc.store.kind} (subprocess mode)")
+        if sc.langgraph is not None:
+            print(f"  langgraph    {sc.langgraph.graph} (kill points of durability sync)")
+        print(f"  kill points  {len(points)}: crash states process {states['process']}, "
+              f"power {states['power']}")
+        cats = categories(points)
+        print("               " + ", ".join(f"{c} {k}" for c, k in cats.items() if k))
+        print(f"  profile      crash models {', '.join(profile.crash_models)}; "
+              f"{profile.crashes} crash{'es' if profile.crashes > 1 else ''}; downtime "
+              f"{format_duration(profile.downtime)}; API faults "
+              f"{', '.join(faults) if faults else 'none'}")
+    return EXIT_OK
+
