@@ -87,6 +87,7 @@ class Command:
                  f"  budget       {len(points)} crash runs (one per kill point), then one "
                  f"resume per distinct crash state, at about {clean[0].seconds:.1f} s each "
                  "(a clean run's, measured now)"]
+        lines += [f"    {p.id}" for p in points]
         return Survey(points, {"process": len(points), "power": f"about {len(points)}+"},
                       lines)
 
