@@ -91,3 +91,38 @@ def test_a_planted_mistake_charges_twice(tmp_path, mistake):
     assert ends[-1][0] == 0  # it completes, and pays twice on the way
     assert world.ledger.duplicates() == {
         'billing.submit({"cents":1200,"customer":"CUST-1"})': 2}
+
+
+# -- the command backend's sweep: every kill point, both crash models --------------------
+def sweep(mistake: str = "", *, crash_models=("process", "power"), only=None):
+    command = pytest.importorskip("faultsim.command", reason="the command backend")
+    argv = f"node {HERE / 'agent.mjs'}" + (f" --mistake={mistake}" if mistake else "")
+    return command.explore(argv, load_scenario(SCENARIO), crash_models=crash_models,
+                           only=only)
+
+
+def broken(found) -> set[str]:
+    return {v.invariant for run in found.runs.values() for verdict in run.verdicts
+            for v in verdict.violations}
+
+
+def test_the_sweep_finds_the_agent_clean_under_both_crash_models():
+    found = sweep()
+    assert found.kills_landed == len(found.points) > 30  # every kill landed
+    assert all(run.verdicts for run in found.runs.values())
+    assert broken(found) == set()
+
+
+@pytest.mark.parametrize("mistake, only, caught", [
+    ("", "billing.submit#1", None),  # the agent as written: clean at the same kill
+    # a crash after the first charge, before save point B: no trace of the call (no A),
+    # or a trace ignored on resume: the model is asked again and the card charged twice
+    ("save-only-at-b", "billing.submit#1", "effects_exactly_once"),
+    ("no-reconcile", "billing.submit#1", "effects_exactly_once"),
+    # the checkpoint written in place, unsynced: a power loss leaves it torn
+    ("overwrite-in-place", "billing.submit#1", "checkpoint_whole"),
+])
+def test_the_sweep_catches_each_planted_mistake(mistake, only, caught):
+    found = sweep(mistake, only=lambda point: only in point.id)
+    assert found.kills_landed == 1
+    assert (caught in broken(found)) if caught else broken(found) == set()
