@@ -195,7 +195,7 @@ def cmd_run(ns: argparse.Namespace) -> int:
 
     from .console import Progress, print_run
     from .engine import run as explore_one
-    from .loading import CLAUDE_AGENT_SDK, LANGGRAPH, load_factory
+    from .loading import CLAUDE_AGENT_SDK, COMMAND, LANGGRAPH, load_factory
     from .report import Report
     from .scenario import load_scenario
 
@@ -205,7 +205,7 @@ def cmd_run(ns: argparse.Namespace) -> int:
         only = lambda point: point.id in wanted  # noqa: E731
     options = _options(ns, only)
     scenarios = [load_scenario(p) for p in scenario_paths(ns.scenarios)]
-    claude = ns.agent.startswith(CLAUDE_AGENT_SDK)
+    claude = ns.agent.startswith((CLAUDE_AGENT_SDK, COMMAND))
     if ns.transcript_writes is not None and not claude:
         raise UsageError("--transcript-writes: only for a Claude Agent SDK agent "
                          "(--agent claude-agent-sdk:FILE.py:ATTR)")
@@ -216,7 +216,10 @@ def cmd_run(ns: argparse.Namespace) -> int:
     if claude:
         with _refusals_reported(ns, report, ns.scenarios[0] if ns.scenarios else "",
                                 ns.agent):
-            _run_claude_agent_sdk(ns, scenarios, options, report)
+            if ns.agent.startswith(COMMAND):
+                _run_command(ns, scenarios, options, report)
+            else:
+                _run_claude_agent_sdk(ns, scenarios, options, report)
     for sc, agent in ((sc, agent) for sc in scenarios if not claude
                       for agent in _agents(sc, ns, modes)):
         resolved = options.resolve(sc)
@@ -412,6 +415,27 @@ def cmd_list(ns: argparse.Namespace) -> int:
               f"{format_duration(profile.downtime)}; API faults "
               f"{', '.join(faults) if faults else 'none'}")
     return EXIT_OK
+
+
+def _run_command(ns: argparse.Namespace, scenarios: list, options, report) -> None:
+    """`faultsim run` on an agent run as a command (faultsim.command), through its
+    backend: real processes under strace, one crash per run."""
+    import time
+
+    from . import backends
+    from .console import print_run
+
+    for sc in scenarios:
+        started = time.perf_counter()
+        part = backends.explore(backends.Agent(spec=ns.agent), sc, options,
+                                progress=lambda *a, **k: None)
+        for n, model_run in enumerate(part.runs):
+            model_run.wall_seconds = time.perf_counter() - started if n == 0 else 0.0
+            report.runs.append(model_run)
+            print_run(model_run)
+            for line in model_run.notes:
+                print(line)
+        sys.stdout.flush()
 
 
 def _run_claude_agent_sdk(ns: argparse.Namespace, scenarios: list, options, report) -> None:

@@ -32,7 +32,7 @@ from .report import ModelRun, Report
 from .scenario import Scenario
 
 
-def explore(make_agent: Callable[[AgentEnv], Any], scenario: Scenario, *,
+def explore(make_agent: Callable[[AgentEnv], Any] | str, scenario: Scenario | str, *,
             crash_model: str | Iterable[str] | None = None, agent_name: str | None = None,
             only: Callable[[KillPoint], bool] | None = None,
             timeout: float | str | None = "auto",
@@ -66,11 +66,26 @@ def explore(make_agent: Callable[[AgentEnv], Any], scenario: Scenario, *,
     called as kill points are judged. `plan(Plan)`, when given, is told before the sweep
     how many kill points and first crash states there are (one extra clean run counts
     them).
+
+    `make_agent` may also be an agent spec (`"module:attr"`, `"FILE.py:ATTR"`,
+    `"claude-agent-sdk:FILE.py:ATTR"`, ...): it then runs on the backend it needs
+    (`faultsim.backends`: the mode its scenario's store needs, or its prefix's backend), as
+    `faultsim run --agent SPEC` runs it; `scenario` may be a Scenario or its file.
     """
+    if isinstance(scenario, (str, os.PathLike)):
+        from .scenario import load_scenario
+
+        scenario = load_scenario(scenario)
     options = ExploreOptions(crash_model=crash_model, crashes=crashes, seed=seed,
                              timeout=timeout, workers=workers, shard=shard, only=only,
                              search=search, search_seconds=search_seconds, database=database,
-                             equivalences=equivalences, mode="in-process")
+                             equivalences=equivalences,
+                             mode="auto" if isinstance(make_agent, str) else "in-process")
+    if isinstance(make_agent, str):
+        from .backends import Agent, explore as explore_on_backend
+
+        return explore_on_backend(Agent(make_agent, name=agent_name), scenario, options,
+                                  progress=progress, plan=plan)
     return explore_in_process(make_agent, scenario, options.resolve(scenario),
                               agent_name=agent_name, progress=progress, plan=plan)
 
@@ -79,25 +94,15 @@ def run(scenario: Scenario, options: ExploreOptions, *,
         make_agent: Callable[[AgentEnv], Any] | None = None, spec: str | None = None,
         agent_name: str | None = None, progress: Callable[..., None] | None = None,
         plan: Callable[["Plan"], None] | None = None) -> Report:
-    """The one mode dispatch: explore `scenario` in the mode `options` resolve to. The
-    in-process mode runs `make_agent` (or the factory `spec` names); subprocess mode needs
-    `spec`, which its fork servers import themselves."""
-    options = options.resolve(scenario)
-    if options.mode == "subprocess":
-        from .real.explore import explore_resolved
+    """Explore `scenario` on the backend `faultsim.backends` chooses for the agent and the
+    mode `options` ask (the in-process mode runs `make_agent`, or the factory `spec` names;
+    subprocess mode and the Claude Agent SDK backend need `spec`, which they import in
+    processes of their own)."""
+    from .backends import Agent, explore as explore_on_backend
 
-        if spec is None:
-            raise UsageError(f"{scenario.path}: subprocess mode imports the agent by name: "
-                             "give a module-level factory or 'module:attr'")
-        return explore_resolved(spec, scenario, options, agent_name=agent_name or spec,
-                                progress=progress, plan=plan)
-    if make_agent is None:
-        from .loading import factory_for
-
-        if spec is None:
-            raise UsageError(f"{scenario.path}: no agent to explore")
-        make_agent = factory_for(spec, scenario)
-    return explore_in_process(make_agent, scenario, options, agent_name=agent_name or spec,
+    if make_agent is None and spec is None:
+        raise UsageError(f"{scenario.path}: no agent to explore")
+    return explore_on_backend(Agent(spec, make_agent, agent_name), scenario, options,
                               progress=progress, plan=plan)
 
 

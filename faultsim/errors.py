@@ -32,7 +32,7 @@
         │                     line; the plugin lets it through with its traceback
         ├── WorkerDied                     a crash-run worker died without its verdicts
         ├── real.pool.ServerFailed         a subprocess-mode fork server died or failed
-        └── world.redis_server.RedisUnavailable  (also RuntimeError) no redis-server
+        └── real.redis_server.RedisUnavailable  (also RuntimeError) no redis-server
 
 Control flow is `BaseException`, so that an agent's `except Exception` cannot swallow it:
 `trace.Killed`, `trace.WorldSealed`, `pipeline.incarnation.IncarnationTimeout`,

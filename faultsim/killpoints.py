@@ -5,7 +5,7 @@ from __future__ import annotations
 import posixpath
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING, Mapping, Sequence
 
 from .trace import Event
 
@@ -15,7 +15,8 @@ if TYPE_CHECKING:
 SECTOR = 512
 
 # Phases set by the agent's marks, the model and the world; a boundary takes the phase of
-# the last such event before it.
+# the last such event before it. An adapter adds its own marks' phases where it defines
+# them (`register_phases`, when it is imported): this table names no adapter.
 _PHASES = {
     "model.response": "after-model-response",
     "mark.checkpoint.A": "between-A-and-tool",
@@ -25,15 +26,30 @@ _PHASES = {
     "mark.checkpoint.B": "after-B",
     "mark.run.completed": "after-completion",
     "mark.run.escalated": "after-escalation",
-    # LangGraph (faultsim.adapters.langgraph): checkpointer calls and the end of a tool
-    "mark.lg.read": "after-checkpoint-read",
-    "mark.lg.put": "after-checkpoint-put",
-    "mark.lg.writes": "after-put-writes",
-    "mark.lg.tool.end": "after-tool",
-    # pydantic-ai (faultsim.adapters.pydantic_ai): every tool's execution
-    "mark.pa.tool.start": "in-tool",
-    "mark.pa.tool.end": "after-tool",
 }
+_CORE = frozenset(_PHASES)
+
+
+def register_phases(phases: Mapping[str, str]) -> None:
+    """Declare the phase each of an adapter's marks starts (`{"mark.lg.put":
+    "after-checkpoint-put"}`), hypothesis-style: called by the adapter's module when it is
+    imported, which is before any trace of its agent is read (its factory imports it). A
+    phase is one of `CATEGORIES`; a mark keeps the phase it was first given."""
+    for mark, phase in phases.items():
+        if phase not in CATEGORIES:
+            raise ValueError(f"{mark}: phase {phase!r} is not a kill-point category")
+        if _PHASES.setdefault(mark, phase) != phase:
+            raise ValueError(f"{mark}: already the start of phase {_PHASES[mark]!r}, "
+                             f"not {phase!r}")
+
+
+def registered_phases() -> dict[str, str]:
+    """The phases adapters declared in this process: a fork server of the subprocess mode
+    sends them with its reports (the process that reads the traces never imported the
+    agent, nor its adapter)."""
+    return {m: p for m, p in _PHASES.items() if m not in _CORE}
+
+
 _COMMITS = ("sqlite.commit", "redis.exec")
 CATEGORIES = ("start", "after-model-response", "checkpoint-mid-write", "checkpoint-rename",
               "checkpoint-commit",

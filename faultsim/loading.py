@@ -1,15 +1,15 @@
-"""Which agent an `--agent` spec names: `MODULE[:ATTR]`, `FILE.py[:ATTR]`, or
-`langgraph:MODE` (the graph a scenario's [langgraph] table names, run by the LangGraph
-adapter with that durability mode). The CLI, the plugin, the replayer and the fork servers
-of the subprocess mode resolve specs here and nowhere else.
+"""Which agent an `--agent` spec names: `MODULE[:ATTR]`, `FILE.py[:ATTR]`,
+or a prefixed spec of `SPECS` (`langgraph:MODE`: the graph a scenario's [langgraph] table
+names, run by the LangGraph adapter with that durability mode; `claude-agent-sdk:...`).
+The CLI, the plugin, the backends and the fork servers of the subprocess mode resolve
+specs here and nowhere else.
 
-May import: the contract (`agent`), `scenario`, `errors`; the LangGraph adapter only inside
-`factory_for`, for a `langgraph:` spec (the one documented lazy upward edge: every other
-agent loads without LangGraph)."""
+May import: the contract (`agent`), `errors`; an adapter only by its name in `SPECS`,
+through `importlib`, for a spec that names it (no upward import: every other agent loads
+without LangGraph or the Claude Agent SDK)."""
 from __future__ import annotations
 
 import importlib
-from pathlib import Path
 from typing import Any, Callable
 
 from .agent import AgentEnv
@@ -72,28 +72,36 @@ LANGGRAPH_MODES = ("sync", "async", "exit")  # LangGraph's durability modes
 # agent spec claude-agent-sdk:FILE.py:ATTR: a Claude Agent SDK agent's coroutine, explored
 # by faultsim.adapters.claude_agent_sdk on its own processes
 CLAUDE_AGENT_SDK = "claude-agent-sdk:"
+# agent spec cmd:COMMAND: any program, in any language, explored from outside as a command
+# by faultsim.command (the fake Claude and the services over loopback, strace on its calls)
+COMMAND = "cmd:"
+
+# Agent specs by name (hypothesis's provider table): prefix -> "module:function" that turns
+# the whole spec (and the scenario, or its file) into what runs. Imported by name, only for
+# such a spec: no module here imports an adapter, and every other agent loads without one.
+# The backend a prefixed agent runs on is `backends.BY_PREFIX`'s to say.
+SPECS = {
+    LANGGRAPH: "faultsim.adapters.langgraph.spec:factory",
+    CLAUDE_AGENT_SDK: "faultsim.adapters.claude_agent_sdk.runs:load",
+}
+
+
+def prefix_of(spec: str) -> str | None:
+    """The table's prefix `spec` starts with (None: a plain MODULE[:ATTR] or FILE.py)."""
+    return next((p for p in SPECS if spec.startswith(p)), None)
 
 
 def factory_for(spec: str, scenario: Any = None) -> Callable[[AgentEnv], Any]:
-    """`load_factory`, plus `langgraph:MODE`: the graph a scenario's [langgraph] table names,
-    run by faultsim's LangGraph adapter with durability MODE (sync, async or exit).
-    `scenario` is a Scenario or its file, read only for a `langgraph:` spec."""
-    if not spec.startswith(LANGGRAPH):
+    """`load_factory`, plus the prefixed specs of `SPECS`: `langgraph:MODE` (the graph a
+    scenario's [langgraph] table names, run by faultsim's LangGraph adapter with
+    durability MODE: sync, async or exit) and `claude-agent-sdk:FILE.py:ATTR` (the agent's
+    coroutine). `scenario` is a Scenario or its file, read only by a prefixed spec."""
+    prefix = prefix_of(spec)
+    if prefix is None:
         return load_factory(spec)
-    if isinstance(scenario, (str, Path)):
-        from .scenario import load_scenario
-
-        scenario = load_scenario(scenario)
-    spec_lg = getattr(scenario, "langgraph", None)
-    if spec_lg is None:
-        raise AgentLoadError(f"agent {spec!r} runs a scenario's [langgraph] graph; "
-                             f"{getattr(scenario, 'path', 'this scenario')} has none")
+    module, _, attr = SPECS[prefix].partition(":")
     try:
-        from .adapters.langgraph import graph_agent
-    except ImportError as exc:
+        resolve = getattr(importlib.import_module(module), attr)
+    except ImportError as exc:  # the adapter's extra is not installed: its message says so
         raise AgentLoadError(str(exc)) from None
-    try:
-        return graph_agent(load_factory(spec_lg.graph), durability=spec[len(LANGGRAPH):],
-                           human_reply=spec_lg.human_reply)
-    except ValueError as exc:
-        raise AgentLoadError(f"agent {spec!r}: {exc}") from None
+    return resolve(spec) if prefix == CLAUDE_AGENT_SDK else resolve(spec, scenario)

@@ -158,6 +158,9 @@ class ModelRun:
     # --shard (i, n), and what the shards split: "crash state" (in-process) or "kill point"
     shard: tuple[int, int] | None = None
     shard_by: str = "crash state"
+    # lines a backend adds to the console summary after this run (not in the JSON report):
+    # what only it can say, e.g. how many of its kills landed
+    notes: list[str] = field(default_factory=list)
 
     def depth(self, crashes: int) -> DepthStats:
         return self.depths.setdefault(crashes, DepthStats(crashes))

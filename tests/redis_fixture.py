@@ -10,7 +10,7 @@ import os
 
 import pytest
 
-from faultsim.world.redis_server import RedisServer, RedisUnavailable
+from faultsim.real.redis_server import RedisServer, RedisUnavailable
 
 MISSING = "redis-server not installed: apt-get install redis-server (CI installs it)"
 

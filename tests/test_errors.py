@@ -15,7 +15,7 @@ from faultsim.real.pool import ServerFailed
 from faultsim.scenario import ScenarioError
 from faultsim.schedule import NoSuchKillPoint
 from faultsim.token import TokenError
-from faultsim.world.redis_server import RedisUnavailable
+from faultsim.real.redis_server import RedisUnavailable
 
 KINDS = {
     errors.UsageError: [cli.UsageError, FaultsimUsageError, ScenarioError, AgentLoadError,

@@ -1,7 +1,10 @@
 """The layers of faultsim/, read from the source with `ast` (nothing under test is
-imported): no import cycle, no private name imported across modules, the subprocess
-backend free of the in-process one and of pyfakefs, the mode-neutral pipeline free of both
-backends, and a bottom layer that needs only the standard library."""
+imported): no import cycle and no upward import at all (function-level ones included), no
+private name imported across modules, the subprocess backend free of the in-process one
+and of pyfakefs, the mode-neutral pipeline free of both backends, no backend importing
+another, the front ends reaching backends only through `faultsim/backends.py`, the world
+free of `real/`, killpoints.py naming no adapter, and a bottom layer that needs only the
+standard library."""
 from __future__ import annotations
 
 import ast
@@ -9,17 +12,6 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent / "faultsim"
-
-# The few imports that point upwards, made inside a function so that they run only when
-# needed; each is left out of the cycle check, with why.
-LAZY_UPWARD = {
-    # an --agent spec "langgraph:MODE" builds a LangGraph agent: spec resolution imports
-    # the adapter (and LangGraph) only for such a spec, never for every other agent
-    ("faultsim.loading", "faultsim.adapters.langgraph"),
-    # a token of a Claude Agent SDK agent replays on that adapter's own processes: imported
-    # (with the SDK) only for such a token
-    ("faultsim.replayer", "faultsim.adapters.claude_agent_sdk.runs"),
-}
 
 # Imported by no faultsim module at import time from the bottom layer: the standard library.
 BOTTOM = {"faultsim.errors", "faultsim._version", "faultsim.trace", "faultsim.killpoints",
@@ -80,8 +72,7 @@ def _edges(lazy: bool = True) -> dict[str, set[str]]:
     edges: dict[str, set[str]] = {m: set() for m in MODULES}
     for module, imports in IMPORTS.items():
         for imp in imports:
-            if imp.target in MODULES and imp.target != module and (lazy or not imp.lazy) \
-                    and (module, imp.target) not in LAZY_UPWARD:
+            if imp.target in MODULES and imp.target != module and (lazy or not imp.lazy):
                 edges[module].add(imp.target)
     return edges
 
@@ -141,12 +132,6 @@ def test_no_import_cycle_function_level_imports_included():
     assert _cycles(_edges()) == []
 
 
-def test_the_allowed_lazy_upward_edges_exist_and_are_lazy():
-    for source, target in LAZY_UPWARD:
-        found = [i for i in IMPORTS[source] if i.target == target]
-        assert found and all(i.lazy for i in found), (source, target)
-
-
 def test_no_private_name_imported_across_modules():
     private = [f"{imp}.{n}" for imports in IMPORTS.values() for imp in imports
                for n in imp.names
@@ -197,3 +182,70 @@ def test_the_contract_reaches_no_adapter_and_no_spec_resolution():
     assert not {r for r in reached if r.startswith(("faultsim.adapters", "faultsim.loading",
                                                     "faultsim.engine", "faultsim.inprocess",
                                                     "faultsim.real"))}
+
+
+def _backend_packages() -> dict[str, str]:
+    """Each backend of faultsim/backends.py's table -> the package it lives in (a module
+    right under faultsim/ is its own package), read from the source."""
+    tree = ast.parse(MODULES["faultsim.backends"].read_text())
+    table = next(ast.literal_eval(n.value) for n in ast.walk(tree)
+                 if isinstance(n, ast.Assign) and any(getattr(t, "id", "") == "BACKENDS"
+                                                     for t in n.targets))
+    out = {}
+    for name, dotted in table.items():
+        module = dotted.partition(":")[0]
+        assert module in MODULES, (name, dotted)
+        parent = module.rpartition(".")[0]
+        out[name] = module if parent == "faultsim" else parent
+    return out
+
+
+BACKEND_PACKAGES = _backend_packages()
+# the in-process backend's orchestrator lives above its package (explore() is public)
+BACKEND_PACKAGES_WIDE = {name: (pkg, "faultsim.engine") if name == "in-process" else (pkg,)
+                         for name, pkg in BACKEND_PACKAGES.items()}
+FRONT_ENDS = ("faultsim.cli", "faultsim.plugin", "faultsim.fixture", "faultsim.pytest",
+              "faultsim.replayer")
+
+
+def _under(module: str, packages) -> bool:
+    return any(module == p or module.startswith(p + ".") for p in packages)
+
+
+def test_there_are_backends_and_no_backend_imports_another():
+    assert {"in-process", "subprocess", "claude-agent-sdk"} <= set(BACKEND_PACKAGES)
+    found = []
+    for name, own in BACKEND_PACKAGES_WIDE.items():
+        others = [p for n, ps in BACKEND_PACKAGES_WIDE.items() if n != name for p in ps
+                  if not _under(p, own)]
+        for m in (m for m in MODULES if _under(m, (own[0],))):
+            found += [f"{imp} ({name} -> another backend)" for imp in IMPORTS[m]
+                      if _under(imp.target, others)]
+    assert found == []
+
+
+def test_front_ends_reach_backends_only_through_backends_py():
+    # direct imports, lazy ones included: the front end asks faultsim.backends, which
+    # loads the backend by its dotted name
+    packages = [p for ps in BACKEND_PACKAGES_WIDE.values() for p in ps]
+    front = [m for m in MODULES if _under(m, FRONT_ENDS) or m == "faultsim"]
+    found = [f"{imp}" for m in front for imp in IMPORTS[m] if _under(imp.target, packages)
+             and not (m == "faultsim" and imp.target == "faultsim.engine")]
+    assert found == []
+    # and backends.py itself names them only as strings
+    assert not [i for i in IMPORTS["faultsim.backends"] if _under(i.target, packages)]
+
+
+def test_the_world_imports_nothing_of_real():
+    world = [m for m in MODULES if _under(m, ("faultsim.world",))]
+    assert world and not [f"{imp}" for m in world for imp in IMPORTS[m]
+                          if _under(imp.target, ("faultsim.real",))]
+
+
+def test_killpoints_names_no_adapter():
+    # an adapter's marks get their phases from the adapter (killpoints.register_phases)
+    import re
+
+    text = MODULES["faultsim.killpoints"].read_text()
+    assert not re.findall(r"mark\.(?!checkpoint\.|tool\.|run\.)[a-z]+\.", text)
+    assert "adapters" not in text.replace("An adapter", "").replace("an adapter", "")

@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from faultsim.world import redis_server as rs
+from faultsim.real import redis_server as rs
 from faultsim.world.redis_state import apply_downtime, restore, snapshot, split
 
 
@@ -44,7 +44,7 @@ def test_server_dies_with_a_sigkilled_parent(redis_server):
     # runs, yet the kernel must take the server down with it.
     code = textwrap.dedent("""
         import os, signal, sys
-        from faultsim.world.redis_server import RedisServer
+        from faultsim.real.redis_server import RedisServer
         s = RedisServer().start()
         print(s._proc.pid, s._dir, flush=True)
         os.kill(os.getpid(), signal.SIGKILL)

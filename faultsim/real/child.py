@@ -21,6 +21,7 @@ import freezegun.api as _real_time  # perf_counter is frozen in here; this is no
 from .. import finality
 from ..agent import outcome_of, run_incarnation
 from ..interpose.determinism import seeded
+from ..killpoints import registered_phases
 from ..pipeline.incarnation import (Incarnation, IncarnationTimeout, captured_output,
                                     failure_details, time_limit, traced_world)
 from ..runner import make_env
@@ -106,7 +107,9 @@ def run_job(job: dict, ctx: Any, out_fd: int) -> None:
         wire.send(out_fd, {"job": job["id"], "kind": kind, "events": tracer.events,
                            "world": pickle.dumps(world), "escapes": sandbox.escapes,
                            "first_position": result.first_position,
-                           "first_touch": sandbox.first_touch, **extra})
+                           "first_touch": sandbox.first_touch,
+                           # the phases the agent's adapter declared (this process imported it)
+                           "phases": registered_phases(), **extra})
 
     def die() -> None:
         fstrace.deactivate()

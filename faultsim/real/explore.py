@@ -22,7 +22,7 @@ import freezegun.api as _real_time
 
 from ..crashmodel import CrashState, process_state
 from ..errors import KillDidNotLand, SubprocessModeError, WorkerDied  # noqa: F401
-from ..killpoints import KillPoint
+from ..killpoints import KillPoint, register_phases
 from ..options import ExploreOptions, select
 from ..oracle import RESUME_GUARDS, CrashRun, Golden, judge, unknown_version_refused
 from ..pipeline.golden import CleanRun, compare_traces, golden_checked, routed_only
@@ -141,7 +141,7 @@ def redis_for(stack: ExitStack, scenario: Scenario) -> Callable[[int], str] | No
     database per fork server (each judges its crash states in its own)."""
     if scenario.store.kind != "redis":
         return None
-    from ..world.redis_server import RedisServer
+    from .redis_server import RedisServer
 
     server = stack.enter_context(RedisServer())
     return lambda slot: f"redis://127.0.0.1:{server.port}/{slot % 16}"
@@ -163,6 +163,7 @@ def golden_of(pool: ForkServers, scenario: Scenario) -> Golden:
     def clean_run(n: int) -> CleanRun:
         result = results[("golden", n)]
         report = _report_of(result, "the clean run")
+        register_phases(report.get("phases", {}))  # read its trace as the agent's process would
         outcome = report["outcome"] if report["kind"] == "done" else None  # else killed
         return CleanRun(outcome, report.get("error"), report["events"],
                         (report["world"], result.files), details=report.get("details", ""),

@@ -1,10 +1,9 @@
 """What survives a crash: external services with their ledger, and the clock.
 
 Layer 2 (the simulated world): may import the bottom layer and `model/`, never the
-pipeline, a backend or a front end (one exception: `redis_server` borrows
-`real.lifetime`, a standard-library helper that makes a child die with its parent). Its
-errors (ServiceError, ...) are what the agent
-meets, outside faultsim's own tree in errors.py."""
+pipeline, a backend or a front end (nothing under `real/`: the throwaway Redis server
+lives there, `faultsim.real.redis_server`). Its errors (ServiceError, ...) are what the
+agent meets, outside faultsim's own tree in errors.py."""
 from .clock import WorldClock, parse_instant
 from .ledger import Ledger, LedgerEntry, effect_difference
 from .services import (RECEIVER_KINDS, BlindReceiver, IdempotencyConflict, KeyedReceiver,

@@ -18,7 +18,7 @@ from ...trace import Event
 from .control import WRITE_KILL, KillPoint
 
 if TYPE_CHECKING:
-    from .sweep import Exploration, Verdict
+    from .results import Exploration, Verdict
 
 MODE = "subprocess"  # real processes: a token says so, and its replay kills real ones too
 

@@ -6,67 +6,23 @@ import copy
 import json
 import re
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
 from ...crashmodel import CrashState
 from ...errors import AgentFailedCleanly, KillDidNotLand, NonDeterminismError
-from ...oracle import CrashRun, Golden, Violation, judge
+from ...oracle import CrashRun, Golden, judge
 from ...report import ResumeSummary
 from ...scenario import Scenario
 from ...world import World
-from .writes import HOLD, session_id, strace_unavailable, transcript_path
+from .writes import session_id, strace_unavailable, transcript_path
 from .control import CATEGORIES, WRITE_KILL, KillPoint
 from .incarnations import AgentRun, Incarnation, incarnation
 from .sandbox import restore, sandbox_root, snapshot, work_files
+from .results import Exploration, Survey, Verdict
 from .states import CHECKPOINT, PREFIXES, crash_states, is_transcript, orphaned
 
-@dataclass
-class Verdict:
-    kill_point: KillPoint
-    state: str  # which crash state, in words
-    violations: list[Violation]
-    resumed_at: int | None  # the first turn the resume asked for (0: the first)
-    error: str | None
-    orphaned: bool  # the transcript held a tool_use without its tool_result
-    seconds: float
-    effects_before: int = 0  # effects applied before the kill
-    order: int = 0  # among the kill point's crash states (a replay token names it)
-    crash_state: CrashState | None = None  # what the guards read
-    summary: ResumeSummary | None = None  # what the resumed run did (for the report)
-
-    @property
-    def ok(self) -> bool:
-        return not self.violations
-
-
-@dataclass
-class Exploration:
-    scenario: Scenario
-    golden: Golden
-    kill_points: list[KillPoint]
-    verdicts: list[Verdict] = field(default_factory=list)
-    kills_landed: int = 0
-    incarnations: int = 0
-    seconds: float = 0.0
-    writes: int | None = None  # transcript writes of the clean run under strace (None: not traced)
-    writes_missed: list[KillPoint] = field(default_factory=list)  # write N never came
-    untraced: str | None = None  # why the transcript's writes were not traced, if not
-
-
-    @property
-    def failures(self) -> list[Verdict]:
-        return [v for v in self.verdicts if v.violations]
-
-    def assert_ok(self, agent: str = "claude-agent-sdk:agent") -> None:
-        """For a test: fail with faultsim's counterexamples (and their replay commands,
-        when `agent` is the spec `claude-agent-sdk:FILE.py:ATTR`) when a crash state
-        violates the protocol, and when nothing was tested (no kill landed)."""
-        from .report import assert_ok
-
-        assert_ok(self, agent)
-
+__all__ = ["Exploration", "Survey", "Verdict"]  # re-exported: their home is results.py
 
 def _new_world(scenario: Scenario) -> World:
     return scenario.build_world()
@@ -102,29 +58,6 @@ def _in_order(seen: list[KillPoint]) -> list[KillPoint]:
             for i, n in enumerate(ranked, start=1)]
 
 
-
-
-@dataclass
-class Survey:
-    """What a sweep will cost, from one clean run (`faultsim list`)."""
-
-    kill_points: list[KillPoint]  # the transcript writes' last
-    crash_states: int  # estimated, prefixes="messages"
-    seconds_per_incarnation: float  # the clean run's, measured here
-    writes: int | None = None  # the clean run's transcript writes (None: not traced)
-    untraced: str | None = None  # why not, when strace could have traced them
-
-    @property
-    def incarnations(self) -> int:
-        """The clean run(s), one crash run per kill point, one resume per crash state."""
-        return 1 + (self.writes is not None) + len(self.kill_points) + self.crash_states
-
-    @property
-    def seconds(self) -> float:
-        """Each incarnation at the clean run's pace; a kill inside transcript write N also
-        waits while strace holds writes 1..N."""
-        held = sum(range(1, (self.writes or 0) + 1)) * HOLD
-        return self.incarnations * self.seconds_per_incarnation + held
 
 
 def survey(run: AgentRun, scenario: Scenario, *, timeout: float = 60.0,

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-from .sweep import Verdict
+from .results import Verdict
 
 COLUMNS = ("crash states", "resumed correctly", "steps lost", "effects lost",
            "effects duplicated", "restarted from scratch", "unresumable", "other failures",

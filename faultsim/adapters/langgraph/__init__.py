@@ -31,6 +31,7 @@ from typing import Any, Callable, Iterable, Iterator, Mapping
 
 from ...agent import AgentEnv, Outcome
 from ...effects import Effect, act, transparent
+from ...killpoints import register_phases
 from ...loading import LANGGRAPH_MODES
 
 try:
@@ -46,6 +47,13 @@ __all__ = ["DURABILITY_MODES", "effect", "graph_agent", "chat_model", "explore_m
            "WatchedSaver", "WorldSaver"]
 
 DURABILITY_MODES = LANGGRAPH_MODES
+
+# the phases this adapter's marks start: its checkpointer's calls (_saver.py) and a tool's
+# end (`act(..., end_mark=...)` below)
+register_phases({"mark.lg.read": "after-checkpoint-read",
+                 "mark.lg.put": "after-checkpoint-put",
+                 "mark.lg.writes": "after-put-writes",
+                 "mark.lg.tool.end": "after-tool"})
 CHECKPOINTER_KEY = "langgraph.checkpointer"
 
 _session: contextvars.ContextVar["_Session | None"] = contextvars.ContextVar(

@@ -73,7 +73,13 @@ from pathlib import Path
 from typing import Any, AsyncIterator, Callable, Iterator
 
 from ...agent import AgentEnv, Outcome
+from ...killpoints import register_phases
 from .._files import write_atomic as _write_atomic
+
+# the phases this adapter's marks start: the SDK's execution of every tool (`_ToolMarks`),
+# as pydantic-ai's: killed after `oa.tool.start` is inside the tool, after `oa.tool.end`
+# the tool returned and the SDK has not yet recorded its result
+register_phases({"mark.oa.tool.start": "in-tool", "mark.oa.tool.end": "after-tool"})
 
 os.environ.setdefault("OPENAI_AGENTS_DISABLE_TRACING", "1")  # before the SDK reads it
 try:

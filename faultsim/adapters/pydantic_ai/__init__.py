@@ -42,7 +42,11 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from ...agent import AgentEnv, Outcome
+from ...killpoints import register_phases
 from .._files import write_atomic as _write_atomic
+
+# the phases this adapter's marks start: every tool's execution (`pa.tool.start` / `pa.tool.end`)
+register_phases({"mark.pa.tool.start": "in-tool", "mark.pa.tool.end": "after-tool"})
 
 try:
     from pydantic_ai import Agent, DeferredToolRequests

@@ -1,0 +1,83 @@
+"""What the Claude Agent SDK backend's exploration gives back: each crash state's `Verdict`,
+the `Exploration` of a scenario and the `Survey` of its budget (`faultsim list`). Their own
+module, so that the sweep (which makes them) and the report (which turns them into
+faultsim's `ModelRun`) both import them and neither imports the other."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ...crashmodel import CrashState
+from ...oracle import Golden, Violation
+from ...report import ResumeSummary
+from ...scenario import Scenario
+from .control import KillPoint
+from .writes import HOLD
+
+
+@dataclass
+class Verdict:
+    kill_point: KillPoint
+    state: str  # which crash state, in words
+    violations: list[Violation]
+    resumed_at: int | None  # the first turn the resume asked for (0: the first)
+    error: str | None
+    orphaned: bool  # the transcript held a tool_use without its tool_result
+    seconds: float
+    effects_before: int = 0  # effects applied before the kill
+    order: int = 0  # among the kill point's crash states (a replay token names it)
+    crash_state: CrashState | None = None  # what the guards read
+    summary: ResumeSummary | None = None  # what the resumed run did (for the report)
+
+    @property
+    def ok(self) -> bool:
+        return not self.violations
+
+
+@dataclass
+class Exploration:
+    scenario: Scenario
+    golden: Golden
+    kill_points: list[KillPoint]
+    verdicts: list[Verdict] = field(default_factory=list)
+    kills_landed: int = 0
+    incarnations: int = 0
+    seconds: float = 0.0
+    writes: int | None = None  # transcript writes of the clean run under strace (None: not traced)
+    writes_missed: list[KillPoint] = field(default_factory=list)  # write N never came
+    untraced: str | None = None  # why the transcript's writes were not traced, if not
+
+
+    @property
+    def failures(self) -> list[Verdict]:
+        return [v for v in self.verdicts if v.violations]
+
+    def assert_ok(self, agent: str = "claude-agent-sdk:agent") -> None:
+        """For a test: fail with faultsim's counterexamples (and their replay commands,
+        when `agent` is the spec `claude-agent-sdk:FILE.py:ATTR`) when a crash state
+        violates the protocol, and when nothing was tested (no kill landed)."""
+        from .report import assert_ok
+
+        assert_ok(self, agent)
+
+
+@dataclass
+class Survey:
+    """What a sweep will cost, from one clean run (`faultsim list`)."""
+
+    kill_points: list[KillPoint]  # the transcript writes' last
+    crash_states: int  # estimated, prefixes="messages"
+    seconds_per_incarnation: float  # the clean run's, measured here
+    writes: int | None = None  # the clean run's transcript writes (None: not traced)
+    untraced: str | None = None  # why not, when strace could have traced them
+
+    @property
+    def incarnations(self) -> int:
+        """The clean run(s), one crash run per kill point, one resume per crash state."""
+        return 1 + (self.writes is not None) + len(self.kill_points) + self.crash_states
+
+    @property
+    def seconds(self) -> float:
+        """Each incarnation at the clean run's pace; a kill inside transcript write N also
+        waits while strace holds writes 1..N."""
+        held = sum(range(1, (self.writes or 0) + 1)) * HOLD
+        return self.incarnations * self.seconds_per_incarnation + held

@@ -1,0 +1,115 @@
+"""The command backend behind `faultsim.backends`: an agent spec `cmd:COMMAND` (any
+program, any language) explored from outside (`sweep.py`), one crash per run, under the
+process and power models. Loaded by name (`backends.BACKENDS`, `BY_PREFIX`) wherever such
+a spec is given.
+
+May import: this package and what it may import; never another backend."""
+from __future__ import annotations
+
+import sys
+import tempfile
+from collections import Counter
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+from ..backends import Agent, Survey, refuse_settings
+from ..options import in_shard
+from ..report import Report
+
+
+class Command:
+    name = "command"
+
+    def refuses(self, agent: Agent, scenario: Any, options: Any, job: str) -> str | None:
+        if agent.spec is None:
+            return "an agent run as a command is named by its spec, cmd:COMMAND"
+        if job == "formats":
+            return (f"{agent.spec}: faultsim formats resumes recorded checkpoints of a Python "
+                    "agent factory in-process; explore a command with faultsim run")
+        if job == "explore":
+            if options.mode == "in-process":
+                return ("--mode in-process: an agent run as a command is a real process; "
+                        "drop --mode (or give --mode subprocess)")
+            if (options.crashes or 1) > 1:
+                return (f"--crashes {options.crashes}: an agent run as a command is explored "
+                        "one crash per run (pairs are not enumerated for it yet)")
+        from .syscalls import strace_unavailable
+
+        why = strace_unavailable()
+        return f"{agent.spec}: {why}" if why else None
+
+    def explore(self, agent: Agent, scenario: Any, options: Any, *,
+                progress: Callable[..., None] | None = None, plan: Callable | None = None,
+                settings: Mapping[str, Any] | None = None) -> Report:
+        from .sweep import explore
+
+        refuse_settings(settings)
+        only = options.only
+        keep = lambda kp: (only is None or only(kp)) and in_shard(kp.index,  # noqa: E731
+                                                                 options.shard)
+        say = None
+        if progress is not None:
+            say = lambda line: print(f"  {scenario.id} {line}",  # noqa: E731
+                                     file=sys.stderr, flush=True)
+        found = explore(agent.spec, scenario, crash_models=options.crash_model
+                        or tuple(scenario.profile.crash_models), only=keep,
+                        timeout=options.timeout, seed=options.seed, progress=say,
+                        agent=agent.label)
+        runs = list(found.runs.values())
+        if runs:
+            runs[-1].notes.append(kills_line(found))
+        return found.report()
+
+    def survey(self, agent: Agent, scenario: Any, *,
+               timeout: float | str | None = 30.0) -> Survey:
+        """The two clean runs: the kill points, one process crash state each."""
+        from .launch import split
+        from .sweep import clean_runs, default_services, kill_points
+
+        with tempfile.TemporaryDirectory(prefix=f"faultsim-{scenario.id}-") as tmp:
+            golden, clean = clean_runs(split(agent.spec), scenario, Path(tmp),
+                                       timeout="auto" if timeout is None else timeout,
+                                       services=default_services())
+        points = kill_points(golden)
+        cats = Counter(p.category for p in points)
+        lines = [f"  agent        {agent.spec} (a command, real processes under strace)",
+                 f"  kill points  {len(points)}: " + ", ".join(
+                     f"{c} {n}" for c, n in cats.items()),
+                 f"  budget       {1 + len(points)} crash runs and resumes at about "
+                 f"{clean[0].seconds:.1f} s each (a clean run's, measured now)"]
+        return Survey(points, {"process": len(points), "power": f"about {len(points)}+"},
+                      lines)
+
+    def replay(self, token: Any, agent: Agent | None, *,
+               timeout: float | str | None = "auto") -> Any:
+        """The clean runs, the token's one crash, its states under the token's model, and
+        the one it names."""
+        from ..errors import UsageError
+        from ..scenario import load_scenario
+        from ..schedule import ScheduleResult
+        from .sweep import explore
+
+        if len(token.steps) != 1:
+            raise UsageError("a token of an agent run as a command names one crash; "
+                             "schedules of several are not explored for it")
+        step = token.steps[0]
+        spec = agent.spec if agent is not None and agent.spec else token.agent
+        scenario = load_scenario(token.scenario)
+        found = explore(spec, scenario, crash_models=(token.crash_model,),
+                        only=lambda kp: kp.index == step.index, timeout=timeout,
+                        seed=token.seed, agent=spec)
+        run = found.runs[token.crash_model]
+        chosen = [v for v in run.verdicts if v.order == step.order]
+        if not chosen:
+            raise UsageError(f"k{step.index}: the replay left {len(run.verdicts)} crash "
+                             f"states, the token names state {step.order + 1}")
+        return ScheduleResult(chosen[0], run)
+
+
+def kills_line(found: Any) -> str:
+    again = f", {found.held_again} held again on every call of the kind" \
+        if found.held_again else ""
+    return (f"  kills         {found.kills_landed} landed (the command's process group "
+            f"SIGKILLed at its boundary, checked dead, the disk checked against the traced "
+            f"calls){again}; {found.crash_runs} crash runs, {found.resumes} resumes for "
+            f"{found.states} crash states")

@@ -1,0 +1,230 @@
+"""The sweep of an agent command: two clean runs (traced, compared), one crash run per kill
+point (killed at its boundary, the kill proven), the crash states it leaves under each
+crash model, one resume per distinct state, each judged by faultsim's oracle, as
+faultsim's report."""
+from __future__ import annotations
+
+import copy
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+from ..crashmodel import DIR, CrashState
+from ..errors import KillDidNotLand, NonDeterminismError, UsageError
+from ..killpoints import KillPoint
+from ..oracle import CrashRun, Golden, judge
+from ..pipeline.golden import CleanRun, golden_checked
+from ..pipeline.incarnation import clean_limit, resumed_limit
+from ..report import ModelRun, Report, ResumeSummary, Verdict
+from ..scenario import Scenario
+from .launch import split
+from .diagnosis import in_agent_terms
+from .incarnation import Run, Services, incarnation
+from .syscalls import Hold
+
+HOLD = 0.3  # seconds a held call waits at its entry: the window for the kill
+MODE = "subprocess"  # real processes: a token says so
+
+
+@dataclass
+class Exploration:
+    scenario: Scenario
+    agent: str
+    golden: Golden
+    points: list[KillPoint]
+    runs: dict[str, ModelRun]
+    kills_landed: int = 0
+    crash_runs: int = 0
+    resumes: int = 0
+    states: int = 0
+    seconds: float = 0.0
+    clean: list[Run] = field(default_factory=list)
+    held_again: int = 0  # crash runs retried holding every call of the target's kind
+
+    def report(self) -> Report:
+        report = Report()
+        report.runs.extend(self.runs.values())
+        return report
+
+
+def _work(files: dict) -> dict:
+    return {p: d for p, d in files.items() if d is not DIR}
+
+
+def _hold_for(point: KillPoint, golden: Run, calls: dict[int, tuple[str, int]]
+              ) -> Hold | None:
+    """What strace must hold for a kill after event `point.index`: the entry of the next
+    event when that is a call of the agent's (`calls`: event index -> (syscall, the
+    how-manieth of its thread)), or its exit after the last event; None when the boundary
+    is the fake's or a service's (faultsim holds those itself)."""
+    t = point.index
+    events = golden.events
+    if t >= 1 and not events[t - 1].kind.startswith("fs."):
+        return None  # killed in place, at the world's event
+    if t == len(events):
+        return Hold("exit_group", 1, HOLD)
+    if events[t].kind.startswith("fs.") and t + 1 in calls:
+        name, ordinal = calls[t + 1]
+        return Hold(name, ordinal, HOLD)
+    return None
+
+
+def explore(command: str, scenario: Scenario, *, crash_models: Sequence[str] = ("process",),
+            only: Callable[[KillPoint], bool] | None = None, timeout: Any = "auto",
+            seed: str = "0", services: Services | None = None,
+            progress: Callable[[str], None] | None = None, agent: str | None = None,
+            base: Path | None = None) -> Exploration:
+    """Kill the command at each kill point of its clean run (or those `only` keeps),
+    resume it from every crash state each crash model leaves, judge each resume."""
+    argv = split(command)
+    agent = agent or (command if command.startswith("cmd:") else "cmd:" + command)
+    if services is None:
+        services = default_services()
+    if scenario.services and services is None:
+        raise UsageError(f"{scenario.path}: its services are served to a command over HTTP "
+                         "by faultsim.world.wire, which this faultsim lacks")
+    started = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix=f"faultsim-{scenario.id}-") as tmp:
+        base = base or Path(tmp)
+        golden, clean = clean_runs(argv, scenario, base, timeout=timeout, seed=seed,
+                                   services=services)
+        first = clean[0]
+        points = kill_points(golden)
+        chosen = [p for p in points if only is None or only(p)]
+        limit = resumed_limit(timeout, [r.seconds for r in clean])
+        calls = _calls_of(first)
+        runs = {m: ModelRun(scenario=scenario, agent=agent, crash_model=m, kill_points=points,
+                            explored=chosen, seed=seed, mode=MODE, timeout=timeout)
+                for m in crash_models}
+        result = Exploration(scenario, agent, golden, points, runs, clean=clean)
+        for point in chosen:
+            crash, world = _crash(argv, scenario, base, point, _hold_for(point, first, calls),
+                                  limit, seed, services, result)
+            result.kills_landed += 1
+            states: dict[str, list[CrashState]] = {}
+            if "process" in crash_models:
+                states["process"] = [CrashState.of("process", "every completed operation",
+                                                   crash.work)]
+            if "power" in crash_models:
+                states["power"] = crash.model.power_states(
+                    powersafe=scenario.profile.powersafe_overwrite)
+            judged: dict[str, tuple] = {}  # one resume per distinct state (same world)
+            for model, found in states.items():
+                for order, state in enumerate(found):
+                    key = state.digest()
+                    if key not in judged:
+                        judged[key] = _resume(argv, scenario, base, golden, world, crash,
+                                              point, state, limit, seed, services)
+                        result.resumes += 1
+                    violations, crash_run, resumed = judged[key]
+                    result.states += 1
+                    run = runs[model]
+                    run.verdicts.append(Verdict(
+                        point, model, state.persisted, violations, state,
+                        ResumeSummary.of(crash_run) if violations else None, golden,
+                        order=order, resumed_at=resumed.first_position,
+                        escalated=resumed.outcome is not None
+                        and resumed.outcome.status == "escalated"))
+                    run.judged += 1
+                    if progress is not None:
+                        progress(f"{point.id} [{model}: {state.persisted}]: " + (
+                            ", ".join(v.invariant for v in violations) or "ok"))
+        result.seconds = time.monotonic() - started
+        for run in runs.values():
+            run.seconds = result.seconds
+        return result
+
+
+def clean_runs(argv: list[str], scenario: Scenario, base: Path, *, timeout: Any = "auto",
+               seed: str = "0", services: Services | None = None
+               ) -> tuple[Golden, list[Run]]:
+    """The two clean runs, checked as every backend checks them (they end well, give the
+    expected answer, keep state, agree event by event; when they part, where, in the
+    agent's terms), and the golden run the oracle judges against."""
+    clean: list[Run] = []
+
+    def clean_run(n: int) -> CleanRun:
+        world = scenario.build_world()
+        run = incarnation(argv, scenario, world, base, work={}, rest={},
+                          timeout=clean_limit(timeout), seed=seed, services=services)
+        clean.append(run)
+        return CleanRun(run.outcome, run.error, run.events, run, world=world,
+                        files=_work(run.work), left_behind=tuple(run.left_behind),
+                        details=run.stderr)
+
+    try:
+        golden_checked(scenario, clean_run, str(base / "sandbox" / "work"))
+    except NonDeterminismError as exc:
+        if len(clean) == 2:
+            raise NonDeterminismError(
+                f"{exc} ({in_agent_terms(clean[0].events, clean[1].events)})") from None
+        raise
+    first = clean[0]
+    golden = Golden.of(first.outcome, first.world, _work(first.work), first.events,
+                       scenario.checkpoint)
+    return golden, clean
+
+
+def kill_points(golden: Golden) -> list[KillPoint]:
+    """The engine's kill points of the clean run, but those inside a write: a write(2) is
+    the unit a process kill leaves whole or not begun (torn bytes are the power model's)."""
+    return [p for p in golden.kill_points() if not p.torn]
+
+
+def _calls_of(run: Run) -> dict[int, tuple[str, int]]:
+    """The clean run's events made by the agent's calls: event index -> (syscall, its
+    ordinal in its thread)."""
+    return dict(run.calls)
+
+
+def _crash(argv: list[str], scenario: Scenario, base: Path, point: KillPoint,
+           hold: Hold | None, limit: Any, seed: str, services: Services | None,
+           result: Exploration) -> tuple[Run, Any]:
+    """The crash run at `point`, its kill proven landed. A held call is the how-manieth of
+    its thread's calls of its kind in the clean run; when the kill finds the run elsewhere
+    (another thread's count), it is run again holding every call of that kind."""
+    attempts = [hold] + ([Hold(hold.syscall, None, hold.seconds)] if hold and hold.when
+                         else [])
+    for attempt in attempts:
+        world = scenario.build_world()
+        crash = incarnation(argv, scenario, world, base, work={}, rest={},
+                            target=point.index, hold=attempt, timeout=limit, seed=seed,
+                            services=services)
+        result.crash_runs += 1
+        if not crash.killed:
+            raise KillDidNotLand(
+                f"{scenario.path}: {point.id}: the crash run never reached its kill point "
+                f"(it met {len(crash.events)} events of the clean run's "
+                f"{len(result.golden.trace)}; {crash.error or 'it completed'}): the run is "
+                "not deterministic")
+        if crash.landed:
+            result.held_again += attempt is not hold
+            return crash, world
+    raise KillDidNotLand(f"{scenario.path}: {point.id}: the kill {crash.where} did not land: "
+                         f"{crash.proof or 'the process group outlived SIGKILL'}")
+
+
+def _resume(argv: list[str], scenario: Scenario, base: Path, golden: Golden, killed: Any,
+            crash: Run, point: KillPoint, state: CrashState, limit: Any, seed: str,
+            services: Services | None) -> tuple[list, CrashRun, Run]:
+    world = copy.deepcopy(killed)
+    resumed = incarnation(argv, scenario, world, base, work=state.as_dict(), rest=crash.rest,
+                          timeout=limit, seed=seed, services=services, traced=False)
+    crash_run = CrashRun(kill_points=[point], state=state, world=world,
+                         outcome=resumed.outcome, error=resumed.error,
+                         timed_out=resumed.timed_out, final=_work(resumed.work),
+                         left_behind=resumed.left_behind,
+                         resume_positions=[] if resumed.first_position is None
+                         else [resumed.first_position])
+    return judge(golden, crash_run), crash_run, resumed
+
+
+def default_services() -> Services | None:
+    """The scenario services' loopback server (faultsim.world.wire), where it exists."""
+    try:
+        from ..world.wire import serve_services  # type: ignore[import-not-found]
+    except ImportError:
+        return None
+    return serve_services

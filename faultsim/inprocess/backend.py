@@ -1,0 +1,56 @@
+"""The in-process backend behind `faultsim.backends`: the agent's Python factory run under
+pyfakefs in this process (`engine.explore_in_process`), every crash model, any number of
+crashes. Loaded by name (`backends.BACKENDS`); no front end imports it.
+
+May import: the orchestrator (`engine`), `session` (a token's replay), what they import;
+never another backend (`real/`, an adapter's backend)."""
+from __future__ import annotations
+
+from typing import Any, Callable, Mapping
+
+from ..backends import Agent, Survey, refuse_settings
+from ..killpoints import KillPoint
+from ..schedule import Crash
+
+
+def schedule_of(token: Any) -> list[Crash]:
+    """A token's crashes, each kill point by its index and offset (all a replay needs)."""
+    return [Crash(KillPoint(s.index, s.offset, "", f"#{s.index}", ""), s.order)
+            for s in token.steps]
+
+
+class InProcess:
+    name = "in-process"
+
+    def refuses(self, agent: Agent, scenario: Any, options: Any, job: str) -> str | None:
+        return None  # every job: its options were checked when built, its mode by `choose`
+
+    def explore(self, agent: Agent, scenario: Any, options: Any, *,
+                progress: Callable[..., None] | None = None, plan: Callable | None = None,
+                settings: Mapping[str, Any] | None = None) -> Any:
+        from ..engine import explore_in_process
+
+        refuse_settings(settings)
+        return explore_in_process(agent.factory_for(scenario), scenario,
+                                  options.resolve(scenario),
+                                  agent_name=agent.name or agent.spec, progress=progress,
+                                  plan=plan)
+
+    def survey(self, agent: Agent, scenario: Any, *,
+               timeout: float | str | None = 30.0) -> Survey:
+        from ..engine import survey
+
+        points, states = survey(agent.factory_for(scenario), scenario,
+                                agent_name=agent.label, timeout=timeout)
+        return Survey(points, states)
+
+    def replay(self, token: Any, agent: Agent | None, *,
+               timeout: float | str | None = "auto") -> Any:
+        from ..loading import factory_for
+        from ..session import Session
+
+        factory = agent.factory_for(token.scenario) if agent is not None else \
+            factory_for(token.agent, token.scenario)
+        with Session(factory, token.scenario, crash_model=token.crash_model, seed=token.seed,
+                     timeout=timeout, agent_name=token.agent) as session:
+            return session.run(schedule_of(token))

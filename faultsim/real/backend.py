@@ -1,0 +1,48 @@
+"""The subprocess backend behind `faultsim.backends`: every incarnation a real process on
+a real directory (`real.explore`), the agent imported by its spec in fork servers of its
+own (so it needs a spec, never a factory). Loaded by name (`backends.BACKENDS`).
+
+May import: what `real/` may import; never the in-process backend, pyfakefs or `engine`."""
+from __future__ import annotations
+
+from typing import Any, Callable, Mapping
+
+from ..backends import Agent, Survey, refuse_settings
+
+
+class Subprocess:
+    name = "subprocess"
+
+    def refuses(self, agent: Agent, scenario: Any, options: Any, job: str) -> str | None:
+        if agent.spec is None and job in ("explore", "survey"):
+            return (f"{scenario.path}: subprocess mode imports the agent by name: give a "
+                    "module-level factory or 'module:attr'")
+        return None
+
+    def explore(self, agent: Agent, scenario: Any, options: Any, *,
+                progress: Callable[..., None] | None = None, plan: Callable | None = None,
+                settings: Mapping[str, Any] | None = None) -> Any:
+        from .explore import explore_resolved
+
+        refuse_settings(settings)
+        return explore_resolved(agent.spec, scenario, options.resolve(scenario),
+                                agent_name=agent.name or agent.spec, progress=progress,
+                                plan=plan)
+
+    def survey(self, agent: Agent, scenario: Any, *,
+               timeout: float | str | None = 30.0) -> Survey:
+        from .explore import survey_subprocess
+
+        points = survey_subprocess(agent.spec, scenario, timeout=timeout)
+        return Survey(points, {"process": len(points), "power": "n/a (subprocess mode)"})
+
+    def replay(self, token: Any, agent: Agent | None, *,
+               timeout: float | str | None = "auto") -> Any:
+        from ..errors import UsageError
+        from .replay import replay_subprocess
+
+        if agent is not None and agent.spec is None:
+            raise UsageError("a subprocess replay token runs the agent in fresh processes: "
+                             "name it as an importable spec (agent='MODULE[:ATTR]'), not a "
+                             "factory")
+        return replay_subprocess(token, agent.spec if agent is not None else None, timeout)

@@ -1,0 +1,214 @@
+"""The command backend (faultsim.command): an agent run as a command, explored from
+outside. Cheap: the agent is tests/command_agents/raw_agent.py (standard library only), on
+examples/any_language/scenario.toml (two turns, one keyed payment), a few kill points."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from faultsim.command import explore, outcome
+from faultsim.command.syscalls import parse, strace_unavailable
+from faultsim.errors import KillDidNotLand, NonDeterminismError
+from faultsim.scenario import load_scenario
+
+ROOT = Path(__file__).resolve().parent.parent
+SCENARIO = ROOT / "examples" / "any_language" / "scenario.toml"
+AGENT = ROOT / "tests" / "command_agents" / "raw_agent.py"
+pytestmark = pytest.mark.skipif(strace_unavailable() is not None,
+                                reason=f"strace: {strace_unavailable()}")
+
+# one kill point of each boundary kind: before the first event (held at the first call),
+# a model answer (the fake's), a rename (held at its entry), an effect (the wire's answer),
+# the last event (held at the agent's exit)
+KINDS = ("k0-start", "k1-after-model-response-model@s@0#1",
+         "k4-checkpoint-rename-checkpoint.json.tmp#3", "k7-after-effect-payments.submit#1",
+         "k18-after-model-response-.#3")
+
+
+def _command(*flags: str) -> str:
+    return f"cmd:{sys.executable} {AGENT} {' '.join(flags)}".strip()
+
+
+@pytest.fixture(scope="module")
+def clean_sweep():
+    scenario = load_scenario(SCENARIO)
+    return explore(_command(), scenario, crash_models=("process", "power"),
+                   only=lambda p: p.id in KINDS)
+
+
+def test_outcome_contract():
+    done, why = outcome(0, "thinking...\nPaid INV-7.\n\n", "")
+    assert why is None and done.status == "completed" and done.final_answer == "Paid INV-7."
+    esc, why = outcome(3, "", "the card was declined twice\n")
+    assert why is None and esc.status == "escalated" and "declined" in esc.escalation
+    failed, why = outcome(1, "", "Traceback ...\nKeyError: 'x'\n")
+    assert failed is None and "exit status 1" in why and "KeyError" in why
+    assert outcome(0, "", "")[0] is None  # completed needs an answer
+    assert "signal 9" in outcome(-9, "", "")[1]
+
+
+def test_log_parser_reads_held_unfinished_and_resumed_calls():
+    hx = lambda s: "".join(f"\\x{b:02x}" for b in s.encode())  # noqa: E731
+    log = (f'7 openat(AT_FDCWD<{hx("/w")}>, "{hx("a.tmp")}", O_WRONLY|O_CREAT|O_TRUNC, 0666)'
+           f' = 3<{hx("/w/a.tmp")}>\n'
+           f'8 write(3<{hx("/w/a.tmp")}>, "{hx("abc")}", 3 <unfinished ...>\n'
+           f'7 fsync(4<{hx("/w")}>) = 0\n'
+           f'8 <... write resumed>) = 3\n'
+           f'7 rename("{hx("a.tmp")}", "{hx("a")}"')  # held at its entry: no newline yet
+    calls = parse(log)
+    assert [(c.name, c.tid, c.ordinal, c.result) for c in calls] == [
+        ("openat", 7, 1, 3), ("write", 8, 1, 3), ("fsync", 7, 1, 0), ("rename", 7, 1, None)]
+    assert calls[1].strings == [b"abc"] and calls[1].fds == [("3", "/w/a.tmp")]
+    assert calls[3].strings == [b"a.tmp", b"a"] and not calls[3].returned
+
+
+OPS = """
+import os
+def dsync(p):
+    fd = os.open(p, os.O_RDONLY); os.fsync(fd); os.close(fd)
+with open("state.tmp", "w") as f:
+    f.write("v1" * 300); f.flush(); os.fsync(f.fileno())
+os.replace("state.tmp", "state.json")
+dsync(os.getcwd())
+os.mkdir("logs")
+with open("logs/run.log", "a") as f:
+    f.write("x" * 1300)
+with open("state.tmp", "w") as f:
+    f.write("v2" * 400)
+os.replace("state.tmp", "state.json")
+with open("notes", "wb") as f:
+    f.write(b"n" * 10)
+os.unlink("notes")
+"""
+
+
+def test_power_states_are_the_inprocess_model_on_the_same_calls(tmp_path, sandbox):
+    """The same write sequence, in-process (pyfakefs, the interposer's durability) and
+    on a real directory under strace (the durability the traced calls give): the same
+    power-loss states, named the same."""
+    from faultsim.command.disk import DiskModel
+    from faultsim.command.incarnation import read_tree
+    from faultsim.command.syscalls import command_line
+    from faultsim.crashmodel import power_states
+
+    fs, ip, _tracer = sandbox
+    ip.restore({})
+    cwd = os.getcwd()
+    os.chdir("/sb")
+    try:
+        with ip:
+            exec(compile(OPS, "ops", "exec"), {})
+    finally:
+        os.chdir(cwd)
+    inprocess = power_states(ip.snapshot(), ip.inodes(), ip.durability)
+    fs.pause()
+    try:
+        work = tmp_path / "work"
+        work.mkdir()
+        log = tmp_path / "log"
+        subprocess.run(command_line(str(log), [sys.executable, "-c", OPS]), cwd=work,
+                       check=True, timeout=60)
+        model = DiskModel.of(str(work), {})
+        for call in parse(log.read_text()):
+            model.apply(call)
+        assert model.mismatch(read_tree(work)) is None
+        real = model.power_states()
+    finally:
+        fs.resume()
+    assert len(inprocess) > 4  # the torn states of the unsynced log are among them
+    assert [(s.persisted, s.files) for s in real] == [(s.persisted, s.files)
+                                                       for s in inprocess]
+
+
+def test_a_correct_agent_is_clean_at_every_kind_of_boundary_and_every_kill_lands(
+        clean_sweep):
+    found = clean_sweep
+    assert [p.id for p in found.runs["process"].explored] == list(KINDS)
+    assert found.points[-1].id == KINDS[-1]  # the exit, held
+    assert found.kills_landed == found.crash_runs == len(KINDS)  # each proven, none retried
+    process, power = found.runs["process"], found.runs["power"]
+    assert len(process.verdicts) == len(KINDS) and len(power.verdicts) > len(KINDS)
+    assert not [v for v in [*process.verdicts, *power.verdicts] if v.violations]
+    # the power states came from the traced calls: after the first save, its rename's
+    # unsynced name may be lost (data persisted, unsynced names lost) until the dir fsync
+    at_rename = [v.persisted for v in power.verdicts if v.kill_point.id == KINDS[2]]
+    assert "data persisted, unsynced names lost" in at_rename
+
+
+def test_a_key_drawn_afresh_per_process_pays_twice_after_a_crash():
+    scenario = load_scenario(SCENARIO)
+    found = explore(_command("--mistake"), scenario, crash_models=("process", "power"),
+                    only=lambda p: p.id in KINDS[2:4])
+    assert found.kills_landed == 2
+    caught = {(v.kill_point.id, v.crash_model) for run in found.runs.values()
+              for v in run.verdicts if "effects_exactly_once" in {x.invariant
+                                                                 for x in v.violations}}
+    assert caught == {(KINDS[3], "process"), (KINDS[3], "power")}  # after the payment only
+
+
+def test_a_kill_that_does_not_land_is_an_error(monkeypatch):
+    import faultsim.command.incarnation as inc
+
+    real = inc.kill_group
+    monkeypatch.setattr(inc, "kill_group", lambda p, *a: (real(p), False)[1])
+    with pytest.raises(KillDidNotLand, match="did not land"):
+        explore(_command(), load_scenario(SCENARIO), only=lambda p: p.id == KINDS[1])
+
+
+NAMED_BY_PID = """
+import json, os, urllib.request
+body = {"model": "m", "max_tokens": 64, "messages": [{"role": "user",
+        "content": os.environ["FAULTSIM_TASK"]}]}
+req = urllib.request.Request(os.environ["ANTHROPIC_BASE_URL"] + "/v1/messages",
+    data=json.dumps(body).encode(), headers={"content-type": "application/json",
+    "x-api-key": os.environ["ANTHROPIC_API_KEY"], "anthropic-version": "2023-06-01"})
+answer = json.load(urllib.request.urlopen(req))["content"][0]["text"]
+with open(f"checkpoint-{os.getpid()}.json", "w") as f:
+    json.dump({"env": {k: os.environ.get(k) for k in ("FAULTSIM_SEED",
+        "FAULTSIM_INCARNATION", "HOME", "TMPDIR", "MY_SECRET_TOKEN")}}, f)
+print(answer)
+"""
+
+
+def test_two_clean_runs_that_part_are_named_in_the_agents_terms(tmp_path):
+    (tmp_path / "agent.py").write_text(NAMED_BY_PID)
+    (tmp_path / "s.toml").write_text(textwrap.dedent("""
+        id = "pid_named"
+        task = "Say done."
+        expected_final_answer = "done"
+        [[turns]]
+        final = "done"
+    """))
+    with pytest.raises(NonDeterminismError, match=r"it created file checkpoint-\d+\.json"):
+        explore(f"cmd:{sys.executable} {tmp_path / 'agent.py'}",
+                load_scenario(tmp_path / "s.toml"))
+
+
+def test_the_command_runs_in_the_sandbox_with_the_contracts_environment(tmp_path,
+                                                                        monkeypatch):
+    import json
+
+    from faultsim.command.incarnation import incarnation
+
+    monkeypatch.setenv("MY_SECRET_TOKEN", "real-credential")
+    (tmp_path / "agent.py").write_text(NAMED_BY_PID)
+    (tmp_path / "s.toml").write_text('id = "env"\ntask = "Say done."\nexpected_final_answer = '
+                                     '"done"\n[[turns]]\nfinal = "done"\n')
+    scenario = load_scenario(tmp_path / "s.toml")
+    run = incarnation([sys.executable, str(tmp_path / "agent.py")], scenario,
+                      scenario.build_world(), tmp_path / "base", work={}, rest={},
+                      seed="7")
+    assert run.outcome is not None and run.outcome.final_answer == "done", run.error
+    (name,) = [p for p in run.work if p.startswith("checkpoint-")]
+    env = json.loads(run.work[name])["env"]
+    sandbox = tmp_path / "base" / "sandbox"
+    assert env == {"FAULTSIM_SEED": "7", "FAULTSIM_INCARNATION": "1",
+                   "HOME": str(sandbox / "home"), "TMPDIR": str(sandbox / "tmp"),
+                   "MY_SECRET_TOKEN": None}
+    assert [e.kind for e in run.events] == ["model.response", "fs.create", "fs.write"]
+    assert run.left_behind == [] and run.contained == ""
