@@ -377,6 +377,8 @@ def cmd_list(ns: argparse.Namespace) -> int:
     scenarios = [load_scenario(p) for p in scenario_paths(ns.scenarios)]
     if ns.agent.startswith(CLAUDE_AGENT_SDK):
         return _list_claude_agent_sdk(ns, scenarios)
+    if ns.agent.startswith("cmd:"):
+        return _list_command(ns, scenarios)
     factory = None if ns.agent.startswith(LANGGRAPH) else load_factory(ns.agent)
     for n, sc in enumerate(scenarios):
         agent = _agents(sc, ns, ["sync"])[0]  # a graph's: the kill points under sync
@@ -414,6 +416,20 @@ def cmd_list(ns: argparse.Namespace) -> int:
               f"{profile.crashes} crash{'es' if profile.crashes > 1 else ''}; downtime "
               f"{format_duration(profile.downtime)}; API faults "
               f"{', '.join(faults) if faults else 'none'}")
+    return EXIT_OK
+
+
+def _list_command(ns: argparse.Namespace, scenarios: list) -> int:
+    """An agent run as a command: its backend's survey (two clean runs), through the seam."""
+    from . import backends
+
+    for sc in scenarios:
+        found = backends.survey(backends.Agent(spec=ns.agent), sc, timeout=ns.timeout)
+        print(f"{sc.id} ({sc.path})")
+        for line in found.lines or []:
+            print(line)
+        for kp in found.kill_points:
+            print(f"    {kp.id}")
     return EXIT_OK
 
 

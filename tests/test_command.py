@@ -212,3 +212,56 @@ def test_the_command_runs_in_the_sandbox_with_the_contracts_environment(tmp_path
                    "MY_SECRET_TOKEN": None}
     assert [e.kind for e in run.events] == ["model.response", "fs.create", "fs.write"]
     assert run.left_behind == [] and run.contained == ""
+
+
+def test_faultsim_run_list_and_replay_take_a_command(capsys):
+    """The front ends reach the backend through faultsim.backends (cmd: -> command): a
+    counterexample's token replays the same crash to the same verdict."""
+    import re
+
+    from faultsim.cli import main
+
+    agent = _command("--mistake")
+    assert main(["list", str(SCENARIO), "--agent", agent]) == 0
+    listed = capsys.readouterr().out
+    assert "kill points  19:" in listed and KINDS[3] in listed
+    assert main(["run", str(SCENARIO), "--agent", agent, "--crash-model", "process",
+                 "--kill-point", KINDS[3]]) == 1
+    out = capsys.readouterr().out
+    assert "VIOLATED effects_exactly_once" in out and "1 landed" in out
+    token = re.search(r"replay: faultsim replay (\S+)", out).group(1)
+    assert main(["replay", token]) == 1
+    assert "VIOLATED effects_exactly_once" in capsys.readouterr().out
+
+
+def test_a_process_left_running_after_a_clean_run_is_refused(tmp_path):
+    from faultsim.errors import UncontainedProcess
+
+    (tmp_path / "agent.py").write_text(NAMED_BY_PID.replace(
+        "print(answer)", "import subprocess, sys\n"
+        "subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'])\n"
+        "print(answer)").replace('f"checkpoint-{os.getpid()}.json"', '"checkpoint.json"'))
+    (tmp_path / "s.toml").write_text('id = "left"\ntask = "Say done."\n'
+                                     'expected_final_answer = "done"\n[[turns]]\n'
+                                     'final = "done"\n')
+    with pytest.raises(UncontainedProcess, match="left a process running.*sleep"):
+        explore(f"cmd:{sys.executable} {tmp_path / 'agent.py'}",
+                load_scenario(tmp_path / "s.toml"))
+
+
+def test_one_resume_per_distinct_state_gives_the_verdicts_of_one_resume_each():
+    """The shortcut: a state equal to one already resumed at the same kill point (the
+    process state is the power model's "everything persisted") shares its verdict; it is
+    sound because the resume starts from the same files and a copy of the same world.
+    Checked against resuming every state."""
+    scenario = load_scenario(SCENARIO)
+    keep = lambda p: p.id == KINDS[2]  # noqa: E731
+    short = explore(_command(), scenario, crash_models=("process", "power"), only=keep)
+    long = explore(_command(), scenario, crash_models=("process", "power"), only=keep,
+                   share=False)
+    assert short.resumes < long.resumes == long.states == short.states
+
+    def verdicts(found):
+        return [(v.crash_model, v.persisted, [x.invariant for x in v.violations])
+                for run in found.runs.values() for v in run.verdicts]
+    assert verdicts(short) == verdicts(long)

@@ -75,8 +75,9 @@ class Command:
         lines = [f"  agent        {agent.spec} (a command, real processes under strace)",
                  f"  kill points  {len(points)}: " + ", ".join(
                      f"{c} {n}" for c, n in cats.items()),
-                 f"  budget       {1 + len(points)} crash runs and resumes at about "
-                 f"{clean[0].seconds:.1f} s each (a clean run's, measured now)"]
+                 f"  budget       {len(points)} crash runs (one per kill point), then one "
+                 f"resume per distinct crash state, at about {clean[0].seconds:.1f} s each "
+                 "(a clean run's, measured now)"]
         return Survey(points, {"process": len(points), "power": f"about {len(points)}+"},
                       lines)
 

@@ -51,6 +51,7 @@ class Controller:
         self._after_effect = False
         self.entries: list[str] = []  # every boundary met, in words (for diagnosis)
         self.calls: dict[int, tuple[str, int]] = {}  # event -> (syscall, its thread's nth)
+        self.main_exit: int | None = None  # the command's exit status, once it called exit
 
     # -- the kill -----------------------------------------------------------------------
     def _die(self, where: str) -> None:
@@ -121,6 +122,11 @@ class Controller:
                 if self.dying:
                     return
                 if what == "enter":
+                    if call.name == "exit_group" and call.tid == self.reader.calls[0].tid:
+                        # the command's own process ends (strace, its parent, lives on
+                        # while anything it started does): its status is the argument
+                        words = [w for w in call.words if w.lstrip("-").isdigit()]
+                        self.main_exit = int(words[0]) if words else 0
                     if call.name == "exit_group":
                         if self._at_boundary("at the agent's exit"):
                             self.held = call

@@ -151,19 +151,14 @@ def incarnation(argv: list[str], scenario: Scenario, world: World, base: Path, *
             root, env, seed=seed, incarnation=number), jailed, out, err))
         if traced:
             follower = controller.follow(stop)
-        try:
-            process[0].wait(timeout)
-        except subprocess.TimeoutExpired:
-            timed_out = not controller.dying
-        if controller.dying:  # the kill's own thread reaps it: wait for that
-            process[0].wait(30)
+        timed_out, behind = _wait(process[0], controller, timeout, traced)
     finally:
         stop.set()
         if follower is not None:
             follower.join(5)
         if process:
             ended = process[0].poll() is not None and not controller.dying
-            behind = left_behind(process[0].pid) if ended else []
+            behind += left_behind(process[0].pid) if ended else []
             if not controller.dying:
                 kill_group(process[0])
         if not controller.dying and traced:
@@ -176,6 +171,8 @@ def incarnation(argv: list[str], scenario: Scenario, world: World, base: Path, *
             jailed.close()
     seconds = time.monotonic() - started
     code = process[0].returncode if process else None
+    if controller.main_exit is not None and not controller.dying:
+        code = controller.main_exit  # strace's own status is lost when leftovers were killed
     stdout = out.read_text(errors="replace") if out.exists() else ""
     stderr = err.read_text(errors="replace") if err.exists() else ""
     disk = read_tree(root / "work")
@@ -198,6 +195,34 @@ def incarnation(argv: list[str], scenario: Scenario, world: World, base: Path, *
         run.outcome, run.error = outcome(code if code is not None else -9, stdout,
                                                 stderr)
     return run
+
+
+def _wait(process: subprocess.Popen, controller: Controller, timeout: float | None,
+          traced: bool) -> tuple[bool, list[str]]:
+    """Until the command ends, is killed, or runs out of time: (timed out, what it left
+    running). Under strace the command's end is its own exit_group: strace, its parent,
+    waits for every process the command started, so one still running half a second after
+    the command exited was left behind (named, then SIGKILLed with the group)."""
+    deadline = None if timeout is None else time.monotonic() + timeout
+    exited_at = None
+    while True:
+        try:
+            process.wait(0.02)
+            return False, []
+        except subprocess.TimeoutExpired:
+            pass
+        if controller.dying:  # the kill's own thread reaps it: wait for that
+            process.wait(30)
+            return False, []
+        if traced and controller.main_exit is not None:
+            exited_at = exited_at or time.monotonic()
+            if time.monotonic() - exited_at > 0.5:
+                behind = [p for p in left_behind(process.pid)
+                          if not p.startswith(f"pid {process.pid} ")]
+                kill_group(process)
+                return False, behind
+        if deadline is not None and time.monotonic() > deadline:
+            return True, []
 
 
 def _proof(controller: Controller, log: Path, model: DiskModel, disk: Files) -> str | None:

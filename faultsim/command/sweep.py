@@ -75,9 +75,10 @@ def explore(command: str, scenario: Scenario, *, crash_models: Sequence[str] = (
             only: Callable[[KillPoint], bool] | None = None, timeout: Any = "auto",
             seed: str = "0", services: Services | None = None,
             progress: Callable[[str], None] | None = None, agent: str | None = None,
-            base: Path | None = None) -> Exploration:
+            base: Path | None = None, share: bool = True) -> Exploration:
     """Kill the command at each kill point of its clean run (or those `only` keeps),
-    resume it from every crash state each crash model leaves, judge each resume."""
+    resume it from every crash state each crash model leaves, judge each resume.
+    `share=False` resumes every state, even one equal to a state resumed already."""
     argv = split(command)
     agent = agent or (command if command.startswith("cmd:") else "cmd:" + command)
     if services is None:
@@ -110,10 +111,13 @@ def explore(command: str, scenario: Scenario, *, crash_models: Sequence[str] = (
             if "power" in crash_models:
                 states["power"] = crash.model.power_states(
                     powersafe=scenario.profile.powersafe_overwrite)
-            judged: dict[str, tuple] = {}  # one resume per distinct state (same world)
+            # One resume per distinct state of this kill point: equal files and a copy of
+            # the same world start the same (deterministic) resume, so its verdict is theirs
+            # (the process state is the power model's "everything persisted", for one)
+            judged: dict[str, tuple] = {}
             for model, found in states.items():
                 for order, state in enumerate(found):
-                    key = state.digest()
+                    key = state.digest() if share else f"{model}{order}"
                     if key not in judged:
                         judged[key] = _resume(argv, scenario, base, golden, world, crash,
                                               point, state, limit, seed, services)
@@ -185,7 +189,7 @@ def _crash(argv: list[str], scenario: Scenario, base: Path, point: KillPoint,
     """The crash run at `point`, its kill proven landed. A held call is the how-manieth of
     its thread's calls of its kind in the clean run; when the kill finds the run elsewhere
     (another thread's count), it is run again holding every call of that kind."""
-    attempts = [hold] + ([Hold(hold.syscall, None, hold.seconds)] if hold and hold.when
+    attempts = [hold] + ([Hold(hold.syscall, None, 3 * hold.seconds)] if hold and hold.when
                          else [])
     for attempt in attempts:
         world = scenario.build_world()
