@@ -47,6 +47,8 @@ NOT_COMPARED = {
     "subprocess mode)",
     "openai_agents/scenario.toml": "its SQLiteSession keeps the conversation in SQLite: "
     "subprocess mode only, nothing in-process to compare (its own test runs it there)",
+    "any_language/scenario.toml": "its agent is a script run as a command (the command "
+    "backend): no Python factory for either mode (its own test sweeps it)",
     "javascript_agent/scenario.toml": "its agent is a Node program run as a command: there "
     "is no Python factory for either mode (its own test runs it against the wire services)",
     "claude_agent_sdk/scenario.toml": "its agent drives the bundled Claude Code CLI, a "

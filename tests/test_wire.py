@@ -65,7 +65,7 @@ def test_keyed_stripe_semantics(wire):
     assert len(ledger.applied("billing")) == 1  # the repeat applied nothing
     status, error, _ = call(url, "POST", {"customer": "CUST-1", "cents": 900},
                             {"Idempotency-Key": "k1"})
-    assert status == 409 and error["error"]["type"] == "idempotency_error"
+    assert status == 400 and error["error"]["type"] == "idempotency_error"
     assert call(url, "POST", {"cents": 1})[0] == 400  # no key
     assert call(url + "/idempotency-keys/k1", "GET")[:2] == (200, first[1])
     # a production path below the URL reaches the same receiver

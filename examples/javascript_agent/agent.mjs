@@ -99,7 +99,7 @@ async function billing(method, suffix, body, key) {
 
 async function chargeCard(toolUse) {
   const { status, answer } = await billing("POST", "", toolUse.input, keyFor(toolUse));
-  if (status === 409) {
+  if (answer.error?.type === "idempotency_error") {
     throw new Escalation(`charge ${toolUse.id}: the billing service refused a retry ` +
                          `(${answer.error?.message})`);
   }

@@ -2,8 +2,10 @@
 @anthropic-ai/sdk client at faultsim's loopback fake Claude, its card charges on the
 scenario's keyed service over HTTP (faultsim.world.wire).
 
-Here the kills land at the service calls (the wire's hook SIGKILLs node's process group at
-a call's received/applied/answered step); each is counted before recovery is judged."""
+By hand first (the wire's hook SIGKILLs node's process group at a charge's step, then
+node resumes), then through the command backend's sweep (faultsim.command.explore): the
+agent clean under both crash models, each planted mistake caught. Every kill is counted
+before recovery is judged."""
 from __future__ import annotations
 
 import os
@@ -74,7 +76,9 @@ def test_a_clean_run_completes_with_each_charge_once(tmp_path):
     assert not (tmp_path / "checkpoint.json.tmp").exists()
 
 
-@pytest.mark.parametrize("phase", ["received", "applied", "answered"])
+# (the sweep below kills at "answered" and catches the planted mistakes; these two show
+# the hook driving a kill by hand, as a test of your own can)
+@pytest.mark.parametrize("phase", ["received", "applied"])
 def test_a_kill_at_the_first_charge_is_recovered(tmp_path, phase):
     kills, ends, world = run(tmp_path, kill=(phase, "billing", 1))
     assert kills == [(phase, "billing", 1)]  # the kill landed
@@ -84,10 +88,53 @@ def test_a_kill_at_the_first_charge_is_recovered(tmp_path, phase):
     assert len(world.ledger.applied("billing")) == 2
 
 
-@pytest.mark.parametrize("mistake", ["save-only-at-b", "no-reconcile"])
-def test_a_planted_mistake_charges_twice(tmp_path, mistake):
-    kills, ends, world = run(tmp_path, mistake, kill=("applied", "billing", 1))
-    assert kills == [("applied", "billing", 1)]
-    assert ends[-1][0] == 0  # it completes, and pays twice on the way
-    assert world.ledger.duplicates() == {
-        'billing.submit({"cents":1200,"customer":"CUST-1"})': 2}
+# -- the command backend's sweep: every kill point, both crash models --------------------
+def sweep(mistake: str = "", *, crash_models=("process", "power"), only=None):
+    command = pytest.importorskip("faultsim.command", reason="the command backend")
+    argv = f"node {HERE / 'agent.mjs'}" + (f" --mistake={mistake}" if mistake else "")
+    return command.explore(argv, load_scenario(SCENARIO), crash_models=crash_models,
+                           only=only)
+
+
+def broken(found) -> set[str]:
+    return {v.invariant for run in found.runs.values() for verdict in run.verdicts
+            for v in verdict.violations}
+
+
+# The kill points at the boundaries faultsim holds itself: before the first event, after
+# each model answer (in the fake), after each charge (at the wire: applied, not
+# answered). Those at node's file system calls are left out for now: strace holds the
+# clean run's Nth write(2) (openat, ...) of a thread, and node's main thread also writes
+# to libuv's eventfd and opens files a number of times that differs between runs (12, 13
+# or 19 writes before the first checkpoint write in six traced runs; 39 or 40 openats), so
+# the held call is not always the one meant and the crash run can miss its point
+# (KillDidNotLand). The power model's states at the points kept still cover every
+# unsynced file operation before them.
+def held_by_faultsim(point) -> bool:
+    """Before the first event, or after a model answer or an effect (`where`: "#N KIND")."""
+    return point.index == 0 or point.where.split(" ")[1].startswith(("model.", "effect."))
+
+
+def test_the_sweep_finds_the_agent_clean_under_both_crash_models():
+    found = sweep(only=held_by_faultsim)
+    chosen = [p for p in found.points if held_by_faultsim(p)]
+    assert found.kills_landed == len(chosen) == 6  # start, 3 answers, 2 charges: all landed
+    assert set(found.runs) == {"process", "power"}
+    assert all(len(run.verdicts) >= len(chosen) for run in found.runs.values())
+    assert broken(found) == set()
+
+
+# (the agent as written is clean at the same kill point: the sweep above)
+@pytest.mark.parametrize("mistake, crash_models, caught", [
+    # a crash after the first charge, before save point B: no trace of the call (no A),
+    # or a trace ignored on resume: the model is asked again and the card charged twice
+    ("save-only-at-b", ("process",), "effects_exactly_once"),
+    ("no-reconcile", ("process",), "effects_exactly_once"),
+    # the checkpoint written in place, unsynced: a power loss leaves it torn
+    ("overwrite-in-place", ("power",), "checkpoint_whole"),
+])
+def test_the_sweep_catches_each_planted_mistake(mistake, crash_models, caught):
+    found = sweep(mistake, crash_models=crash_models,
+                  only=lambda point: "billing.submit#1" in point.id)
+    assert found.kills_landed == 1
+    assert caught in broken(found)

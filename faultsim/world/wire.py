@@ -22,9 +22,12 @@ GET's id is its path's last segment, so an agent keeps its production paths.
 Keyed services follow Stripe's idempotency (docs.stripe.com/idempotency,
 docs.stripe.com/error-low-level): a repeated key with the same body answers the first
 response with `Idempotent-Replayed: true` and applies nothing; the same key with another
-body is refused with 409 ("The request conflicts with another request (perhaps due to using
-the same idempotent key)", Stripe's status table) and an `idempotency_error`. Errors are
-Stripe's shape, `{"error": {"type": ..., "message": ...}}`. There is no list endpoint: the
+body is refused with 400 and an `idempotency_error`. 400, not 409: Stripe's docs name no
+status for the mismatch (409 is theirs for a request that conflicts with one in flight
+under the same key, which one-at-a-time serving never meets), its own client maps
+`idempotency_error` under 400/404 (stripe-ruby, api_requestor.rb handle_error_response),
+and users report the mismatch as a 400 (stripe/stripe-ruby#503). Errors are Stripe's
+shape, `{"error": {"type": ..., "message": ...}}`. There is no list endpoint: the
 receivers have no list operation in process either, and the wire must be no looser.
 
 `hook(phase, service, n)` runs in the server thread before each step of the n-th call
@@ -37,7 +40,8 @@ the agent's: a kill after it lands at the agent's next step (its next request or
 operation), which faultsim holds itself. Calls are served one at a time (the world is
 deterministic), hooks included.
 
-Layer 2 (the world): imports `model.endpoint` (its loopback server), `trace`, `netguard`.
+Layer 2 (the world): imports `model.endpoint` (its loopback server, which the network
+guard lets through), `trace`, `services` and `mcp_tools`.
 """
 from __future__ import annotations
 
@@ -117,7 +121,7 @@ def rest_call(world: "World", service: str, method: str, rest: str, body: Any,
             try:
                 result = receiver.submit(params, key=key)  # type: ignore[attr-defined]
             except IdempotencyConflict as e:
-                raise Reply(409, "idempotency_error", str(e)) from None
+                raise Reply(400, "idempotency_error", str(e)) from None
             return Answer(200, result, {"Idempotent-Replayed": "true"} if replay else {})
         if kind == "blind":
             return Answer(200, receiver.send(params))  # type: ignore[attr-defined]
