@@ -52,6 +52,7 @@ class Controller:
         self.entries: list[str] = []  # every boundary met, in words (for diagnosis)
         self.calls: dict[int, tuple[str, int]] = {}  # event -> (syscall, its thread's nth)
         self.main_exit: int | None = None  # the command's exit status, once it called exit
+        self.named: set[str] = set()  # the paths the workdir's changing calls named
 
     # -- the kill -----------------------------------------------------------------------
     def _die(self, where: str) -> None:
@@ -139,6 +140,7 @@ class Controller:
                 for kind, subject, detail, size in self.model.apply(call):
                     event = self.tracer.emit(kind, subject, detail, size)
                     self.calls[event.index] = (call.name, call.ordinal)
+                    self.named.update(_named(call, self.model.root))
 
     def follow(self, stop: threading.Event, tick: float = 0.002) -> threading.Thread:
         def run() -> None:
@@ -148,6 +150,25 @@ class Controller:
         thread = threading.Thread(target=run, name="faultsim-strace-follow", daemon=True)
         thread.start()
         return thread
+
+
+_BY_FD = ("write", "writev", "pwrite64", "pwritev", "pwritev2", "fsync", "fdatasync",
+          "ftruncate")
+
+
+def _named(call: Call, root: str) -> set[str]:
+    """The paths a call names, as strace -P matches them: a descriptor's path, or its path
+    arguments as written and made absolute (never an *at call's directory descriptor: the
+    cwd would match every call relative to it)."""
+    import os
+
+    if call.name in _BY_FD:
+        return {path for _fd, path in call.fds[:1] if path.startswith("/")}
+    found = set()
+    for raw in call.strings[:2]:
+        path = raw.decode("utf-8", "surrogateescape")
+        found |= {path, os.path.normpath(os.path.join(root, path))}
+    return found
 
 
 def _describe(call: Call, model: DiskModel) -> str:

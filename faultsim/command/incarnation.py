@@ -50,6 +50,7 @@ class Run:
     contained: str = ""  # why the jail could not contain it ("" when it did)
     calls: dict[int, tuple[str, int]] = field(default_factory=dict)  # event -> its call
     world: Any = None
+    named: set[str] = field(default_factory=set)  # the paths its changing calls named
 
 
 def read_tree(root: Path) -> Files:
@@ -93,7 +94,8 @@ def _addresses(urls: list[str]) -> list[tuple[str, int]]:
 def incarnation(argv: list[str], scenario: Scenario, world: World, base: Path, *,
                 work: Files, rest: Files, target: int | None = None,
                 hold: Hold | None = None, timeout: float | None = 300.0, seed: str = "0",
-                services: Services | None = None, traced: bool = True) -> Run:
+                services: Services | None = None, traced: bool = True,
+                paths: tuple[str, ...] = ()) -> Run:
     """Run the command once on the sandbox under `base` restored to `work` (the workdir)
     and `rest` (HOME, TMPDIR), against `world`, to its end or to the kill after event
     `target` of its trace. `hold` holds the target's call at its entry (strace)."""
@@ -143,7 +145,7 @@ def incarnation(argv: list[str], scenario: Scenario, world: World, base: Path, *
             wire = services(world, scenario, hook=controller.service)
             env.update(wire.env)
         jailed = Jailed.build(base, _addresses(list(env.values())))
-        command = command_line(str(log), argv, hold) if traced else argv
+        command = command_line(str(log), argv, hold, paths) if traced else argv
         if traced:
             log.touch()
             controller.log = log
@@ -183,6 +185,7 @@ def incarnation(argv: list[str], scenario: Scenario, world: World, base: Path, *
               killed=controller.dying, landed=controller.landed, where=controller.where,
               timed_out=timed_out, left_behind=behind, first_position=record.first_position,
               boundaries=list(controller.entries), calls=dict(controller.calls),
+              named=set(controller.named),
               world=world,
               contained=jailed.jail.why if jailed is not None else "")
     if controller.dying:

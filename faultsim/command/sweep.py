@@ -54,8 +54,8 @@ def _work(files: dict) -> dict:
     return {p: d for p, d in files.items() if d is not DIR}
 
 
-def _hold_for(point: KillPoint, golden: Run, calls: dict[int, tuple[str, int]]
-              ) -> Hold | None:
+def _hold_for(point: KillPoint, golden: Run, calls: dict[int, tuple[str, int]],
+              paths: tuple[str, ...] = ()) -> Hold | None:
     """What strace must hold for a kill after event `point.index`: the entry of the next
     event when that is a call of the agent's (`calls`: event index -> (syscall, the
     how-manieth of its thread)), or its exit after the last event; None when the boundary
@@ -68,7 +68,7 @@ def _hold_for(point: KillPoint, golden: Run, calls: dict[int, tuple[str, int]]
         return Hold("exit_group", 1, HOLD)
     if events[t].kind.startswith("fs.") and t + 1 in calls:
         name, ordinal = calls[t + 1]
-        return Hold(name, ordinal, HOLD)
+        return Hold(name, ordinal, HOLD, paths)
     return None
 
 
@@ -98,14 +98,15 @@ def explore(command: str, scenario: Scenario, *, crash_models: Sequence[str] = (
         points = kill_points(golden)
         chosen = [p for p in points if only is None or only(p)]
         limit = resumed_limit(timeout, [r.seconds for r in clean])
-        calls = _calls_of(first)
+        calls, paths = _filtered(argv, scenario, base, first, limit, seed, services)
         runs = {m: ModelRun(scenario=scenario, agent=agent, crash_model=m, kill_points=points,
                             explored=chosen, seed=seed, mode=MODE, timeout=timeout)
                 for m in crash_models}
         result = Exploration(scenario, agent, golden, points, runs, clean=clean)
         for point in chosen:
-            crash, world = _crash(argv, scenario, base, point, _hold_for(point, first, calls),
-                                  limit, seed, services, result)
+            crash, world = _crash(argv, scenario, base, point,
+                                  _hold_for(point, first, calls, paths), limit, seed,
+                                  services, result)
             result.kills_landed += 1
             states: dict[str, list[CrashState]] = {}
             if "process" in crash_models:
@@ -140,7 +141,7 @@ def explore(command: str, scenario: Scenario, *, crash_models: Sequence[str] = (
                             ", ".join(v.invariant for v in violations) or "ok"))
         if probe if probe is not None else only is None:
             probe_verdict = _version_probe(argv, scenario, base, golden, points, first,
-                                           calls, limit, seed, services, result)
+                                           calls, paths, limit, seed, services, result)
             if probe_verdict is not None:
                 runs[crash_models[0]].probes.append(probe_verdict)
         result.seconds = time.monotonic() - started
@@ -185,10 +186,23 @@ def kill_points(golden: Golden) -> list[KillPoint]:
     return [p for p in golden.kill_points() if not p.torn]
 
 
-def _calls_of(run: Run) -> dict[int, tuple[str, int]]:
-    """The clean run's events made by the agent's calls: event index -> (syscall, its
-    ordinal in its thread)."""
-    return dict(run.calls)
+def _filtered(argv: list[str], scenario: Scenario, base: Path, first: Run, limit: Any,
+              seed: str, services: Services | None
+              ) -> tuple[dict[int, tuple[str, int]], tuple[str, ...]]:
+    """How a crash run holds the call after event t: (event index -> (syscall, its
+    ordinal in its thread), the paths strace -P keeps). One more clean run, traced only on
+    the paths the clean run's changing calls named, counts the calls as a crash run traced
+    so will (strace counts only the calls it traces); used when it met the same events,
+    else the unfiltered counts of the first clean run (then a crash run whose count
+    another thread met first is run again holding every call of its kind)."""
+    paths = tuple(sorted(first.named))
+    if not paths:
+        return dict(first.calls), ()
+    again = incarnation(argv, scenario, scenario.build_world(), base, work={}, rest={},
+                        timeout=limit, seed=seed, services=services, paths=paths)
+    if [e.signature() for e in again.events] != [e.signature() for e in first.events]:
+        return dict(first.calls), ()
+    return dict(again.calls), paths
 
 
 def _crash(argv: list[str], scenario: Scenario, base: Path, point: KillPoint,
@@ -234,7 +248,8 @@ def _resume(argv: list[str], scenario: Scenario, base: Path, golden: Golden, kil
 
 
 def _version_probe(argv: list[str], scenario: Scenario, base: Path, golden: Golden,
-                   points: list[KillPoint], first: Run, calls: dict, limit: Any, seed: str,
+                   points: list[KillPoint], first: Run, calls: dict,
+                   paths: tuple[str, ...], limit: Any, seed: str,
                    services: Services | None, result: Exploration) -> Verdict | None:
     """P4, as in the other modes: the crash state at the clean run's middle kill point
     with every checkpoint rewritten with a version no release can know must be refused
@@ -242,8 +257,9 @@ def _version_probe(argv: list[str], scenario: Scenario, base: Path, golden: Gold
     if not points:
         return None
     middle = min(points, key=lambda p: abs(p.index - len(golden.trace) // 2))
-    crash, world = _crash(argv, scenario, base, middle, _hold_for(middle, first, calls),
-                          limit, seed, services, result)
+    crash, world = _crash(argv, scenario, base, middle,
+                          _hold_for(middle, first, calls, paths), limit, seed, services,
+                          result)
     changed = tamper_versions(crash.work, golden.checkpoint)
     if not changed:
         return None

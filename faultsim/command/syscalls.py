@@ -37,18 +37,26 @@ _TOKEN = re.compile(r'"((?:\\x[0-9a-f]{2})*)"|(-?\d+|AT_FDCWD)<((?:\\x[0-9a-f]{2
 @dataclass(frozen=True)
 class Hold:
     """Hold at its entry the `when`th call of `syscall` of each thread (strace counts per
-    syscall and per tracee, strace(1) "inject"), `seconds` long; `when=None`: every one."""
+    syscall and per tracee, strace(1) "inject"), `seconds` long; `when=None`: every one.
+    With `paths` (strace's -P), only the calls that name one of them are traced, and
+    counted: an interpreter's own writes (node's eventfd, a log on stdout) vary in number
+    from run to run, the agent's calls on its files do not."""
 
     syscall: str
     when: int | None
     seconds: float
+    paths: tuple[str, ...] = ()
 
 
-def command_line(log: str, command: list[str], hold: Hold | None = None) -> list[str]:
-    """`command` under strace, its calls logged to `log` as they enter."""
+def command_line(log: str, command: list[str], hold: Hold | None = None,
+                 paths: tuple[str, ...] = ()) -> list[str]:
+    """`command` under strace, its calls logged to `log` as they enter; with `paths`, only
+    the calls that name one of them (strace -P)."""
     strace = shutil.which("strace") or "strace"
-    line = [strace, "--seccomp-bpf", "-f", "-qq", "-y", "-xx", "-s", "1048576", "-e", "signal=none",
-            "-e", "trace=" + ",".join(TRACED), "-o", log]
+    line = [strace, "--seccomp-bpf", "-f", "-qq", "-y", "-xx", "-s", "1048576",
+            "-e", "signal=none", "-e", "trace=" + ",".join(TRACED), "-o", log]
+    for path in paths or (hold.paths if hold is not None else ()):
+        line += ["-P", path]
     if hold is not None:
         spec = f"inject={hold.syscall}:delay_enter={max(1, int(hold.seconds * 1e6))}"
         if hold.when is not None:
