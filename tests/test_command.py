@@ -288,3 +288,22 @@ def test_the_version_probe_wants_an_unknown_checkpoint_version_refused(flags, re
     assert found.kills_landed == 0 and found.crash_runs == 1  # the probe's own crash
     assert [v.invariant for v in probe.violations] == ([] if refused
                                                        else ["unknown_version_refused"])
+
+
+def test_the_pytest_marker_takes_a_command(pytester):
+    """The marker's whole-scenario test reaches the command backend through the seam."""
+    import shutil
+
+    pytester.makeini("[pytest]\n")
+    shutil.copy(SCENARIO, pytester.path / "scenario.toml")
+    pytester.makepyfile(test_cmd=f"""
+        import pytest
+
+        @pytest.mark.faultsim("scenario.toml", agent="{_command('--mistake')}",
+                              crash_model="process", categories=["after-effect"])
+        def test_scenario(crash_safety):
+            crash_safety.check()
+        """)
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
+    result.assert_outcomes(failed=1)
+    assert "effects_exactly_once" in result.stdout.str()

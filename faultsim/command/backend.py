@@ -17,12 +17,16 @@ from ..options import in_shard
 from ..report import Report
 
 
-def no_factory(spec: str) -> None:
-    """`loading.SPECS`' entry for `cmd:`: a command is run, never imported."""
-    from ..loading import AgentLoadError
+def no_factory(spec: str) -> Callable[..., Any]:
+    """`loading.SPECS`' entry for `cmd:`: a command is run, never imported. The front ends
+    that resolve a spec to a factory first (the pytest marker) get one that refuses to be
+    called: `backends.BY_PREFIX` sends the agent here, where only its spec is used."""
+    def factory(env: Any) -> Any:
+        from ..loading import AgentLoadError
 
-    raise AgentLoadError(f"agent {spec!r} is a command: it runs as a process of its own "
-                         "(faultsim run/list/replay), it has no Python factory to import")
+        raise AgentLoadError(f"agent {spec!r} is a command: it runs as a process of its "
+                             "own, it has no Python factory to call")
+    return factory
 
 
 class Command:
