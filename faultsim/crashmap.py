@@ -193,6 +193,7 @@ def _ledger(entries: Sequence, allowed: dict[str, int] | None = None) -> list[di
 def counterexample(run: Any, verdict: Any, rules: dict[str, str]) -> dict[str, Any]:
     """One counterexample, in the pieces its page section shows; `text` is the text report's
     own counterexample, word for word."""
+    from . import dbview
     from .oracle import checkpoints_in  # the oracle's reading of declared checkpoints
 
     crashes = [(e.point, e.persisted) for e in verdict.earlier]
@@ -210,6 +211,8 @@ def counterexample(run: Any, verdict: Any, rules: dict[str, str]) -> dict[str, A
         here, there = files.get(path, b"\0absent"), (clean or {}).get(path, b"\0absent")
         entry: dict[str, Any] = {"path": path, "checkpoint": path in checkpoints}
         entry["crash"] = None if here == b"\0absent" else _text(here)
+        if isinstance(here, bytes) and here.startswith(dbview.HEADER):
+            entry["database"] = dbview.describe(files, path)  # what it holds, not bytes
         if clean is not None:
             entry["same"] = here == there
             if not entry["same"]:  # the same bytes are shown once

@@ -295,10 +295,21 @@ class ModelRun:
         spec = getattr(verdict.golden, "checkpoint", None)
         checkpoints = checkpoints_in(files, spec) if spec is not None else checkpoints_in(files)
         at = "the kill" if len(crashes) == 1 else "the last kill"
-        lines.append(f"checkpoint on disk at {at}:" if checkpoints
+        from . import dbview
+
+        dbs = dbview.databases(files)  # a database store shows what it holds, not bytes
+        lines.append(f"checkpoint on disk at {at}:" if checkpoints or dbs
                      else f"checkpoint on disk at {at}: none")
         for path, data in checkpoints.items():
+            if path in dbs:
+                continue
             lines.append(f"    {path} ({len(data)} bytes): {_preview(data)}")
+        for path in dbs:
+            lines.append(f"    {path} ({len(files[path])} bytes, SQLite"
+                         + "".join(f", {s} {len(files[path + s])} bytes"
+                                   for s in dbview.SIDE_FILES
+                                   if isinstance(files.get(path + s), bytes)) + "):")
+            lines += [f"      {line}" for line in dbview.describe(files, path)]
         keys = [p for p in files if p.startswith("@redis/") and p not in checkpoints]
         if any(p.startswith("@redis") for p in files):
             lines.append(f"redis keys at {at}: " + (", ".join(
