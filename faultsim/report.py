@@ -70,6 +70,17 @@ def first_request(verdict: "Verdict") -> dict[str, Any] | None:
             "clean": None if clean is None else list(clean), "diff": diff}
 
 
+def why_of(verdict: "Verdict") -> tuple[str, str] | None:
+    """Why the crash state failed, where its trace tells (faultsim.why.classify: its class
+    and a sentence), on the course of the run the last crash killed."""
+    from .why import classify
+
+    if not verdict.violations:
+        return None
+    trace = list(verdict.earlier[-1].next_trace) if verdict.earlier else verdict.golden.trace
+    return classify(trace, verdict.kill_point.index, verdict.violations)
+
+
 def _asked(q: Any) -> str:
     """One request of a resumed run, as a counterexample names it."""
     if q.position is None:
@@ -284,6 +295,9 @@ class ModelRun:
                          "(the scenario's fault profile)")
         for v in verdict.violations:
             lines.append(f"VIOLATED {v.invariant} ({v.rule}): {v.explanation}")
+        reason = why_of(verdict)
+        if reason:
+            lines.append(f"why: {reason[1]}")
         for k, ((p, _), trace) in enumerate(zip(crashes, traces), 1):
             who = ("the clean run" if k == 1 else
                    f"resumed run {k - 1} (its clean course)")
@@ -465,6 +479,9 @@ class Report:
             shown = set()
             for n, verdict in enumerate(run.failures):
                 kinds = tuple(v.invariant for v in verdict.violations)
+                reason = why_of(verdict)  # a by-design window and an ordering bug apart
+                if reason:
+                    kinds += (reason[0],)
                 if kinds in shown:
                     continue
                 shown.add(kinds)

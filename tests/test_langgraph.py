@@ -207,6 +207,14 @@ def test_a_blind_email_is_sent_twice_in_every_mode(mode):
     assert dup, _invariants(run)
     assert all("email.send" in v.explanation for f in dup for v in f.violations
                if v.invariant == "effects_exactly_once")
+    if mode == "sync":  # each duplicate says whether it is LangGraph's documented re-run
+        from faultsim.report import why_of
+
+        classes = {f.kill_point.id: why_of(f)[0] for f in dup}
+        assert set(classes.values()) == {"by-design", "ordering"}, classes
+        shown = "\n".join(run.counterexample(f) for f in dup)
+        assert "why: at-least-once by design" in shown and "idempotency key" in shown
+        assert "why: not the documented window" in shown and "#8039" in shown
 
 
 def test_exit_mode_restarts_from_scratch_and_the_table_counts_it():
@@ -411,6 +419,10 @@ def test_sqlite_saver_on_a_real_file_in_subprocess_mode():
     assert len(run.verdicts) == len(run.kill_points)
     assert "effects_exactly_once" in _invariants(run)  # the blind email, as in memory
     assert "one_step_repeated_per_crash" not in _invariants(run)
+    # its counterexample shows the saved checkpoint and pending writes, not "none"
+    text = run.counterexample(run.failures[0])
+    assert "LangGraph checkpoints: " in text and "pending writes against it: " in text, text
+    assert "checkpoint on disk at the kill: none" not in text
 
 
 # -- LangGraph internals the adapter relies on (pinned minor version) ---------------------
