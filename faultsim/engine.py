@@ -83,6 +83,11 @@ def run(scenario: Scenario, options: ExploreOptions, *,
     in-process mode runs `make_agent` (or the factory `spec` names); subprocess mode needs
     `spec`, which its fork servers import themselves."""
     options = options.resolve(scenario)
+    if spec is not None and spec.rstrip(":") == "langgraph":
+        from .loading import langgraph_spec
+
+        spec = langgraph_spec(spec, scenario)  # the mode the scenario names
+        agent_name = spec if agent_name in (None, "langgraph", "langgraph:") else agent_name
     if options.mode == "subprocess":
         from .real.explore import explore_resolved
 

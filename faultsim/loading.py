@@ -74,11 +74,26 @@ LANGGRAPH_MODES = ("sync", "async", "exit")  # LangGraph's durability modes
 CLAUDE_AGENT_SDK = "claude-agent-sdk:"
 
 
+def langgraph_spec(spec: str, scenario: Any) -> str:
+    """`langgraph:MODE` for a spec that leaves the mode to the scenario (`langgraph:` or
+    `langgraph`): the durability its [langgraph] table names; other specs unchanged."""
+    if spec not in (LANGGRAPH, LANGGRAPH[:-1]):
+        return spec
+    mode = getattr(getattr(scenario, "langgraph", None), "durability", None)
+    if mode is None:
+        raise AgentLoadError(f"agent {spec!r} takes its durability mode from the scenario's "
+                             f"[langgraph] durability, and "
+                             f"{getattr(scenario, 'path', 'this scenario')} names none: "
+                             f"give one, langgraph:{'|'.join(LANGGRAPH_MODES)}")
+    return LANGGRAPH + mode
+
+
 def factory_for(spec: str, scenario: Any = None) -> Callable[[AgentEnv], Any]:
     """`load_factory`, plus `langgraph:MODE`: the graph a scenario's [langgraph] table names,
-    run by faultsim's LangGraph adapter with durability MODE (sync, async or exit).
-    `scenario` is a Scenario or its file, read only for a `langgraph:` spec."""
-    if not spec.startswith(LANGGRAPH):
+    run by faultsim's LangGraph adapter with durability MODE (sync, async or exit; left out,
+    `langgraph:`, the mode the table's `durability` names). `scenario` is a Scenario or its
+    file, read only for a `langgraph:` spec."""
+    if not spec.startswith(LANGGRAPH) and spec != LANGGRAPH[:-1]:
         return load_factory(spec)
     if isinstance(scenario, (str, Path)):
         from .scenario import load_scenario
@@ -88,6 +103,7 @@ def factory_for(spec: str, scenario: Any = None) -> Callable[[AgentEnv], Any]:
     if spec_lg is None:
         raise AgentLoadError(f"agent {spec!r} runs a scenario's [langgraph] graph; "
                              f"{getattr(scenario, 'path', 'this scenario')} has none")
+    spec = langgraph_spec(spec, scenario)
     try:
         from .adapters.langgraph import graph_agent
     except ImportError as exc:
