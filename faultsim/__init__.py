@@ -7,14 +7,15 @@ pyfakefs and the engine (PEP 562 lazy attributes).
 Layers, each importing only from those before it (tests/test_layers.py): (1) errors,
 _version, trace, killpoints, crashmodel, token, netguard, procguard: the standard library
 only; (2) world/,
-model/, scenario (and scenario_schema, validate: its JSON Schema, its checks), agent (the
+model/, scenario/ (the format, its loader, its checks, its JSON Schema), agent (the
 contract), runner; (3) oracle, report, options (one validated
 ExploreOptions), loading (--agent specs), pipeline/ (mode-neutral: incarnation, golden run,
 sweep bookkeeping); (4) the backends inprocess/ (pyfakefs) and real/
 (subprocesses), never each other; (5) engine (the orchestrator), schedule, session,
-schedule_search, strategies, pointwise, replayer, formats/; (6) cli, plugin, fixture,
-console, junit, ci and ci_action (CI summaries, annotations, the GitHub Action), adapters/,
-recorder/ (`faultsim scenario record` and `from-messages`).
+schedule_search, strategies, pointwise, replayer, formats/; (6) the front ends cli/ (the
+command) and pytest/ (the plugin), console, junit, ci and ci_action (CI summaries,
+annotations, the GitHub Action), adapters/, recorder/ (`faultsim scenario record` and
+`from-messages`).
 """
 from __future__ import annotations
 
@@ -37,7 +38,7 @@ _PUBLIC = {
     "Session": "session",
     "SearchResult": "schedule_search", "search": "schedule_search",
     "ReplayToken": "token", "TokenError": "token",
-    "parametrize": "fixture", "FaultsimFixture": "fixture",
+    "parametrize": "pytest.settings", "FaultsimFixture": "pytest.fixture",
 }
 __all__ = ['AgentEnv', 'AgentLoadError', 'CATEGORIES', 'Crash', 'ExploreOptions', 'FaultsimFixture', 'KillPoint', 'NonDeterminismError', 'Outcome', 'ReplayToken', 'Report', 'RunRecord', 'Scenario', 'ScenarioError', 'ScenarioRun', 'Schedule', 'ScheduleResult', 'SearchResult', 'Session', 'TokenError', 'effect', 'explore', 'load_factory', 'load_scenario', 'parametrize', 'parse_scenario', 'replay', 'run_once', 'search']
 
@@ -64,7 +65,8 @@ if TYPE_CHECKING:  # for type checkers and IDEs: the same names, eagerly
     from .engine import explore
     from .errors import NonDeterminismError
     from .killpoints import CATEGORIES, KillPoint
-    from .fixture import FaultsimFixture, parametrize
+    from .pytest.fixture import FaultsimFixture
+    from .pytest.settings import parametrize
     from .replayer import replay
     from .report import Report
     from .runner import RunRecord, ScenarioRun, run_once

@@ -4,7 +4,7 @@
     ├── UsageError            what was asked cannot work (a scenario, an option, an agent
     │   │                     spec, a token, a corpus): the CLI exits 2, the plugin fails
     │   │                     the test with the one-line message
-    │   ├── fixture.FaultsimUsageError     a pytest marker or --faultsim-* option
+    │   ├── pytest.settings.FaultsimUsageError  a pytest marker or --faultsim-* option
     │   ├── scenario.ScenarioError         (also ValueError) a scenario file
     │   ├── loading.AgentLoadError         --agent names no importable factory
     │   ├── token.TokenError               (also ValueError) a replay token

@@ -250,7 +250,7 @@ def run_toml(block: Block) -> int:
         from faultsim.config import KEYS
         assert set(data["tool"]["faultsim"]) <= set(KEYS), block.where
         return len(data["tool"]["faultsim"])
-    from faultsim.scenario_schema import schema
+    from faultsim.scenario.schema import schema
     from test_validate import _conforms
     s = schema()
     problems = _conforms(data, s, s["$defs"])

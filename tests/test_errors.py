@@ -5,8 +5,10 @@ from __future__ import annotations
 import pytest
 
 from faultsim import cli, errors
+from faultsim.cli import parser
 from faultsim.loading import AgentLoadError
-from faultsim.fixture import FaultsimUsageError, known_errors
+from faultsim.pytest.fixture import known_errors
+from faultsim.pytest.settings import FaultsimUsageError
 from faultsim.config import ConfigError
 from faultsim.formats.corpus import CorpusError
 from faultsim.options import OptionError
@@ -60,7 +62,7 @@ def test_the_cli_exit_code_follows_the_kind(monkeypatch, capsys, exc, code):
     def raising(ns):
         raise exc
 
-    monkeypatch.setattr(cli, "cmd_list", raising)
+    monkeypatch.setattr(parser, "cmd_list", raising)  # what `list` runs
     assert cli.main(["list", "tests/data/tiny.toml"]) == code
     err = capsys.readouterr().err
     assert str(exc) in err and len(err.strip().splitlines()) == 1

@@ -6,6 +6,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tomllib
 import xml.etree.ElementTree as ET
 from importlib.metadata import entry_points
 
@@ -14,7 +15,7 @@ import pytest
 import faultsim
 from faultsim.killpoints import categories as count_categories
 
-from conftest import DATA
+from conftest import DATA, ROOT
 
 # a few categories keep the projects small: 22 kill points of tiny.toml
 CATS = ("after-effect", "after-B", "checkpoint-rename")
@@ -79,10 +80,19 @@ def summary(result) -> list[str]:
 
 # -- registration ----------------------------------------------------------------------------
 def test_the_plugin_is_registered_and_light():
-    assert [e.value for e in entry_points(group="pytest11") if e.name == "faultsim"] == \
-        ["faultsim.plugin"]
+    declared = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"][
+        "entry-points"]["pytest11"]
+    assert declared == {"faultsim": "faultsim.pytest.plugin"}
+    # an environment installed before faultsim.pytest existed names the old module, which
+    # is the same module object: one plugin, whichever name pytest loads
+    installed = [e for e in entry_points(group="pytest11") if e.name == "faultsim"]
+    assert [e.value for e in installed] in (["faultsim.pytest.plugin"], ["faultsim.plugin"])
+    import faultsim.plugin
+    import faultsim.pytest.plugin
+
+    assert installed[0].load() is faultsim.plugin is faultsim.pytest.plugin
     heavy = ("anthropic", "faultsim.engine", "pyfakefs", "hypothesis", "freezegun", "httpx2")
-    out = subprocess.run([sys.executable, "-c", "import sys, faultsim.plugin, faultsim; "
+    out = subprocess.run([sys.executable, "-c", "import sys, faultsim.pytest.plugin, faultsim; "
                           f"print([m for m in {heavy!r} if m in sys.modules])"],
                          capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
@@ -93,7 +103,7 @@ def test_a_session_without_faultsim_tests_does_not_load_the_engine(pytester):
         import sys
 
         def test_plain():
-            assert "faultsim.plugin" in sys.modules  # loaded by its entry point ...
+            assert "faultsim.pytest.plugin" in sys.modules  # loaded by its entry point ...
             assert "faultsim.engine" not in sys.modules  # ... and nothing heavy
             assert "anthropic" not in sys.modules
         """)
@@ -148,8 +158,8 @@ def test_a_failing_agent_fails_exactly_the_kill_points_the_engine_condemns(pytes
            f"kill point {failing[0]}" in text
     assert "VIOLATED effects_exactly_once" in text
     assert f"rerun this test alone: pytest 'test_agent.py::test_agent[{failing[0]}]'" in text
-    for internal in ("faultsim/fixture.py", "faultsim/engine.py", "faultsim/pointwise.py",
-                     "faultsim/plugin.py"):
+    for internal in ("faultsim/pytest/", "faultsim/engine.py", "faultsim/pointwise.py",
+                     "faultsim/fixture.py", "faultsim/plugin.py"):
         assert internal not in text
     lines = summary(result)
     assert f"violations: {len(failing)} crash state(s); the first of each kind per test, " \

@@ -28,7 +28,7 @@ from faultsim.recorder.record import RecordingFailed, record
 from faultsim.recorder.toml_text import Unwritable, check, dumps, write
 from faultsim.runner import ScenarioRun
 from faultsim.scenario import SECTIONS
-from faultsim.validate import validate_file
+from faultsim.scenario.validate import validate_file
 
 AGENT_FILE = Path(recording_agent.__file__)
 
@@ -653,9 +653,9 @@ def test_an_upstream_named_by_host_name_is_reached_at_its_address(upstream, monk
 
 
 def test_what_the_writer_writes_conforms_to_the_json_schema():
-    """The JSON Schema is made from the same table (faultsim.scenario_schema)."""
+    """The JSON Schema is made from the same table (faultsim.scenario.schema)."""
     jsonschema = pytest.importorskip("jsonschema")
-    from faultsim.scenario_schema import schema
+    from faultsim.scenario.schema import schema
 
     page = tomllib.loads(_blocks("toml")[0])
     full = {"task": "t", "expected_final_answer": "done", "model": "claude-sonnet-4-5",

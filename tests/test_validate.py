@@ -12,8 +12,8 @@ import pytest
 
 from faultsim.cli import main
 from faultsim.scenario import SECTIONS, ScenarioError, load_scenario
-from faultsim.scenario_schema import SCHEMA_FILE, dumps, schema
-from faultsim.validate import line_of, locate, validate_file
+from faultsim.scenario.schema import SCHEMA_FILE, dumps, schema
+from faultsim.scenario.validate import line_of, locate, validate_file
 
 ROOT = Path(__file__).resolve().parent.parent
 SCENARIOS = sorted((ROOT / "scenarios").rglob("*.toml")) + sorted(
@@ -273,7 +273,7 @@ def test_validate_agrees_with_the_loader_on_mutated_files():
 
     from hypothesis import HealthCheck, given, settings, strategies as st
 
-    from faultsim.validate import problems
+    from faultsim.scenario.validate import problems
 
     docs = [tomllib.loads(p.read_text()) for p in SCENARIOS]
 

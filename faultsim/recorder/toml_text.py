@@ -18,7 +18,7 @@ from typing import Any
 
 from ..errors import UsageError
 from ..scenario import SECTIONS, Field
-from ..validate import problems
+from ..scenario.validate import problems
 
 _BARE = re.compile(r"[A-Za-z0-9_-]+\Z")
 

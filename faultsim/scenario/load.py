@@ -1,8 +1,7 @@
-"""Scenario files: a task, the model's script, the services, the expected final answer,
-and the fault profile (how the scenario is attacked unless the command line says otherwise).
-
-Loading validates everything up front; an error names the file, the key and what was
-expected, never a traceback from deep inside a run.
+"""Loading scenario files: the format in one table (`SECTIONS`: every section, its keys,
+their types, allowed values and defaults), durations, and `load_scenario` /
+`parse_scenario`, which validate everything up front; an error names the file, the key and
+what was expected, never a traceback from deep inside a run.
 """
 from __future__ import annotations
 
@@ -11,140 +10,25 @@ import datetime as _dt
 import math
 import re
 import tomllib
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .checkpoints import DEFAULT as DEFAULT_CHECKPOINT
-from .checkpoints import FORMATS as CP_FORMATS
-from .checkpoints import CheckpointSpec
-from .errors import UsageError
-from .netguard import parse_allowed
-from .model import ApiFault, Script, ToolCall, Turn
-from .model.script import FAULT_KINDS
-from .world import RECEIVER_KINDS, World, WorldClock, parse_instant
-
-
-MAIN_TAG = "s"  # the main script's tag in tool-use ids (toolu_s_03_1)
-
-
-class ScenarioError(UsageError, ValueError):
-    """A scenario file is malformed. `str()` names the file, the key and what was expected."""
-
-    def __init__(self, path: str | Path, key: str, expected: str, got: Any = None) -> None:
-        self.path, self.key, self.expected = str(path), key, expected
-        detail = "" if got is None else f", got {show_value(got)}"
-        super().__init__(f"{self.path}: {key}: expected {expected}{detail}")
-
-
-def show_value(value: Any) -> str:
-    text = repr(value)
-    return text if len(text) <= 60 else text[:57] + "..."
-
-
-@dataclass(frozen=True)
-class ServiceSpec:
-    name: str
-    kind: str
-    records: dict = field(default_factory=dict)
-    key_retention_hours: float = 24.0
-
-
-CRASH_MODEL_NAMES = ("process", "power")
-STORE_KINDS = ("file", "sqlite", "redis")
-
-
-@dataclass(frozen=True)
-class StoreSpec:
-    """Where the agent keeps its checkpoints: plain files under its workdir (the default),
-    an SQLite database file there, or a Redis database faultsim starts. SQLite and Redis
-    write below Python's file layer, so they run in subprocess mode only."""
-
-    kind: str = "file"
-
-    @property
-    def needs_subprocess(self) -> bool:
-        return self.kind != "file"
-
-
-@dataclass(frozen=True)
-class LangGraphSpec:
-    """A scenario run by a LangGraph graph (faultsim.adapters.langgraph) instead of an agent
-    factory: `graph` names the graph factory, FILE.py:ATTR relative to the scenario file or
-    MODULE:ATTR; `human_reply` answers the graph's interrupt() (none: the pause is the end,
-    an escalation to a person)."""
-
-    graph: str
-    human_reply: str | None = None
-
-
-@dataclass(frozen=True)
-class FaultProfile:
-    """How the scenario is attacked by default; `faultsim run` flags and pytest options
-    override it. API faults live on the scripts (`Script.faults`): they are addressed by a
-    script's turn position."""
-
-    crash_models: tuple[str, ...] = ("process",)
-    crashes: int = 2  # the most crashes in one schedule
-    downtime: float = 0.0  # seconds the world's clock moves between a crash and the restart
-    # power model: a torn write damages only the bytes it wrote (see crashmodel)
-    powersafe_overwrite: bool = True
-
-    @property
-    def crash_model(self) -> str:
-        """As the `crash_model` argument of `explore()` takes it."""
-        return "all" if set(self.crash_models) == set(CRASH_MODEL_NAMES) else \
-            self.crash_models[0]
-
-
-@dataclass(frozen=True)
-class Scenario:
-    id: str
-    path: str
-    task: str
-    script: Script
-    expected_final_answer: str
-    services: tuple[ServiceSpec, ...]
-    model: str = "claude-sonnet-5-5"
-    # models that accept a conversation ending with an assistant turn (None: as the API
-    # does today: not Claude 4.6 and later)
-    prefill_models: tuple[str, ...] | None = None
-    start_time: str = "2026-10-01T09:00:00Z"
-    subagents: tuple[Script, ...] = ()
-    profile: FaultProfile = FaultProfile()
-    store: StoreSpec = StoreSpec()
-    langgraph: LangGraphSpec | None = None
-    # addresses besides faultsim's own the agent may connect to ([sandbox] allow)
-    allow: tuple[tuple[str, int], ...] = ()
-    checkpoint: CheckpointSpec = DEFAULT_CHECKPOINT  # where the agent keeps its state
-    # the agent's turn limit (AgentEnv.max_turns): high enough for any realistic task, there
-    # only to stop a runaway loop
-    max_turns: int = 10_000
-
-    def build_world(self, *, retry_after_ms: int = 1) -> World:
-        world = World(clock=WorldClock(self.start_time), retry_after_ms=retry_after_ms,
-                      scripts=[self.script, *self.subagents],
-                      prefill_models=self.prefill_models, allow=self.allow)
-        for spec in self.services:
-            options: dict[str, Any] = {}
-            if spec.kind in ("queryable", "readonly"):
-                options["records"] = spec.records
-            if spec.kind == "keyed":
-                options["key_retention"] = _dt.timedelta(hours=spec.key_retention_hours)
-            world.add_service(spec.name, spec.kind, **options)
-        return world
-
-    def subagent(self, name: str) -> Script:
-        for s in self.subagents:
-            if s.tag == name:
-                return s
-        raise KeyError(f"scenario {self.id!r} has no sub-agent {name!r}")
+from ..checkpoints import DEFAULT as DEFAULT_CHECKPOINT
+from ..checkpoints import FORMATS as CP_FORMATS
+from ..checkpoints import CheckpointSpec
+from ..netguard import parse_allowed
+from ..model import ApiFault, Script, ToolCall, Turn
+from ..model.script import FAULT_KINDS
+from ..world import RECEIVER_KINDS, parse_instant
+from .model import (CRASH_MODEL_NAMES, MAIN_TAG, STORE_KINDS, FaultProfile, LangGraphSpec,
+                    Scenario, ScenarioError, ServiceSpec, StoreSpec)
 
 
 # -- the scenario format, in one table --------------------------------------------------------
 # Every section (table) of a scenario file and every key it may hold, with its type, what the
 # loader expects in words, and its default. The loader takes its known keys and defaults from
-# here; the JSON Schema (faultsim.scenario_schema) and `faultsim validate` are generated from
+# here; the JSON Schema (faultsim.scenario.schema) and `faultsim validate` are generated from
 # it, so the three cannot drift apart.
 REQUIRED = object()  # a key without a default
 
@@ -611,3 +495,4 @@ def _prefill_models(r: Any, data: dict) -> tuple[str, ...] | None:
         if not isinstance(name, str) or not name:
             raise r.fail(f"prefill_models[{k}]", "a model name", name)
     return tuple(names)
+

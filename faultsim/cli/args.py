@@ -1,0 +1,127 @@
+"""What the command line means before a command runs: the scenario paths, the project's
+defaults (FAULTSIM_*, [tool.faultsim], then the built-in ones), the exploration options
+from the flags, and the agent specs a scenario is explored with."""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from ..errors import UsageError
+
+
+def scenario_paths(args: list[str]) -> list[Path]:
+    paths: list[Path] = []
+    for arg in args:
+        p = Path(arg)
+        if p.is_dir():
+            found = sorted(p.glob("*.toml"))
+            if not found:
+                raise UsageError(f"{arg}: no *.toml scenario files in this directory")
+            paths += found
+        elif p.exists():
+            paths.append(p)
+        else:
+            raise UsageError(f"{arg}: no such scenario file or directory")
+    return paths
+
+
+def check_plan(plan, scenario, ns: argparse.Namespace, progress) -> None:
+    if ns.kill_point and not plan.explored:
+        raise UsageError(f"{scenario.path}: no kill point {', '.join(ns.kill_point)}; ids come "
+                         "from a report of this scenario and agent")
+    progress.plan(plan)
+
+
+def durability_modes(asked: str | None) -> list[str]:
+    from ..loading import LANGGRAPH_MODES
+
+    modes = [m.strip() for m in (asked or ",".join(LANGGRAPH_MODES)).split(",") if m.strip()]
+    bad = [m for m in modes if m not in LANGGRAPH_MODES]
+    if bad or not modes:
+        raise UsageError(f"--durability {asked!r}: expected some of "
+                         f"{', '.join(LANGGRAPH_MODES)}, comma-separated")
+    return modes
+
+
+def agents_for(scenario, ns: argparse.Namespace, modes: list[str]) -> list[str]:
+    """The agent specs to explore a scenario with: --agent, or for a LangGraph scenario
+    one `langgraph:MODE` per durability mode (unless --agent names one)."""
+    from ..loading import LANGGRAPH
+
+    if scenario.langgraph is None:
+        if ns.agent.startswith(LANGGRAPH):
+            raise UsageError(f"{scenario.path}: --agent {ns.agent} runs a scenario's "
+                             "[langgraph] graph, and this scenario has no [langgraph] table")
+        return [ns.agent]
+    if ns.agent.startswith(LANGGRAPH):
+        return [ns.agent]
+    return [LANGGRAPH + m for m in modes]
+
+
+BUILTIN = {"scenarios": ["scenarios"], "mode": "auto", "timeout": "auto", "seed": "0"}
+NEEDS_AGENT = {"run", "list", "record"}
+BUNDLED_COMMANDS = {"run", "list"}  # the ones that default to the bundled scenarios
+
+
+def project_defaults(ns: argparse.Namespace) -> None:
+    """Fill what the command line left unset from FAULTSIM_* and [tool.faultsim]
+    (faultsim.config), then from the built-in defaults. With nothing named anywhere, `run`
+    and `list` use the bundled scenarios and reference agent (faultsim.config.bundled)."""
+    from ..config import bundled, load
+
+    project = load()
+    for key, value in project.values.items():
+        if key == "agent" and ns.command not in NEEDS_AGENT:
+            continue  # a replay token or a corpus names its own agent
+        if hasattr(ns, key) and getattr(ns, key) in (None, []):
+            setattr(ns, key, value)
+    if ns.command in BUNDLED_COMMANDS and not ns.agent and not ns.scenarios \
+            and not Path("scenarios").exists():
+        # nothing named anywhere (a fresh install): the bundled scenarios on the bundled
+        # reference agent; a project's own scenarios/ folder still asks for its agent
+        found = bundled()
+        if found is not None:
+            ns.scenarios, ns.agent = [str(found[0])], found[1]
+            verb = {"run": "running", "list": "listing"}[ns.command]
+            print(f"faultsim: no agent or scenarios configured here: {verb} the bundled "
+                  f"scenarios {found[0]} on the bundled reference agent {found[1]}",
+                  file=sys.stderr, flush=True)
+    if project.root is not None and getattr(ns, "agent", None) == project.values.get("agent") \
+            and "[tool.faultsim]" in project.origin.get("agent", ""):
+        # an agent module named in [tool.faultsim] is found from that pyproject.toml's
+        # folder, as its scenarios are: the project's `faultsim run` works from any
+        # subfolder (the current directory still comes first on the path)
+        if str(project.root) not in sys.path:
+            sys.path.append(str(project.root))
+    for key, value in BUILTIN.items():
+        if hasattr(ns, key) and getattr(ns, key) in (None, []):
+            setattr(ns, key, value)
+    if ns.command in NEEDS_AGENT and not getattr(ns, "agent", None):
+        raise UsageError("no agent to run: give --agent MODULE[:ATTR] (or FILE.py[:ATTR]), "
+                         "set FAULTSIM_AGENT, or agent = \"...\" under [tool.faultsim] in "
+                         "pyproject.toml")
+
+
+def explore_options(ns: argparse.Namespace, only=None):
+    """The run's ExploreOptions, from the flags; an out-of-range flag is named as typed."""
+    from ..options import ExploreOptions, OptionError
+
+    try:
+        return ExploreOptions(crash_model=ns.crash_model, crashes=ns.crashes, seed=ns.seed,
+                              timeout=ns.timeout, workers=ns.workers, only=only,
+                              shard=shard(ns.shard),
+                              search=ns.search, search_seconds=ns.search_seconds,
+                              mode=ns.mode)
+    except OptionError as exc:
+        raise UsageError(f"--{exc.field.replace('_', '-')} {exc.value}: expected "
+                         f"{exc.expected}") from None
+
+
+def shard(text: str | None) -> tuple[int, int] | None:
+    if text is None:
+        return None
+    i, sep, n = text.partition("/")
+    if sep and i.strip().isdigit() and n.strip().isdigit() and 1 <= int(i) <= int(n):
+        return int(i), int(n)
+    raise UsageError(f"--shard {text}: expected I/N with 1 <= I <= N, for example 2/4")

@@ -1,0 +1,52 @@
+"""`faultsim compare`: differential verdicts, from two saved reports or a scenario run on
+two agents."""
+from __future__ import annotations
+
+import argparse
+
+from ..errors import UsageError
+from .args import explore_options, scenario_paths
+from .exits import EXIT_OK, EXIT_VIOLATION
+from .output import read_report
+
+
+def cmd_compare(ns: argparse.Namespace) -> int:
+    """Two saved reports, or one scenario run on two agents: the crash states B fixes,
+    breaks, and the rest (faultsim.compare); exit 1 when B adds failing crash states."""
+    import json
+
+    from ..compare import compare
+
+    items, agents = ns.items, ns.agent or []
+    if len(items) == 2 and all(i.endswith(".json") for i in items) and not agents:
+        a, b = (read_report(i) for i in items)
+        names = items
+    elif items and not any(i.endswith(".json") for i in items) and len(agents) == 2:
+        from ..engine import run as explore_one
+        from ..loading import load_factory
+        from ..report import Report
+        from ..scenario import load_scenario
+
+        options = explore_options(ns)
+        scenarios = [load_scenario(p) for p in scenario_paths(items)]
+        reports = []
+        for spec in agents:
+            report = Report()
+            factory = load_factory(spec)
+            for sc in scenarios:
+                part = explore_one(sc, options.resolve(sc), make_agent=factory, spec=spec,
+                                   agent_name=spec)
+                report.runs += part.runs
+            print(f"{spec}: " + report.summary().splitlines()[-1])
+            reports.append(report.to_json())
+        a, b = reports
+        names = agents
+    else:
+        raise UsageError("compare: give two JSON reports (A.json B.json), or scenario files "
+                         "and two agents (--agent A --agent B)")
+    diff = compare(a, b, *names)
+    print(diff.text(limit=ns.limit))
+    if ns.json:
+        with open(ns.json, "w", encoding="utf-8") as f:
+            json.dump(diff.to_json(), f, indent=2)
+    return EXIT_OK if diff.ok else EXIT_VIOLATION

@@ -1,0 +1,248 @@
+"""The `faultsim` command line: every subcommand, its flags and help, and the command
+function each one runs (one module per command beside this one)."""
+from __future__ import annotations
+
+import argparse
+
+from .._version import __version__
+from .compare import cmd_compare
+from .formats import cmd_formats_check, cmd_formats_record
+from .listing import cmd_list
+from .replay import cmd_replay
+from .report import cmd_report_html, cmd_report_merge
+from .run import cmd_run
+from .scenario import cmd_scenario_from_messages, cmd_scenario_record, cmd_scenario_schema
+from .validate import cmd_validate
+
+
+def services_flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--service", action="append", metavar="NAME=KIND",
+                        help="a service of the scenario and its kind (keyed, queryable, "
+                             "blind, readonly); repeatable")
+    parser.add_argument("--services-from", metavar="FILE", default=None,
+                        help="a TOML file whose [services.NAME] tables (kind, records) are "
+                             "taken; a scenario file works")
+
+
+def scenarios_and_agent(parser: argparse.ArgumentParser, agent_help: str) -> None:
+    parser.add_argument("scenarios", nargs="*", default=None,
+                        help="scenario files or directories (default: [tool.faultsim] "
+                             "scenarios in pyproject.toml, else scenarios/, else the "
+                             "bundled scenarios)")
+    parser.add_argument("--agent", default=None, help=agent_help)
+
+
+def debug_flag(parser: argparse.ArgumentParser) -> None:
+    # `faultsim --debug run ...` is the documented spelling; after the verb works too
+    parser.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
+                        help=argparse.SUPPRESS)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="faultsim", description="Crash-safety testing for "
+                                     "long-running AI agents.")
+    parser.add_argument("--debug", action="store_true", help="show tracebacks on errors")
+    parser.add_argument("--version", action="version", version=f"faultsim {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True)
+    run = sub.add_parser("run", help="crash an agent at every kill point of scenario files, "
+                         "resume it, judge it")
+    scenarios_and_agent(run, "the agent factory: MODULE[:ATTR] or FILE.py[:ATTR], "
+                         "attribute make_agent by default (default: [tool.faultsim] agent; "
+                         "with no agent or scenarios named anywhere, the bundled reference "
+                         "agent on the bundled scenarios); claude-agent-sdk:FILE.py:ATTR "
+                         "for a Claude Agent SDK agent's coroutine")
+    run.add_argument("--transcript-writes", action=argparse.BooleanOptionalAction,
+                     default=None, help="for a claude-agent-sdk: agent, kill inside the CLI's "
+                     "transcript writes too (default: where strace can trace)")
+    run.add_argument("--crash-model", default=None, choices=["process", "power", "all"],
+                     help="what a crash leaves on disk: a killed process, power loss, or "
+                          "both (default: the scenario's fault profile, else process)")
+    run.add_argument("--mode", default=None, choices=["auto", "in-process", "subprocess"],
+                     help="in-process: the agent runs under faultsim's file-system model "
+                     "(fast; process and power crashes); subprocess: each incarnation is a "
+                     "real process on a real directory, killed by SIGKILL (SQLite, Redis, "
+                     "module-level state; process crashes). auto (default): subprocess for "
+                     "scenarios whose [store] is sqlite or redis")
+    run.add_argument("--durability", default=None, metavar="MODES",
+                     help="LangGraph scenarios: the durability modes to explore, "
+                          "comma-separated (default: sync,async,exit)")
+    run.add_argument("--json", metavar="FILE", help="write the report as JSON")
+    run.add_argument("--html", metavar="FILE", help="write the report as one self-contained "
+                     "HTML page: the crash map, each counterexample, the run's facts")
+    run.add_argument("--junit", metavar="FILE",
+                     help="write a JUnit XML report: one test case per scenario, crash model "
+                          "and invariant, failed with its first counterexample")
+    run.add_argument("--summary-md", metavar="FILE",
+                     help="append a Markdown summary (a row per scenario and crash model, "
+                          "the first counterexample of each failing run and its replay "
+                          "command) to FILE, e.g. \"$GITHUB_STEP_SUMMARY\"")
+    run.add_argument("--annotations", action=argparse.BooleanOptionalAction, default=None,
+                     help="print a GitHub ::error annotation per failing scenario, crash "
+                          "model and invariant, pointing at the scenario file (default: on "
+                          "when GITHUB_ACTIONS=true)")
+    run.add_argument("--shard", metavar="I/N", default=None,
+                     help="explore shard I of N, for CI matrices: every shard crashes at "
+                          "every kill point and resumes the distinct crash states a stable "
+                          "hash gives it (subprocess mode: every Nth kill point); the N "
+                          "shards partition them, `faultsim report merge` joins their "
+                          "--json reports; the search runs in shard 1")
+    run.add_argument("--kill-point", action="append", metavar="ID",
+                     help="explore only this kill point (repeatable): replays a "
+                          "counterexample")
+    run.add_argument("--workers", type=int, default=None,
+                     help="crash runs at once (default: one per core; 0 = one after "
+                          "another in this process)")
+    run.add_argument("--timeout", type=float, default=None,
+                     help="seconds an incarnation may run before it counts as hung "
+                          "(default: derived from the clean runs, 10x the slower clean "
+                          "incarnation and at least 3 s)")
+    run.add_argument("--examples", type=int, default=3,
+                     help="counterexamples to print, the first of each kind (default: 3)")
+    run.add_argument("--crashes", type=int, default=None, metavar="N",
+                     help="the most crashes in one schedule (default: the scenario's fault "
+                          "profile, else 2). One and two are "
+                          "explored exhaustively (the second crash at every kill point of "
+                          "the resumed run); more are searched with hypothesis")
+    run.add_argument("--seed", default=None,
+                     help="seed for the agent's uuid/random/tempfile names and the search "
+                          "(default: 0); the same seed gives the same report")
+    run.add_argument("--search", type=int, default=None, metavar="EXAMPLES",
+                     help="hypothesis examples per crash model for schedules beyond the "
+                          "exhaustive sweep (default: 200 when --crashes > 2); with "
+                          "--crashes 2 it searches the pairs instead of enumerating them")
+    run.add_argument("--search-seconds", type=float, default=None, metavar="S",
+                     help="stop the search after S seconds (a failure found is still shrunk)")
+    run.add_argument("--baseline", metavar="REPORT", default=None,
+                     help="compare this run with a saved --json report, crash state by "
+                     "crash state, and exit 1 only when this run adds failing crash states")
+    debug_flag(run)
+    run.set_defaults(func=cmd_run)
+    cmp = sub.add_parser("compare", help="differential verdicts: which crash states B fixes "
+                         "and breaks, from two JSON reports or a scenario on two agents")
+    cmp.add_argument("items", nargs="+", metavar="REPORT_OR_SCENARIO",
+                     help="two JSON reports (A.json B.json), or scenario files (with two "
+                     "--agent)")
+    cmp.add_argument("--agent", action="append", metavar="SPEC",
+                     help="an agent factory (MODULE[:ATTR] or FILE.py[:ATTR]); give it twice, "
+                     "A then B")
+    cmp.add_argument("--crash-model", default=None, choices=["process", "power", "all"],
+                     help="as for run (default: the scenario's fault profile)")
+    cmp.add_argument("--crashes", type=int, default=None, metavar="N",
+                     help="as for run (default: the scenario's fault profile, else 2)")
+    cmp.add_argument("--seed", default=None, help="as for run (default: 0)")
+    cmp.add_argument("--workers", type=int, default=None, help="as for run")
+    cmp.add_argument("--json", metavar="FILE", help="write the comparison as JSON")
+    cmp.add_argument("--limit", type=int, default=20,
+                     help="states listed per kind and run in the text (default: 20)")
+    debug_flag(cmp)
+    cmp.set_defaults(func=cmd_compare, timeout=None, shard=None, search=None,
+                     search_seconds=None, mode=None)
+    lst = sub.add_parser("list", help="the scenarios: turns, services, kill points and the "
+                         "crash states each crash model leaves, fault profile")
+    scenarios_and_agent(lst, "the agent whose clean run gives the kill points "
+                         "(default: as for run)")
+    lst.add_argument("--timeout", type=float, default=30.0, help=argparse.SUPPRESS)
+    debug_flag(lst)
+    lst.set_defaults(func=cmd_list)
+    fmt = sub.add_parser("formats", help="checkpoint-format regression: record a corpus of "
+                         "durable states, check a later release against it")
+    fsub = fmt.add_subparsers(dest="formats_command", required=True)
+    rec = fsub.add_parser("record", help="record the agent's durable state (files and world) "
+                          "at each kill point of a scenario into a corpus folder")
+    rec.add_argument("scenario", help="the scenario file")
+    rec.add_argument("--out", required=True, metavar="CORPUS", help="the corpus folder "
+                     "(replaced: recording is explicit)")
+    rec.add_argument("--agent", default=None, help="the agent factory that "
+                     "writes the states (default: reference_agent)")
+    rec.add_argument("--check-agent", default=None, metavar="AGENT",
+                     help="the factory later checks run by default (default: --agent); "
+                          "record with an older release, check with the current one")
+    rec.add_argument("--seed", default="0", help=argparse.SUPPRESS)
+    rec.add_argument("--timeout", type=float, default=30.0, help=argparse.SUPPRESS)
+    debug_flag(rec)
+    rec.set_defaults(func=cmd_formats_record)
+    chk = fsub.add_parser("check", help="resume every recorded state with the agent's "
+                          "current code and judge it")
+    chk.add_argument("corpora", nargs="+", metavar="CORPUS", help="corpus folders")
+    chk.add_argument("--agent", default=None, help="the agent factory (default: the "
+                     "corpus's)")
+    chk.add_argument("--examples", type=int, default=3, help="failing entries to show")
+    chk.add_argument("--hostile", type=int, default=100, metavar="N",
+                     help="also hand the agent the hostile checkpoint files: the fixed "
+                          "cases and N drawn ones (default 100; 0 = only the fixed cases)")
+    chk.add_argument("--timeout", type=float, default=30.0, help=argparse.SUPPRESS)
+    debug_flag(chk)
+    chk.set_defaults(func=cmd_formats_check)
+    val = sub.add_parser("validate", help="check scenario files against the scenario format "
+                         "without running any agent; every problem, one line each "
+                         "(FILE:LINE: key: message); exit 2 if any")
+    val.add_argument("scenarios", nargs="*", default=None, metavar="FILE|DIR",
+                     help="scenario files, or folders searched for *.toml at any depth "
+                          "(default: [tool.faultsim] scenarios, else scenarios/)")
+    debug_flag(val)
+    val.set_defaults(func=cmd_validate)
+    scn = sub.add_parser("scenario", help="the scenario format")
+    ssub = scn.add_subparsers(dest="scenario_command", required=True)
+    sch = ssub.add_parser("schema", help="print the JSON Schema of scenario files (for "
+                          "editors: a '#:schema PATH' comment on a file's first line)")
+    debug_flag(sch)
+    sch.set_defaults(func=cmd_scenario_schema)
+    frm = ssub.add_parser("from-messages", help="write a scenario from an Anthropic messages "
+                          "list an agent keeps (a JSON list, or an object with 'messages')")
+    frm.add_argument("file", metavar="FILE", help="the JSON file")
+    frm.add_argument("--out", metavar="OUT", default=None,
+                     help="the scenario file to write (default: print it)")
+    frm.add_argument("--model", default=None, help="the scenario's model (default: the "
+                     "file's 'model', else the format's default)")
+    services_flags(frm)
+    debug_flag(frm)
+    frm.set_defaults(func=cmd_scenario_from_messages)
+    rcd = ssub.add_parser("record", help="run an agent once against a real Messages "
+                          "endpoint through a recording proxy on 127.0.0.1 and write what "
+                          "happened as a scenario")
+    rcd.add_argument("--agent", default=None, help="the agent factory: MODULE[:ATTR] or "
+                     "FILE.py[:ATTR] (default: [tool.faultsim] agent, FAULTSIM_AGENT)")
+    rcd.add_argument("--task", required=True, help="the task given to the agent")
+    rcd.add_argument("--out", metavar="FILE", default=None,
+                     help="the scenario file to write (default: print it); its name is the "
+                          "scenario id the agent is given")
+    rcd.add_argument("--upstream", metavar="URL", default=None,
+                     help="the Messages endpoint to forward to (default: "
+                          "$ANTHROPIC_BASE_URL, else https://api.anthropic.com)")
+    rcd.add_argument("--model", default=None, help="the model the agent is told to use, "
+                     "written to the scenario (default: the format's default model)")
+    services_flags(rcd)
+    debug_flag(rcd)
+    rcd.set_defaults(func=cmd_scenario_record)
+    rep = sub.add_parser("replay", help="re-run exactly the schedule of a counterexample's "
+                         "token and show the trace around each kill")
+    rep.add_argument("token", help="the token a report printed (fs1_...)")
+    rep.add_argument("--agent", default=None,
+                     help="replay on this agent factory instead of the token's (a fix)")
+    rep.add_argument("--json", metavar="FILE", help="write the verdict as a JSON report")
+    rep.add_argument("--timeout", type=float, default=None,
+                     help="seconds an incarnation may run (default: as faultsim run's, "
+                          "derived from the clean runs)")
+    debug_flag(rep)
+    rep.set_defaults(func=cmd_replay)
+    rpt = sub.add_parser("report", help="turn a JSON report (--json) into another form")
+    rsub = rpt.add_subparsers(dest="report_command", required=True)
+    rht = rsub.add_parser("html", help="the HTML page of a JSON report (what --html writes)")
+    rht.add_argument("report", metavar="REPORT.json", help="a report faultsim run --json wrote")
+    rht.add_argument("--out", metavar="FILE", default=None,
+                     help="the page to write (default: REPORT.html beside the report)")
+    debug_flag(rht)
+    rht.set_defaults(func=cmd_report_html)
+    rmg = rsub.add_parser("merge", help="join shard reports (run --shard I/N --json) into "
+                          "the whole run's report, timings aside")
+    rmg.add_argument("reports", metavar="REPORT.json", nargs="+",
+                     help="the reports of every shard of one run (any order)")
+    rmg.add_argument("--json", metavar="FILE", help="write the merged report as JSON")
+    rmg.add_argument("--html", metavar="FILE", help="write the merged report's HTML page")
+    rmg.add_argument("--junit", metavar="FILE", help="write the merged report as JUnit XML "
+                     "(as run --junit)")
+    rmg.add_argument("--summary-md", metavar="FILE", help="append the merged report's "
+                     "Markdown summary (as run --summary-md)")
+    debug_flag(rmg)
+    rmg.set_defaults(func=cmd_report_merge)
+    return parser

@@ -1,0 +1,239 @@
+"""The pytest plugin (entry point `pytest11: faultsim`): options, marker, fixture, kill-point
+items, shards and the terminal summary. Loaded in every pytest session of an environment
+that has faultsim installed, so it imports nothing heavy until a faultsim test runs.
+
+`import pytest` here is pytest itself (imports are absolute): this package is
+`faultsim.pytest`, never a top-level `pytest`."""
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from .fixture import FaultsimFixture, known_errors, told as _told
+from .settings import MARKER, FaultsimUsageError, Options, parse_shard, settings_for
+from .state import BrokenParam, PluginState, PointParam
+from .summary import Summary
+
+_STATE = pytest.StashKey[PluginState]()
+_FIXTURE = pytest.StashKey[FaultsimFixture]()
+_HEADER = pytest.StashKey[Options]()
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("faultsim", "faultsim: crash-safety tests for agents")
+    group.addoption("--faultsim-seed", metavar="SEED", default=None,
+                    help="seed of the agent's uuid/random/temp names and of the search "
+                         "(default: the marker's, else 0); the same seed, the same verdicts")
+    group.addoption("--faultsim-crash-model", metavar="MODEL", default=None,
+                    choices=("process", "power", "all"),
+                    help="process (a SIGKILL: what was written survives), power (unsynced "
+                         "writes may be lost) or all (default: the marker's, else process)")
+    group.addoption("--faultsim-crashes", metavar="N", type=int, default=None,
+                    help="crashes per schedule: 1, 2 (every pair, the default) or more "
+                         "(longer schedules searched with hypothesis, in whole-scenario tests)")
+    group.addoption("--faultsim-budget", metavar="SECONDS", type=float, default=None,
+                    help="seconds this session (each xdist worker) may spend exploring: "
+                         "kill-point items past it are skipped and counted in the summary")
+    group.addoption("--faultsim-shard", metavar="I/N", default=None,
+                    help="run shard I of N, for CI matrices: kill-point items split by "
+                         "position, whole-scenario tests by crash state (as faultsim run "
+                         "--shard); the N shards partition them")
+    group.addoption("--faultsim-html", metavar="FILE", default=None,
+                    help="write one HTML report for the session: every faultsim test's "
+                         "crash map and counterexamples (as faultsim run --html)")
+    group.addoption("--faultsim-record", action="store_true", default=False,
+                    help="re-record checkpoint-format corpora instead of checking them "
+                         "(like a snapshot tool's update flag)")
+    # the same settings as ini keys ([tool.pytest.ini_options] faultsim_budget = 600, ...):
+    # a project's defaults; the command line wins
+    for key, what in INI_KEYS.items():
+        parser.addini(key, f"default for --{key.replace('_', '-')}: {what}", default=None)
+
+
+INI_KEYS = {"faultsim_seed": "the seed", "faultsim_crash_model": "process, power or all",
+            "faultsim_crashes": "crashes per schedule", "faultsim_budget":
+            "seconds each session may spend exploring", "faultsim_shard": "I/N"}
+
+
+def _setting(config: pytest.Config, key: str) -> Any:
+    """The command line's value, else the ini key's (None: neither)."""
+    value = config.getoption(key)
+    if value is None:
+        value = config.getini(key) or None
+    return value
+
+
+def _number(config: pytest.Config, key: str, kind: type) -> Any:
+    value = _setting(config, key)
+    if value is None or isinstance(value, kind):
+        return value
+    try:
+        return kind(value)
+    except ValueError:
+        raise FaultsimUsageError(f"{key} = {value}: expected a number (ini file)") from None
+
+
+def _shared_dir(config: pytest.Config) -> Any:
+    """Under the run's base temporary directory, which xdist workers share as the parent of
+    their own (and pytest removes with old runs): no stray files."""
+    try:
+        folder = config._tmp_path_factory.getbasetemp().parent / "faultsim-golden"
+        folder.mkdir(exist_ok=True)
+        return folder
+    except (AttributeError, OSError):
+        return None
+
+
+def pytest_report_header(config: pytest.Config) -> list[str] | None:
+    """One line: faultsim's version and the settings this session runs with."""
+    options = config.stash.get(_HEADER, None)
+    if options is None:
+        return None
+    from .._version import __version__
+
+    given = [f"{k}={v}" for k, v in (("seed", options.seed),
+                                      ("crash-model", options.crash_model),
+                                      ("crashes", options.crashes),
+                                      ("budget", options.budget),
+                                      ("shard", options.shard and "%d/%d" % options.shard))
+             if v is not None]
+    return [f"faultsim {__version__}" + (": " + ", ".join(given) if given else "")]
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", f"{MARKER}(scenario, agent=None, crash_model='process', crashes=2, "
+        "seed='0', timeout='auto', categories=None, kill_points=False, mode='auto'): a faultsim "
+        "test of agent on scenario; kill_points=True (or faultsim.parametrize) makes one test "
+        "item per kill point; mode='subprocess' runs real processes killed by SIGKILL (auto: "
+        "for scenarios whose [store] is sqlite or redis)")
+    try:
+        crashes = _number(config, "faultsim_crashes", int)
+        if crashes is not None and crashes < 1:
+            raise FaultsimUsageError(f"--faultsim-crashes={crashes}: expected 1 or more")
+        budget = _number(config, "faultsim_budget", float)
+        if budget is not None and budget <= 0:
+            raise FaultsimUsageError(f"--faultsim-budget={budget:g}: expected seconds > 0")
+        shard = _setting(config, "faultsim_shard")
+        crash_model = _setting(config, "faultsim_crash_model")
+        if crash_model not in (None, "process", "power", "all"):
+            raise FaultsimUsageError(f"faultsim_crash_model = {crash_model}: expected "
+                                     "process, power or all")
+        options = Options(seed=_setting(config, "faultsim_seed"),
+                          crash_model=crash_model, crashes=crashes, budget=budget,
+                          shard=parse_shard(shard) if shard is not None else None,
+                          record=config.getoption("faultsim_record"),
+                          html=config.getoption("faultsim_html"))
+    except FaultsimUsageError as exc:
+        raise pytest.UsageError(str(exc)) from None
+    state = PluginState(options)
+    if hasattr(config, "workerinput"):  # an xdist worker: share clean runs with the others
+        state.shared_dir = lambda: _shared_dir(config)
+    config.stash[_STATE] = state
+    config.stash[_HEADER] = options
+    config.pluginmanager.register(Summary(state, not hasattr(config, "workerinput")),
+                                  "faultsim-summary")
+
+
+# -- kill points as test items ---------------------------------------------------------------
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    marker = metafunc.definition.get_closest_marker(MARKER)
+    if marker is None or not marker.kwargs.get("kill_points"):
+        return
+    name = metafunc.definition.name
+    if not {"crash_safety", "faultsim"} & set(metafunc.fixturenames):
+        pytest.fail(f"{metafunc.definition.nodeid}: faultsim.parametrize needs the test to "
+                    f"take the crash_safety fixture: def {name}(crash_safety): "
+                    "crash_safety.check()", pytrace=False)
+    state = metafunc.config.stash[_STATE]
+    try:
+        settings = settings_for(metafunc.definition, state.options)
+        if settings.scenario is None:
+            raise FaultsimUsageError("faultsim.parametrize needs a scenario")
+        explorer = state.explorer_for(settings)
+        points = explorer.record_golden()
+    except known_errors() as exc:
+        # one item that fails with the reason, rather than a collection error
+        metafunc.parametrize("faultsim_kill_point",
+                             [pytest.param(BrokenParam(_told(exc)[len("faultsim: "):]),
+                                           id="clean-run")],
+                             indirect=True)
+        return
+    params = [pytest.param(PointParam(n, p.id), id=p.id) for n, p in enumerate(points)
+              if settings.categories is None or p.category in settings.categories]
+    metafunc.parametrize("faultsim_kill_point", params, indirect=True)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """--faultsim-shard: keep this shard's kill-point items (whole-scenario tests split
+    their kill points the same way when they run)."""
+    state = config.stash[_STATE]
+    if state.options.shard is None:
+        return
+    keep, drop = [], []
+    for item in items:
+        callspec = getattr(item, "callspec", None)
+        param = callspec.params.get("faultsim_kill_point") if callspec else None
+        if isinstance(param, PointParam) and not state.in_shard(param.position):
+            drop.append(item)
+        else:
+            keep.append(item)
+    if drop:
+        config.hook.pytest_deselected(items=drop)
+        items[:] = keep
+
+
+@pytest.fixture
+def faultsim_kill_point(request: pytest.FixtureRequest) -> Any:
+    """The kill point of a kill-point item (internal: use `faultsim.kill_point`)."""
+    return getattr(request, "param", None)
+
+
+@pytest.fixture
+def crash_safety(request: pytest.FixtureRequest, faultsim_kill_point: Any) -> FaultsimFixture:
+    """The faultsim explorer bound to this test: `crash_safety.check()` explores its kill
+    point (in a kill-point item) or its scenario, and fails with the counterexample. (Named
+    so that it does not shadow the `faultsim` module inside the test.)"""
+    return _bind(request, faultsim_kill_point)
+
+
+@pytest.fixture
+def faultsim(request: pytest.FixtureRequest, faultsim_kill_point: Any) -> FaultsimFixture:
+    """The old name of `crash_safety`, kept for a release: it shadows `import faultsim`
+    inside the test that takes it."""
+    import warnings
+
+    warnings.warn(FaultsimDeprecationWarning(
+        f"{request.node.nodeid}: the `faultsim` fixture is now `crash_safety` (the old name "
+        "shadows the faultsim module inside the test); it goes in the next release"))
+    return _bind(request, faultsim_kill_point)
+
+
+class FaultsimDeprecationWarning(DeprecationWarning):
+    """A faultsim name or setting that still works and goes in the next release."""
+
+
+def _bind(request: pytest.FixtureRequest, faultsim_kill_point: Any) -> FaultsimFixture:
+    state = request.config.stash[_STATE]
+    state.start_clock()
+    fixture = FaultsimFixture(request, state, faultsim_kill_point)
+    request.node.stash[_FIXTURE] = fixture
+    if isinstance(faultsim_kill_point, PointParam):
+        left = state.budget_left()
+        if left is not None and left <= 0:
+            fixture._skip_for_budget()
+    return fixture
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Any:
+    report = yield
+    fixture = item.stash.get(_FIXTURE, None)
+    if (call.when == "call" and report.passed and fixture is not None
+            and isinstance(fixture._param, PointParam) and fixture.explored == 0):
+        # a kill-point item that never explored its kill point proved nothing
+        report.outcome = "failed"
+        report.longrepr = (f"faultsim: {item.nodeid} explored nothing: a kill-point item "
+                           "must call crash_safety.check() (or crash_safety.explore())")
+    return report

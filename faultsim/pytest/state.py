@@ -1,0 +1,109 @@
+"""What the plugin keeps for a session (`PluginState`: the explorers of kill-point items,
+the budget's clock, the clean runs xdist workers share), the parameters of kill-point items,
+and a test's id as the summary and rerun commands print it."""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable
+
+from ..options import in_shard
+from .settings import Options, Settings
+
+if TYPE_CHECKING:
+    from ..pointwise import PointwiseExplorer
+
+
+def _golden_key(scenario: Any, name: str, settings: Settings) -> str:
+    """One run's clean runs, shared by its xdist workers: the same scenario text, agent and
+    settings give the same clean run (the flake guard proved it deterministic)."""
+    import hashlib
+
+    from .._version import __version__
+
+    text = Path(scenario.path).read_bytes()
+    parts = [__version__, name, settings.seed, str(settings.timeout)]
+    return hashlib.blake2b(text + "\0".join(parts).encode(),
+                           digest_size=16).hexdigest() + ".golden"
+
+
+@dataclass(frozen=True)
+class PointParam:
+    """The parameter of one kill-point item: its position among the scenario's kill points
+    (what shards split on) and its id."""
+
+    position: int
+    id: str
+
+
+@dataclass(frozen=True)
+class BrokenParam:
+    """The one parameter of a test whose kill points could not be found (the clean run
+    failed, or the settings are wrong): the item fails with this message."""
+
+    message: str
+
+
+@dataclass
+class PluginState:
+    """What the plugin keeps for a session (per xdist worker)."""
+
+    options: Options
+    explorers: dict = field(default_factory=dict)  # group key -> PointwiseExplorer
+    started: float | None = None  # when the first faultsim test began (the budget's clock)
+    # where the xdist workers of one run share their clean runs (None: not under xdist);
+    # found on first use
+    shared_dir: Callable[[], Path | None] = lambda: None
+    mapped: set = field(default_factory=set)  # (test, crash model): full map sent (html)
+
+    def explorer_for(self, settings: Settings) -> "PointwiseExplorer":
+        from ..pointwise import PointwiseExplorer
+        from ..scenario import load_scenario
+
+        factory, name = settings.resolve_agent()
+        key = (id(factory), name, settings.scenario, settings.crash_model, settings.crashes,
+               settings.seed, settings.timeout)
+        explorer = self.explorers.get(key)
+        if explorer is None:
+            scenario = load_scenario(settings.scenario)
+            explorer = PointwiseExplorer(factory, scenario,
+                                         agent_name=name, crash_model=settings.crash_model,
+                                         crashes=settings.crashes, seed=settings.seed,
+                                         timeout=settings.timeout)
+            shared = self.shared_dir()
+            if shared is not None:
+                explorer.golden_cache = shared / _golden_key(scenario, name, settings)
+            self.explorers[key] = explorer
+        return explorer
+
+    def start_clock(self) -> None:
+        if self.started is None:
+            self.started = time.monotonic()
+
+    def budget_left(self) -> float | None:
+        if self.options.budget is None:
+            return None
+        self.start_clock()
+        return self.options.budget - (time.monotonic() - self.started)
+
+    def in_shard(self, position: int) -> bool:
+        return in_shard(position, self.options.shard)
+
+
+def rerun_id(node: Any) -> str:
+    """The test's id as typed from the current directory (pytest's node ids are relative
+    to the rootdir)."""
+    import os
+
+    _, sep, rest = node.nodeid.partition("::")
+    try:
+        path = os.path.relpath(node.path, Path.cwd())
+    except ValueError:
+        path = str(node.path)
+    return f"{path}{sep}{rest}"
+
+
+def group_of(node: Any) -> str:
+    """The test's id without its parameters: one line of the summary."""
+    return rerun_id(node).split("[", 1)[0]

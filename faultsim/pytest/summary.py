@@ -1,0 +1,149 @@
+"""The session's faultsim summary: what each faultsim test explored (xdist workers' too:
+user_properties travel with the report), printed at the end, and the session's HTML page."""
+from __future__ import annotations
+
+import json
+import re
+from collections import Counter
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+if TYPE_CHECKING:
+    from .state import PluginState
+
+_MAX_FAILURES_SHOWN = 20
+
+
+class Summary:
+    """Collects what each faultsim test explored (from xdist workers too: user_properties
+    travel with the report) and prints it at the end."""
+
+    def __init__(self, state: PluginState, controller: bool = True) -> None:
+        self.state = state
+        self.controller = controller  # not an xdist worker: the one to write the page
+        self.entries: list = []
+        self.runs: list = []  # (test, mode, a JSON report's run), for --faultsim-html
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if report.when == "call" or (report.when == "setup" and report.skipped):
+            self.entries += [(report.nodeid, json.loads(value))
+                             for name, value in report.user_properties if name == "faultsim"]
+            self.runs += [json.loads(value) for name, value in report.user_properties
+                          if name == "faultsim_run"]
+
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        path = self.state.options.html
+        if path and self.controller:
+            from ..html_report import session_report, write_html
+
+            write_html(session_report(self.runs), path)
+
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        if not self.entries:
+            return
+        shard = self.state.options.shard
+        terminalreporter.write_sep("=", "faultsim" + (f" (shard {shard[0]}/{shard[1]})"
+                                                      if shard else ""))
+        for line in summary_lines(self.entries, self.state.options.budget):
+            terminalreporter.write_line(line)
+        for note in sorted({e["note"] for _, e in self.entries if "note" in e}):
+            terminalreporter.write_line(f"note: {note}")
+        if self.state.options.html and self.controller:
+            terminalreporter.write_line(f"HTML report: {self.state.options.html}")
+
+
+def summary_lines(entries: list, budget: float | None) -> list[str]:
+    """Per test: kill points by category and crash model, verdicts; then each failure with
+    the commands that rerun and replay it."""
+    groups: dict[str, dict] = {}
+    failures = []
+    for nodeid, entry in entries:
+        g = groups.setdefault(entry["group"], {"models": {}, "skipped": 0, "items": 0,
+                                               "mode": entry["mode"]})
+        if entry["mode"] == "skipped":
+            g["skipped"] += 1
+            continue
+        g["items"] += 1
+        g.update(scenario=entry["scenario"], agent=entry["agent"],
+                 total=entry["kill_points_total"], mode=entry["mode"])
+        for model, m in entry["models"].items():
+            agg = g["models"].setdefault(model, {
+                "kill_points": 0, "categories": Counter(), "crash_states": 0,
+                "violating": 0, "resumed": 0, "pairs": None, "probes": []})
+            for key in ("kill_points", "crash_states", "violating", "resumed"):
+                agg[key] += m[key]
+            agg["categories"].update(m["categories"])
+            agg["probes"] += m["probes"]
+            if m["pairs"] is not None:
+                pairs = agg["pairs"] or Counter()
+                pairs.update(m["pairs"])
+                agg["pairs"] = pairs
+        failures += [(entry.get("rerun", nodeid), f) for f in entry["failures"]]
+    lines = []
+    for group, g in sorted(groups.items()):  # xdist reports in completion order
+        if not g["items"]:
+            lines.append(f"{group}: {g['skipped']} kill points skipped (budget "
+                         f"{budget:g} s spent)")
+            continue
+        how = "one item per kill point" if g["mode"] == "kill point" else "whole scenario"
+        lines.append(f"{group} · {g['scenario']} · {g['agent']} ({how})")
+        for model, m in g["models"].items():
+            cats = ", ".join(f"{c} {n}" for c, n in _ordered(m["categories"]))
+            lines.append(f"  {model:<8} {m['kill_points']}/{g['total']} kill points ({cats})")
+            ok = m["crash_states"] - m["violating"]
+            line = (f"{'':11}{m['crash_states']} crash states: {ok} ok, {m['violating']} "
+                    f"violate ({m['resumed']} resumed)")
+            pairs = m["pairs"]
+            if pairs is not None:
+                line += (f"; 2 crashes: {pairs['total']} schedules, {pairs['explored']} "
+                         f"explored, {pairs['resumed']} resumed, {pairs['violating']} "
+                         "violate")
+            if m["probes"]:
+                line += f"; version probe {'ok' if all(m['probes']) else 'VIOLATED'}"
+            lines.append(line)
+        if g["skipped"]:
+            lines.append(f"  budget   {g['skipped']} kill points skipped: the budget of "
+                         f"{budget:g} s was spent")
+    if failures:
+        lines.append(f"violations: {len(failures)} crash state(s); the first of each kind per "
+                     "test, with the commands that rerun and replay it")
+        by_test: dict[str, list] = {}
+        for nodeid, f in sorted(failures, key=lambda nf: (nf[0].split("[")[0],
+                                                          _place(nf[1]["schedule"][0]))):
+            by_test.setdefault(nodeid, []).append(f)
+        shown = 0
+        for n, (nodeid, found) in enumerate(by_test.items()):
+            if shown >= _MAX_FAILURES_SHOWN:
+                lines.append(f"  ... and {len(by_test) - n} more failing tests")
+                break
+            lines.append(f"  pytest '{nodeid}'")
+            kinds: set = set()
+            for f in found:
+                kind = (f["crash_model"], tuple(f["invariants"]))
+                if kind in kinds:
+                    continue
+                kinds.add(kind)
+                shown += 1
+                lines.append(f"    {f['crash_model']}: {' then '.join(f['schedule'])}: "
+                             f"{', '.join(f['invariants'])}")
+                lines.append(f"      {f['replay']}")
+            if len(found) > len(kinds):
+                lines.append(f"    (and {len(found) - len(kinds)} more crash states of the "
+                             "same kinds)")
+    else:
+        lines.append("violations: none")
+    return lines
+
+
+def _place(point_id: str) -> tuple[int, int]:
+    """Where a kill point is in its run (event, byte offset), from its id: k41.512-..."""
+    m = re.match(r"k(\d+)(?:\.(\d+))?-", point_id)
+    return (int(m[1]), int(m[2] or 0)) if m else (-1, 0)
+
+
+def _ordered(categories: Counter) -> list[tuple[str, int]]:
+    from ..killpoints import CATEGORIES
+
+    order = {c: n for n, c in enumerate(CATEGORIES)}
+    return sorted(categories.items(), key=lambda kv: order.get(kv[0], len(order)))
