@@ -68,7 +68,7 @@ def load_factory(spec: str) -> Callable[[AgentEnv], Any]:
 
 
 LANGGRAPH = "langgraph:"  # agent spec langgraph:MODE: the scenario's [langgraph] graph
-LANGGRAPH_MODES = ("sync", "async", "exit")  # LangGraph's durability modes
+from .scenario.model import LANGGRAPH_MODES  # noqa: E402  LangGraph's durability modes
 # agent spec claude-agent-sdk:FILE.py:ATTR: a Claude Agent SDK agent's coroutine, explored
 # by faultsim.adapters.claude_agent_sdk on its own processes
 CLAUDE_AGENT_SDK = "claude-agent-sdk:"

@@ -63,7 +63,7 @@ REGISTRY: tuple[Rule, ...] = (
          "left its incarnation's process group and outlived it (subprocess mode; then "
          "SIGKILLed)"),
     Rule("one_step_repeated_per_crash", "P2/P5", "resume", "extra effect attempts + "
-         "re-asked model turns exceed the number of crashes"),
+         "re-asked model turns (beyond the clean run's own) exceed the number of crashes"),
     Rule("counters_continue", "P1/P5", "resume", "final `turns` differ from the golden "
          "run's, or `tokensUsed` is below the golden spend or above what was billed"),
     Rule("progress_recorded_once", "P7/P9", "resume", "the agent reports a different number "

@@ -88,6 +88,8 @@ def _asked(q: Any) -> str:
     what = f"turn {q.position + 1}" + (f" of {q.script}" if q.script not in (None, MAIN_TAG) else "")
     if q.repeat:
         what += " again"
+    if getattr(q, "reaction", None):  # the model's answer to a tool's error result
+        what += f" ({q.reaction.replace('_', ' ')} after an error)"
     if not q.ok:
         what += f" ({q.error or q.status})"
     return what

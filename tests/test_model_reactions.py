@@ -130,3 +130,108 @@ def test_bad_reaction_settings_are_refused():
         Turn(tool_calls=(PAY,), on_error="panic")
     with pytest.raises(ValueError, match="only a final turn"):
         Turn(tool_calls=(PAY,), follow_up="more")
+
+
+# -- in scenarios, end to end ---------------------------------------------------------------
+SCENARIO = '''
+task = "Pay INV-1."
+expected_final_answer = "Paid INV-2 as well."
+[checkpoint]
+files = ["session.json"]
+[fault_profile]
+crashes = 1
+[services.payments]
+kind = "keyed"
+[[turns]]
+tool_calls = [{ name = "pay", input = { invoice = "INV-1" } }]
+%s
+[[turns]]
+final = "Paid INV-1."
+follow_up = "Now pay INV-2 too."
+[[turns]]
+tool_calls = [{ name = "pay", input = { invoice = "INV-2" } }]
+%s
+[[turns]]
+final = "Paid INV-2 as well."
+'''
+
+
+def _scenario(tmp_path, on_error=""):
+    import tomllib
+
+    from faultsim.scenario import parse_scenario
+
+    text = SCENARIO % (on_error, on_error)
+    return parse_scenario(tomllib.loads(text), tmp_path / "pay_twice.toml")
+
+
+def test_a_scenario_of_two_user_turns_loads_and_hands_the_agent_its_follow_up(tmp_path):
+    sc = _scenario(tmp_path)
+    assert sc.script.follow_ups == ("Now pay INV-2 too.",)
+    assert [t.is_final for t in sc.script.turns] == [False, True, False, True]
+
+
+def test_an_interrupted_call_is_retried_so_a_session_agent_resumes_cleanly(tmp_path):
+    """Strands #859's fix writes "Tool was interrupted." for a call a crash cut short: the
+    real model calls it again, and so does the fake (a keyed payment pays once). Told to
+    read the error and go on (`on_error = "continue"`, the fake before), the same agent
+    "completes" without ever paying: the false finding the scripted model used to give."""
+    import faultsim
+    import followup_agent
+
+    report = faultsim.explore(followup_agent.make_agent, _scenario(tmp_path), crashes=1,
+                              crash_model="process")
+    run = report.runs[0]
+    assert len(run.verdicts) == len(run.kill_points)  # one landed kill per point
+    assert {p.category for p in run.kill_points} >= {"in-tool", "after-effect"}
+    assert run.ok, [v.violations for v in run.failures][:2]
+    naive = faultsim.explore(followup_agent.make_agent,
+                             _scenario(tmp_path, 'on_error = "continue"'), crashes=1,
+                             crash_model="process").runs[0]
+    found = {v.invariant for f in naive.failures for v in f.violations}
+    assert "effects_exactly_once" in found, found
+    assert any("never applied" in v.explanation for f in naive.failures for v in f.violations)
+
+
+@pytest.mark.parametrize("table, key, message", [
+    ('final = "a"\nfollow_up = "b"', "turns[1].follow_up", "a follow_up only before the last"),
+    ('tool_calls = [{ name = "pay" }]\nfollow_up = "b"', "turns[1].follow_up",
+     "a follow_up only on a final turn"),
+    ('final = "a"\non_error = "retry"', "turns[1].on_error", "on_error only on a turn of tool"),
+    ('tool_calls = [{ name = "pay" }]\non_error = "give_up"', "turns[1].on_error_final",
+     'on_error = "give_up" with on_error_final'),
+    ('tool_calls = [{ name = "pay" }]\non_error = "panic"', "turns[1].on_error",
+     "one of retry, continue, give_up"),
+])
+def test_the_loader_and_validate_name_the_same_mistake(tmp_path, table, key, message):
+    from faultsim.scenario import ScenarioError, load_scenario
+    from faultsim.scenario.validate import validate_file
+
+    path = tmp_path / "bad.toml"
+    path.write_text('task = "t"\nexpected_final_answer = "a"\n[[turns]]\n'
+                    'tool_calls = [{ name = "pay" }]\n[[turns]]\n' + table +
+                    ('\n[[turns]]\nfinal = "a"\n' if "tool_calls" in table else "\n"))
+    with pytest.raises(ScenarioError) as err:
+        load_scenario(path)
+    assert f": {key}: expected " in str(err.value) and message in str(err.value)
+    found = [str(p) for p in validate_file(path)]
+    assert any(f": {key}: expected " in p and message in p for p in found), found
+
+
+def test_the_one_step_rule_counts_only_the_re_asks_beyond_the_clean_runs_own():
+    """A clean run that asks a turn twice by design (here turn 2) repeats it in every crash
+    run: only what a crash adds counts against it."""
+    from faultsim.oracle import Golden, reasked_turns
+
+    fake = FakeClaude(two_part())
+    client = fake.client()
+    first = ask(client, [user()])
+    messages = [user(), assistant_of(first), result(first)]
+    ask(client, messages)
+    ask(client, messages)  # the clean run's own repeat of turn 2
+    clean = list(fake.requests)
+    golden = Golden(None, None, {}, 0, [], answered={("s", 0): 1, ("s", 1): 2})
+    assert reasked_turns(golden, clean) == 0
+    assert sum(1 for q in clean if q.repeat) == 1  # what the rule used to count
+    ask(client, [user()])  # a crash made it ask turn 1 again: that one counts
+    assert reasked_turns(golden, fake.requests) == 1

@@ -120,7 +120,8 @@ def test_validate_reports_every_problem_on_its_line(tmp_path):
         "8: services.payments.key_retention_hours: expected a positive number, got -1",
         "10: turns[0]: expected exactly one of 'tool_calls' or 'final', got 'both'",
         "10: turns: expected a last turn with a 'final' answer",
-        "12: turns[0].final: expected the final answer only in the last turn",
+        "12: turns[0].final: expected the final answer only in the last turn "
+        "(or in a turn with a follow_up, which the next turn answers)",
         "17: turns[1].tool_calls[1].nme: expected one of the known keys input, name, "
         "got 'an unknown key'",
         "17: turns[1].tool_calls[1].name: expected a tool name (missing)",

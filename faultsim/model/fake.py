@@ -525,7 +525,9 @@ class FakeClaude:
                                        stream=_EventStream(self, message, request, False))
         else:
             response = httpx2.Response(200, json=message, headers=headers)
-        return self._log(response, script, q, 0, usage=usage, ids=ids, stop=stop,
+        # logged at the turn the request asks for (it carries turn q's results), marked as
+        # a reaction: no scripted turn was answered (again)
+        return self._log(response, script, position, 0, usage=usage, ids=ids, stop=stop,
                          stream=bool(body.get("stream")), reaction=reaction)
 
     def _input_tokens(self, body: Mapping) -> tuple[int, dict]:

@@ -19,10 +19,10 @@ from ..checkpoints import FORMATS as CP_FORMATS
 from ..checkpoints import CheckpointSpec
 from ..netguard import parse_allowed
 from ..model import ApiFault, Script, ToolCall, Turn
-from ..model.script import FAULT_KINDS
+from ..model.script import FAULT_KINDS, ON_ERROR
 from ..world import RECEIVER_KINDS, parse_instant
-from .model import (CRASH_MODEL_NAMES, MAIN_TAG, STORE_KINDS, FaultProfile, LangGraphSpec,
-                    Scenario, ScenarioError, ServiceSpec, StoreSpec)
+from .model import (CRASH_MODEL_NAMES, LANGGRAPH_MODES, MAIN_TAG, STORE_KINDS, FaultProfile,
+                    LangGraphSpec, Scenario, ScenarioError, ServiceSpec, StoreSpec)
 
 
 # -- the scenario format, in one table --------------------------------------------------------
@@ -97,9 +97,16 @@ SECTIONS: dict[str, dict[str, Field]] = {
         "tool_calls": Field("array", "a non-empty list of tool calls", None, of="tool_call",
                             min_items=1, doc="exactly one of tool_calls or final"),
         "final": Field("string", "a non-empty string", None,
-                       doc="the final answer; only in the last turn"),
+                       doc="the final answer; in the last turn, or in one with a follow_up"),
         "thinking": Field("string", "a non-empty string", None),
         "redacted_thinking": Field("string", "a non-empty string", None),
+        "follow_up": Field("string", "a non-empty string", None,
+                           doc="a final turn but the last: what the user says next"),
+        "on_error": Field("string", _one_of(ON_ERROR), None, enum=ON_ERROR,
+                          doc="a tool turn: what the model does when a result of its calls "
+                              "is an error (default: retry an interrupted call, else go on)"),
+        "on_error_final": Field("string", "a non-empty string", None,
+                                doc="on_error = \"give_up\": the model's last answer"),
     },
     "tool_call": {
         "name": Field("string", "a tool name"),
@@ -140,6 +147,9 @@ SECTIONS: dict[str, dict[str, Field]] = {
         "graph": Field("string", "the graph factory: FILE.py:ATTR (relative to this file) "
                        "or MODULE:ATTR"),
         "human_reply": Field("string", "a person's answer", None),
+        "durability": Field("string", _one_of(LANGGRAPH_MODES), None, enum=LANGGRAPH_MODES,
+                            doc="the mode `--agent langgraph:` (no mode) and `faultsim run` "
+                                "explore (default: every mode)"),
     },
     "checkpoint": {
         "files": Field("array", "a list of globs", [], items="string",
@@ -208,11 +218,31 @@ class _Reader:
                 raise self.fail(at, "exactly one of 'tool_calls' or 'final'",
                                 "both" if "final" in t else "neither")
             if "final" in t:
+                follow_up = self.get(t, "follow_up", at, str, "a non-empty string", None)
+                for key in ("on_error", "on_error_final"):
+                    if key in t:
+                        raise self.fail(f"{at}.{key}", f"{key} only on a turn of tool calls")
+                if i != len(raw) - 1 and follow_up is None:
+                    raise self.fail(at + ".final", "the final answer only in the last turn "
+                                    "(or in a turn with a follow_up, which the next turn answers)")
+                if i == len(raw) - 1 and follow_up is not None:
+                    raise self.fail(at + ".follow_up", "a follow_up only before the last turn "
+                                    "(no turn would answer it)")
                 turns.append(Turn(final=self.get(t, "final", at, str, "a non-empty string"),
-                                  thinking=thinking, redacted_thinking=redacted))
-                if i != len(raw) - 1:
-                    raise self.fail(at + ".final", "the final answer only in the last turn")
+                                  thinking=thinking, redacted_thinking=redacted,
+                                  follow_up=follow_up))
                 continue
+            if "follow_up" in t:
+                raise self.fail(at + ".follow_up", "a follow_up only on a final turn")
+            on_error = self.get(t, "on_error", at, str, _one_of(ON_ERROR), None)
+            if on_error is not None and on_error not in ON_ERROR:
+                raise self.fail(at + ".on_error", _one_of(ON_ERROR), on_error)
+            give_up = self.get(t, "on_error_final", at, str, "a non-empty string", None)
+            if (on_error == "give_up") != (give_up is not None):
+                raise self.fail(at + (".on_error_final" if on_error == "give_up" else
+                                      ".on_error"),
+                                'on_error = "give_up" with on_error_final, the model\'s last '
+                                "answer (and on_error_final only with it)")
             calls_raw = self.get(t, "tool_calls", at, list, "a non-empty list of tool calls")
             if not calls_raw:
                 raise self.fail(at + ".tool_calls", "a non-empty list of tool calls", calls_raw)
@@ -227,7 +257,8 @@ class _Reader:
                                                     {}))))
             turns.append(Turn(tool_calls=tuple(calls),
                               text=self.get(t, "text", at, str, "a string", ""),
-                              thinking=thinking, redacted_thinking=redacted))
+                              thinking=thinking, redacted_thinking=redacted,
+                              on_error=on_error, on_error_final=give_up))
         if not turns[-1].is_final:
             raise self.fail(f"{where}.turns" if where else "turns",
                             "a last turn with a 'final' answer")
@@ -437,7 +468,11 @@ def parse_scenario(data: dict, path: str | Path = "<scenario>") -> Scenario:
             graph = f"{Path(path).parent / file}:{attr}"
         reply = r.get(raw_lg, "human_reply", "langgraph", str, "a person's answer", None) \
             if "human_reply" in raw_lg else None
-        langgraph = LangGraphSpec(graph, reply)
+        durability = r.get(raw_lg, "durability", "langgraph", str, _one_of(LANGGRAPH_MODES),
+                           None)
+        if durability is not None and durability not in LANGGRAPH_MODES:
+            raise r.fail("langgraph.durability", _one_of(LANGGRAPH_MODES), durability)
+        langgraph = LangGraphSpec(graph, reply, durability)
 
     checkpoint = DEFAULT_CHECKPOINT
     if "checkpoint" in data:

@@ -64,10 +64,14 @@ class LangGraphSpec:
     """A scenario run by a LangGraph graph (faultsim.adapters.langgraph) instead of an agent
     factory: `graph` names the graph factory, FILE.py:ATTR relative to the scenario file or
     MODULE:ATTR; `human_reply` answers the graph's interrupt() (none: the pause is the end,
-    an escalation to a person)."""
+    an escalation to a person); `durability` the mode an agent spec without one runs."""
 
     graph: str
     human_reply: str | None = None
+    durability: str | None = None  # the mode `langgraph:` explores (None: every mode)
+
+
+LANGGRAPH_MODES = ("sync", "async", "exit")  # LangGraph's durability modes
 
 
 @dataclass(frozen=True)

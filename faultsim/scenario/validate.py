@@ -275,6 +275,18 @@ class _Walk:
         if ("final" in t) == ("tool_calls" in t):
             self.bad(where, "exactly one of 'tool_calls' or 'final'",
                      "both" if "final" in t else "neither")
+        if "final" in t:
+            for key in ("on_error", "on_error_final"):
+                if key in t:
+                    self.bad(f"{where}.{key}", f"{key} only on a turn of tool calls")
+        elif "follow_up" in t:
+            self.bad(f"{where}.follow_up", "a follow_up only on a final turn")
+        elif (t.get("on_error") == "give_up") != ("on_error_final" in t) and \
+                good.get("on_error", True):
+            self.bad(f"{where}.on_error_final" if t.get("on_error") == "give_up" else
+                     f"{where}.on_error",
+                     'on_error = "give_up" with on_error_final, the model\'s last answer (and '
+                     "on_error_final only with it)")
 
     def rules_service(self, s: dict, where: str, good: dict) -> None:
         if s.get("records") and good.get("kind") and s["kind"] not in ("queryable",
@@ -323,8 +335,13 @@ class _Walk:
         for tag, turns, where in self._scripts(data):
             scripts[tag] = len(turns)
             for i, t in enumerate(turns):
-                if isinstance(t, dict) and "final" in t and i != len(turns) - 1:
-                    self.bad(f"{where}[{i}].final", "the final answer only in the last turn")
+                last = i == len(turns) - 1
+                if isinstance(t, dict) and "final" in t and not last and "follow_up" not in t:
+                    self.bad(f"{where}[{i}].final", "the final answer only in the last turn "
+                             "(or in a turn with a follow_up, which the next turn answers)")
+                if isinstance(t, dict) and "final" in t and last and "follow_up" in t:
+                    self.bad(f"{where}[{i}].follow_up", "a follow_up only before the last "
+                             "turn (no turn would answer it)")
             if turns and isinstance(turns[-1], dict) and "tool_calls" in turns[-1] \
                     and "final" not in turns[-1]:
                 self.bad(where, "a last turn with a 'final' answer")
