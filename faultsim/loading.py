@@ -74,6 +74,12 @@ from .scenario.model import LANGGRAPH_MODES  # noqa: E402  LangGraph's durabilit
 CLAUDE_AGENT_SDK = "claude-agent-sdk:"
 
 
+def names_graph(spec: str) -> bool:
+    """Whether an agent spec runs a scenario's [langgraph] graph (`langgraph:MODE`, or
+    `langgraph:` / `langgraph`, which take the mode the scenario names)."""
+    return spec.startswith(LANGGRAPH) or spec == LANGGRAPH[:-1]
+
+
 def langgraph_spec(spec: str, scenario: Any) -> str:
     """`langgraph:MODE` for a spec that leaves the mode to the scenario (`langgraph:` or
     `langgraph`): the durability its [langgraph] table names; other specs unchanged."""
@@ -93,7 +99,7 @@ def factory_for(spec: str, scenario: Any = None) -> Callable[[AgentEnv], Any]:
     run by faultsim's LangGraph adapter with durability MODE (sync, async or exit; left out,
     `langgraph:`, the mode the table's `durability` names). `scenario` is a Scenario or its
     file, read only for a `langgraph:` spec."""
-    if not spec.startswith(LANGGRAPH) and spec != LANGGRAPH[:-1]:
+    if not names_graph(spec):
         return load_factory(spec)
     if isinstance(scenario, (str, Path)):
         from .scenario import load_scenario

@@ -406,6 +406,45 @@ def test_cli_refuses_what_it_cannot_do():
     assert real.returncode == 2 and "in-process" in real.stderr
 
 
+def test_langgraph_without_a_mode_takes_the_one_the_scenario_names(tmp_path):
+    import argparse
+
+    from faultsim.cli.args import agents_for
+    from faultsim.loading import AgentLoadError, langgraph_spec
+    from faultsim.scenario import load_scenario as load
+
+    named = tmp_path / "named.toml"
+    named.write_text(KEYED.read_text().replace(
+        'graph = "../../scenarios/langgraph/graphs.py:react_payments"',
+        f'graph = "{BUNDLED / "graphs.py"}:react_payments"\ndurability = "exit"'))
+    sc, plain = load(named), load(KEYED)
+    assert sc.langgraph.durability == "exit" and plain.langgraph.durability is None
+    ns = lambda agent, durability=None: argparse.Namespace(  # noqa: E731
+        agent=agent, durability=durability)
+    assert agents_for(sc, ns("langgraph:"), DURABILITY_MODES) == ["langgraph:exit"]
+    assert agents_for(sc, ns("langgraph"), DURABILITY_MODES) == ["langgraph:exit"]
+    assert agents_for(sc, ns("pkg:agent"), DURABILITY_MODES) == ["langgraph:exit"]
+    assert agents_for(sc, ns("pkg:agent", "sync"), ["sync"]) == ["langgraph:sync"]
+    assert agents_for(plain, ns("pkg:agent"), DURABILITY_MODES) == \
+        [f"langgraph:{m}" for m in DURABILITY_MODES]
+    assert langgraph_spec("langgraph:sync", plain) == "langgraph:sync"
+    with pytest.raises(AgentLoadError, match="names none: give one, langgraph:sync"):
+        langgraph_spec("langgraph:", plain)
+    assert callable(factory_for("langgraph:", sc))
+
+
+def test_two_durability_modes_compare_state_by_state():
+    from faultsim.compare import compare
+
+    def report(mode, verdict):
+        return {"runs": [{"scenario": "lg", "crash_model": "process",
+                          "agent": f"langgraph:{mode}",
+                          "states": [["process:after-effect x#1", "k3", verdict]]}]}
+
+    diff = compare(report("sync", "passed"), report("exit", "effects_exactly_once"))
+    assert [s.kind for r in diff.runs for s in r.states] == ["broken by B"]
+
+
 def test_sqlite_saver_on_a_real_file_in_subprocess_mode():
     from faultsim.real.explore import explore_subprocess
 

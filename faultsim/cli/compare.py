@@ -23,7 +23,7 @@ def cmd_compare(ns: argparse.Namespace) -> int:
         names = items
     elif items and not any(i.endswith(".json") for i in items) and len(agents) == 2:
         from ..engine import run as explore_one
-        from ..loading import load_factory
+        from ..loading import factory_for, langgraph_spec, load_factory, names_graph
         from ..report import Report
         from ..scenario import load_scenario
 
@@ -32,10 +32,12 @@ def cmd_compare(ns: argparse.Namespace) -> int:
         reports = []
         for spec in agents:
             report = Report()
-            factory = load_factory(spec)
+            # a LangGraph spec runs each scenario's own graph: built per scenario
+            factory = None if names_graph(spec) else load_factory(spec)
             for sc in scenarios:
-                part = explore_one(sc, options.resolve(sc), make_agent=factory, spec=spec,
-                                   agent_name=spec)
+                named = langgraph_spec(spec, sc) if names_graph(spec) else spec
+                part = explore_one(sc, options.resolve(sc), make_agent=factory or
+                                   factory_for(named, sc), spec=named, agent_name=named)
                 report.runs += part.runs
             print(f"{spec}: " + report.summary().splitlines()[-1])
             reports.append(report.to_json())

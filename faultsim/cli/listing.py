@@ -9,7 +9,7 @@ from .exits import EXIT_OK
 
 
 def cmd_list(ns: argparse.Namespace) -> int:
-    from ..loading import CLAUDE_AGENT_SDK, LANGGRAPH, factory_for, load_factory
+    from ..loading import CLAUDE_AGENT_SDK, factory_for, load_factory, names_graph
     from ..engine import survey
     from ..killpoints import categories
     from ..scenario import format_duration, load_scenario
@@ -17,7 +17,7 @@ def cmd_list(ns: argparse.Namespace) -> int:
     scenarios = [load_scenario(p) for p in scenario_paths(ns.scenarios)]
     if ns.agent.startswith(CLAUDE_AGENT_SDK):
         return _list_claude_agent_sdk(ns, scenarios)
-    factory = None if ns.agent.startswith(LANGGRAPH) else load_factory(ns.agent)
+    factory = None if names_graph(ns.agent) else load_factory(ns.agent)
     for n, sc in enumerate(scenarios):
         agent = agents_for(sc, ns, ["sync"])[0]  # a graph's: the kill points under sync
         if sc.store.needs_subprocess:

@@ -18,7 +18,7 @@ def cmd_run(ns: argparse.Namespace) -> int:
 
     from ..console import Progress, print_run
     from ..engine import run as explore_one
-    from ..loading import CLAUDE_AGENT_SDK, LANGGRAPH, load_factory
+    from ..loading import CLAUDE_AGENT_SDK, load_factory, names_graph
     from ..report import Report
     from ..scenario import load_scenario
 
@@ -32,7 +32,7 @@ def cmd_run(ns: argparse.Namespace) -> int:
     if ns.transcript_writes is not None and not claude:
         raise UsageError("--transcript-writes: only for a Claude Agent SDK agent "
                          "(--agent claude-agent-sdk:FILE.py:ATTR)")
-    factory = None if ns.agent.startswith(LANGGRAPH) or claude else load_factory(ns.agent)
+    factory = None if names_graph(ns.agent) or claude else load_factory(ns.agent)
     modes = durability_modes(ns.durability)
     report = Report()
     graphs = []  # runs of LangGraph scenarios: summed up per durability mode at the end
