@@ -169,6 +169,29 @@ def test_a_failing_agent_fails_exactly_the_kill_points_the_engine_condemns(pytes
     assert not faultsim.replay(tokens[0]).ok  # the printed command reproduces it
 
 
+def test_a_baseline_fails_only_the_crash_states_a_change_adds_and_names_them(pytester):
+    """--faultsim-baseline: states that fail in the baseline report too pass; a state the
+    baseline passed fails, named by its identity."""
+    import json
+
+    agent = "reference_agent.mutants.save_b_only"
+    report = faultsim.explore(faultsim.load_factory(agent), faultsim.load_scenario(
+        DATA / "tiny.toml"), crashes=1, workers=0,
+        only=lambda p: p.category in CATS).to_json()
+    states = report["runs"][0]["states"]
+    failing = [s for s in states if s[2] not in ("passed", "escalated")]
+    assert len(failing) >= 2
+    new = failing[0]
+    new[2] = "passed"  # the baseline passed this one: the change broke it
+    make_project(pytester, agent=agent)
+    (pytester.path / "base.json").write_text(json.dumps(report))
+    result = run(pytester, "-rA", "--faultsim-baseline", "base.json")
+    result.assert_outcomes(passed=len(states) - 1, failed=1)
+    assert outcomes(result)[new[1]] == "FAILED"
+    assert f"this run adds 1 failing crash state over the baseline base.json: {new[0]} " \
+           f"({new[1]}: " in result.stdout.str()
+
+
 def test_items_explore_pairs_from_their_kill_point(pytester):
     """`repeat_before_save` survives every single crash; some first crashes start a failing
     pair. Each item fails exactly when `explore`, asked about that first crash alone, does."""

@@ -42,6 +42,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--faultsim-html", metavar="FILE", default=None,
                     help="write one HTML report for the session: every faultsim test's "
                          "crash map and counterexamples (as faultsim run --html)")
+    group.addoption("--faultsim-baseline", metavar="REPORT", default=None,
+                    help="a JSON report of an earlier run (faultsim run --json, e.g. the main "
+                         "branch's): a faultsim test then fails only for crash states this "
+                         "run adds failing, and names them (as faultsim run --baseline)")
     group.addoption("--faultsim-record", action="store_true", default=False,
                     help="re-record checkpoint-format corpora instead of checking them "
                          "(like a snapshot tool's update flag)")
@@ -124,7 +128,8 @@ def pytest_configure(config: pytest.Config) -> None:
                           crash_model=crash_model, crashes=crashes, budget=budget,
                           shard=parse_shard(shard) if shard is not None else None,
                           record=config.getoption("faultsim_record"),
-                          html=config.getoption("faultsim_html"))
+                          html=config.getoption("faultsim_html"),
+                          baseline=config.getoption("faultsim_baseline"))
     except FaultsimUsageError as exc:
         raise pytest.UsageError(str(exc)) from None
     state = PluginState(options)

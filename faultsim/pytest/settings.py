@@ -48,6 +48,7 @@ class Options:
     shard: tuple[int, int] | None = None
     record: bool = False
     html: str | None = None  # --faultsim-html: the session's one HTML page
+    baseline: str | None = None  # --faultsim-baseline: a JSON report the run is judged against
 
 
 def parse_shard(text: str) -> tuple[int, int]:
