@@ -60,7 +60,8 @@ def venv_for(pins: list[str]) -> Path:
 
 def run_side(python: str, folder: Path, spec: dict, scenario: str, out: Path) -> dict:
     out.parent.mkdir(parents=True, exist_ok=True)
-    done = subprocess.run([python, "-m", "faultsim", "run", str(folder / scenario), "--agent",
+    where = str((folder / scenario).relative_to(ROOT))  # tokens name it so, anywhere
+    done = subprocess.run([python, "-m", "faultsim", "run", where, "--agent",
                            spec["agent"], "--json", str(out), "--examples", "0"],
                           capture_output=True, text=True, cwd=ROOT)
     if done.returncode not in (0, 1) or not out.exists():
