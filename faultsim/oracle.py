@@ -130,7 +130,7 @@ class Golden:
                         for i in q.tool_use_ids)
         sent: dict = {}
         for q in world.model.requests:
-            if q.ok and q.position is not None:
+            if q.ok and q.position is not None and not getattr(q, "reaction", None):
                 sent.setdefault((q.script, q.position), tuple(q.sent))
         return cls(outcome, world.ledger, outputs_of(final), effect_attempts(world.ledger),
                    trace, checkpoint, answers, sent, turns_answered(world.model.requests))
