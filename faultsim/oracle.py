@@ -118,8 +118,8 @@ class Golden:
     # (script, position) -> the conversation the clean run sent for that turn, abridged
     # (its first answered request there): what a resumed run's first request is shown beside
     sent: dict = field(default_factory=dict)
-    # (script, position) -> how many times the clean run had that turn answered: a
-    # conversation that asks a turn twice by design (a follow-up the fake places at the
+    # (script, position) -> how many times the clean run had that turn answered again: a
+    # conversation that asks a turn twice by design (a user message the fake places at the
     # same turn) repeats it in every run, and no crash is to blame for that
     answered: dict = field(default_factory=dict)
 
@@ -239,20 +239,22 @@ def effects_exactly_once(g: Golden, r: CrashRun) -> Violation | None:
 
 
 def turns_answered(requests: Sequence) -> dict:
-    """(script, position) -> how many times that scripted turn was answered (a reaction
-    to a tool's error, such as a retry, is a new turn of the model's, not a re-ask)."""
+    """(script, position) -> how many times that scripted turn was answered again (`repeat`
+    > 0; a reaction to a tool's error, such as a retry, is a new turn of the model's, not a
+    re-ask; an answer cut short and its continuation are one answer, as the fake counts)."""
     out: dict = {}
     for q in requests:
-        if q.ok and q.position is not None and not getattr(q, "reaction", None):
+        if q.ok and q.repeat > 0 and q.position is not None and \
+                not getattr(q, "reaction", None):
             out[(q.script, q.position)] = out.get((q.script, q.position), 0) + 1
     return out
 
 
 def reasked_turns(g: Golden, requests: Sequence) -> int:
-    """Model turns asked again beyond what the clean run asked: per turn, the answers
-    past the clean run's own count (at least one: the first answer is no repeat). With a
-    clean run that repeats nothing this is the count of answers with `repeat > 0`."""
-    return sum(max(0, n - max(1, g.answered.get(slot, 0)))
+    """Model turns asked again beyond what the clean run asked again: per turn, the
+    re-asks past the clean run's own. With a clean run that re-asks nothing this is the
+    count of answers with `repeat > 0`, the rule as it always was."""
+    return sum(max(0, n - g.answered.get(slot, 0))
                for slot, n in turns_answered(requests).items())
 
 

@@ -230,8 +230,11 @@ def test_the_one_step_rule_counts_only_the_re_asks_beyond_the_clean_runs_own():
     ask(client, messages)
     ask(client, messages)  # the clean run's own repeat of turn 2
     clean = list(fake.requests)
-    golden = Golden(None, None, {}, 0, [], answered={("s", 0): 1, ("s", 1): 2})
+    golden = Golden(None, None, {}, 0, [], answered={("s", 1): 1})
     assert reasked_turns(golden, clean) == 0
     assert sum(1 for q in clean if q.repeat) == 1  # what the rule used to count
     ask(client, [user()])  # a crash made it ask turn 1 again: that one counts
     assert reasked_turns(golden, fake.requests) == 1
+    # against a clean run that re-asks nothing, the rule as it always was
+    assert reasked_turns(Golden(None, None, {}, 0, []), fake.requests) == \
+        sum(1 for q in fake.requests if q.ok and q.repeat) == 2
