@@ -4,8 +4,9 @@ prevented (an ordering bug in its saves). A counterexample prints the sentence a
 VIOLATED lines; the JSON counterexample carries it as `why`.
 
 LangGraph documents that a node or task that had not finished when the process died runs
-again on resume (durable execution: "re-run from the start of the task"; a long tool re-run
-after SIGKILL is langgraph issue #7417, answered as by design). Its tool runs between the
+again on resume (its durable-execution guide: side effects belong in tasks and must be
+idempotent, since an unfinished one is re-run; a long tool re-run after SIGKILL is what
+langgraph issue #7417 reports). Its tool runs between the
 adapter's `tool.start` and `lg.tool.end` marks, so an effect applied in there, with the kill
 before the end mark, is that window: no ordering of saves can close it, only the effect's
 own protection can (an idempotency key the receiver honours, or an intent record written
