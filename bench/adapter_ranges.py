@@ -18,6 +18,7 @@ imported a helper later 1.2 releases added).
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import site
 import subprocess
@@ -88,7 +89,7 @@ def main() -> int:
             args = [str(python), "-m", "pytest", "-p", "no:xdist", "-q", "-x", tests]
             done = subprocess.run(args + (["-k", only] if only else []), cwd=ROOT,
                                   capture_output=True, text=True,
-                                  env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
+                                  env={**os.environ, "PYTHONPATH": str(ROOT)})
             last = (done.stdout.strip().splitlines() or ["(no output)"])[-1]
             ok &= done.returncode == 0
             rows.append(f"| {extra} | `{ranged}` | {end} | {version(python, package)} | "
