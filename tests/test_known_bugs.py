@@ -3,7 +3,7 @@ installed LangGraph only (bench/known_bugs/run.py builds a venv per version for 
 its expected verdict on that side holds, and each failing state says why."""
 from __future__ import annotations
 
-import tomllib
+import json
 from pathlib import Path
 
 import pytest
@@ -18,7 +18,7 @@ BUG = Path(__file__).resolve().parent.parent / "bench" / "known_bugs" / "langgra
 
 
 def test_langgraph_7417_fails_as_the_report_says_and_each_failure_says_why():
-    spec = tomllib.loads((BUG / "bug.toml").read_text())
+    spec = json.loads((BUG / "bug.json").read_text())
     sc = load_scenario(BUG / spec["scenario"])
     run = explore(factory_for(spec["agent"], sc), sc, agent_name=spec["agent"],
                   crashes=1, crash_model="process").runs[0]

@@ -7,7 +7,7 @@ differential verdict faultsim gives (`faultsim compare`) checked against the one
     python bench/known_bugs/run.py --here          # no venvs: the installed versions, side A
                                                    # only (what CI can afford)
 
-Each folder holds `bug.toml` (the report's link, A and B as pip requirements (and `drop`,
+Each folder holds `bug.json` (the report's link, A and B as pip requirements (and `drop`,
 packages to remove again so faultsim's own versions serve), the agent spec,
 the scenario, an optional control scenario that must pass on both, the expected verdicts),
 the scenario and the agent. Venvs are built once under /tmp/faultsim-known-bugs/ (one per
@@ -26,7 +26,6 @@ import json
 import site
 import subprocess
 import sys
-import tomllib
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -35,7 +34,7 @@ CACHE = Path("/tmp/faultsim-known-bugs")
 
 
 def bugs(names: list[str]) -> list[Path]:
-    found = sorted(p.parent for p in HERE.glob("*/bug.toml"))
+    found = sorted(p.parent for p in HERE.glob("*/bug.json"))
     if names:
         found = [p for p in found if p.name in names]
         missing = set(names) - {p.name for p in found}
@@ -91,7 +90,7 @@ def check(folder: Path, here: bool) -> dict:
     sys.path.insert(0, str(ROOT))
     from faultsim.compare import compare
 
-    spec = tomllib.loads((folder / "bug.toml").read_text())
+    spec = json.loads((folder / "bug.json").read_text())
     reports, controls = {}, {}
     for side in ("a",) if here else ("a", "b"):
         python = sys.executable if here else str(venv_for(spec[side]["pip"],
