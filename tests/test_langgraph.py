@@ -431,6 +431,9 @@ def test_langgraph_without_a_mode_takes_the_one_the_scenario_names(tmp_path):
     with pytest.raises(AgentLoadError, match="names none: give one, langgraph:sync"):
         langgraph_spec("langgraph:", plain)
     assert callable(factory_for("langgraph:", sc))
+    from faultsim.pytest.settings import factory_and_name  # the marker's agent="langgraph:"
+
+    assert factory_and_name("langgraph:", str(named))[1] == "langgraph:exit"
 
 
 def test_two_durability_modes_compare_state_by_state():

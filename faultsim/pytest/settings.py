@@ -96,10 +96,14 @@ def factory_and_name(agent: Any, scenario: str | None = None) -> tuple[Callable,
     or "langgraph:MODE" for the graph a scenario's [langgraph] table names)."""
     import types
 
-    from ..loading import AgentLoadError, factory_for
+    from ..loading import AgentLoadError, factory_for, langgraph_spec, names_graph
 
     if isinstance(agent, str):
         try:
+            if names_graph(agent) and scenario is not None:
+                from ..scenario import load_scenario
+
+                agent = langgraph_spec(agent, load_scenario(scenario))  # `langgraph:`: its mode
             return factory_for(agent, scenario), agent
         except AgentLoadError as exc:
             raise FaultsimUsageError(str(exc)) from None
