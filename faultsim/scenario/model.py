@@ -13,6 +13,7 @@ from typing import Any
 
 from ..checkpoints import DEFAULT as DEFAULT_CHECKPOINT
 from ..checkpoints import CheckpointSpec
+from ..crashmodel import CRASH_MODELS
 from ..errors import UsageError
 from ..model import Script
 from ..world import World, WorldClock
@@ -42,7 +43,7 @@ class ServiceSpec:
     key_retention_hours: float = 24.0
 
 
-CRASH_MODEL_NAMES = ("process", "power")
+CRASH_MODEL_NAMES = CRASH_MODELS  # a fault profile lists models; "all" is for flags
 STORE_KINDS = ("file", "sqlite", "redis")
 
 
