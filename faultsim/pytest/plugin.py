@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from .fixture import FaultsimFixture, known_errors, told as _told
 from ..errors import UsageError
 from ..options import CRASH_MODEL_CHOICES
+from .fixture import FaultsimFixture, known_errors, told as _told
 from .settings import INI_KEYS, MARKER, FaultsimUsageError, Options, read_options, settings_for
 from .state import BrokenParam, PluginState, PointParam
 from .summary import Summary
