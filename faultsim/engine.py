@@ -25,7 +25,7 @@ from .inprocess.sharding import state_owner
 from .inprocess.sandbox import SANDBOX, Explorer, KillAt  # noqa: F401
 from .killpoints import KillPoint
 from .pipeline.incarnation import Incarnation, IncarnationTimeout, world_signature  # noqa: F401
-from .options import ExploreOptions, select
+from .options import FIXED_TIMEOUT, ExploreOptions, select
 from .pipeline.sweep import (Earlier, Plan, ResumeResult, Sweep,  # noqa: F401
                              schedule_violations)
 from .report import ModelRun, Report
@@ -169,7 +169,7 @@ def explore_in_process(make_agent: Callable[[AgentEnv], Any], scenario: Scenario
 
 
 def survey(make_agent: Callable[[AgentEnv], Any], scenario: Scenario, *,
-           agent_name: str = "agent", timeout: float | None = 30.0, seed: str = "0"
+           agent_name: str = "agent", timeout: float | None = FIXED_TIMEOUT, seed: str = "0"
            ) -> tuple[list[KillPoint], dict[str, int]]:
     """The clean run's kill points and the first crash states they leave under each crash
     model, without crashing anything (`faultsim list`)."""

@@ -438,6 +438,65 @@ def test_ini_keys_set_a_projects_defaults_and_the_header_says_so(pytester):
     assert "faultsim_crashes = many: expected a number" in result.stderr.str()
 
 
+def test_the_plugin_reads_tool_faultsim_under_ini_keys_and_flags(pytester):
+    # [tool.faultsim] (faultsim.config, as `faultsim run` reads it) gives all three; the ini
+    # key overrides its seed, the flag its crashes
+    pytester.makepyprojecttoml("[tool.pytest.ini_options]\nfaultsim_seed = 9\n\n"
+                               "[tool.faultsim]\ncrash_model = \"power\"\ncrashes = 1\n"
+                               "seed = \"5\"\n")
+    shutil.copy(DATA / "tiny.toml", pytester.path / "tiny.toml")
+    pytester.makepyfile(test_project="""
+        import pytest
+        from reference_agent import make_agent
+
+        @pytest.mark.faultsim("tiny.toml", agent=make_agent)
+        def test_project(crash_safety):
+            s = crash_safety.settings
+            print("SETTINGS", s.crash_model, s.crashes, s.seed)
+        """)
+    result = run(pytester, "-s", "--faultsim-crashes=2")
+    result.assert_outcomes(passed=1)
+    assert "SETTINGS power 2 9" in result.stdout.str()
+
+
+class _Config:
+    """What read_options asks of a pytest config: options, ini keys, the rootdir."""
+
+    def __init__(self, root, options=(), ini=()):
+        self.rootpath, self.options, self.ini = root, dict(options), dict(ini)
+
+    def getoption(self, key):
+        return self.options.get(key, False if key == "faultsim_record" else None)
+
+    def getini(self, key):
+        return self.ini.get(key)
+
+
+def test_a_bad_project_setting_is_named_where_it_was_given(tmp_path, monkeypatch):
+    from faultsim.pytest.settings import FaultsimUsageError, read_options
+
+    for name in ("FAULTSIM_SEED", "FAULTSIM_CRASHES", "FAULTSIM_CRASH_MODEL"):
+        monkeypatch.delenv(name, raising=False)
+    (tmp_path / "pyproject.toml").write_text('[tool.faultsim]\ncrashes = 0\n'
+                                             'crash_model = "both"\n')
+    with pytest.raises(FaultsimUsageError, match=r"^pyproject.toml: \[tool.faultsim\] "
+                       r"crash_model = 'both': expected process, power or all$"):
+        monkeypatch.chdir(tmp_path)
+        read_options(_Config(tmp_path))
+    # a flag and an ini key override them, and are named when they are wrong
+    ok = read_options(_Config(tmp_path, {"faultsim_crash_model": "all"},
+                              {"faultsim_crashes": "3"}))
+    assert (ok.crash_model, ok.crashes) == ("all", 3)
+    with pytest.raises(FaultsimUsageError, match=r"^faultsim_crashes = 0: expected an "
+                       r"integer >= 1$"):
+        read_options(_Config(tmp_path, {"faultsim_crash_model": "all"},
+                             {"faultsim_crashes": "0"}))
+    monkeypatch.setenv("FAULTSIM_CRASHES", "2")  # the environment over pyproject.toml
+    with pytest.raises(FaultsimUsageError, match="^pyproject.toml: .*crash_model"):
+        read_options(_Config(tmp_path))
+    assert read_options(_Config(tmp_path, {"faultsim_crash_model": "power"})).crashes == 2
+
+
 def test_xdist_workers_share_one_runs_clean_runs(pytester):
     # collection runs the two clean runs of the flake guard; under xdist, once per run. The
     # factory counts itself with a datagram to this test's loopback socket (files are the

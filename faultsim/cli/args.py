@@ -123,9 +123,11 @@ def explore_options(ns: argparse.Namespace, only=None):
 
 
 def shard(text: str | None) -> tuple[int, int] | None:
+    from ..options import SHARD_EXPECTED, parse_shard
+
     if text is None:
         return None
-    i, sep, n = text.partition("/")
-    if sep and i.strip().isdigit() and n.strip().isdigit() and 1 <= int(i) <= int(n):
-        return int(i), int(n)
-    raise UsageError(f"--shard {text}: expected I/N with 1 <= I <= N, for example 2/4")
+    try:
+        return parse_shard(text)
+    except ValueError:
+        raise UsageError(f"--shard {text}: expected {SHARD_EXPECTED}") from None
