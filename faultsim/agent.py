@@ -37,6 +37,10 @@ class AgentEnv:
     store: "Store | None" = None  # where the scenario says checkpoints live (None: files)
     world: "World | None" = None  # for faultsim's own adapters (faultsim.adapters.*) only
     max_turns: int = 10_000  # the scenario's turn limit (`max_turns`): stop a runaway loop
+    # what the user says after each final answer but the last (the scenario's `follow_up`s,
+    # in order): a conversation of several user turns sends each, and ends with the last
+    # final answer
+    follow_ups: tuple[str, ...] = ()
     # builds `async_client` on first use: most agents are sync, and a client costs ~0.6 ms
     async_factory: "Callable[[], anthropic.AsyncAnthropic] | None" = field(default=None,
                                                                            repr=False)

@@ -13,6 +13,9 @@ default):
     INPUT_SHARD        I/N: this job's share of every scenario's kill points
     INPUT_BUDGET       seconds for the hypothesis search of schedules beyond the exhaustive
                        sweep (faultsim run --search-seconds; the sweep itself is not cut)
+    INPUT_BASELINE     a JSON report of an earlier run (the main branch's): the job fails
+                       only for crash states this run adds failing, and names them
+                       (faultsim run --baseline)
     INPUT_ARGS         more `faultsim run` options, split as a shell would
     INPUT_REPORT_DIR   where report.json, junit.xml and report.html go (default:
                        faultsim-report)
@@ -38,7 +41,8 @@ def command(env: dict[str, str]) -> tuple[list[str], dict[str, str]]:
     html = out_dir / f"report{suffix}.html"
     args = ["run", *get("SCENARIOS").split()]
     for flag, name in (("--agent", "AGENT"), ("--crash-model", "CRASH_MODEL"),
-                       ("--shard", "SHARD"), ("--search-seconds", "BUDGET")):
+                       ("--shard", "SHARD"), ("--search-seconds", "BUDGET"),
+                       ("--baseline", "BASELINE")):
         if get(name):
             args += [flag, get(name)]
     args += shlex.split(get("ARGS"))

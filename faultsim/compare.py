@@ -142,6 +142,14 @@ def _runs(report: dict, where: str) -> dict[tuple[str, str, str], dict]:
 def compare(a: dict, b: dict, a_name: str = "A", b_name: str = "B") -> Comparison:
     """Compare report `b` against report `a` (each `Report.to_json()`)."""
     runs_a, runs_b = _runs(a, a_name), _runs(b, b_name)
+    if runs_a and runs_b and not set(runs_a) & set(runs_b):
+        # one LangGraph durability mode against another (langgraph:sync vs langgraph:exit):
+        # align by scenario and crash model alone, when that pairs the runs one to one
+        def plain(runs: dict) -> dict:
+            return {(k[0], k[1], ""): v for k, v in runs.items()}
+        pa, pb = plain(runs_a), plain(runs_b)
+        if len(pa) == len(runs_a) and len(pb) == len(runs_b) and set(pa) & set(pb):
+            runs_a, runs_b = pa, pb
     out = Comparison(a_name, b_name)
     for key in list(runs_a) + [k for k in runs_b if k not in runs_a]:
         diff = RunDiff(*key)

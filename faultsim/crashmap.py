@@ -193,6 +193,7 @@ def _ledger(entries: Sequence, allowed: dict[str, int] | None = None) -> list[di
 def counterexample(run: Any, verdict: Any, rules: dict[str, str]) -> dict[str, Any]:
     """One counterexample, in the pieces its page section shows; `text` is the text report's
     own counterexample, word for word."""
+    from . import dbview
     from .oracle import checkpoints_in  # the oracle's reading of declared checkpoints
 
     crashes = [(e.point, e.persisted) for e in verdict.earlier]
@@ -210,6 +211,8 @@ def counterexample(run: Any, verdict: Any, rules: dict[str, str]) -> dict[str, A
         here, there = files.get(path, b"\0absent"), (clean or {}).get(path, b"\0absent")
         entry: dict[str, Any] = {"path": path, "checkpoint": path in checkpoints}
         entry["crash"] = None if here == b"\0absent" else _text(here)
+        if isinstance(here, bytes) and here.startswith(dbview.HEADER):
+            entry["database"] = dbview.describe(files, path)  # what it holds, not bytes
         if clean is not None:
             entry["same"] = here == there
             if not entry["same"]:  # the same bytes are shown once
@@ -232,6 +235,7 @@ def counterexample(run: Any, verdict: Any, rules: dict[str, str]) -> dict[str, A
                     for k, ((p, persisted), trace) in enumerate(zip(crashes, traces))],
         "disk": disk, "clean_when": when, "replay": run.replay_command(verdict),
         "rerun": run.rerun_command(verdict), "text": run.counterexample(verdict),
+        "why": _why_json(verdict),
         "rank": run.rank(verdict)}
     resume = verdict.resume
     if resume is not None:
@@ -250,6 +254,22 @@ def counterexample(run: Any, verdict: Any, rules: dict[str, str]) -> dict[str, A
         out["ended"] = None if resume.outcome is None else {
             "status": resume.outcome.status, "final_answer": resume.outcome.final_answer}
     return out
+
+
+def _why(verdict: Any) -> tuple[str, str] | None:
+    """The text report's `why:` (report.why_of: class, sentence), on the last killed run's
+    course."""
+    from .why import classify
+
+    if not verdict.violations:
+        return None
+    trace = list(verdict.earlier[-1].next_trace) if verdict.earlier else verdict.golden.trace
+    return classify(trace, verdict.kill_point.index, verdict.violations)
+
+
+def _why_json(verdict: Any) -> dict | None:
+    found = _why(verdict)
+    return None if found is None else {"class": found[0], "text": found[1]}
 
 
 def _lines(data: bytes) -> list[str]:
@@ -272,6 +292,9 @@ def counterexamples(run: Any, severity: Sequence[str], rules: dict[str, str]) ->
     shown, found = set(), []
     for n, verdict in enumerate(run.failures):
         kinds = tuple(v.invariant for v in verdict.violations)
+        reason = _why(verdict)  # a by-design window and an ordering bug apart (as the text)
+        if reason:
+            kinds += (reason[0],)
         if kinds in shown:
             continue
         shown.add(kinds)

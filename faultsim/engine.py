@@ -25,7 +25,7 @@ from .inprocess.sharding import state_owner
 from .inprocess.sandbox import SANDBOX, Explorer, KillAt  # noqa: F401
 from .killpoints import KillPoint
 from .pipeline.incarnation import Incarnation, IncarnationTimeout, world_signature  # noqa: F401
-from .options import ExploreOptions, select
+from .options import FIXED_TIMEOUT, ExploreOptions, select
 from .pipeline.sweep import (Earlier, Plan, ResumeResult, Sweep,  # noqa: F401
                              schedule_violations)
 from .report import ModelRun, Report
@@ -100,6 +100,11 @@ def run(scenario: Scenario, options: ExploreOptions, *,
     processes of their own)."""
     from .backends import Agent, explore as explore_on_backend
 
+    if spec is not None and spec.rstrip(":") == "langgraph":
+        from .loading import langgraph_spec
+
+        spec = langgraph_spec(spec, scenario)  # the mode the scenario names
+        agent_name = spec if agent_name in (None, "langgraph", "langgraph:") else agent_name
     if make_agent is None and spec is None:
         raise UsageError(f"{scenario.path}: no agent to explore")
     return explore_on_backend(Agent(spec, make_agent, agent_name), scenario, options,
@@ -169,7 +174,7 @@ def explore_in_process(make_agent: Callable[[AgentEnv], Any], scenario: Scenario
 
 
 def survey(make_agent: Callable[[AgentEnv], Any], scenario: Scenario, *,
-           agent_name: str = "agent", timeout: float | None = 30.0, seed: str = "0"
+           agent_name: str = "agent", timeout: float | None = FIXED_TIMEOUT, seed: str = "0"
            ) -> tuple[list[KillPoint], dict[str, int]]:
     """The clean run's kill points and the first crash states they leave under each crash
     model, without crashing anything (`faultsim list`)."""

@@ -10,6 +10,7 @@ without LangGraph or the Claude Agent SDK)."""
 from __future__ import annotations
 
 import importlib
+from pathlib import Path
 from typing import Any, Callable
 
 from .agent import AgentEnv
@@ -68,7 +69,7 @@ def load_factory(spec: str) -> Callable[[AgentEnv], Any]:
 
 
 LANGGRAPH = "langgraph:"  # agent spec langgraph:MODE: the scenario's [langgraph] graph
-LANGGRAPH_MODES = ("sync", "async", "exit")  # LangGraph's durability modes
+from .scenario.model import LANGGRAPH_MODES  # noqa: E402  LangGraph's durability modes
 # agent spec claude-agent-sdk:FILE.py:ATTR: a Claude Agent SDK agent's coroutine, explored
 # by faultsim.adapters.claude_agent_sdk on its own processes
 CLAUDE_AGENT_SDK = "claude-agent-sdk:"
@@ -89,17 +90,46 @@ SPECS = {
 
 def prefix_of(spec: str) -> str | None:
     """The table's prefix `spec` starts with (None: a plain MODULE[:ATTR] or FILE.py)."""
+    if spec == LANGGRAPH[:-1]:  # `langgraph`: the scenario's graph, in the mode it names
+        return LANGGRAPH
     return next((p for p in SPECS if spec.startswith(p)), None)
+
+
+def names_graph(spec: str) -> bool:
+    """Whether an agent spec runs a scenario's [langgraph] graph (`langgraph:MODE`, or
+    `langgraph:` / `langgraph`, which take the mode the scenario names)."""
+    return spec.startswith(LANGGRAPH) or spec == LANGGRAPH[:-1]
+
+
+def langgraph_spec(spec: str, scenario: Any) -> str:
+    """`langgraph:MODE` for a spec that leaves the mode to the scenario (`langgraph:` or
+    `langgraph`): the durability its [langgraph] table names; other specs unchanged."""
+    if spec not in (LANGGRAPH, LANGGRAPH[:-1]):
+        return spec
+    mode = getattr(getattr(scenario, "langgraph", None), "durability", None)
+    if mode is None:
+        raise AgentLoadError(f"agent {spec!r} takes its durability mode from the scenario's "
+                             f"[langgraph] durability, and "
+                             f"{getattr(scenario, 'path', 'this scenario')} names none: "
+                             f"give one, langgraph:{'|'.join(LANGGRAPH_MODES)}")
+    return LANGGRAPH + mode
 
 
 def factory_for(spec: str, scenario: Any = None) -> Callable[[AgentEnv], Any]:
     """`load_factory`, plus the prefixed specs of `SPECS`: `langgraph:MODE` (the graph a
     scenario's [langgraph] table names, run by faultsim's LangGraph adapter with
-    durability MODE: sync, async or exit) and `claude-agent-sdk:FILE.py:ATTR` (the agent's
-    coroutine). `scenario` is a Scenario or its file, read only by a prefixed spec."""
+    durability MODE: sync, async or exit; `langgraph:` alone takes the mode the table's
+    `durability` names) and `claude-agent-sdk:FILE.py:ATTR` (the agent's coroutine).
+    `scenario` is a Scenario or its file, read only by a prefixed spec."""
     prefix = prefix_of(spec)
     if prefix is None:
         return load_factory(spec)
+    if prefix == LANGGRAPH and spec in (LANGGRAPH, LANGGRAPH[:-1]):
+        if isinstance(scenario, (str, Path)):
+            from .scenario import load_scenario
+
+            scenario = load_scenario(scenario)
+        spec = langgraph_spec(spec, scenario)
     module, _, attr = SPECS[prefix].partition(":")
     try:
         resolve = getattr(importlib.import_module(module), attr)

@@ -6,9 +6,10 @@ checks a setting again. `resolve(scenario)` then fills in what the scenario deci
 fault profile's crash models and crashes, the mode its store needs, one worker per core):
 the one mode dispatch (`engine.run`) reads a resolved object only.
 
-Also here, the rules the options hold: which crash models a request names, the shard
-formula and the kill points a run keeps. Standard library, errors and crashmodel only: the
-plugin imports this at load time."""
+Also here, what every front end shares about settings: the choices (crash models, modes),
+the fixed timeout, how a shard `I/N` is written; and the rules the options hold: which
+crash models a request names, the shard formula and the kill points a run keeps.
+Standard library, errors and crashmodel only: the plugin imports this at load time."""
 from __future__ import annotations
 
 import dataclasses
@@ -22,6 +23,13 @@ from .errors import StoreNeedsSubprocess, SubprocessModeError, UsageError
 P = TypeVar("P")
 
 MODES = ("auto", "in-process", "subprocess")
+# what --crash-model, --faultsim-crash-model and the marker take: a model, or both
+CRASH_MODEL_CHOICES = (*CRASH_MODELS, "all")
+CRASH_MODEL_EXPECTED = "process, power or all"
+SHARD_EXPECTED = "I/N with 1 <= I <= N, for example 2/4"
+# seconds an incarnation may run where no limit is derived from clean runs: a survey's clean
+# run (`faultsim list`), recording and checking checkpoint corpora
+FIXED_TIMEOUT = 30.0
 
 
 class OptionError(UsageError, ValueError):
@@ -64,7 +72,7 @@ class ExploreOptions:
                 set_("crash_model", tuple(crash_models(self.crash_model)))
             except ValueError:
                 raise OptionError("crash_model", self.crash_model,
-                                  "process, power or all") from None
+                                  CRASH_MODEL_EXPECTED) from None
         if self.crashes is not None and (isinstance(self.crashes, bool)
                                          or not isinstance(self.crashes, int)
                                          or self.crashes < 1):
@@ -153,8 +161,19 @@ def crash_models(crash_model: str | Iterable[str]) -> list[str]:
         names = list(crash_model)
     for name in names:
         if name not in CRASH_MODELS:
-            raise ValueError(f"unknown crash model {name!r}; expected process, power or all")
+            raise ValueError(f"unknown crash model {name!r}; expected {CRASH_MODEL_EXPECTED}")
     return names
+
+
+def parse_shard(text: str) -> tuple[int, int]:
+    """`"2/4"` -> (2, 4), as every front end takes a shard; a ValueError otherwise (the
+    front end names its own flag, expecting SHARD_EXPECTED)."""
+    i, sep, n = text.partition("/")
+    i, n = i.strip(), n.strip()
+    if sep and all(part.isascii() and part.isdigit() for part in (i, n)) \
+            and 1 <= int(i) <= int(n):
+        return int(i), int(n)
+    raise ValueError(f"{text!r}: expected {SHARD_EXPECTED}")
 
 
 def check_shard(shard: tuple[int, int] | None) -> tuple[int, int] | None:

@@ -63,7 +63,7 @@ REGISTRY: tuple[Rule, ...] = (
          "left its incarnation's process group and outlived it (subprocess mode; then "
          "SIGKILLed)"),
     Rule("one_step_repeated_per_crash", "P2/P5", "resume", "extra effect attempts + "
-         "re-asked model turns exceed the number of crashes"),
+         "re-asked model turns (beyond the clean run's own) exceed the number of crashes"),
     Rule("counters_continue", "P1/P5", "resume", "final `turns` differ from the golden "
          "run's, or `tokensUsed` is below the golden spend or above what was billed"),
     Rule("progress_recorded_once", "P7/P9", "resume", "the agent reports a different number "
@@ -118,6 +118,10 @@ class Golden:
     # (script, position) -> the conversation the clean run sent for that turn, abridged
     # (its first answered request there): what a resumed run's first request is shown beside
     sent: dict = field(default_factory=dict)
+    # (script, position) -> how many times the clean run had that turn answered again: a
+    # conversation that asks a turn twice by design (a user message the fake places at the
+    # same turn) repeats it in every run, and no crash is to blame for that
+    answered: dict = field(default_factory=dict)
 
     @classmethod
     def of(cls, outcome: Outcome, world: World, final: dict, trace: list,
@@ -126,10 +130,10 @@ class Golden:
                         for i in q.tool_use_ids)
         sent: dict = {}
         for q in world.model.requests:
-            if q.ok and q.position is not None:
+            if q.ok and q.position is not None and not getattr(q, "reaction", None):
                 sent.setdefault((q.script, q.position), tuple(q.sent))
         return cls(outcome, world.ledger, outputs_of(final), effect_attempts(world.ledger),
-                   trace, checkpoint, answers, sent)
+                   trace, checkpoint, answers, sent, turns_answered(world.model.requests))
 
     def kill_points(self, trace: Sequence | None = None) -> list[KillPoint]:
         """The kill points of the clean run (or of `trace`, a resumed run's course), its
@@ -234,9 +238,29 @@ def effects_exactly_once(g: Golden, r: CrashRun) -> Violation | None:
                      missing=dict(missing))
 
 
+def turns_answered(requests: Sequence) -> dict:
+    """(script, position) -> how many times that scripted turn was answered again (`repeat`
+    > 0; a reaction to a tool's error, such as a retry, is a new turn of the model's, not a
+    re-ask; an answer cut short and its continuation are one answer, as the fake counts)."""
+    out: dict = {}
+    for q in requests:
+        if q.ok and q.repeat > 0 and q.position is not None and \
+                not getattr(q, "reaction", None):
+            out[(q.script, q.position)] = out.get((q.script, q.position), 0) + 1
+    return out
+
+
+def reasked_turns(g: Golden, requests: Sequence) -> int:
+    """Model turns asked again beyond what the clean run asked again: per turn, the
+    re-asks past the clean run's own. With a clean run that re-asks nothing this is the
+    count of answers with `repeat > 0`, the rule as it always was."""
+    return sum(max(0, n - g.answered.get(slot, 0))
+               for slot, n in turns_answered(requests).items())
+
+
 def one_step_repeated_per_crash(g: Golden, r: CrashRun) -> Violation | None:
     attempts = effect_attempts(r.world.ledger) - g.effect_attempts
-    reasked = sum(1 for q in r.world.model.requests if q.ok and q.repeat > 0)
+    reasked = reasked_turns(g, r.world.model.requests)
     repeated = max(0, attempts) + reasked
     if repeated > r.crashes:
         return _violated("one_step_repeated_per_crash",

@@ -70,6 +70,17 @@ def first_request(verdict: "Verdict") -> dict[str, Any] | None:
             "clean": None if clean is None else list(clean), "diff": diff}
 
 
+def why_of(verdict: "Verdict") -> tuple[str, str] | None:
+    """Why the crash state failed, where its trace tells (faultsim.why.classify: its class
+    and a sentence), on the course of the run the last crash killed."""
+    from .why import classify
+
+    if not verdict.violations:
+        return None
+    trace = list(verdict.earlier[-1].next_trace) if verdict.earlier else verdict.golden.trace
+    return classify(trace, verdict.kill_point.index, verdict.violations)
+
+
 def _asked(q: Any) -> str:
     """One request of a resumed run, as a counterexample names it."""
     if q.position is None:
@@ -77,6 +88,8 @@ def _asked(q: Any) -> str:
     what = f"turn {q.position + 1}" + (f" of {q.script}" if q.script not in (None, MAIN_TAG) else "")
     if q.repeat:
         what += " again"
+    if getattr(q, "reaction", None):  # the model's answer to a tool's error result
+        what += f" ({q.reaction.replace('_', ' ')} after an error)"
     if not q.ok:
         what += f" ({q.error or q.status})"
     return what
@@ -287,6 +300,9 @@ class ModelRun:
                          "(the scenario's fault profile)")
         for v in verdict.violations:
             lines.append(f"VIOLATED {v.invariant} ({v.rule}): {v.explanation}")
+        reason = why_of(verdict)
+        if reason:
+            lines.append(f"why: {reason[1]}")
         for k, ((p, _), trace) in enumerate(zip(crashes, traces), 1):
             who = ("the clean run" if k == 1 else
                    f"resumed run {k - 1} (its clean course)")
@@ -298,10 +314,21 @@ class ModelRun:
         spec = getattr(verdict.golden, "checkpoint", None)
         checkpoints = checkpoints_in(files, spec) if spec is not None else checkpoints_in(files)
         at = "the kill" if len(crashes) == 1 else "the last kill"
-        lines.append(f"checkpoint on disk at {at}:" if checkpoints
+        from . import dbview
+
+        dbs = dbview.databases(files)  # a database store shows what it holds, not bytes
+        lines.append(f"checkpoint on disk at {at}:" if checkpoints or dbs
                      else f"checkpoint on disk at {at}: none")
         for path, data in checkpoints.items():
+            if path in dbs:
+                continue
             lines.append(f"    {path} ({len(data)} bytes): {_preview(data)}")
+        for path in dbs:
+            lines.append(f"    {path} ({len(files[path])} bytes, SQLite"
+                         + "".join(f", {s} {len(files[path + s])} bytes"
+                                   for s in dbview.SIDE_FILES
+                                   if isinstance(files.get(path + s), bytes)) + "):")
+            lines += [f"      {line}" for line in dbview.describe(files, path)]
         keys = [p for p in files if p.startswith("@redis/") and p not in checkpoints]
         if any(p.startswith("@redis") for p in files):
             lines.append(f"redis keys at {at}: " + (", ".join(
@@ -457,6 +484,9 @@ class Report:
             shown = set()
             for n, verdict in enumerate(run.failures):
                 kinds = tuple(v.invariant for v in verdict.violations)
+                reason = why_of(verdict)  # a by-design window and an ordering bug apart
+                if reason:
+                    kinds += (reason[0],)
                 if kinds in shown:
                     continue
                 shown.add(kinds)

@@ -37,7 +37,7 @@ def make_env(scenario: Scenario, world: World, workdir: Path,
                     services=world.services, clock=world.clock, task=scenario.task,
                     task_id=scenario.id, model=scenario.model,
                     incarnation=world.incarnation, mark=mark, world=world,
-                    max_turns=scenario.max_turns,
+                    max_turns=scenario.max_turns, follow_ups=scenario.script.follow_ups,
                     async_factory=lambda: world.model.async_client(max_retries=max_retries))
 
 

@@ -8,7 +8,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from .crashmodel import CrashState
+from .crashmodel import CRASH_MODELS, CrashState
 from .killpoints import KillPoint
 from .report import ModelRun, Verdict
 from .schedule import Crash, Schedule, ScheduleResult, pick
@@ -32,7 +32,7 @@ class Session:
                  agent_name: str | None = None) -> None:
         from .scenario import Scenario, load_scenario
 
-        if crash_model not in ("process", "power"):
+        if crash_model not in CRASH_MODELS:
             raise ValueError(f"a session runs one crash model, process or power, not "
                              f"{crash_model!r}")
         self.scenario = scenario if isinstance(scenario, Scenario) else \

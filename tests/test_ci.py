@@ -147,7 +147,7 @@ def test_action_yml_runs_the_entry_point_with_every_input():
     run = next(s for s in steps if s.get("id") == "faultsim")
     assert run["run"] == "python -m faultsim.ci_action"
     env = run["env"]
-    for name in ("scenarios", "agent", "crash-model", "shard", "budget", "args",
+    for name in ("scenarios", "agent", "crash-model", "shard", "budget", "baseline", "args",
                  "report-dir", "html"):
         assert name in action["inputs"]
         assert env["INPUT_" + name.upper().replace("-", "_")] == "${{ inputs.%s }}" % name

@@ -123,6 +123,25 @@ def test_run_with_a_baseline_fails_only_on_added_failing_states(reports, tmp_pat
     assert "B adds 0 failing crash states" in capsys.readouterr().out
 
 
+def test_the_action_with_a_baseline_fails_the_job_naming_the_states_a_change_adds(
+        reports, tmp_path, capsys):
+    from faultsim import ci_action
+
+    base = _write(tmp_path, "base.json", reports["fixed"])
+    agent = f"{RECEIPTS / 'receipts_agent.py'}:make_agent_without_intents"
+    env = {"INPUT_SCENARIOS": str(SCENARIO), "INPUT_AGENT": agent, "INPUT_BASELINE": base,
+           "INPUT_CRASH_MODEL": "process", "INPUT_HTML": "false",
+           "INPUT_ARGS": "--crashes 1 --examples 0 --workers 0",
+           "INPUT_REPORT_DIR": str(tmp_path / "out"),
+           "GITHUB_OUTPUT": str(tmp_path / "output.txt")}
+    assert ci_action.main(env) == 1
+    out = capsys.readouterr().out
+    added = _failing(reports["blind"])
+    assert f"B adds {len(added)} failing crash states: " in out
+    assert all(identity in out for identity in added)
+    # (against a baseline with the same failures it passes: the --baseline test above)
+
+
 # -- counterexamples show the resume (report.first_request, model.fake.abridge) ----------
 
 def test_the_counterexample_shows_the_resumed_request_beside_the_clean_one(reports):

@@ -207,6 +207,14 @@ def test_a_blind_email_is_sent_twice_in_every_mode(mode):
     assert dup, _invariants(run)
     assert all("email.send" in v.explanation for f in dup for v in f.violations
                if v.invariant == "effects_exactly_once")
+    if mode == "sync":  # each duplicate says whether it is LangGraph's documented re-run
+        from faultsim.report import why_of
+
+        classes = {f.kill_point.id: why_of(f)[0] for f in dup}
+        assert set(classes.values()) == {"by-design", "ordering"}, classes
+        shown = "\n".join(run.counterexample(f) for f in dup)
+        assert "why: at-least-once by design" in shown and "idempotency key" in shown
+        assert "why: not the documented window" in shown and "#8039" in shown
 
 
 def test_exit_mode_restarts_from_scratch_and_the_table_counts_it():
@@ -398,6 +406,48 @@ def test_cli_refuses_what_it_cannot_do():
     assert real.returncode == 2 and "in-process" in real.stderr
 
 
+def test_langgraph_without_a_mode_takes_the_one_the_scenario_names(tmp_path):
+    import argparse
+
+    from faultsim.cli.args import agents_for
+    from faultsim.loading import AgentLoadError, langgraph_spec
+    from faultsim.scenario import load_scenario as load
+
+    named = tmp_path / "named.toml"
+    named.write_text(KEYED.read_text().replace(
+        'graph = "../../scenarios/langgraph/graphs.py:react_payments"',
+        f'graph = "{BUNDLED / "graphs.py"}:react_payments"\ndurability = "exit"'))
+    sc, plain = load(named), load(KEYED)
+    assert sc.langgraph.durability == "exit" and plain.langgraph.durability is None
+    ns = lambda agent, durability=None: argparse.Namespace(  # noqa: E731
+        agent=agent, durability=durability)
+    assert agents_for(sc, ns("langgraph:"), DURABILITY_MODES) == ["langgraph:exit"]
+    assert agents_for(sc, ns("langgraph"), DURABILITY_MODES) == ["langgraph:exit"]
+    assert agents_for(sc, ns("pkg:agent"), DURABILITY_MODES) == ["langgraph:exit"]
+    assert agents_for(sc, ns("pkg:agent", "sync"), ["sync"]) == ["langgraph:sync"]
+    assert agents_for(plain, ns("pkg:agent"), DURABILITY_MODES) == \
+        [f"langgraph:{m}" for m in DURABILITY_MODES]
+    assert langgraph_spec("langgraph:sync", plain) == "langgraph:sync"
+    with pytest.raises(AgentLoadError, match="names none: give one, langgraph:sync"):
+        langgraph_spec("langgraph:", plain)
+    assert callable(factory_for("langgraph:", sc))
+    from faultsim.pytest.settings import factory_and_name  # the marker's agent="langgraph:"
+
+    assert factory_and_name("langgraph:", str(named))[1] == "langgraph:exit"
+
+
+def test_two_durability_modes_compare_state_by_state():
+    from faultsim.compare import compare
+
+    def report(mode, verdict):
+        return {"runs": [{"scenario": "lg", "crash_model": "process",
+                          "agent": f"langgraph:{mode}",
+                          "states": [["process:after-effect x#1", "k3", verdict]]}]}
+
+    diff = compare(report("sync", "passed"), report("exit", "effects_exactly_once"))
+    assert [s.kind for r in diff.runs for s in r.states] == ["broken by B"]
+
+
 def test_sqlite_saver_on_a_real_file_in_subprocess_mode():
     from faultsim.real.explore import explore_subprocess
 
@@ -411,6 +461,10 @@ def test_sqlite_saver_on_a_real_file_in_subprocess_mode():
     assert len(run.verdicts) == len(run.kill_points)
     assert "effects_exactly_once" in _invariants(run)  # the blind email, as in memory
     assert "one_step_repeated_per_crash" not in _invariants(run)
+    # its counterexample shows the saved checkpoint and pending writes, not "none"
+    text = run.counterexample(run.failures[0])
+    assert "LangGraph checkpoints: " in text and "pending writes against it: " in text, text
+    assert "checkpoint on disk at the kill: none" not in text
 
 
 # -- LangGraph internals the adapter relies on (pinned minor version) ---------------------

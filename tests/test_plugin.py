@@ -169,6 +169,29 @@ def test_a_failing_agent_fails_exactly_the_kill_points_the_engine_condemns(pytes
     assert not faultsim.replay(tokens[0]).ok  # the printed command reproduces it
 
 
+def test_a_baseline_fails_only_the_crash_states_a_change_adds_and_names_them(pytester):
+    """--faultsim-baseline: states that fail in the baseline report too pass; a state the
+    baseline passed fails, named by its identity."""
+    import json
+
+    agent, cats = "reference_agent.mutants.save_b_only", ("after-effect",)  # a few items
+    report = faultsim.explore(faultsim.load_factory(agent), faultsim.load_scenario(
+        DATA / "tiny.toml"), crashes=1, workers=0,
+        only=lambda p: p.category in cats).to_json()
+    states = report["runs"][0]["states"]
+    failing = [s for s in states if s[2] not in ("passed", "escalated")]
+    assert len(failing) >= 2
+    new = failing[0]
+    new[2] = "passed"  # the baseline passed this one: the change broke it
+    make_project(pytester, agent=agent, categories=cats)
+    (pytester.path / "base.json").write_text(json.dumps(report))
+    result = run(pytester, "-rA", "--faultsim-baseline", "base.json")
+    result.assert_outcomes(passed=len(states) - 1, failed=1)
+    assert outcomes(result)[new[1]] == "FAILED"
+    assert f"this run adds 1 failing crash state over the baseline base.json: {new[0]} " \
+           f"({new[1]}: " in result.stdout.str()
+
+
 def test_items_explore_pairs_from_their_kill_point(pytester):
     """`repeat_before_save` survives every single crash; some first crashes start a failing
     pair. Each item fails exactly when `explore`, asked about that first crash alone, does."""
@@ -413,6 +436,65 @@ def test_ini_keys_set_a_projects_defaults_and_the_header_says_so(pytester):
     pytester.makeini("[pytest]\nfaultsim_crashes = many\n")
     result = run(pytester)
     assert "faultsim_crashes = many: expected a number" in result.stderr.str()
+
+
+def test_the_plugin_reads_tool_faultsim_under_ini_keys_and_flags(pytester):
+    # [tool.faultsim] (faultsim.config, as `faultsim run` reads it) gives all three; the ini
+    # key overrides its seed, the flag its crashes
+    pytester.makepyprojecttoml("[tool.pytest.ini_options]\nfaultsim_seed = 9\n\n"
+                               "[tool.faultsim]\ncrash_model = \"power\"\ncrashes = 1\n"
+                               "seed = \"5\"\n")
+    shutil.copy(DATA / "tiny.toml", pytester.path / "tiny.toml")
+    pytester.makepyfile(test_project="""
+        import pytest
+        from reference_agent import make_agent
+
+        @pytest.mark.faultsim("tiny.toml", agent=make_agent)
+        def test_project(crash_safety):
+            s = crash_safety.settings
+            print("SETTINGS", s.crash_model, s.crashes, s.seed)
+        """)
+    result = run(pytester, "-s", "--faultsim-crashes=2")
+    result.assert_outcomes(passed=1)
+    assert "SETTINGS power 2 9" in result.stdout.str()
+
+
+class _Config:
+    """What read_options asks of a pytest config: options, ini keys, the rootdir."""
+
+    def __init__(self, root, options=(), ini=()):
+        self.rootpath, self.options, self.ini = root, dict(options), dict(ini)
+
+    def getoption(self, key):
+        return self.options.get(key, False if key == "faultsim_record" else None)
+
+    def getini(self, key):
+        return self.ini.get(key)
+
+
+def test_a_bad_project_setting_is_named_where_it_was_given(tmp_path, monkeypatch):
+    from faultsim.pytest.settings import FaultsimUsageError, read_options
+
+    for name in ("FAULTSIM_SEED", "FAULTSIM_CRASHES", "FAULTSIM_CRASH_MODEL"):
+        monkeypatch.delenv(name, raising=False)
+    (tmp_path / "pyproject.toml").write_text('[tool.faultsim]\ncrashes = 0\n'
+                                             'crash_model = "both"\n')
+    with pytest.raises(FaultsimUsageError, match=r"^pyproject.toml: \[tool.faultsim\] "
+                       r"crash_model = 'both': expected process, power or all$"):
+        monkeypatch.chdir(tmp_path)
+        read_options(_Config(tmp_path))
+    # a flag and an ini key override them, and are named when they are wrong
+    ok = read_options(_Config(tmp_path, {"faultsim_crash_model": "all"},
+                              {"faultsim_crashes": "3"}))
+    assert (ok.crash_model, ok.crashes) == ("all", 3)
+    with pytest.raises(FaultsimUsageError, match=r"^faultsim_crashes = 0: expected an "
+                       r"integer >= 1$"):
+        read_options(_Config(tmp_path, {"faultsim_crash_model": "all"},
+                             {"faultsim_crashes": "0"}))
+    monkeypatch.setenv("FAULTSIM_CRASHES", "2")  # the environment over pyproject.toml
+    with pytest.raises(FaultsimUsageError, match="^pyproject.toml: .*crash_model"):
+        read_options(_Config(tmp_path))
+    assert read_options(_Config(tmp_path, {"faultsim_crash_model": "power"})).crashes == 2
 
 
 def test_xdist_workers_share_one_runs_clean_runs(pytester):

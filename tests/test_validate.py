@@ -120,7 +120,8 @@ def test_validate_reports_every_problem_on_its_line(tmp_path):
         "8: services.payments.key_retention_hours: expected a positive number, got -1",
         "10: turns[0]: expected exactly one of 'tool_calls' or 'final', got 'both'",
         "10: turns: expected a last turn with a 'final' answer",
-        "12: turns[0].final: expected the final answer only in the last turn",
+        "12: turns[0].final: expected the final answer only in the last turn "
+        "(or in a turn with a follow_up, which the next turn answers)",
         "17: turns[1].tool_calls[1].nme: expected one of the known keys input, name, "
         "got 'an unknown key'",
         "17: turns[1].tool_calls[1].name: expected a tool name (missing)",
@@ -262,6 +263,67 @@ def _paths(value, path=()):
 
 _ODD = [None, "", " ", "x", "529", "keyed", "process", "1h", "s", 0, -1, 3, 1.5, True, [],
         [1], ["process", "process"], {}, {"a": 1}, {"final": "x"}, "2026-13-01"]
+
+
+THREE = """\
+task = "Do it."
+expected_final_answer = "Done."
+
+[[turns]]
+final = "Too early."
+
+[[turns]]
+final = "Done."
+
+[services.mailer]
+kind = "blind"
+records = { r1 = { to = "ada@example.com" } }
+
+[checkpoint]
+files = ["../state.json"]
+"""
+
+
+def test_three_broken_rules_are_three_lines_and_the_loader_raises_the_first(tmp_path,
+                                                                            capsys):
+    # one rule set (faultsim.scenario.rules): validate reports what the loader refuses
+    path = tmp_path / "three.toml"
+    path.write_text(THREE)
+    assert main(["validate", str(path)]) == 2
+    assert capsys.readouterr().out.splitlines() == [
+        f"{path}:5: turns[0].final: expected the final answer only in the last turn "
+        "(or in a turn with a follow_up, which the next turn answers)",
+        f"{path}:12: services.mailer.records: expected records only on queryable or "
+        "readonly services, got 'blind'",
+        f"{path}:15: checkpoint.files[0]: expected a glob relative to the workdir, got "
+        "'../state.json'"]
+    with pytest.raises(ScenarioError) as exc:
+        load_scenario(path)
+    assert str(exc.value) == f"{path}: turns[0].final: expected the final answer only in " \
+        "the last turn (or in a turn with a follow_up, which the next turn answers)"
+    # fixed one by one, each next problem is the loader's first
+    path.write_text(THREE.replace('final = "Too early."', 'tool_calls = [{ name = "a" }]'))
+    with pytest.raises(ScenarioError, match=r"services\.mailer\.records: expected records"):
+        load_scenario(path)
+    path.write_text(THREE.replace('final = "Too early."', 'tool_calls = [{ name = "a" }]')
+                    .replace('kind = "blind"', 'kind = "readonly"'))
+    with pytest.raises(ScenarioError, match=r"checkpoint\.files\[0\]: expected a glob "):
+        load_scenario(path)
+
+
+def test_the_rules_beyond_one_keys_type_are_written_once():
+    # each rule's words live in faultsim/scenario/rules.py only: the loader and validate's
+    # walk both call it (adding a rule touches one place)
+    words = ["exactly one of 'tool_calls' or 'final'", "the final answer only in the last",
+             "a last turn with a 'final' answer", "records only on queryable",
+             "a sub-agent name other than", "task texts distinct",
+             "FILE.py:ATTR or MODULE:ATTR", "a glob relative to the workdir",
+             "at least one glob", "127.0.0.1:6379"]
+    folder = ROOT / "faultsim" / "scenario"
+    for path in folder.glob("*.py"):
+        text = path.read_text()
+        for said in words:
+            assert (said in text) == (path.name == "rules.py"), (path.name, said)
 
 
 def test_validate_agrees_with_the_loader_on_mutated_files():

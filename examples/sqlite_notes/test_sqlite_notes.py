@@ -18,3 +18,8 @@ def test_the_planted_mistake_is_caught(crash_safety):
     broken = {v.invariant for run in report.runs for verdict in run.failures
               for v in verdict.violations}
     assert broken == {"effects_exactly_once"}, broken  # the note, added twice
+    # the counterexample shows the rows the database held at the kill, not its bytes
+    run = report.runs[0]
+    text = run.counterexample(run.failures[0])
+    assert "store.db (" in text and "      table messages: " in text, text
+    assert "SQLite format 3" not in text

@@ -46,16 +46,20 @@ def durability_modes(asked: str | None) -> list[str]:
 
 def agents_for(scenario, ns: argparse.Namespace, modes: list[str]) -> list[str]:
     """The agent specs to explore a scenario with: --agent, or for a LangGraph scenario
-    one `langgraph:MODE` per durability mode (unless --agent names one)."""
-    from ..loading import LANGGRAPH
+    one `langgraph:MODE` per durability mode (--durability, else the mode its [langgraph]
+    table names, else all three), unless --agent names one (`langgraph:` alone: the
+    scenario's)."""
+    from ..loading import LANGGRAPH, langgraph_spec, names_graph
 
     if scenario.langgraph is None:
-        if ns.agent.startswith(LANGGRAPH):
+        if names_graph(ns.agent):
             raise UsageError(f"{scenario.path}: --agent {ns.agent} runs a scenario's "
                              "[langgraph] graph, and this scenario has no [langgraph] table")
         return [ns.agent]
-    if ns.agent.startswith(LANGGRAPH):
-        return [ns.agent]
+    if names_graph(ns.agent):  # `langgraph:` (no mode): the mode the scenario names
+        return [langgraph_spec(ns.agent, scenario)]
+    if getattr(ns, "durability", None) is None and scenario.langgraph.durability:
+        return [LANGGRAPH + scenario.langgraph.durability]
     return [LANGGRAPH + m for m in modes]
 
 
@@ -119,9 +123,11 @@ def explore_options(ns: argparse.Namespace, only=None):
 
 
 def shard(text: str | None) -> tuple[int, int] | None:
+    from ..options import SHARD_EXPECTED, parse_shard
+
     if text is None:
         return None
-    i, sep, n = text.partition("/")
-    if sep and i.strip().isdigit() and n.strip().isdigit() and 1 <= int(i) <= int(n):
-        return int(i), int(n)
-    raise UsageError(f"--shard {text}: expected I/N with 1 <= I <= N, for example 2/4")
+    try:
+        return parse_shard(text)
+    except ValueError:
+        raise UsageError(f"--shard {text}: expected {SHARD_EXPECTED}") from None

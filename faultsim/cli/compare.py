@@ -23,7 +23,7 @@ def cmd_compare(ns: argparse.Namespace) -> int:
         names = items
     elif items and not any(i.endswith(".json") for i in items) and len(agents) == 2:
         from ..backends import Agent, explore as explore_one
-        from ..loading import load_factory, prefix_of
+        from ..loading import langgraph_spec, load_factory, names_graph, prefix_of
         from ..report import Report
         from ..scenario import load_scenario
 
@@ -32,9 +32,11 @@ def cmd_compare(ns: argparse.Namespace) -> int:
         reports = []
         for spec in agents:
             report = Report()
-            factory = None if prefix_of(spec) else load_factory(spec)
+            factory = None if prefix_of(spec) or names_graph(spec) else load_factory(spec)
             for sc in scenarios:
-                part = explore_one(Agent(spec, factory, spec), sc, options)
+                # `langgraph:` runs each scenario's own graph in the mode it names
+                named = langgraph_spec(spec, sc) if names_graph(spec) else spec
+                part = explore_one(Agent(named, factory, named), sc, options)
                 report.runs += part.runs
             print(f"{spec}: " + report.summary().splitlines()[-1])
             reports.append(report.to_json())

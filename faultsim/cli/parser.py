@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from .._version import __version__
+from ..options import CRASH_MODEL_CHOICES, FIXED_TIMEOUT
 from .compare import cmd_compare
 from .formats import cmd_formats_check, cmd_formats_record
 from .listing import cmd_list
@@ -54,7 +55,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--transcript-writes", action=argparse.BooleanOptionalAction,
                      default=None, help="for a claude-agent-sdk: agent, kill inside the CLI's "
                      "transcript writes too (default: where strace can trace)")
-    run.add_argument("--crash-model", default=None, choices=["process", "power", "all"],
+    run.add_argument("--crash-model", default=None, choices=CRASH_MODEL_CHOICES,
                      help="what a crash leaves on disk: a killed process, power loss, or "
                           "both (default: the scenario's fault profile, else process)")
     run.add_argument("--mode", default=None, choices=["auto", "in-process", "subprocess"],
@@ -125,7 +126,7 @@ def build_parser() -> argparse.ArgumentParser:
     cmp.add_argument("--agent", action="append", metavar="SPEC",
                      help="an agent factory (MODULE[:ATTR] or FILE.py[:ATTR]); give it twice, "
                      "A then B")
-    cmp.add_argument("--crash-model", default=None, choices=["process", "power", "all"],
+    cmp.add_argument("--crash-model", default=None, choices=CRASH_MODEL_CHOICES,
                      help="as for run (default: the scenario's fault profile)")
     cmp.add_argument("--crashes", type=int, default=None, metavar="N",
                      help="as for run (default: the scenario's fault profile, else 2)")
@@ -141,7 +142,8 @@ def build_parser() -> argparse.ArgumentParser:
                          "crash states each crash model leaves, fault profile")
     scenarios_and_agent(lst, "the agent whose clean run gives the kill points "
                          "(default: as for run)")
-    lst.add_argument("--timeout", type=float, default=30.0, help=argparse.SUPPRESS)
+    lst.add_argument("--timeout", type=float, default=FIXED_TIMEOUT,
+                     help=argparse.SUPPRESS)
     debug_flag(lst)
     lst.set_defaults(func=cmd_list)
     fmt = sub.add_parser("formats", help="checkpoint-format regression: record a corpus of "
@@ -158,7 +160,8 @@ def build_parser() -> argparse.ArgumentParser:
                      help="the factory later checks run by default (default: --agent); "
                           "record with an older release, check with the current one")
     rec.add_argument("--seed", default="0", help=argparse.SUPPRESS)
-    rec.add_argument("--timeout", type=float, default=30.0, help=argparse.SUPPRESS)
+    rec.add_argument("--timeout", type=float, default=FIXED_TIMEOUT,
+                     help=argparse.SUPPRESS)
     debug_flag(rec)
     rec.set_defaults(func=cmd_formats_record)
     chk = fsub.add_parser("check", help="resume every recorded state with the agent's "
@@ -170,7 +173,8 @@ def build_parser() -> argparse.ArgumentParser:
     chk.add_argument("--hostile", type=int, default=100, metavar="N",
                      help="also hand the agent the hostile checkpoint files: the fixed "
                           "cases and N drawn ones (default 100; 0 = only the fixed cases)")
-    chk.add_argument("--timeout", type=float, default=30.0, help=argparse.SUPPRESS)
+    chk.add_argument("--timeout", type=float, default=FIXED_TIMEOUT,
+                     help=argparse.SUPPRESS)
     debug_flag(chk)
     chk.set_defaults(func=cmd_formats_check)
     val = sub.add_parser("validate", help="check scenario files against the scenario format "

@@ -10,6 +10,7 @@ from typing import Any, Callable
 from ..crashmodel import CrashState
 from ..inprocess.sandbox import Explorer, resume_and_judge
 from ..killpoints import KillPoint
+from ..options import FIXED_TIMEOUT
 from ..oracle import Violation
 from ..pipeline.sweep import schedule_violations
 from ..scenario import load_scenario
@@ -42,7 +43,7 @@ class EntryVerdict:
 
 
 def check_corpus(make_agent: Callable, corpus: str | Path | Corpus, *, seed: str = "0",
-                 timeout: float | None = 30.0,
+                 timeout: float | None = FIXED_TIMEOUT,
                  progress: Callable[[int, int], None] | None = None) -> list[EntryVerdict]:
     corpus = corpus if isinstance(corpus, Corpus) else Corpus.open(corpus)
     scenario = load_scenario(corpus.scenario_path)

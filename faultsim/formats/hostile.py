@@ -12,6 +12,8 @@ import json
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
+from ..options import FIXED_TIMEOUT
+
 SECRET = "sk-ant-faultsim-canary-7f3a9c2e51d84b06"  # planted; must never be echoed
 LARGE = 64 * 1024 * 1024 + 1  # "a very large file": just over 64 MiB
 
@@ -122,7 +124,8 @@ class Attack:
     replaced by each hostile file in turn and resumed by a fresh agent."""
 
     def __init__(self, make_agent: Callable, scenario, *, checkpoint_name: str =
-                 "checkpoint.json", timeout: float | None = 30.0, seed: str = "0") -> None:
+                 "checkpoint.json", timeout: float | None = FIXED_TIMEOUT, seed: str = "0"
+                 ) -> None:
         self.make_agent, self.scenario, self.name = make_agent, scenario, checkpoint_name
         self.timeout, self.seed = timeout, seed
 
@@ -190,7 +193,7 @@ class HostileReport:
 
 
 def attack_all(make_agent: Callable, scenario, *, drawn: int = 100, timeout: float | None =
-               30.0, checkpoint_name: str = "checkpoint.json") -> HostileReport:
+               FIXED_TIMEOUT, checkpoint_name: str = "checkpoint.json") -> HostileReport:
     """Every fixed case, the very large file, and `drawn` hypothesis-drawn cases
     (derandomized: the same cases every run; a failure is shrunk)."""
     from hypothesis import HealthCheck, given, settings

@@ -9,6 +9,7 @@ from typing import Any, Callable
 
 from ..inprocess.sandbox import Explorer
 from ..killpoints import KillPoint
+from ..options import FIXED_TIMEOUT
 from ..scenario import Scenario
 from ..world.snapshot import world_to_json
 from .corpus import SCENARIO, Corpus, CorpusEntry, sha256
@@ -54,7 +55,7 @@ class _RecordAt:
 
 def record_corpus(make_agent: Callable, scenario: Scenario, out: str | Path, *,
                   agent: str, recorded_by: str | None = None, agent_version: str = "unknown",
-                  seed: str = "0", timeout: float | None = 30.0,
+                  seed: str = "0", timeout: float | None = FIXED_TIMEOUT,
                   only: Callable[[KillPoint], bool] | None = None) -> Corpus:
     """Write a corpus of `make_agent`'s durable state at each kill point of `scenario` to
     `out` (replacing what was there, atomically). `agent` is the factory later checks run

@@ -52,6 +52,9 @@ class RequestRecord:
     # the conversation it sent, abridged (`abridge`): what a counterexample shows of a
     # resumed run's first request, beside the clean run's at that turn
     sent: tuple[str, ...] = field(default=(), compare=False)
+    # "retry" / "give_up": the model's reaction to a tool's error result (`on_error`), a
+    # new turn of its own rather than a scripted turn answered (again)
+    reaction: str | None = None
 
     @property
     def ok(self) -> bool:
@@ -122,8 +125,9 @@ def place(script: Script, messages: list[dict]) -> int:
                 results.add(b.get("tool_use_id"))
             elif m.get("role") == "assistant" and b.get("type") == "tool_use":
                 uses.append(b)
+    opened = _followed_up(script, messages)
     if not results:
-        return 0
+        return opened
     answered: set[tuple[int, int]] = set()
     foreign = []
     for rid in results:
@@ -149,7 +153,63 @@ def place(script: Script, messages: list[dict]) -> int:
             f"and input of a scripted call): faultsim cannot tell which turn it is at")
     done = [pos for pos, turn in enumerate(script.turns) if turn.tool_calls
             and all((pos, i) in answered for i in range(len(turn.tool_calls)))]
-    return max(done) + 1 if done else 0
+    return max(max(done) + 1 if done else 0, opened)
+
+
+def _followed_up(script: Script, messages: list[dict]) -> int:
+    """The turn after the last final answer whose scripted follow-up a later user message
+    carries (0: none): a follow-up opens the next part of the conversation."""
+    said = [_text_of(m.get("content") or "") for m in messages[1:] if m.get("role") == "user"]
+    opened = [pos + 1 for pos, turn in enumerate(script.turns) if turn.follow_up is not None
+              and any(turn.follow_up in text for text in said)]
+    return max(opened, default=0)
+
+
+def errored_calls(script: Script, messages: list[dict], position: int
+                  ) -> tuple[tuple[int, ...], int, bool]:
+    """The calls of turn `position` whose result in the last user message is an error:
+    (their indices, the most error results any of them has in the whole conversation,
+    whether one of the last results says it was interrupted). Calls are found as `place`
+    finds them: the fake's own tool-use id, else the name and input of the scripted call."""
+    from .script import interrupted_text
+
+    turn = script.turns[position]
+    slot_of: dict[str, int] = {}
+    for m in messages:
+        if m.get("role") != "assistant" or not isinstance(m.get("content"), list):
+            continue
+        for b in m["content"]:
+            if not isinstance(b, dict) or b.get("type") != "tool_use":
+                continue
+            ours = _our_call(str(b.get("id")), script.tag)
+            if ours is not None:
+                if ours[0] == position:
+                    slot_of[str(b.get("id"))] = ours[1]
+                continue
+            hit = next((i for i, c in enumerate(turn.tool_calls)
+                        if c.name == b.get("name") and c.input == b.get("input")), None)
+            if hit is not None:
+                slot_of[str(b.get("id"))] = hit
+    errors: dict[int, int] = {}
+    last: set[int] = set()
+    interrupted = False
+    for k, m in enumerate(messages):
+        if m.get("role") != "user" or not isinstance(m.get("content"), list):
+            continue
+        for b in m["content"]:
+            if not isinstance(b, dict) or b.get("type") != "tool_result":
+                continue
+            call = slot_of.get(str(b.get("tool_use_id")))
+            inner = b.get("content")
+            text = _text_of(inner) if isinstance(inner, (str, list)) else ""
+            cut = interrupted_text(text)
+            if call is None or not (b.get("is_error") or cut):
+                continue
+            errors[call] = errors.get(call, 0) + 1
+            if k == len(messages) - 1:
+                last.add(call)
+                interrupted = interrupted or cut
+    return tuple(sorted(last)), max((errors[c] for c in last), default=0), interrupted
 
 
 def _our_call(rid: str, tag: str) -> tuple[int, int] | None:
@@ -338,10 +398,14 @@ class FakeClaude:
                 f"script {script.tag!r} has {len(script.turns)} turns and ran out: the request "
                 f"answers the calls of turn {position} and asks for turn {position + 1}",
                 request_id, script, position)
-        if script.turns[position - 1].is_final if position else False:
+        if script.turns[position - 1].is_final and \
+                script.turns[position - 1].follow_up is None if position else False:
             return self._script_error(f"script {script.tag!r}: turn {position} was final, "
                                       "yet the conversation went on", request_id, script, position)
 
+        reacted = self._react(body, messages, script, position, request, request_id)
+        if reacted is not None:
+            return reacted
         turn = script.turns[position]
         refused = _tool_choice_refusal(body, turn)
         if refused:
@@ -412,6 +476,60 @@ class FakeClaude:
         return self._log(response, script, position, repeat, usage=usage, ids=ids,
                          stop=stop_reason, stream=True)
 
+    def _react(self, body: Mapping, messages: list[dict], script: Script, position: int,
+               request: httpx2.Request, request_id: str) -> httpx2.Response | None:
+        """The model's answer when a call of the turn just answered came back an error
+        (script.ON_ERROR): a retry of those calls with fresh ids, or the turn's give-up
+        text; None when the script simply goes on. It depends only on the conversation,
+        like every answer: a resumed agent that sends the same one gets the same reaction."""
+        from .script import ERROR_RETRIES, Turn
+
+        if position == 0 or messages[-1].get("role") != "user":
+            return None
+        q = position - 1
+        turn = script.turns[q]
+        if not turn.tool_calls:
+            return None
+        calls, errors, interrupted = errored_calls(script, messages, q)
+        reaction = turn.reaction(interrupted) if calls else "continue"
+        if reaction == "continue" or reaction == "retry" and errors > ERROR_RETRIES:
+            return None
+        slot = (script.tag, q)
+        repeat = self._answered.get(slot, 0)
+        thinking = (body.get("thinking") or {}).get("type") == "enabled"
+        if reaction == "retry":
+            retry = Turn(tool_calls=tuple(turn.tool_calls[i] for i in calls))
+            refused = _tool_choice_refusal(body, retry)
+            if refused:
+                return self._script_error(f"script {script.tag!r}, the retry of turn {q + 1}: "
+                                          f"{refused}", request_id, script, q)
+            self._answered[slot] = repeat + 1  # its ids are new: later repeats count on
+            content = turn_content(script, q, repeat, thinking=thinking, only=calls)
+            stop = "tool_use"
+        else:
+            content = turn_content(script, q, repeat, thinking=thinking,
+                                   final=turn.on_error_final)
+            stop = "end_turn"
+        input_tokens, cache = self._input_tokens(body)
+        usage = {"input_tokens": input_tokens, "output_tokens": estimate_tokens(content),
+                 **cache}
+        message = {"id": f"msg_{script.tag}_{q + 1:02d}_{reaction}{errors}", "type": "message",
+                   "role": "assistant", "model": body["model"], "content": content,
+                   "stop_reason": stop, "stop_sequence": None, "usage": usage}
+        ids = tuple(b["id"] for b in content if b["type"] == "tool_use")
+        headers = {"request-id": request_id}
+        if body.get("stream"):
+            response = httpx2.Response(200, headers={**headers,
+                                                     "content-type": "text/event-stream",
+                                                     "cache-control": "no-cache"},
+                                       stream=_EventStream(self, message, request, False))
+        else:
+            response = httpx2.Response(200, json=message, headers=headers)
+        # logged at the turn the request asks for (it carries turn q's results), marked as
+        # a reaction: no scripted turn was answered (again)
+        return self._log(response, script, position, 0, usage=usage, ids=ids, stop=stop,
+                         stream=bool(body.get("stream")), reaction=reaction)
+
     def _input_tokens(self, body: Mapping) -> tuple[int, dict]:
         """Input tokens, and the cache fields when the request marks a cache breakpoint:
         the prefix up to the last `cache_control` is written to the cache the first time
@@ -464,7 +582,7 @@ class FakeClaude:
              position: int | None, repeat: int, *, usage: Mapping | None = None,
              ids: tuple[str, ...] = (), stop: str | None = None, status: int | None = None,
              error: str | None = None, message: str | None = None,
-             stream: bool = False) -> httpx2.Response | None:
+             stream: bool = False, reaction: str | None = None) -> httpx2.Response | None:
         if response is not None and response.status_code != 200:
             err = json.loads(response.content)["error"]
             error, message = err["type"], err["message"]
@@ -476,7 +594,7 @@ class FakeClaude:
             input_tokens=(usage or {}).get("input_tokens", 0),
             output_tokens=(usage or {}).get("output_tokens", 0), tool_use_ids=ids,
             stop_reason=stop, stream=stream,
-            sent=abridge(self._sent) if self._sent is not None else ())
+            sent=abridge(self._sent) if self._sent is not None else (), reaction=reaction)
         self._sent = None
         self.requests.append(record)
         # One event per answered request, once it is logged: a kill here means the API

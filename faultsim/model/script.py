@@ -13,6 +13,18 @@ FAULT_KINDS = ("429", "529", "500", "timeout", "stream_cut", "max_tokens", "paus
 # turn's text (the client sends it back to continue), `refusal` ends the turn there
 STOP_FAULTS = ("max_tokens", "pause_turn", "refusal")
 
+# What the model does when a result of a turn's calls comes back as an error (`is_error`,
+# or a text saying the call was interrupted: the synthetic result a framework writes for a
+# call a crash cut short): `retry` calls it again (at most ERROR_RETRIES times per call,
+# then the script goes on), `continue` reads the error and goes on with the script,
+# `give_up` ends the conversation with the turn's `on_error_final` text. Unset: a real
+# model re-runs an interrupted call (nothing in "Tool was interrupted." says the work was
+# done) and goes on after any other error (it does not re-send an input it was told is
+# wrong), which is how the fake behaves then.
+ON_ERROR = ("retry", "continue", "give_up")
+ERROR_RETRIES = 2
+INTERRUPTED = "interrupted"  # in a short result text (case aside): the call was cut short
+
 
 @dataclass(frozen=True)
 class ToolCall:
@@ -30,10 +42,27 @@ class Turn:
     thinking: str | None = None  # sent first, signed, when the request enables thinking
     #                              (a default text when the scenario gives none)
     redacted_thinking: str | None = None  # sent as an opaque redacted_thinking block
+    # a final turn that is not the last: what the user says next (a follow-up request, a
+    # person's answer or approval), which opens the next turn of the script
+    follow_up: str | None = None
+    on_error: str | None = None  # ON_ERROR, for this turn's calls (None: see ON_ERROR)
+    on_error_final: str | None = None  # give_up: the model's last answer
 
     def __post_init__(self) -> None:
         if (self.final is None) == (not self.tool_calls):
             raise ValueError("a turn has either tool calls or a final answer, not both or neither")
+        if self.follow_up is not None and self.final is None:
+            raise ValueError("only a final turn has a follow-up")
+        if self.on_error is not None and self.on_error not in ON_ERROR:
+            raise ValueError(f"unknown on_error {self.on_error!r}; expected one of {ON_ERROR}")
+        if (self.on_error == "give_up") != (self.on_error_final is not None):
+            raise ValueError("on_error = 'give_up' goes with on_error_final, and only it")
+
+    def reaction(self, interrupted: bool) -> str:
+        """What the model does after an error result of one of this turn's calls."""
+        if self.on_error is not None:
+            return self.on_error
+        return "retry" if interrupted else "continue"
 
     @property
     def is_final(self) -> bool:
@@ -68,6 +97,11 @@ class Script:
     @property
     def tool_turns(self) -> int:
         return sum(1 for t in self.turns if not t.is_final)
+
+    @property
+    def follow_ups(self) -> tuple[str, ...]:
+        """What the user says after each final answer but the last, in order."""
+        return tuple(t.follow_up for t in self.turns if t.follow_up is not None)
 
 
 def tool_use_id(tag: str, position: int, index: int, repeat: int) -> str:
@@ -107,9 +141,19 @@ def redacted_data_valid(data: object) -> bool:
         return False
 
 
+def interrupted_text(text: str) -> bool:
+    """A tool result that says its call was cut short ("Tool was interrupted.")."""
+    return len(text) <= 200 and INTERRUPTED in text.lower()
+
+
 def turn_content(script: Script, position: int, repeat: int, *,
-                 thinking: bool = False) -> list[dict[str, Any]]:
+                 thinking: bool = False, only: tuple[int, ...] | None = None,
+                 final: str | None = None) -> list[dict[str, Any]]:
+    """The blocks of a scripted turn; `only`: just these of its calls, without its text
+    (a retry after an error); `final`: this text instead of the turn (a give-up)."""
     turn = script.turns[position]
+    if final is not None:
+        turn = Turn(final=final, thinking=turn.thinking)
     blocks: list[dict[str, Any]] = []
     if thinking:  # with thinking enabled the API starts every answer with its thinking
         text = turn.thinking or DEFAULT_THINKING
@@ -119,10 +163,10 @@ def turn_content(script: Script, position: int, repeat: int, *,
                        "data": redacted_data(turn.redacted_thinking)})
     if turn.is_final:
         return blocks + [{"type": "text", "text": turn.final}]
-    blocks += [{"type": "text", "text": turn.text}] if turn.text else []
+    blocks += [{"type": "text", "text": turn.text}] if turn.text and only is None else []
     blocks += [{"type": "tool_use", "id": tool_use_id(script.tag, position, i, repeat),
                 "name": call.name, "input": call.input}
-               for i, call in enumerate(turn.tool_calls)]
+               for i, call in enumerate(turn.tool_calls) if only is None or i in only]
     return blocks
 
 

@@ -147,8 +147,33 @@ class FaultsimFixture:
         __tracebackhide__ = True
         report = self.explore(make_agent, scenario)
         if not report.ok:
-            raise AssertionError(self._failure_text(report))
+            try:
+                added = self._added_over_baseline(report)
+            except known_errors() as exc:
+                pytest.fail(told(exc), pytrace=False)
+            if added == "":
+                return report  # every failing state fails in the baseline too
+            raise AssertionError(added or self._failure_text(report))
         return report
+
+    def _added_over_baseline(self, report: "Report") -> str | None:
+        """With --faultsim-baseline: "" when the run adds no failing crash state over the
+        baseline report, else the failure naming the states it adds (aligned by their
+        stable identity, faultsim.compare); None without a baseline."""
+        base = self._state.baseline()
+        if base is None:
+            return None
+        from ..compare import compare
+
+        path = self._state.options.baseline
+        diff = compare(base, report.to_json(), path, "this run")
+        if diff.ok:
+            return ""
+        added = diff.regressions
+        return (f"faultsim: this run adds {len(added)} failing crash state"
+                f"{'s' if len(added) != 1 else ''} over the baseline {path}: "
+                + "; ".join(f"{s.identity} ({s.b_id}: {s.b})" for _, s in added[:10])
+                + (" ..." if len(added) > 10 else "") + "\n\n" + self._failure_text(report))
 
     def corpus(self, path: str | Path, make_agent: Any = None, scenario: Any = None) -> list:
         """Check the checkpoint corpus at `path` (relative to the test file): every recorded

@@ -10,8 +10,10 @@ from typing import Any
 
 import pytest
 
+from ..errors import UsageError
+from ..options import CRASH_MODEL_CHOICES
 from .fixture import FaultsimFixture, known_errors, told as _told
-from .settings import MARKER, FaultsimUsageError, Options, parse_shard, settings_for
+from .settings import INI_KEYS, MARKER, FaultsimUsageError, Options, read_options, settings_for
 from .state import BrokenParam, PluginState, PointParam
 from .summary import Summary
 
@@ -26,7 +28,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="seed of the agent's uuid/random/temp names and of the search "
                          "(default: the marker's, else 0); the same seed, the same verdicts")
     group.addoption("--faultsim-crash-model", metavar="MODEL", default=None,
-                    choices=("process", "power", "all"),
+                    choices=CRASH_MODEL_CHOICES,
                     help="process (a SIGKILL: what was written survives), power (unsynced "
                          "writes may be lost) or all (default: the marker's, else process)")
     group.addoption("--faultsim-crashes", metavar="N", type=int, default=None,
@@ -42,36 +44,17 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--faultsim-html", metavar="FILE", default=None,
                     help="write one HTML report for the session: every faultsim test's "
                          "crash map and counterexamples (as faultsim run --html)")
+    group.addoption("--faultsim-baseline", metavar="REPORT", default=None,
+                    help="a JSON report of an earlier run (faultsim run --json, e.g. the main "
+                         "branch's): a faultsim test then fails only for crash states this "
+                         "run adds failing, and names them (as faultsim run --baseline)")
     group.addoption("--faultsim-record", action="store_true", default=False,
                     help="re-record checkpoint-format corpora instead of checking them "
                          "(like a snapshot tool's update flag)")
     # the same settings as ini keys ([tool.pytest.ini_options] faultsim_budget = 600, ...):
-    # a project's defaults; the command line wins
+    # a project's defaults; the command line wins (faultsim.pytest.settings.read_options)
     for key, what in INI_KEYS.items():
         parser.addini(key, f"default for --{key.replace('_', '-')}: {what}", default=None)
-
-
-INI_KEYS = {"faultsim_seed": "the seed", "faultsim_crash_model": "process, power or all",
-            "faultsim_crashes": "crashes per schedule", "faultsim_budget":
-            "seconds each session may spend exploring", "faultsim_shard": "I/N"}
-
-
-def _setting(config: pytest.Config, key: str) -> Any:
-    """The command line's value, else the ini key's (None: neither)."""
-    value = config.getoption(key)
-    if value is None:
-        value = config.getini(key) or None
-    return value
-
-
-def _number(config: pytest.Config, key: str, kind: type) -> Any:
-    value = _setting(config, key)
-    if value is None or isinstance(value, kind):
-        return value
-    try:
-        return kind(value)
-    except ValueError:
-        raise FaultsimUsageError(f"{key} = {value}: expected a number (ini file)") from None
 
 
 def _shared_dir(config: pytest.Config) -> Any:
@@ -109,23 +92,8 @@ def pytest_configure(config: pytest.Config) -> None:
         "item per kill point; mode='subprocess' runs real processes killed by SIGKILL (auto: "
         "for scenarios whose [store] is sqlite or redis)")
     try:
-        crashes = _number(config, "faultsim_crashes", int)
-        if crashes is not None and crashes < 1:
-            raise FaultsimUsageError(f"--faultsim-crashes={crashes}: expected 1 or more")
-        budget = _number(config, "faultsim_budget", float)
-        if budget is not None and budget <= 0:
-            raise FaultsimUsageError(f"--faultsim-budget={budget:g}: expected seconds > 0")
-        shard = _setting(config, "faultsim_shard")
-        crash_model = _setting(config, "faultsim_crash_model")
-        if crash_model not in (None, "process", "power", "all"):
-            raise FaultsimUsageError(f"faultsim_crash_model = {crash_model}: expected "
-                                     "process, power or all")
-        options = Options(seed=_setting(config, "faultsim_seed"),
-                          crash_model=crash_model, crashes=crashes, budget=budget,
-                          shard=parse_shard(shard) if shard is not None else None,
-                          record=config.getoption("faultsim_record"),
-                          html=config.getoption("faultsim_html"))
-    except FaultsimUsageError as exc:
+        options = read_options(config)
+    except UsageError as exc:  # FaultsimUsageError, or config.ConfigError: [tool.faultsim]
         raise pytest.UsageError(str(exc)) from None
     state = PluginState(options)
     if hasattr(config, "workerinput"):  # an xdist worker: share clean runs with the others

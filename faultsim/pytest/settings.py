@@ -11,7 +11,8 @@ from typing import Any, Callable
 import pytest
 
 from ..errors import UsageError
-from ..options import ExploreOptions, OptionError
+from ..options import CRASH_MODEL_EXPECTED, SHARD_EXPECTED, ExploreOptions, OptionError
+from ..options import parse_shard as _parse_shard
 
 
 MARKER = "faultsim"
@@ -39,7 +40,8 @@ class FaultsimUsageError(UsageError):
 
 @dataclass(frozen=True)
 class Options:
-    """The `--faultsim-*` command-line options (None: not given)."""
+    """The session's `--faultsim-*` settings (`read_options`: the command line, ini keys or
+    the project's; None: not given)."""
 
     seed: str | None = None
     crash_model: str | None = None
@@ -48,18 +50,74 @@ class Options:
     shard: tuple[int, int] | None = None
     record: bool = False
     html: str | None = None  # --faultsim-html: the session's one HTML page
+    baseline: str | None = None  # --faultsim-baseline: a JSON report the run is judged against
 
 
-def parse_shard(text: str) -> tuple[int, int]:
-    i, sep, n = text.partition("/")
+def parse_shard(text: str, where: str | None = None) -> tuple[int, int]:
     try:
-        shard = (int(i), int(n))
+        return _parse_shard(text)
     except ValueError:
-        shard = None
-    if not sep or shard is None or not 1 <= shard[0] <= shard[1]:
-        raise FaultsimUsageError(f"--faultsim-shard={text}: expected I/N with 1 <= I <= N, "
-                                 "for example 2/4")
-    return shard
+        raise FaultsimUsageError(f"{where or f'--faultsim-shard={text}'}: expected "
+                                 f"{SHARD_EXPECTED}") from None
+
+
+# the session settings that are ini keys too, and what each holds (pytest --help says)
+INI_KEYS = {"faultsim_seed": "the seed", "faultsim_crash_model": CRASH_MODEL_EXPECTED,
+            "faultsim_crashes": "crashes per schedule", "faultsim_budget":
+            "seconds each session may spend exploring", "faultsim_shard": "I/N"}
+# those a project sets for `faultsim run` too: FAULTSIM_* and [tool.faultsim] (faultsim.config)
+PROJECT_KEYS = {"faultsim_seed": "seed", "faultsim_crash_model": "crash_model",
+                "faultsim_crashes": "crashes"}
+
+
+def read_options(config: Any) -> Options:
+    """The session's `--faultsim-*` settings. Each is the command line's, else its ini key's,
+    else the project's (FAULTSIM_* over [tool.faultsim] in the nearest pyproject.toml at or
+    above the rootdir: faultsim.config, as `faultsim run` reads them). An error names the
+    setting where it was given; ExploreOptions checks what it holds, once."""
+    from ..config import load
+
+    project = load(Path(config.rootpath))
+
+    def setting(key: str) -> tuple[Any, str]:
+        value = config.getoption(key)
+        if value is not None:
+            return value, f"--{key.replace('_', '-')}={value}"
+        value = config.getini(key) or None
+        if value is not None:
+            return value, f"{key} = {value}"
+        name = PROJECT_KEYS.get(key)
+        if name in project.values:
+            return project.values[name], f"{project.origin[name]} = {project.values[name]!r}"
+        return None, ""
+
+    def number(key: str, kind: type) -> tuple[Any, str]:
+        value, where = setting(key)
+        if value is None or isinstance(value, kind):
+            return value, where
+        try:
+            return kind(value), where
+        except ValueError:
+            raise FaultsimUsageError(f"{where}: expected a number") from None
+
+    seed, _ = setting("faultsim_seed")
+    crash_model, crash_model_at = setting("faultsim_crash_model")
+    crashes, crashes_at = number("faultsim_crashes", int)
+    try:
+        ExploreOptions(crash_model=crash_model, crashes=crashes)
+    except OptionError as exc:
+        where = {"crash_model": crash_model_at, "crashes": crashes_at}[exc.field]
+        raise FaultsimUsageError(f"{where}: expected {exc.expected}") from None
+    budget, _ = number("faultsim_budget", float)
+    if budget is not None and budget <= 0:  # the plugin's own setting: no exploration has it
+        raise FaultsimUsageError(f"--faultsim-budget={budget:g}: expected seconds > 0")
+    shard, shard_at = setting("faultsim_shard")
+    return Options(seed=None if seed is None else str(seed), crash_model=crash_model,
+                   crashes=crashes, budget=budget,
+                   shard=parse_shard(shard, shard_at) if shard is not None else None,
+                   record=config.getoption("faultsim_record"),
+                   html=config.getoption("faultsim_html"),
+                   baseline=config.getoption("faultsim_baseline"))
 
 
 @dataclass(frozen=True)
@@ -95,10 +153,14 @@ def factory_and_name(agent: Any, scenario: str | None = None) -> tuple[Callable,
     or "langgraph:MODE" for the graph a scenario's [langgraph] table names)."""
     import types
 
-    from ..loading import AgentLoadError, factory_for
+    from ..loading import AgentLoadError, factory_for, langgraph_spec, names_graph
 
     if isinstance(agent, str):
         try:
+            if names_graph(agent) and scenario is not None:
+                from ..scenario import load_scenario
+
+                agent = langgraph_spec(agent, load_scenario(scenario))  # `langgraph:`: its mode
             return factory_for(agent, scenario), agent
         except AgentLoadError as exc:
             raise FaultsimUsageError(str(exc)) from None

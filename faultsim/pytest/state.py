@@ -80,6 +80,18 @@ class PluginState:
             self.explorers[key] = explorer
         return explorer
 
+    _baseline: Any = None  # the --faultsim-baseline report, read on first use
+
+    def baseline(self) -> dict | None:
+        """The --faultsim-baseline report (faultsim.report_merge.read), or None."""
+        if self.options.baseline is None:
+            return None
+        if self._baseline is None:
+            from ..report_merge import read
+
+            self._baseline = read(self.options.baseline)
+        return self._baseline
+
     def start_clock(self) -> None:
         if self.started is None:
             self.started = time.monotonic()

@@ -23,7 +23,7 @@ import freezegun.api as _real_time
 from ..crashmodel import CrashState, process_state
 from ..errors import KillDidNotLand, SubprocessModeError, WorkerDied  # noqa: F401
 from ..killpoints import KillPoint, register_phases
-from ..options import ExploreOptions, select
+from ..options import FIXED_TIMEOUT, ExploreOptions, select
 from ..oracle import RESUME_GUARDS, CrashRun, Golden, judge, unknown_version_refused
 from ..pipeline.golden import CleanRun, compare_traces, golden_checked, routed_only
 from ..pipeline.incarnation import resumed_limit
@@ -147,7 +147,7 @@ def redis_for(stack: ExitStack, scenario: Scenario) -> Callable[[int], str] | No
     return lambda slot: f"redis://127.0.0.1:{server.port}/{slot % 16}"
 
 
-def survey_subprocess(agent: str, scenario: Scenario, *, timeout: float | None = 30.0,
+def survey_subprocess(agent: str, scenario: Scenario, *, timeout: float | None = FIXED_TIMEOUT,
                       seed: str = "0") -> list[KillPoint]:
     """The clean run's kill points, from real processes (`faultsim list`)."""
     with ExitStack() as stack:

@@ -2,6 +2,7 @@
 
 - `model`: the data types (`Scenario`, `FaultProfile`, ...) and `ScenarioError`;
 - `load`: the format in one table (`SECTIONS`), durations, `load_scenario`/`parse_scenario`;
+- `rules`: the rules beyond one key's type, which the loader and `validate` both apply;
 - `validate`: `faultsim validate` (every problem of a file, with its line);
 - `schema`: the JSON Schema generated from the table (`faultsim scenario schema`).
 

@@ -12,17 +12,21 @@ import re
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable
 
 from ..checkpoints import DEFAULT as DEFAULT_CHECKPOINT
 from ..checkpoints import FORMATS as CP_FORMATS
 from ..checkpoints import CheckpointSpec
 from ..netguard import parse_allowed
 from ..model import ApiFault, Script, ToolCall, Turn
-from ..model.script import FAULT_KINDS
+from ..model.script import FAULT_KINDS, ON_ERROR
 from ..world import RECEIVER_KINDS, parse_instant
-from .model import (CRASH_MODEL_NAMES, MAIN_TAG, STORE_KINDS, FaultProfile, LangGraphSpec,
-                    Scenario, ScenarioError, ServiceSpec, StoreSpec)
+from .model import (CRASH_MODEL_NAMES, LANGGRAPH_MODES, MAIN_TAG, STORE_KINDS, FaultProfile,
+                    LangGraphSpec, Problem, Scenario, ScenarioError, ServiceSpec, StoreSpec)
+from .rules import (ALLOW_EXPECTED, GLOB_EXPECTED, checkpoint_declared, checkpoint_glob,
+                    distinct_tasks, ends_with_final, fault_position, fault_script,
+                    final_is_last, langgraph_graph, sandbox_allow, service_records,
+                    subagent_name, turn_reactions, turn_shape)
 
 
 # -- the scenario format, in one table --------------------------------------------------------
@@ -97,9 +101,16 @@ SECTIONS: dict[str, dict[str, Field]] = {
         "tool_calls": Field("array", "a non-empty list of tool calls", None, of="tool_call",
                             min_items=1, doc="exactly one of tool_calls or final"),
         "final": Field("string", "a non-empty string", None,
-                       doc="the final answer; only in the last turn"),
+                       doc="the final answer; in the last turn, or in one with a follow_up"),
         "thinking": Field("string", "a non-empty string", None),
         "redacted_thinking": Field("string", "a non-empty string", None),
+        "follow_up": Field("string", "a non-empty string", None,
+                           doc="a final turn but the last: what the user says next"),
+        "on_error": Field("string", _one_of(ON_ERROR), None, enum=ON_ERROR,
+                          doc="a tool turn: what the model does when a result of its calls "
+                              "is an error (default: retry an interrupted call, else go on)"),
+        "on_error_final": Field("string", "a non-empty string", None,
+                                doc="on_error = \"give_up\": the model's last answer"),
     },
     "tool_call": {
         "name": Field("string", "a tool name"),
@@ -140,6 +151,9 @@ SECTIONS: dict[str, dict[str, Field]] = {
         "graph": Field("string", "the graph factory: FILE.py:ATTR (relative to this file) "
                        "or MODULE:ATTR"),
         "human_reply": Field("string", "a person's answer", None),
+        "durability": Field("string", _one_of(LANGGRAPH_MODES), None, enum=LANGGRAPH_MODES,
+                            doc="the mode `--agent langgraph:` (no mode) and `faultsim run` "
+                                "explore (default: every mode)"),
     },
     "checkpoint": {
         "files": Field("array", "a list of globs", [], items="string",
@@ -168,7 +182,12 @@ class _Reader:
         self.path = path
 
     def fail(self, key: str, expected: str, got: Any = None) -> ScenarioError:
-        return ScenarioError(self.path, key, expected, got)
+        return Problem(key, expected, got).error(self.path)
+
+    def first(self, found: Iterable[Problem]) -> None:
+        """Raise the first problem a rule (faultsim.scenario.rules) finds."""
+        for problem in found:
+            raise problem.error(self.path)
 
     def get(self, table: dict, key: str, where: str, kind: type | tuple, expected: str,
             default: Any = ..., ) -> Any:
@@ -204,15 +223,19 @@ class _Reader:
             self.no_extra(t, keys("turn"), at)
             thinking = self.get(t, "thinking", at, str, "a non-empty string", None)
             redacted = self.get(t, "redacted_thinking", at, str, "a non-empty string", None)
-            if ("final" in t) == ("tool_calls" in t):
-                raise self.fail(at, "exactly one of 'tool_calls' or 'final'",
-                                "both" if "final" in t else "neither")
+            self.first(turn_shape(t, at))
+            self.first(turn_reactions(t, at))
             if "final" in t:
+                self.first(final_is_last(t, i, len(raw), at))
                 turns.append(Turn(final=self.get(t, "final", at, str, "a non-empty string"),
-                                  thinking=thinking, redacted_thinking=redacted))
-                if i != len(raw) - 1:
-                    raise self.fail(at + ".final", "the final answer only in the last turn")
+                                  thinking=thinking, redacted_thinking=redacted,
+                                  follow_up=self.get(t, "follow_up", at, str,
+                                                     "a non-empty string", None)))
                 continue
+            on_error = self.get(t, "on_error", at, str, _one_of(ON_ERROR), None)
+            if on_error is not None and on_error not in ON_ERROR:
+                raise self.fail(at + ".on_error", _one_of(ON_ERROR), on_error)
+            give_up = self.get(t, "on_error_final", at, str, "a non-empty string", None)
             calls_raw = self.get(t, "tool_calls", at, list, "a non-empty list of tool calls")
             if not calls_raw:
                 raise self.fail(at + ".tool_calls", "a non-empty list of tool calls", calls_raw)
@@ -227,10 +250,9 @@ class _Reader:
                                                     {}))))
             turns.append(Turn(tool_calls=tuple(calls),
                               text=self.get(t, "text", at, str, "a string", ""),
-                              thinking=thinking, redacted_thinking=redacted))
-        if not turns[-1].is_final:
-            raise self.fail(f"{where}.turns" if where else "turns",
-                            "a last turn with a 'final' answer")
+                              thinking=thinking, redacted_thinking=redacted,
+                              on_error=on_error, on_error_final=give_up))
+        self.first(ends_with_final(raw, f"{where}.turns" if where else "turns"))
         return tuple(turns)
 
     def api_faults(self, profile: dict, scripts: dict[str, int]) -> dict[str, tuple]:
@@ -249,14 +271,10 @@ class _Reader:
             tag = self.get(f, "script", at, str, "the name of a sub-agent"
                            + (f" ({names})" if names else " (this scenario has none)"),
                            MAIN_TAG)
-            if tag not in scripts:
-                raise self.fail(at + ".script", "the name of a sub-agent"
-                                + (f" ({names})" if names else " (this scenario has none)"),
-                                tag)
+            self.first(fault_script(tag, at, scripts))
             n_turns = scripts[tag]
             pos = self.get(f, "at", at, int, f"a turn position 0..{n_turns - 1}")
-            if not 0 <= pos < n_turns:
-                raise self.fail(at + ".at", f"a turn position 0..{n_turns - 1}", pos)
+            self.first(fault_position(pos, at, n_turns))
             kind = str(self.get(f, "kind", at, (str, int), "one of " + ", ".join(FAULT_KINDS)))
             if kind not in FAULT_KINDS:
                 raise self.fail(at + ".kind", "one of " + ", ".join(FAULT_KINDS), kind)
@@ -378,9 +396,7 @@ def parse_scenario(data: dict, path: str | Path = "<scenario>") -> Scenario:
         if kind not in RECEIVER_KINDS:
             raise r.fail(at + ".kind", "one of " + ", ".join(RECEIVER_KINDS), kind)
         records = r.get(spec, "records", at, dict, "a table of records by id", {})
-        if records and kind not in ("queryable", "readonly"):
-            raise r.fail(at + ".records", "records only on queryable or readonly services",
-                         kind)
+        r.first(service_records(spec, at))
         hours = r.get(spec, "key_retention_hours", at, (int, float), "a positive number",
                       default("service", "key_retention_hours"))
         try:
@@ -396,8 +412,7 @@ def parse_scenario(data: dict, path: str | Path = "<scenario>") -> Scenario:
     for name, sub in r.get(data, "subagents", "", dict, "a table of [subagents.NAME]",
                            {}).items():
         at = f"subagents.{name}"
-        if name == MAIN_TAG:
-            raise r.fail(at, f"a sub-agent name other than {MAIN_TAG!r} (the main script's tag)")
+        r.first(subagent_name(name, at))
         if not isinstance(sub, dict):
             raise r.fail(at, "a table with 'task' and 'turns'", sub)
         if "faults" in sub:
@@ -406,9 +421,7 @@ def parse_scenario(data: dict, path: str | Path = "<scenario>") -> Scenario:
         sub_turns = r.turns(sub, at)
         subagents.append(Script(task=r.get(sub, "task", at, str, "the sub-task in words"),
                                 turns=sub_turns, tag=name))
-    tasks = [task] + [s.task for s in subagents]
-    if len(set(tasks)) != len(tasks):
-        raise r.fail("subagents", "task texts distinct from each other and from 'task'")
+    r.first(distinct_tasks(data))
 
     raw_profile = r.get(data, "fault_profile", "", dict, "a [fault_profile] table", {})
     r.no_extra(raw_profile, keys("fault_profile"), "fault_profile")
@@ -430,14 +443,17 @@ def parse_scenario(data: dict, path: str | Path = "<scenario>") -> Scenario:
         r.no_extra(raw_lg, keys("langgraph"), "langgraph")
         graph = r.get(raw_lg, "graph", "langgraph", str,
                       "the graph factory: FILE.py:ATTR (relative to this file) or MODULE:ATTR")
-        if ":" not in graph:
-            raise r.fail("langgraph.graph", "FILE.py:ATTR or MODULE:ATTR", graph)
+        r.first(langgraph_graph(graph, "langgraph.graph"))
         file, _, attr = graph.rpartition(":")
         if file.endswith(".py") and not Path(file).is_absolute():
             graph = f"{Path(path).parent / file}:{attr}"
         reply = r.get(raw_lg, "human_reply", "langgraph", str, "a person's answer", None) \
             if "human_reply" in raw_lg else None
-        langgraph = LangGraphSpec(graph, reply)
+        durability = r.get(raw_lg, "durability", "langgraph", str, _one_of(LANGGRAPH_MODES),
+                           None)
+        if durability is not None and durability not in LANGGRAPH_MODES:
+            raise r.fail("langgraph.durability", _one_of(LANGGRAPH_MODES), durability)
+        langgraph = LangGraphSpec(graph, reply, durability)
 
     checkpoint = DEFAULT_CHECKPOINT
     if "checkpoint" in data:
@@ -447,15 +463,14 @@ def parse_scenario(data: dict, path: str | Path = "<scenario>") -> Scenario:
         for key in ("files", "redis_keys"):
             globs[key] = r.get(raw_cp, key, "checkpoint", list, "a list of globs", [])
             for k, g in enumerate(globs[key]):
-                if not isinstance(g, str) or not g or g.startswith("/") or ".." in g:
-                    raise r.fail(f"checkpoint.{key}[{k}]", "a glob relative to the workdir"
-                                 if key == "files" else "a glob over Redis keys", g)
+                if not isinstance(g, str) or not g:
+                    raise r.fail(f"checkpoint.{key}[{k}]", GLOB_EXPECTED[key], g)
+                r.first(checkpoint_glob(key, g, f"checkpoint.{key}[{k}]"))
         fmt = r.get(raw_cp, "format", "checkpoint", str, "one of " + ", ".join(CP_FORMATS),
                     None) if "format" in raw_cp else None
         if fmt is not None and fmt not in CP_FORMATS:
             raise r.fail("checkpoint.format", "one of " + ", ".join(CP_FORMATS), fmt)
-        if not globs["files"] and not globs["redis_keys"]:
-            raise r.fail("checkpoint.files", "at least one glob (or redis_keys)", [])
+        r.first(checkpoint_declared(raw_cp, "checkpoint", {}))
         checkpoint = CheckpointSpec(tuple(globs["files"]), tuple(globs["redis_keys"]), fmt,
                                     declared=True)
 
@@ -464,11 +479,11 @@ def parse_scenario(data: dict, path: str | Path = "<scenario>") -> Scenario:
     allow = []
     for k, entry in enumerate(r.get(raw_sandbox, "allow", "sandbox", list,
                                     "a list of \"HOST:PORT\" strings", [])):
-        try:
-            allow.append(parse_allowed(entry if isinstance(entry, str) else ""))
-        except ValueError:
-            raise r.fail(f"sandbox.allow[{k}]", "\"HOST:PORT\", e.g. \"127.0.0.1:6379\"",
-                         entry) from None
+        at = f"sandbox.allow[{k}]"
+        if not isinstance(entry, str) or not entry:
+            raise r.fail(at, ALLOW_EXPECTED, entry)
+        r.first(sandbox_allow(entry, at))
+        allow.append(parse_allowed(entry))
 
     scenario_id = r.get(data, "id", "", str, "a scenario id", Path(path).stem)
     max_turns = r.get(data, "max_turns", "", int, "an integer >= 1",

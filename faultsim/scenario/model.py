@@ -13,6 +13,7 @@ from typing import Any
 
 from ..checkpoints import DEFAULT as DEFAULT_CHECKPOINT
 from ..checkpoints import CheckpointSpec
+from ..crashmodel import CRASH_MODELS
 from ..errors import UsageError
 from ..model import Script
 from ..world import World, WorldClock
@@ -29,6 +30,25 @@ class ScenarioError(UsageError, ValueError):
         super().__init__(f"{self.path}: {key}: expected {expected}{detail}")
 
 
+@dataclass(frozen=True)
+class Problem:
+    """One thing wrong in a scenario file: the dotted key, what was expected, and what was
+    there (None: nothing to show). The loader raises the first as a ScenarioError;
+    `faultsim validate` prints each with its line."""
+
+    key: str
+    expected: str
+    got: Any = None
+
+    @property
+    def message(self) -> str:
+        return f"expected {self.expected}" + ("" if self.got is None else
+                                              f", got {show_value(self.got)}")
+
+    def error(self, path: str | Path) -> ScenarioError:
+        return ScenarioError(path, self.key, self.expected, self.got)
+
+
 def show_value(value: Any) -> str:
     text = repr(value)
     return text if len(text) <= 60 else text[:57] + "..."
@@ -42,7 +62,7 @@ class ServiceSpec:
     key_retention_hours: float = 24.0
 
 
-CRASH_MODEL_NAMES = ("process", "power")
+CRASH_MODEL_NAMES = CRASH_MODELS  # a fault profile lists models; "all" is for flags
 STORE_KINDS = ("file", "sqlite", "redis")
 
 
@@ -64,10 +84,14 @@ class LangGraphSpec:
     """A scenario run by a LangGraph graph (faultsim.adapters.langgraph) instead of an agent
     factory: `graph` names the graph factory, FILE.py:ATTR relative to the scenario file or
     MODULE:ATTR; `human_reply` answers the graph's interrupt() (none: the pause is the end,
-    an escalation to a person)."""
+    an escalation to a person); `durability` the mode an agent spec without one runs."""
 
     graph: str
     human_reply: str | None = None
+    durability: str | None = None  # the mode `langgraph:` explores (None: every mode)
+
+
+LANGGRAPH_MODES = ("sync", "async", "exit")  # LangGraph's durability modes
 
 
 @dataclass(frozen=True)

@@ -3,8 +3,10 @@ problem at once, one line each: `FILE:LINE: dotted.key: message`.
 
 The check walks the file against the loader's own table (`scenario.SECTIONS`: known keys,
 types, allowed values, ranges) and the rules that need the whole file (a turn position
-within its script, exactly one of `tool_calls` and `final`, distinct tasks ...). The loader
-then runs as a backstop: a file it refuses is never reported valid.
+within its script, exactly one of `tool_calls` and `final`, distinct tasks ...), which are
+the loader's own (faultsim.scenario.rules: the loader raises the first problem a rule
+finds, this walk reports them all). The loader then runs as a backstop: a file it refuses
+is never reported valid.
 
 tomllib gives no positions, so a key's line is found in the text (`locate`): headers
 (`[services.email]`, `[[turns]]`), `key = ` lines under them, and the elements of arrays
@@ -19,16 +21,20 @@ import re
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable
 
-from ..netguard import parse_allowed
 from ..world import parse_instant
 from .load import MOVED_FAULTS, SECTIONS, Field, parse_duration, parse_scenario
-from .model import MAIN_TAG, ScenarioError, show_value
+from .model import MAIN_TAG, Problem, ScenarioError
+from .rules import (checkpoint_declared, checkpoint_glob, distinct_tasks, ends_with_final,
+                    fault_position, fault_script, final_is_last, langgraph_graph,
+                    sandbox_allow, service_records, subagent_name, turn_reactions, turn_shape)
 
 
 @dataclass(frozen=True)
-class Problem:
+class Located:
+    """A problem as `faultsim validate` prints it: FILE:LINE: key: message."""
+
     path: str
     line: int
     key: str
@@ -178,11 +184,14 @@ _PY = {"string": str, "integer": int, "number": (int, float), "boolean": bool,
 
 class _Walk:
     def __init__(self) -> None:
-        self.errors: list[tuple[str, str]] = []
+        self.errors: list[Problem] = []
 
     def bad(self, key: str, expected: str, got: Any = None) -> None:
-        detail = "" if got is None else f", got {show_value(got)}"
-        self.errors.append((key, f"expected {expected}{detail}"))
+        self.errors.append(Problem(key, expected, got))
+
+    def add(self, found: Iterable[Problem]) -> None:
+        """What a rule of faultsim.scenario.rules finds (the loader raises the first)."""
+        self.errors += found
 
     def value(self, f: Field, value: Any, key: str) -> bool:
         """Whether `value` has the field's type (reported when not)."""
@@ -270,17 +279,13 @@ class _Walk:
         getattr(self, "rules_" + name, lambda *a: None)(table, where, good)
         return good
 
-    # the rules beyond one key's type, each named after its section
+    # the rules beyond one key's type (faultsim.scenario.rules), by section
     def rules_turn(self, t: dict, where: str, good: dict) -> None:
-        if ("final" in t) == ("tool_calls" in t):
-            self.bad(where, "exactly one of 'tool_calls' or 'final'",
-                     "both" if "final" in t else "neither")
+        self.add(turn_shape(t, where))
+        self.add(turn_reactions(t, where))
 
     def rules_service(self, s: dict, where: str, good: dict) -> None:
-        if s.get("records") and good.get("kind") and s["kind"] not in ("queryable",
-                                                                      "readonly"):
-            self.bad(_key(where, "records"), "records only on queryable or readonly services",
-                     s["kind"])
+        self.add(service_records(s, where))
         if good.get("key_retention_hours"):
             try:
                 if not math.isfinite(s["key_retention_hours"]):
@@ -291,30 +296,20 @@ class _Walk:
                          "that fits a duration", s["key_retention_hours"])
 
     def rules_langgraph(self, lg: dict, where: str, good: dict) -> None:
-        if good.get("graph") and ":" not in lg["graph"]:
-            self.bad(_key(where, "graph"), "FILE.py:ATTR or MODULE:ATTR", lg["graph"])
+        if good.get("graph"):
+            self.add(langgraph_graph(lg["graph"], _key(where, "graph")))
 
     def rules_checkpoint(self, cp: dict, where: str, good: dict) -> None:
         for key in ("files", "redis_keys"):
             if good.get(key):
                 for k, g in enumerate(cp[key]):
-                    if isinstance(g, str) and g and (g.startswith("/") or ".." in g):
-                        self.bad(f"{where}.{key}[{k}]", "a glob relative to the workdir"
-                                 if key == "files" else "a glob over Redis keys", g)
-        if not cp.get("files") and not cp.get("redis_keys") and \
-                good.get("files", True) and good.get("redis_keys", True):
-            self.bad(f"{where}.files", "at least one glob (or redis_keys)", [])
+                    self.add(checkpoint_glob(key, g, f"{where}.{key}[{k}]"))
+        self.add(checkpoint_declared(cp, where, good))
 
     def rules_sandbox(self, sb: dict, where: str, good: dict) -> None:
         if good.get("allow"):
             for k, entry in enumerate(sb["allow"]):
-                if not isinstance(entry, str) or not entry:
-                    continue  # reported as a type error
-                try:
-                    parse_allowed(entry)
-                except ValueError:
-                    self.bad(f"{where}.allow[{k}]", "\"HOST:PORT\", e.g. \"127.0.0.1:6379\"",
-                             entry)
+                self.add(sandbox_allow(entry, f"{where}.allow[{k}]"))
 
     def scripts(self, data: dict) -> None:
         """The rules across scripts: final answers last, turn positions within their
@@ -323,26 +318,17 @@ class _Walk:
         for tag, turns, where in self._scripts(data):
             scripts[tag] = len(turns)
             for i, t in enumerate(turns):
-                if isinstance(t, dict) and "final" in t and i != len(turns) - 1:
-                    self.bad(f"{where}[{i}].final", "the final answer only in the last turn")
-            if turns and isinstance(turns[-1], dict) and "tool_calls" in turns[-1] \
-                    and "final" not in turns[-1]:
-                self.bad(where, "a last turn with a 'final' answer")
+                self.add(final_is_last(t, i, len(turns), f"{where}[{i}]"))
+            self.add(ends_with_final(turns, where))
         subs = data.get("subagents")
         if isinstance(subs, dict):
-            if MAIN_TAG in subs:
-                self.bad(f"subagents.{MAIN_TAG}", f"a sub-agent name other than {MAIN_TAG!r} "
-                         "(the main script's tag)")
-            tasks = [data.get("task")] + [s.get("task") for s in subs.values()
-                                          if isinstance(s, dict)]
-            tasks = [t for t in tasks if isinstance(t, str)]
-            if len(set(tasks)) != len(tasks):
-                self.bad("subagents", "task texts distinct from each other and from 'task'")
+            for name in subs:
+                self.add(subagent_name(name, f"subagents.{name}"))
+            self.add(distinct_tasks(data))
         profile = data.get("fault_profile")
         faults = profile.get("api_faults") if isinstance(profile, dict) else None
         if not isinstance(faults, list):
             return
-        names = ", ".join(repr(t) for t in scripts if t != MAIN_TAG)
         for i, f in enumerate(faults):
             if not isinstance(f, dict):
                 continue
@@ -351,13 +337,9 @@ class _Walk:
             if not isinstance(tag, str):
                 continue  # reported as a type error
             if tag not in scripts:
-                if tag.strip():
-                    self.bad(at + ".script", "the name of a sub-agent"
-                             + (f" ({names})" if names else " (this scenario has none)"), tag)
+                self.add(fault_script(tag, at, scripts))
                 continue
-            pos, n = f.get("at"), scripts[tag]
-            if isinstance(pos, int) and not isinstance(pos, bool) and not 0 <= pos < n:
-                self.bad(at + ".at", f"a turn position 0..{n - 1}", pos)
+            self.add(fault_position(f.get("at"), at, scripts[tag]))
 
     @staticmethod
     def _scripts(data: dict):
@@ -380,17 +362,18 @@ def problems(data: dict, path: str | Path = "<scenario>", backstop: bool = True
     walk = _Walk()
     walk.section("scenario", data, "")
     walk.scripts(data)
+    errors = [(p.key, p.message) for p in walk.errors]
     if not backstop:
-        return list(dict.fromkeys(walk.errors))
+        return list(dict.fromkeys(errors))
     try:
         parse_scenario(data, path)
     except ScenarioError as exc:
         # the backstop: a rule the walk does not know is still reported
-        if not any(_related(exc.key, key) for key, _ in walk.errors):
+        if not any(_related(exc.key, key) for key, _ in errors):
             detail = str(exc)[len(f"{exc.path}: {exc.key}: "):]
-            walk.errors.append((exc.key, detail))
+            errors.append((exc.key, detail))
     seen, out = set(), []
-    for error in walk.errors:
+    for error in errors:
         if error not in seen:
             seen.add(error)
             out.append(error)
@@ -404,43 +387,43 @@ def _related(a: str, b: str) -> bool:
 _TOML_LINE = re.compile(r"at line (\d+)")
 
 
-def validate_file(path: str | Path) -> list[Problem]:
+def validate_file(path: str | Path) -> list[Located]:
     """The problems of one scenario file (none: valid)."""
     name = str(path)
     try:
         text = Path(path).read_text(encoding="utf-8")
     except FileNotFoundError:
-        return [Problem(name, 1, "(file)", "expected an existing scenario file")]
+        return [Located(name, 1, "(file)", "expected an existing scenario file")]
     except UnicodeDecodeError as exc:
-        return [Problem(name, 1, "(syntax)", f"expected UTF-8 text, got {exc.reason}")]
+        return [Located(name, 1, "(syntax)", f"expected UTF-8 text, got {exc.reason}")]
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         m = _TOML_LINE.search(str(exc))
-        return [Problem(name, int(m.group(1)) if m else 1, "(syntax)",
+        return [Located(name, int(m.group(1)) if m else 1, "(syntax)",
                         f"expected valid TOML, got {exc}")]
     lines = locate(text)
-    found = [Problem(name, line_of(key, lines), key, message)
+    found = [Located(name, line_of(key, lines), key, message)
              for key, message in problems(data, path)]
     return sorted(found, key=lambda p: p.line)  # stable: one line's keys keep their order
 
 
-def scenario_files(args: list[str]) -> tuple[list[Path], list[Problem]]:
+def scenario_files(args: list[str]) -> tuple[list[Path], list[Located]]:
     """The files named, and under each folder named every *.toml at any depth; a path that
     does not exist is a problem of its own."""
     files: list[Path] = []
-    missing: list[Problem] = []
+    missing: list[Located] = []
     for arg in args:
         p = Path(arg)
         if p.is_dir():
             found = sorted(p.rglob("*.toml"))
             if not found:
-                missing.append(Problem(arg, 1, "(folder)", "expected *.toml scenario files "
+                missing.append(Located(arg, 1, "(folder)", "expected *.toml scenario files "
                                        "in this folder, found none"))
             files += found
         elif p.exists():
             files.append(p)
         else:
-            missing.append(Problem(arg, 1, "(file)", "expected an existing scenario file or "
+            missing.append(Located(arg, 1, "(file)", "expected an existing scenario file or "
                                    "folder"))
     return files, missing

@@ -33,9 +33,13 @@ class WatchedSaver(BaseCheckpointSaver):
         super().__init__(serde=inner.serde)
         self.inner = inner
         self._report, self._guard = report, guard
-        from langgraph.pregel._checkpoint import put_writes_accepts_task_path
+        # whether the inner saver's put_writes takes `task_path` (savers written before the
+        # parameter don't), asked as LangGraph asks it (pregel._checkpoint's helper, which
+        # 1.2.11 and earlier 1.2 releases lack)
+        import inspect
 
-        self._task_path = put_writes_accepts_task_path(inner.put_writes)
+        self._task_path = inspect.signature(inner.put_writes).parameters.get(
+            "task_path") is not None
 
     @property
     def config_specs(self) -> list:
