@@ -72,8 +72,9 @@ Crash states per kill point (`prefixes=`):
 The rest of the sandbox is taken as written at the kill in every state. A kill inside a
 transcript write leaves one state, as written: a real kill made it.
 
-`runs.py` puts all this behind `faultsim run` / `faultsim replay --agent
-claude-agent-sdk:FILE.py:ATTR` and `Exploration.assert_ok`.
+`backend.py` (faultsim's backend seam, `faultsim.backends`) and `runs.py` put all this
+behind every front end given the spec `claude-agent-sdk:FILE.py:ATTR` (`faultsim
+run/list/replay`, the pytest marker, `faultsim.explore`), and `Exploration.assert_ok`.
 """
 from __future__ import annotations
 

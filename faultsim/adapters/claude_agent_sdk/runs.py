@@ -1,5 +1,6 @@
-"""A Claude Agent SDK agent in faultsim's front ends: `faultsim run` and `faultsim replay`
-with `--agent claude-agent-sdk:FILE.py:ATTR` (`report.py` makes their report)."""
+"""A Claude Agent SDK agent as faultsim's backends see it (`backend.py`): the spec
+`claude-agent-sdk:FILE.py:ATTR` loaded (`load`, also `loading.SPECS`' resolver), explored
+as faultsim's report (`run`; `report.py` makes it) and a token replayed (`replay`)."""
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Callable, Sequence
