@@ -124,7 +124,7 @@ def test_readme_opens_with_the_two_commands():
     for block in checked_blocks():
         first, second = [line for line in block.code.splitlines() if line.strip()]
         assert first.endswith("faultsim run scenarios/")
-        assert second.endswith("python -m pytest -n 2")  # two xdist workers: see README
+        assert second.endswith("python -m pytest -n 4")  # four xdist workers: see README
         assert "pip install -e" in first and "pip install -e '.[test]'" in second
     assert ALL[0] in checked_blocks("test_readme_opens_with_the_two_commands")
 
