@@ -13,13 +13,23 @@ one JSON line:
   ms_per_kill_point    sweep_seconds / kill points, by N (faultsim's and the agent's work
                        per kill point: flat in N when cost follows new work)
   resumed              crash states resumed (not shared with an equal one), by N
+  cpu_seconds          CPU of the sweeping interpreter and every process it forked (the
+                       clean runs, the driver, the children's resumed runs), by N: less
+                       noisy than wall time on a shared machine
+  cpu_ms_per_kill_point  cpu_seconds / kill points, by N
+  cpu_growth           as growth, of cpu_seconds
+  resumed_share        the resumed runs' own (wall) time summed, over cpu_seconds: on an
+                       idle machine the share of the work in resumed runs, what
+                       convergence would cut (the rest: faultsim's work per kill point,
+                       forks, states, keys, guards, and the clean runs); a loaded machine
+                       stretches wall time, and the share with it (it can pass 1)
   peak_rss_mb          the largest resident set of the interpreter that swept N
   pairs                for N <= --pairs-max: the two-crash sweep's schedules, explored,
                        resumed and seconds, by N
 
 Ratios within one run are the figures to read: timings on a loaded machine are noisy.
 
-Run: python bench/scaling.py [--max-steps 400] [--pairs-max 50] [--workers 2]
+Run: python bench/scaling.py [--max-steps 400] [--pairs-max 50] [--workers 2] [--steps 25,50]
   FAULTSIM_BENCH_ROOT=/path/to/other/checkout python bench/scaling.py ...
   measures that checkout's faultsim with this bench (the code before a change)
 """
@@ -66,8 +76,16 @@ def scenario_text(n: int) -> str:
     return "\n".join(lines)
 
 
+def cpu() -> float:
+    """CPU seconds of this interpreter and of its children that have ended (the forks)."""
+    own, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(
+        resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
+
+
 def one(n: int, workers: int, pairs: bool) -> dict:
     """Sweep the N-step scenario in this interpreter; the figures as a dict."""
+    import anthropic  # noqa: F401  (imported once by the first sweep: not per kill point)
     import faultsim
     import reference_agent
 
@@ -76,15 +94,17 @@ def one(n: int, workers: int, pairs: bool) -> dict:
         path.write_text(scenario_text(n))
         scenario = faultsim.load_scenario(path)
     out: dict = {"steps": n}
-    started = time.perf_counter()
+    started, cpu0 = time.perf_counter(), cpu()
     report = faultsim.explore(reference_agent.make_agent, scenario, crash_model="process",
                               crashes=1, workers=workers)
+    cpu_seconds = cpu() - cpu0
     (run,) = report.runs
     assert report.ok, f"the reference agent must pass the {n}-step sweep"
     out.update(kill_points=len(run.kill_points), crash_states=len(run.verdicts),
                sweep_seconds=round(report.sweep_seconds, 2),
                wall_seconds=round(time.perf_counter() - started, 2),
-               resumed=run.judged)
+               resumed=run.judged, cpu_seconds=round(cpu_seconds, 2),
+               resumed_seconds=round(run.resume_seconds, 2))
     if pairs:
         report = faultsim.explore(reference_agent.make_agent, scenario, crash_model="process",
                                   crashes=2, workers=workers)
@@ -104,6 +124,8 @@ def main() -> None:
     parser.add_argument("--pairs-max", type=int, default=50,
                         help="sweep two-crash schedules for N up to this (0: none)")
     parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--steps", default=None,
+                        help="comma-separated N to sweep instead of 25, 50, 100, 200, 400")
     parser.add_argument("--one", type=int, default=None, help=argparse.SUPPRESS)
     parser.add_argument("--pairs", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -111,7 +133,8 @@ def main() -> None:
         print(json.dumps(one(args.one, args.workers, args.pairs)))
         return
     rows = []
-    for n in [s for s in STEPS if s <= args.max_steps]:
+    steps = [int(x) for x in args.steps.split(",")] if args.steps else STEPS
+    for n in [s for s in steps if s <= args.max_steps]:
         cmd = [sys.executable, __file__, "--one", str(n), "--workers", str(args.workers)]
         if n <= args.pairs_max:
             cmd.append("--pairs")
@@ -123,21 +146,29 @@ def main() -> None:
         print(f"N={n:4}: {row['kill_points']} kill points, {row['crash_states']} crash states,"
               f" {row['resumed']} resumed, sweep "
               f"{row['sweep_seconds']:.1f}s = {1000 * row['sweep_seconds'] / row['kill_points']:.2f}"
-              f" ms per kill point, peak RSS {row['peak_rss_mb']} MB"
+              f" ms per kill point; CPU {row['cpu_seconds']:.1f}s = "
+              f"{1000 * row['cpu_seconds'] / row['kill_points']:.2f} ms per kill point, "
+              f"{100 * row['resumed_seconds'] / max(row['cpu_seconds'], 1e-9):.0f} % in "
+              f"resumed runs; peak RSS {row['peak_rss_mb']} MB"
               + (f"; pairs {row['pairs']}" if "pairs" in row else ""), flush=True)
-    growth = {}
-    for a, b in zip(rows, rows[1:]):
-        growth[f"{a['steps']}->{b['steps']}"] = round(
-            math.log(b["sweep_seconds"] / max(a["sweep_seconds"], 1e-9))
-            / math.log(b["steps"] / a["steps"]), 2)
+    def growth_of(field: str) -> dict:
+        return {f"{a['steps']}->{b['steps']}": round(
+            math.log(b[field] / max(a[field], 1e-9)) / math.log(b["steps"] / a["steps"]), 2)
+            for a, b in zip(rows, rows[1:])}
     print(json.dumps({
         "steps": [r["steps"] for r in rows],
         "kill_points": [r["kill_points"] for r in rows],
         "sweep_seconds": [r["sweep_seconds"] for r in rows],
-        "growth": growth,
+        "growth": growth_of("sweep_seconds"),
         "ms_per_kill_point": [round(1000 * r["sweep_seconds"] / r["kill_points"], 3)
                               for r in rows],
         "resumed": [r["resumed"] for r in rows],
+        "cpu_seconds": [r["cpu_seconds"] for r in rows],
+        "cpu_ms_per_kill_point": [round(1000 * r["cpu_seconds"] / r["kill_points"], 3)
+                                  for r in rows],
+        "cpu_growth": growth_of("cpu_seconds"),
+        "resumed_share": [round(r["resumed_seconds"] / max(r["cpu_seconds"], 1e-9), 2)
+                          for r in rows],
         "peak_rss_mb": [r["peak_rss_mb"] for r in rows],
         "pairs": {str(r["steps"]): r["pairs"] for r in rows if "pairs" in r},
     }))

@@ -62,10 +62,31 @@ class CheckpointSpec:
 DEFAULT = CheckpointSpec()
 
 
+_WHOLE: dict[tuple, tuple] = {}  # (spec, path, id(data)) -> (data, why): see `whole`
+_WHOLE_LIMIT = 512
+
+
 def whole(spec: CheckpointSpec, path: str, data: bytes) -> str | None:
     """Why `data` is not a whole checkpoint of its format (None: it is, or the format keeps
     itself whole). A JSONL transcript's torn last line is a legal state of an append-only
-    log: the resumed run must survive it, and other guards judge whether it did."""
+    log: the resumed run must survive it, and other guards judge whether it did.
+
+    Memoised by the bytes object (a pure function of spec, path and bytes; the entry holds
+    the bytes, so the id is not reused while it lives): a sweep asks it at every kill
+    point, and between two writes the checkpoint is one object, parsed once, not once a
+    point (a parse is O(checkpoint) and the checkpoint grows with the run)."""
+    key = (spec, path, id(data))
+    found = _WHOLE.get(key)
+    if found is not None and found[0] is data:
+        return found[1]
+    why = _whole(spec, path, data)
+    if len(_WHOLE) >= _WHOLE_LIMIT:
+        _WHOLE.clear()
+    _WHOLE[key] = (data, why)
+    return why
+
+
+def _whole(spec: CheckpointSpec, path: str, data: bytes) -> str | None:
     fmt = spec.format_of(path)
     if fmt == "json":
         try:

@@ -71,14 +71,85 @@ class CrashState:
 
 
 def files_digest(files: "tuple[tuple[str, bytes | None], ...]") -> str:
-    """The digest of sorted (path, bytes or None) pairs: one hash update, not two a file."""
+    """The digest of sorted (path, bytes or None) pairs: one hash update, not two a file.
+
+    A file of `LARGE` bytes or more enters by its own digest (`file_digest`, memoised per
+    bytes object), so keying a state costs O(files) plus the bytes not hashed before, not
+    O(every byte): a sweep keys a state at every kill point (exact, masked and absent
+    digests), and the sandbox's big files are the same objects from one point to the next.
+    Sound: equal contents give equal encodings (the length picks the form, so a small and
+    a large file never share one), and the per-file digest is the same function of the
+    bytes whether memoised or not (tests/test_digests.py compares with hashing them)."""
     parts = []
     for path, data in files:
         parts.append(path.encode() + b"\0")
-        parts.append(b"D" if data is None else b"F%d\0" % len(data))
-        if data is not None:
+        if data is None:
+            parts.append(b"D")
+        elif len(data) < LARGE:
+            parts.append(b"F%d\0" % len(data))
             parts.append(data)
+        else:
+            parts.append(b"H%d\0" % len(data))
+            parts.append(file_digest(data))
     return hashlib.blake2b(b"".join(parts), digest_size=16).hexdigest()
+
+
+LARGE = 4096  # below this, hashing the bytes again costs about what a memo lookup does
+_MEMO_BYTES = 64 << 20  # the memo keeps its bytes alive: bounded, then started afresh
+_memo: dict[int, tuple[bytes, bytes]] = {}  # id(data) -> (data, its digest)
+_memo_size = 0
+
+
+def file_digest(data: bytes) -> bytes:
+    """blake2b-128 of one file's bytes, memoised by the bytes object itself (the entry
+    holds it, so its id is not reused while the entry lives)."""
+    found = _memo.get(id(data))
+    if found is not None and found[0] is data:
+        return found[1]
+    digest = hashlib.blake2b(data, digest_size=16).digest()
+    remember(data, digest)
+    return digest
+
+
+def remember(data: bytes, digest: bytes) -> None:
+    """Memoise `digest` as the digest of `data` (a caller that hashed it incrementally,
+    `PendingWrite.torn_states`, must pass blake2b-128 of exactly these bytes)."""
+    global _memo_size
+    if len(data) < LARGE:
+        return
+    if _memo_size + len(data) > _MEMO_BYTES:
+        _memo.clear()
+        _memo_size = 0
+    _memo[id(data)] = (data, digest)
+    _memo_size += len(data)
+
+
+def torn_versions(write, offsets: "list[int]") -> list[bytes]:
+    """`write.torn(o)` for each of `offsets` (a `trace.PendingWrite`), their digests
+    memoised as they are made: one pass of the hash over the new bytes for every kill
+    point inside the write, not one pass each (a checkpoint rewritten whole has a kill
+    point every 512 bytes). Each digest is blake2b-128 of exactly that version's bytes:
+    the prefix's hash state is copied, then the old tail hashed on top."""
+    start, new, old = write.start, write.new, write.old
+    out: dict[int, bytes] = {}
+    h = hashlib.blake2b(digest_size=16)
+    done = 0
+    view = memoryview(new)
+    for offset in sorted(set(offsets)):
+        cut = start + offset
+        h.update(view[done:cut])
+        done = cut
+        data = write.torn(offset)
+        if len(data) >= LARGE:
+            tail = old[cut:]
+            if tail:
+                whole = h.copy()
+                whole.update(tail)
+                remember(data, whole.digest())
+            else:
+                remember(data, h.digest())
+        out[offset] = data
+    return [out[o] for o in offsets]
 
 
 def process_state(snapshot: Files) -> list[CrashState]:

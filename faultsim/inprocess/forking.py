@@ -11,6 +11,7 @@ from typing import Callable
 import freezegun.api as _real_time  # time.perf_counter is frozen in here; these are not
 
 from .. import finality
+from ..crashmodel import torn_versions
 from ..errors import WorkerDied
 from ..killpoints import KillPoint
 from ..oracle import Violation
@@ -136,8 +137,9 @@ class _Pool:
         watch = write.path if write is not None else self.ex.interposer.last_touched
         base = self.ex.interposer.snapshot()
         job, settled, parked = [], [], len(self.parked)
-        for point in points:
-            snapshot = base if write is None else {**base, write.path: write.torn(point.offset)}
+        versions = torn_versions(write, [p.offset for p in points]) if write else None
+        for n, point in enumerate(points):
+            snapshot = base if write is None else {**base, write.path: versions[n]}
             for model in self.models:
                 for i, state in enumerate(crash_states(self.ex, model, snapshot)):
                     if not self.sweep.mine(state, signature):
