@@ -17,7 +17,7 @@ from ..killpoints import KillPoint
 from ..oracle import CrashRun, Golden, judge, unknown_version_refused
 from ..pipeline.golden import CleanRun, golden_checked
 from ..pipeline.probes import PROBE_VERSION, tamper_versions
-from ..pipeline.incarnation import clean_limit, resumed_limit
+from ..pipeline.incarnation import clean_limit, resumed_limit, world_signature
 from ..report import ModelRun, Report, ResumeSummary, Verdict
 from ..scenario import Scenario
 from .launch import split
@@ -43,6 +43,9 @@ class Exploration:
     seconds: float = 0.0
     clean: list[Run] = field(default_factory=list)
     held_again: int = 0  # crash runs retried holding every call of the target's kind
+    pair_kills: int = 0  # of `kills_landed`, the second crashes' (`pairs.py`)
+    firsts: list = field(default_factory=list)  # first crashes that passed (pairs.First)
+    deep: list[Verdict] = field(default_factory=list)  # every pair's verdict, in order
 
     def report(self) -> Report:
         report = Report()
@@ -77,11 +80,17 @@ def explore(command: str, scenario: Scenario, *, crash_models: Sequence[str] = (
             seed: str = "0", services: Services | None = None,
             progress: Callable[[str], None] | None = None, agent: str | None = None,
             base: Path | None = None, share: bool = True,
-            probe: bool | None = None) -> Exploration:
+            probe: bool | None = None, crashes: int = 1,
+            second: Callable[[KillPoint], bool] | None = None) -> Exploration:
     """Kill the command at each kill point of its clean run (or those `only` keeps),
     resume it from every crash state each crash model leaves, judge each resume.
     `share=False` resumes every state, even one equal to a state resumed already. `probe`
-    (default: when every kill point is explored) adds the version probe (P4)."""
+    (default: when every kill point is explored) adds the version probe (P4).
+    `crashes=2` adds the pairs (`pairs.py`): each distinct first crash state that passed,
+    resumed and killed again at every kill point of its course (or those `second` keeps)."""
+    if crashes not in (1, 2):
+        raise UsageError(f"crashes={crashes}: an agent run as a command is explored with "
+                         "one or two crashes per schedule")
     argv = split(command)
     agent = agent or (command if command.startswith("cmd:") else "cmd:" + command)
     if services is None:
@@ -115,6 +124,7 @@ def explore(command: str, scenario: Scenario, *, crash_models: Sequence[str] = (
             if "power" in crash_models:
                 states["power"] = crash.model.power_states(
                     powersafe=scenario.profile.powersafe_overwrite)
+            signature = world_signature(world) if crashes > 1 else ""
             # One resume per distinct state of this kill point: equal files and a copy of
             # the same world start the same (deterministic) resume, so its verdict is theirs
             # (the process state is the power model's "everything persisted", for one)
@@ -136,9 +146,18 @@ def explore(command: str, scenario: Scenario, *, crash_models: Sequence[str] = (
                         escalated=resumed.outcome is not None
                         and resumed.outcome.status == "escalated"))
                     run.judged += 1
+                    if crashes > 1 and not violations:
+                        result.firsts.append(First(model, point, order, state, crash, world,
+                                                   (state.digest(), signature,
+                                                    _digest(crash.rest))))
                     if progress is not None:
                         progress(f"{point.id} [{model}: {state.persisted}]: " + (
                             ", ".join(v.invariant for v in violations) or "ok"))
+        if crashes > 1:
+            from .pairs import sweep_pairs
+
+            sweep_pairs(argv, scenario, base, golden, chosen, runs, result, limit, seed,
+                        services, second=second, share=share, progress=progress)
         if probe if probe is not None else only is None:
             probe_verdict = _version_probe(argv, scenario, base, golden, points, first,
                                            calls, paths, limit, seed, services, result)
@@ -148,6 +167,25 @@ def explore(command: str, scenario: Scenario, *, crash_models: Sequence[str] = (
         for run in runs.values():
             run.seconds = result.seconds
         return result
+
+
+@dataclass
+class First:
+    """A first crash whose resume passed: where, which state, the run it killed and the
+    world it left; `key` (state, world, HOME/TMPDIR) is equal for crashes whose resumed
+    runs are the same run."""
+
+    model: str
+    point: KillPoint
+    order: int
+    state: CrashState
+    crash: Run
+    world: Any
+    key: tuple
+
+
+def _digest(files: dict) -> str:
+    return CrashState.of("process", "", files).digest()
 
 
 def clean_runs(argv: list[str], scenario: Scenario, base: Path, *, timeout: Any = "auto",
@@ -187,35 +225,48 @@ def kill_points(golden: Golden) -> list[KillPoint]:
 
 
 def _filtered(argv: list[str], scenario: Scenario, base: Path, first: Run, limit: Any,
-              seed: str, services: Services | None
+              seed: str, services: Services | None, start: tuple | None = None
               ) -> tuple[dict[int, tuple[str, int]], tuple[str, ...]]:
     """How a crash run holds the call after event t: (event index -> (syscall, its
     ordinal in its thread), the paths strace -P keeps). One more clean run, traced only on
     the paths the clean run's changing calls named, counts the calls as a crash run traced
     so will (strace counts only the calls it traces); used when it met the same events,
     else the unfiltered counts of the first clean run (then a crash run whose count
-    another thread met first is run again holding every call of its kind)."""
+    another thread met first is run again holding every call of its kind). `start`:
+    (workdir, HOME/TMPDIR, world) a resumed run starts from (`first` is its course),
+    else a clean run's."""
     paths = tuple(sorted(first.named))
     if not paths:
         return dict(first.calls), ()
-    again = incarnation(argv, scenario, scenario.build_world(), base, work={}, rest={},
+    work, rest, world = _start(scenario, start)
+    again = incarnation(argv, scenario, world, base, work=work, rest=rest,
                         timeout=limit, seed=seed, services=services, paths=paths)
     if [e.signature() for e in again.events] != [e.signature() for e in first.events]:
         return dict(first.calls), ()
     return dict(again.calls), paths
 
 
+def _start(scenario: Scenario, start: tuple | None) -> tuple[dict, dict, Any]:
+    """A run's start: a clean run's (empty sandbox, a new world), or `start`'s (workdir,
+    HOME/TMPDIR, a copy of its world: the world a kill left is resumed many times)."""
+    if start is None:
+        return {}, {}, scenario.build_world()
+    work, rest, world = start
+    return work, rest, copy.deepcopy(world)
+
+
 def _crash(argv: list[str], scenario: Scenario, base: Path, point: KillPoint,
            hold: Hold | None, limit: Any, seed: str, services: Services | None,
-           result: Exploration) -> tuple[Run, Any]:
+           result: Exploration, start: tuple | None = None) -> tuple[Run, Any]:
     """The crash run at `point`, its kill proven landed. A held call is the how-manieth of
     its thread's calls of its kind in the clean run; when the kill finds the run elsewhere
-    (another thread's count), it is run again holding every call of that kind."""
+    (another thread's count), it is run again holding every call of that kind. `start`:
+    a resumed run's start (a second crash), else a clean run's."""
     attempts = [hold] + ([Hold(hold.syscall, None, 3 * hold.seconds)] if hold and hold.when
                          else [])
     for attempt in attempts:
-        world = scenario.build_world()
-        crash = incarnation(argv, scenario, world, base, work={}, rest={},
+        work, rest, world = _start(scenario, start)
+        crash = incarnation(argv, scenario, world, base, work=work, rest=rest,
                             target=point.index, hold=attempt, timeout=limit, seed=seed,
                             services=services)
         result.crash_runs += 1
@@ -234,11 +285,12 @@ def _crash(argv: list[str], scenario: Scenario, base: Path, point: KillPoint,
 
 def _resume(argv: list[str], scenario: Scenario, base: Path, golden: Golden, killed: Any,
             crash: Run, point: KillPoint, state: CrashState, limit: Any, seed: str,
-            services: Services | None) -> tuple[list, CrashRun, Run]:
+            services: Services | None, earlier: tuple[KillPoint, ...] = ()
+            ) -> tuple[list, CrashRun, Run]:
     world = copy.deepcopy(killed)
     resumed = incarnation(argv, scenario, world, base, work=state.as_dict(), rest=crash.rest,
                           timeout=limit, seed=seed, services=services, traced=False)
-    crash_run = CrashRun(kill_points=[point], state=state, world=world,
+    crash_run = CrashRun(kill_points=[*earlier, point], state=state, world=world,
                          outcome=resumed.outcome, error=resumed.error,
                          timed_out=resumed.timed_out, final=_work(resumed.work),
                          left_behind=resumed.left_behind,
