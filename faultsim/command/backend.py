@@ -53,7 +53,7 @@ class Command:
     def explore(self, agent: Agent, scenario: Any, options: Any, *,
                 progress: Callable[..., None] | None = None, plan: Callable | None = None,
                 settings: Mapping[str, Any] | None = None) -> Report:
-        from .sweep import explore
+        from .pairs import explore
 
         refuse_settings(settings)
         only = options.only
@@ -103,7 +103,7 @@ class Command:
         from ..errors import UsageError
         from ..scenario import load_scenario
         from ..schedule import ScheduleResult
-        from .sweep import explore
+        from .pairs import explore
 
         if len(token.steps) > 2:
             raise UsageError("a token of an agent run as a command names one or two "

@@ -31,7 +31,15 @@ from ..pipeline.sweep import Earlier
 from ..report import ModelRun, ResumeSummary, Verdict
 from ..scenario import Scenario
 from .incarnation import Services, incarnation
-from .sweep import Exploration, First, _crash, _digest, _filtered, _hold_for, _resume
+from .sweep import (Exploration, First, files_key, filtered_calls, hold_for, killed_run,
+                    resume)
+from .sweep import explore as sweep_explore
+
+
+def explore(command: str, scenario: Scenario, **options: Any) -> Exploration:
+    """`sweep.explore` with the pairs swept by this module when `crashes=2` (the package's
+    `explore`: the sweep cannot import this module, which imports it)."""
+    return sweep_explore(command, scenario, pairs=sweep_pairs, **options)
 
 
 def first_classes(firsts: list[First], model: str, position: dict[str, int]
@@ -69,7 +77,7 @@ def sweep_pairs(argv: list[str], scenario: Scenario, base: Path, golden: Golden,
                     f"{scenario.path}: the run resumed after {first.point.id} "
                     f"[{first.state.persisted}] passed, then failed when run again "
                     f"({course.error}): the command is not deterministic")
-            calls, paths = _filtered(argv, scenario, base, course, limit, seed, services,
+            calls, paths = filtered_calls(argv, scenario, base, course, limit, seed, services,
                                      start=start)
             earlier = Earlier(first.point, first.order, first.state.persisted,
                               tuple(course.events))
@@ -77,18 +85,18 @@ def sweep_pairs(argv: list[str], scenario: Scenario, base: Path, golden: Golden,
                       if second is None or second(p)]
             judged = 0
             for point in points:
-                crash, world = _crash(argv, scenario, base, point,
-                                      _hold_for(point, course, calls, paths), limit, seed,
+                crash, world = killed_run(argv, scenario, base, point,
+                                      hold_for(point, course, calls, paths), limit, seed,
                                       services, result, start=start)
                 result.kills_landed += 1
                 result.pair_kills += 1
                 for order, state in enumerate(_states(crash, model, scenario)):
-                    key = (state.digest(), world_signature(world), _digest(crash.rest)) \
+                    key = (state.digest(), world_signature(world), files_key(crash.rest)) \
                         if share else (first.point.id, first.order, point.id, order)
                     fresh = key not in memo
                     if fresh:
                         began = time.monotonic()
-                        _v, memo[key], _resumed = _resume(
+                        _v, memo[key], _resumed = resume(
                             argv, scenario, base, golden, world, crash, point, state,
                             limit, seed, services, earlier=(first.point,))
                         stats.resume_seconds += time.monotonic() - began

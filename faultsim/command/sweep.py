@@ -57,7 +57,7 @@ def _work(files: dict) -> dict:
     return {p: d for p, d in files.items() if d is not DIR}
 
 
-def _hold_for(point: KillPoint, golden: Run, calls: dict[int, tuple[str, int]],
+def hold_for(point: KillPoint, golden: Run, calls: dict[int, tuple[str, int]],
               paths: tuple[str, ...] = ()) -> Hold | None:
     """What strace must hold for a kill after event `point.index`: the entry of the next
     event when that is a call of the agent's (`calls`: event index -> (syscall, the
@@ -81,13 +81,18 @@ def explore(command: str, scenario: Scenario, *, crash_models: Sequence[str] = (
             progress: Callable[[str], None] | None = None, agent: str | None = None,
             base: Path | None = None, share: bool = True,
             probe: bool | None = None, crashes: int = 1,
-            second: Callable[[KillPoint], bool] | None = None) -> Exploration:
+            second: Callable[[KillPoint], bool] | None = None,
+            pairs: Callable[..., None] | None = None) -> Exploration:
     """Kill the command at each kill point of its clean run (or those `only` keeps),
     resume it from every crash state each crash model leaves, judge each resume.
     `share=False` resumes every state, even one equal to a state resumed already. `probe`
     (default: when every kill point is explored) adds the version probe (P4).
     `crashes=2` adds the pairs (`pairs.py`): each distinct first crash state that passed,
-    resumed and killed again at every kill point of its course (or those `second` keeps)."""
+    resumed and killed again at every kill point of its course (or those `second` keeps),
+    by `pairs` (`pairs.sweep_pairs`; `pairs.explore` passes it)."""
+    if crashes == 2 and pairs is None:
+        raise UsageError("crashes=2: pairs are swept by faultsim.command.explore "
+                         "(command.pairs.explore), which passes them")
     if crashes not in (1, 2):
         raise UsageError(f"crashes={crashes}: an agent run as a command is explored with "
                          "one or two crashes per schedule")
@@ -107,14 +112,14 @@ def explore(command: str, scenario: Scenario, *, crash_models: Sequence[str] = (
         points = kill_points(golden)
         chosen = [p for p in points if only is None or only(p)]
         limit = resumed_limit(timeout, [r.seconds for r in clean])
-        calls, paths = _filtered(argv, scenario, base, first, limit, seed, services)
+        calls, paths = filtered_calls(argv, scenario, base, first, limit, seed, services)
         runs = {m: ModelRun(scenario=scenario, agent=agent, crash_model=m, kill_points=points,
                             explored=chosen, seed=seed, mode=MODE, timeout=timeout)
                 for m in crash_models}
         result = Exploration(scenario, agent, golden, points, runs, clean=clean)
         for point in chosen:
-            crash, world = _crash(argv, scenario, base, point,
-                                  _hold_for(point, first, calls, paths), limit, seed,
+            crash, world = killed_run(argv, scenario, base, point,
+                                  hold_for(point, first, calls, paths), limit, seed,
                                   services, result)
             result.kills_landed += 1
             states: dict[str, list[CrashState]] = {}
@@ -133,7 +138,7 @@ def explore(command: str, scenario: Scenario, *, crash_models: Sequence[str] = (
                 for order, state in enumerate(found):
                     key = state.digest() if share else f"{model}{order}"
                     if key not in judged:
-                        judged[key] = _resume(argv, scenario, base, golden, world, crash,
+                        judged[key] = resume(argv, scenario, base, golden, world, crash,
                                               point, state, limit, seed, services)
                         result.resumes += 1
                     violations, crash_run, resumed = judged[key]
@@ -149,14 +154,12 @@ def explore(command: str, scenario: Scenario, *, crash_models: Sequence[str] = (
                     if crashes > 1 and not violations:
                         result.firsts.append(First(model, point, order, state, crash, world,
                                                    (state.digest(), signature,
-                                                    _digest(crash.rest))))
+                                                    files_key(crash.rest))))
                     if progress is not None:
                         progress(f"{point.id} [{model}: {state.persisted}]: " + (
                             ", ".join(v.invariant for v in violations) or "ok"))
-        if crashes > 1:
-            from .pairs import sweep_pairs
-
-            sweep_pairs(argv, scenario, base, golden, chosen, runs, result, limit, seed,
+        if crashes > 1 and pairs is not None:
+            pairs(argv, scenario, base, golden, chosen, runs, result, limit, seed,
                         services, second=second, share=share, progress=progress)
         if probe if probe is not None else only is None:
             probe_verdict = _version_probe(argv, scenario, base, golden, points, first,
@@ -184,7 +187,7 @@ class First:
     key: tuple
 
 
-def _digest(files: dict) -> str:
+def files_key(files: dict) -> str:
     return CrashState.of("process", "", files).digest()
 
 
@@ -224,7 +227,7 @@ def kill_points(golden: Golden) -> list[KillPoint]:
     return [p for p in golden.kill_points() if not p.torn]
 
 
-def _filtered(argv: list[str], scenario: Scenario, base: Path, first: Run, limit: Any,
+def filtered_calls(argv: list[str], scenario: Scenario, base: Path, first: Run, limit: Any,
               seed: str, services: Services | None, start: tuple | None = None
               ) -> tuple[dict[int, tuple[str, int]], tuple[str, ...]]:
     """How a crash run holds the call after event t: (event index -> (syscall, its
@@ -255,7 +258,7 @@ def _start(scenario: Scenario, start: tuple | None) -> tuple[dict, dict, Any]:
     return work, rest, copy.deepcopy(world)
 
 
-def _crash(argv: list[str], scenario: Scenario, base: Path, point: KillPoint,
+def killed_run(argv: list[str], scenario: Scenario, base: Path, point: KillPoint,
            hold: Hold | None, limit: Any, seed: str, services: Services | None,
            result: Exploration, start: tuple | None = None) -> tuple[Run, Any]:
     """The crash run at `point`, its kill proven landed. A held call is the how-manieth of
@@ -283,7 +286,7 @@ def _crash(argv: list[str], scenario: Scenario, base: Path, point: KillPoint,
                          f"{crash.proof or 'the process group outlived SIGKILL'}")
 
 
-def _resume(argv: list[str], scenario: Scenario, base: Path, golden: Golden, killed: Any,
+def resume(argv: list[str], scenario: Scenario, base: Path, golden: Golden, killed: Any,
             crash: Run, point: KillPoint, state: CrashState, limit: Any, seed: str,
             services: Services | None, earlier: tuple[KillPoint, ...] = ()
             ) -> tuple[list, CrashRun, Run]:
@@ -309,8 +312,8 @@ def _version_probe(argv: list[str], scenario: Scenario, base: Path, golden: Gold
     if not points:
         return None
     middle = min(points, key=lambda p: abs(p.index - len(golden.trace) // 2))
-    crash, world = _crash(argv, scenario, base, middle,
-                          _hold_for(middle, first, calls, paths), limit, seed, services,
+    crash, world = killed_run(argv, scenario, base, middle,
+                          hold_for(middle, first, calls, paths), limit, seed, services,
                           result)
     changed = tamper_versions(crash.work, golden.checkpoint)
     if not changed:
@@ -321,7 +324,7 @@ def _version_probe(argv: list[str], scenario: Scenario, base: Path, golden: Gold
     state = CrashState.of("process", f"checkpoint version set to {PROBE_VERSION}",
                           {**crash.work, **changed})
     before = copy.deepcopy(world)
-    _violations, crash_run, _resumed = _resume(argv, scenario, base, golden, world, crash,
+    _violations, crash_run, _resumed = resume(argv, scenario, base, golden, world, crash,
                                                point, state, limit, seed, services)
     after = crash_run.world
     applied = len(after.ledger.applied()) - len(before.ledger.applied())
