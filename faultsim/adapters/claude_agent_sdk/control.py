@@ -7,13 +7,13 @@ import asyncio
 import contextlib
 import os
 import re
-import signal
 import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
+from ...groups import kill_groups
 from ...trace import Killed
 from ...world import World
 from .writes import session_id
@@ -275,14 +275,7 @@ def gone(pid: int) -> bool:
 
 
 def kill_clis(timeout: float = 10.0) -> bool:
-    """SIGKILL every CLI process group of this incarnation; True once each is dead."""
+    """SIGKILL every CLI process group of this incarnation; True once no process of any is
+    left (`faultsim.groups`' kill, the command backend's)."""
     pids = [p.pid for p in RUNNING.clis]
-    for pid in pids:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(pid, signal.SIGKILL)  # the CLI leads its own group
-    deadline = time.monotonic() + timeout
-    while not all(gone(pid) for pid in pids):
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.005)
-    return bool(pids)
+    return kill_groups(pids, timeout) and bool(pids)
