@@ -104,8 +104,12 @@ class Controller:
     def _die(self) -> None:
         self.landed = kill_clis()
         self.files = snapshot(self.root)
+        # the kill waits until no process of the group is left (the CLI under strace too,
+        # not only strace, its leader): the SDK may have seen the CLI's end and closed the
+        # loop by then, and a closed loop has nothing left to cancel
         if self.loop is not None and self.task is not None:
-            self.loop.call_soon_threadsafe(self.task.cancel)
+            with contextlib.suppress(RuntimeError):
+                self.loop.call_soon_threadsafe(self.task.cancel)
 
 
 def _quiesce(root: Path, settle: float, limit: float = 5.0) -> None:
