@@ -52,13 +52,19 @@ class Hold:
 
 def command_line(log: str, command: list[str], hold: Hold | None = None,
                  paths: tuple[str, ...] = (), trace: tuple[str, ...] = TRACED,
-                 strings: int = 1048576) -> list[str]:
-    """`command` under strace, its calls of `trace` logged to `log` as they enter (strings
-    up to `strings` bytes); with `paths`, only the calls that name one of them (strace
-    -P). A hold's `syscall` may name several, comma-separated (strace's set)."""
+                 contents: bool = True) -> list[str]:
+    """`command` under strace, its calls of `trace` logged to `log` as they enter; with
+    `paths`, only the calls that name one of them (strace -P). A hold's `syscall` may name
+    several, comma-separated (strace's set). `contents=False` (the Claude Agent SDK
+    adapter's transcript writes: only their count and results are read) prints no bytes
+    and no descriptor paths, and stops the process at every call, as that adapter's kills
+    were measured: --seccomp-bpf changes how fast the CLI runs, so where its timer cuts
+    its transcript batches."""
     strace = shutil.which("strace") or "strace"
-    line = [strace, "--seccomp-bpf", "-f", "-qq", "-y", "-xx", "-s", str(strings),
-            "-e", "signal=none", "-e", "trace=" + ",".join(trace), "-o", log]
+    exact = ["--seccomp-bpf", "-f", "-qq", "-y", "-xx", "-s", "1048576"] if contents \
+        else ["-f", "-qq", "-s", "0"]
+    line = [strace, *exact, "-e", "signal=none", "-e", "trace=" + ",".join(trace),
+            "-o", log]
     for path in paths or (hold.paths if hold is not None else ()):
         line += ["-P", path]
     if hold is not None:

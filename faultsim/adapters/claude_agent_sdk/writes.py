@@ -47,11 +47,11 @@ def transcript_path(root: Path, sid: str) -> Path:
 def tracer(path: Path, log: Path, hold: float = HOLD) -> Callable[[list[str]], list[str]]:
     """The CLI's command line prefixed with strace (`faultsim.strace`'s, as the command
     backend's): writes to `path` held `hold` s at entry and logged to `log` as they enter
-    (their bytes not printed: only their count and results are read)."""
+    (`contents=False`: the line this adapter's kills were measured with)."""
     held = Hold(",".join(WRITES), None, hold, (str(path),))
 
     def wrap(command: list[str]) -> list[str]:
-        return command_line(str(log), command, held, trace=WRITES, strings=0)
+        return command_line(str(log), command, held, trace=WRITES, contents=False)
     return wrap
 
 
