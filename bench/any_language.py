@@ -13,8 +13,8 @@ Run: python bench/any_language.py      (prints one line per backend, then a JSON
 
 One run, 2 shared cores, busy (states per second, and against the command backend):
 command 1.75/s (19 states), command+power 3.34/s (55; x1.91), subprocess 5.86/s (32;
-x3.35), in-process 10.19/s (32; x5.82), claude-agent-sdk 0.44/s (33 states from 15 kills,
-its transcript's prefixes and 9 transcript-write kills among them; x0.25). The Claude
+x3.35), in-process 10.19/s (32; x5.82), claude-agent-sdk 0.44/s (33 states from 15 kills:
+its hook and transcript-write kill points, the transcript's prefixes; x0.25). The Claude
 agent's violations (18 of 33) are its CLI's: a resume from a cut transcript repeats a
 turn; the figure is throughput only.
 """
