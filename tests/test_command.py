@@ -307,3 +307,77 @@ def test_the_pytest_marker_takes_a_command(pytester):
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
     result.assert_outcomes(failed=1)
     assert "effects_exactly_once" in result.stdout.str()
+
+
+# -- pairs (--crashes 2): a crash during recovery -----------------------------------------
+AFTER_SAVE_A = "k6-after-model-response-.#1"  # checkpoint.json holds turn 1: a resume recovers
+IN_PLACE = "--mistake=record-in-place"
+EARLY = lambda p: p.index <= 3  # noqa: E731  the resumed run's first calls (its recovery)
+# and, in the in-place agent's recovery course, its save point B's rename held, done (k7)
+# and its directory fsync done (k8): the last two leave equal states
+SECONDS = (0, 1, 2, 3, 7, 8)
+
+
+def _pairs(flags=(IN_PLACE,), second=lambda p: p.index in SECONDS, share=True):
+    return explore(_command(*flags), load_scenario(SCENARIO), crashes=2,
+                   only=lambda p: p.id == AFTER_SAVE_A, second=second, share=share)
+
+
+@pytest.fixture(scope="module")
+def in_place_pairs():
+    return _pairs()
+
+
+def _deep(found):
+    return [(v.kill_point.id, v.persisted, sorted(x.invariant for x in v.violations))
+            for v in found.deep]
+
+
+@pytest.mark.parametrize("caught", [True, False])
+def test_a_crash_during_recovery_is_a_pair_and_every_second_kill_lands(caught,
+                                                                       in_place_pairs):
+    """The first crash state after save point A passes (its resume recovers); killed
+    again during that recovery, the agent that writes its reconciliation record in place
+    leaves checkpoint.json empty, and the next resume cannot read it. Its twin, which
+    writes no record, is clean at the same pairs. (No single crash can show it: only a
+    resumed run writes the record, and a single crash never kills one.)"""
+    found = in_place_pairs if caught else _pairs((), second=EARLY)
+    run = found.runs["process"]
+    assert [v.ok for v in run.verdicts] == [True]  # the single crash is clean
+    n = 6 if caught else 4
+    assert found.pair_kills == n and found.kills_landed == found.crash_runs == 1 + n
+    depth = run.depth(2)
+    assert run.crashes == 2 and depth.explored == depth.total == n == len(found.deep)
+    assert all(v.earlier[0].point.id == AFTER_SAVE_A for v in found.deep)
+    failed = [(v.kill_point.id, sorted(x.invariant for x in v.violations))
+              for v in run.deep_failures]
+    assert failed == ([("k1-start-checkpoint.json#1",
+                        ["checkpoint_whole", "completes_or_escalates"])] if caught else [])
+
+
+def test_a_pairs_token_replays_its_two_crashes(capsys, in_place_pairs):
+    from faultsim.cli import main
+    from faultsim.command.backend import Command
+    from faultsim.options import ExploreOptions
+
+    run = in_place_pairs.runs["process"]
+    (verdict,) = run.deep_failures
+    assert main(["replay", verdict.token(run)]) == 1
+    out = capsys.readouterr().out
+    assert "VIOLATED checkpoint_whole" in out and "crash 2, in resumed run 1" in out
+    refuses = lambda n: Command().refuses(  # noqa: E731
+        type("A", (), {"spec": _command()})(), None, ExploreOptions(crashes=n), "explore")
+    assert refuses(2) is None and "--crashes 2 at most" in refuses(3)
+
+
+def test_pairs_sharing_equal_second_states_gives_the_verdicts_of_resuming_each(
+        in_place_pairs):
+    """The shortcut: a second crash state equal (files, world, HOME/TMPDIR) to one
+    resumed already shares its resumed run; checked against resuming every state."""
+    kept = (1, 7, 8)
+    long = _pairs(second=lambda p: p.index in kept, share=False)
+    short = in_place_pairs
+    assert long.resumes == 1 + len(kept) and short.resumes == 1 + len(SECONDS) - 1
+    assert short.runs["process"].depth(2).resumed == len(SECONDS) - 1
+    ids = {v.kill_point.id for v in long.deep}
+    assert _deep(long) == [d for d in _deep(short) if d[0] in ids]

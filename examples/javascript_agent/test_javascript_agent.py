@@ -129,3 +129,21 @@ def test_the_sweep_catches_each_planted_mistake(mistake, crash_models, caught):
                   only=lambda point: "billing.submit#1" in point.id)
     assert found.kills_landed == 1
     assert caught in broken(found)
+
+
+def test_a_crash_during_its_recovery_is_recovered_too():
+    """Two crashes (--crashes 2), narrowed to stay cheap: the first after the first charge
+    (its checkpoint holds the pending tool use), the second at each kill point of the
+    recovery that follows (it reconciles the pending charge and saves it: the temp file,
+    its write, its fsync, the rename, the directory fsync). Every second kill lands; every
+    pair is clean."""
+    command = pytest.importorskip("faultsim.command", reason="the command backend")
+    found = command.explore(f"node {HERE / 'agent.mjs'}", load_scenario(SCENARIO),
+                            crash_models=("process",), crashes=2,
+                            only=lambda point: point.id == "k12-after-effect-billing.submit#1",
+                            second=lambda point: point.index <= 5)
+    run = found.runs["process"]
+    assert found.pair_kills == 6 and found.kills_landed == found.crash_runs == 7
+    assert run.depth(2).explored == 6 and {p.category for p in (
+        v.kill_point for v in found.deep)} >= {"start", "checkpoint-rename"}
+    assert [v for v in [*run.verdicts, *found.deep] if v.violations] == []

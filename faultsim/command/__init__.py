@@ -17,11 +17,13 @@ contract is `launch.py`'s (docs/reference/agent-contract.md).
                  calls, the exit) and the kill at the target one
   incarnation.py one run of the command, its kill proven
   sweep.py       clean runs, crash runs, crash states, resumes, verdicts, the report
+  pairs.py       two crashes: each first crash's resumed run crashed along its course
   diagnosis.py   where two runs part, in the agent's terms
 """
 from __future__ import annotations
 
 from .launch import ESCALATE, outcome, split
-from .sweep import Exploration, explore
+from .pairs import explore
+from .sweep import Exploration
 
 __all__ = ["ESCALATE", "Exploration", "explore", "outcome", "split"]

@@ -42,9 +42,9 @@ class Command:
             if options.mode == "in-process":
                 return ("--mode in-process: an agent run as a command is a real process; "
                         "drop --mode (or give --mode subprocess)")
-            if (options.crashes or 1) > 1:
+            if (options.crashes or 1) > 2:
                 return (f"--crashes {options.crashes}: an agent run as a command is explored "
-                        "one crash per run (pairs are not enumerated for it yet)")
+                        "with one or two crashes per schedule (give --crashes 2 at most)")
         from .syscalls import strace_unavailable
 
         why = strace_unavailable()
@@ -53,7 +53,7 @@ class Command:
     def explore(self, agent: Agent, scenario: Any, options: Any, *,
                 progress: Callable[..., None] | None = None, plan: Callable | None = None,
                 settings: Mapping[str, Any] | None = None) -> Report:
-        from .sweep import explore
+        from .pairs import explore
 
         refuse_settings(settings)
         only = options.only
@@ -67,7 +67,8 @@ class Command:
                         or tuple(scenario.profile.crash_models), only=keep,
                         timeout=options.timeout, seed=options.seed, progress=say,
                         agent=agent.label, probe=options.only is None and (
-                            options.shard is None or options.shard[0] == 1))
+                            options.shard is None or options.shard[0] == 1),
+                        crashes=options.crashes or 1)
         runs = list(found.runs.values())
         if runs:
             runs[-1].notes.append(kills_line(found))
@@ -102,29 +103,38 @@ class Command:
         from ..errors import UsageError
         from ..scenario import load_scenario
         from ..schedule import ScheduleResult
-        from .sweep import explore
+        from .pairs import explore
 
-        if len(token.steps) != 1:
-            raise UsageError("a token of an agent run as a command names one crash; "
-                             "schedules of several are not explored for it")
+        if len(token.steps) > 2:
+            raise UsageError("a token of an agent run as a command names one or two "
+                             "crashes; schedules of more are not explored for it")
         step = token.steps[0]
         spec = agent.spec if agent is not None and agent.spec else token.agent
         scenario = load_scenario(token.scenario)
+        last = token.steps[-1]
         found = explore(spec, scenario, crash_models=(token.crash_model,),
                         only=lambda kp: kp.index == step.index, timeout=timeout,
-                        seed=token.seed, agent=spec)
+                        seed=token.seed, agent=spec, probe=False,
+                        crashes=len(token.steps),
+                        second=lambda kp: kp.index == last.index and kp.offset == last.offset)
         run = found.runs[token.crash_model]
-        chosen = [v for v in run.verdicts if v.order == step.order]
+        if len(token.steps) == 2:  # the pair: its first crash state, then its second
+            chosen = [v for v in found.deep if v.earlier[0].order == step.order
+                      and v.order == last.order]
+        else:
+            chosen = [v for v in run.verdicts if v.order == step.order]
         if not chosen:
-            raise UsageError(f"k{step.index}: the replay left {len(run.verdicts)} crash "
-                             f"states, the token names state {step.order + 1}")
+            raise UsageError(f"k{last.index}: the replay left no crash state "
+                             f"{last.order + 1} where the token names one")
         return ScheduleResult(chosen[0], run)
 
 
 def kills_line(found: Any) -> str:
     again = f", {found.held_again} held again on every call of the kind" \
         if found.held_again else ""
-    return (f"  kills         {found.kills_landed} landed (the command's process group "
+    pairs = f" ({found.pair_kills} of them second crashes, during recovery)" \
+        if found.pair_kills else ""
+    return (f"  kills         {found.kills_landed} landed{pairs} (the command's process group "
             f"SIGKILLed at its boundary, checked dead, the disk checked against the traced "
             f"calls){again}; {found.crash_runs} crash runs, {found.resumes} resumes for "
             f"{found.states} crash states")

@@ -14,13 +14,13 @@ import re
 import shlex
 import signal
 import subprocess
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from .. import procguard  # noqa: F401 - imported before any fork: jail.enter uses it
 from ..agent import Outcome
 from .. import jail as _jail
+from ..groups import kill_groups, members
 
 ESCALATE = 3  # the exit status of an escalation to a person
 # Variables never passed on: credentials of real services and proxies that would take
@@ -94,60 +94,17 @@ def start(argv: list[str], cwd: Path, env: dict[str, str], jailed: Jailed,
                                 stdout=stdout, stderr=stderr, preexec_fn=jailed.preexec)
 
 
-def group_alive(pgid: int) -> bool:
-    """A process of the group that is not a zombie (a zombie is dead, whoever reaps it)."""
-    try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return bool(_members(pgid))
-
-
-def _members(pgid: int) -> list[tuple[int, str]]:
-    """The live (not zombie) processes of group `pgid`: (pid, command)."""
-    found = []
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{name}/stat", "rb") as f:
-                rest = f.read().rsplit(b")", 1)[1].split()
-            if int(rest[2]) != pgid or rest[0] in (b"Z", b"X"):
-                continue
-            with open(f"/proc/{name}/cmdline", "rb") as f:
-                command = b" ".join(w for w in f.read().split(b"\0") if w).decode(
-                    "utf-8", "replace")[:120]
-        except (OSError, IndexError, ValueError):
-            continue
-        found.append((int(name), command))
-    return found
-
-
 def kill_group(process: subprocess.Popen, timeout: float = 10.0) -> bool:
     """SIGKILL the command's process group; True once no process of it is left (the
-    leader reaped: it is our child)."""
-    try:
-        os.killpg(process.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
-    try:
-        process.wait(timeout)
-    except subprocess.TimeoutExpired:
-        return False
-    deadline = time.monotonic() + timeout
-    while group_alive(process.pid):  # members reparented to init die a moment later
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.002)
-    return True
+    leader reaped: it is our child). `faultsim.groups`' kill, shared with the Claude Agent
+    SDK adapter."""
+    return kill_groups([process.pid], timeout, reap=process.wait)
 
 
 def left_behind(pgid: int) -> list[str]:
     """Processes of the command's group still alive after it ended (SIGKILLed, named)."""
     found = []
-    for pid, command in _members(pgid):
+    for pid, command in members(pgid):
         found.append(f"pid {pid} {command}")
         try:
             os.kill(pid, signal.SIGKILL)

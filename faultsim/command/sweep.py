@@ -17,7 +17,7 @@ from ..killpoints import KillPoint
 from ..oracle import CrashRun, Golden, judge, unknown_version_refused
 from ..pipeline.golden import CleanRun, golden_checked
 from ..pipeline.probes import PROBE_VERSION, tamper_versions
-from ..pipeline.incarnation import clean_limit, resumed_limit
+from ..pipeline.incarnation import clean_limit, resumed_limit, world_signature
 from ..report import ModelRun, Report, ResumeSummary, Verdict
 from ..scenario import Scenario
 from .launch import split
@@ -43,6 +43,9 @@ class Exploration:
     seconds: float = 0.0
     clean: list[Run] = field(default_factory=list)
     held_again: int = 0  # crash runs retried holding every call of the target's kind
+    pair_kills: int = 0  # of `kills_landed`, the second crashes' (`pairs.py`)
+    firsts: list = field(default_factory=list)  # first crashes that passed (pairs.First)
+    deep: list[Verdict] = field(default_factory=list)  # every pair's verdict, in order
 
     def report(self) -> Report:
         report = Report()
@@ -54,7 +57,7 @@ def _work(files: dict) -> dict:
     return {p: d for p, d in files.items() if d is not DIR}
 
 
-def _hold_for(point: KillPoint, golden: Run, calls: dict[int, tuple[str, int]],
+def hold_for(point: KillPoint, golden: Run, calls: dict[int, tuple[str, int]],
               paths: tuple[str, ...] = ()) -> Hold | None:
     """What strace must hold for a kill after event `point.index`: the entry of the next
     event when that is a call of the agent's (`calls`: event index -> (syscall, the
@@ -77,11 +80,22 @@ def explore(command: str, scenario: Scenario, *, crash_models: Sequence[str] = (
             seed: str = "0", services: Services | None = None,
             progress: Callable[[str], None] | None = None, agent: str | None = None,
             base: Path | None = None, share: bool = True,
-            probe: bool | None = None) -> Exploration:
+            probe: bool | None = None, crashes: int = 1,
+            second: Callable[[KillPoint], bool] | None = None,
+            pairs: Callable[..., None] | None = None) -> Exploration:
     """Kill the command at each kill point of its clean run (or those `only` keeps),
     resume it from every crash state each crash model leaves, judge each resume.
     `share=False` resumes every state, even one equal to a state resumed already. `probe`
-    (default: when every kill point is explored) adds the version probe (P4)."""
+    (default: when every kill point is explored) adds the version probe (P4).
+    `crashes=2` adds the pairs (`pairs.py`): each distinct first crash state that passed,
+    resumed and killed again at every kill point of its course (or those `second` keeps),
+    by `pairs` (`pairs.sweep_pairs`; `pairs.explore` passes it)."""
+    if crashes == 2 and pairs is None:
+        raise UsageError("crashes=2: pairs are swept by faultsim.command.explore "
+                         "(command.pairs.explore), which passes them")
+    if crashes not in (1, 2):
+        raise UsageError(f"crashes={crashes}: an agent run as a command is explored with "
+                         "one or two crashes per schedule")
     argv = split(command)
     agent = agent or (command if command.startswith("cmd:") else "cmd:" + command)
     if services is None:
@@ -98,14 +112,14 @@ def explore(command: str, scenario: Scenario, *, crash_models: Sequence[str] = (
         points = kill_points(golden)
         chosen = [p for p in points if only is None or only(p)]
         limit = resumed_limit(timeout, [r.seconds for r in clean])
-        calls, paths = _filtered(argv, scenario, base, first, limit, seed, services)
+        calls, paths = filtered_calls(argv, scenario, base, first, limit, seed, services)
         runs = {m: ModelRun(scenario=scenario, agent=agent, crash_model=m, kill_points=points,
                             explored=chosen, seed=seed, mode=MODE, timeout=timeout)
                 for m in crash_models}
         result = Exploration(scenario, agent, golden, points, runs, clean=clean)
         for point in chosen:
-            crash, world = _crash(argv, scenario, base, point,
-                                  _hold_for(point, first, calls, paths), limit, seed,
+            crash, world = killed_run(argv, scenario, base, point,
+                                  hold_for(point, first, calls, paths), limit, seed,
                                   services, result)
             result.kills_landed += 1
             states: dict[str, list[CrashState]] = {}
@@ -115,6 +129,7 @@ def explore(command: str, scenario: Scenario, *, crash_models: Sequence[str] = (
             if "power" in crash_models:
                 states["power"] = crash.model.power_states(
                     powersafe=scenario.profile.powersafe_overwrite)
+            signature = world_signature(world) if crashes > 1 else ""
             # One resume per distinct state of this kill point: equal files and a copy of
             # the same world start the same (deterministic) resume, so its verdict is theirs
             # (the process state is the power model's "everything persisted", for one)
@@ -123,7 +138,7 @@ def explore(command: str, scenario: Scenario, *, crash_models: Sequence[str] = (
                 for order, state in enumerate(found):
                     key = state.digest() if share else f"{model}{order}"
                     if key not in judged:
-                        judged[key] = _resume(argv, scenario, base, golden, world, crash,
+                        judged[key] = resume(argv, scenario, base, golden, world, crash,
                                               point, state, limit, seed, services)
                         result.resumes += 1
                     violations, crash_run, resumed = judged[key]
@@ -136,9 +151,16 @@ def explore(command: str, scenario: Scenario, *, crash_models: Sequence[str] = (
                         escalated=resumed.outcome is not None
                         and resumed.outcome.status == "escalated"))
                     run.judged += 1
+                    if crashes > 1 and not violations:
+                        result.firsts.append(First(model, point, order, state, crash, world,
+                                                   (state.digest(), signature,
+                                                    files_key(crash.rest))))
                     if progress is not None:
                         progress(f"{point.id} [{model}: {state.persisted}]: " + (
                             ", ".join(v.invariant for v in violations) or "ok"))
+        if crashes > 1 and pairs is not None:
+            pairs(argv, scenario, base, golden, chosen, runs, result, limit, seed,
+                        services, second=second, share=share, progress=progress)
         if probe if probe is not None else only is None:
             probe_verdict = _version_probe(argv, scenario, base, golden, points, first,
                                            calls, paths, limit, seed, services, result)
@@ -148,6 +170,25 @@ def explore(command: str, scenario: Scenario, *, crash_models: Sequence[str] = (
         for run in runs.values():
             run.seconds = result.seconds
         return result
+
+
+@dataclass
+class First:
+    """A first crash whose resume passed: where, which state, the run it killed and the
+    world it left; `key` (state, world, HOME/TMPDIR) is equal for crashes whose resumed
+    runs are the same run."""
+
+    model: str
+    point: KillPoint
+    order: int
+    state: CrashState
+    crash: Run
+    world: Any
+    key: tuple
+
+
+def files_key(files: dict) -> str:
+    return CrashState.of("process", "", files).digest()
 
 
 def clean_runs(argv: list[str], scenario: Scenario, base: Path, *, timeout: Any = "auto",
@@ -186,36 +227,49 @@ def kill_points(golden: Golden) -> list[KillPoint]:
     return [p for p in golden.kill_points() if not p.torn]
 
 
-def _filtered(argv: list[str], scenario: Scenario, base: Path, first: Run, limit: Any,
-              seed: str, services: Services | None
+def filtered_calls(argv: list[str], scenario: Scenario, base: Path, first: Run, limit: Any,
+              seed: str, services: Services | None, start: tuple | None = None
               ) -> tuple[dict[int, tuple[str, int]], tuple[str, ...]]:
     """How a crash run holds the call after event t: (event index -> (syscall, its
     ordinal in its thread), the paths strace -P keeps). One more clean run, traced only on
     the paths the clean run's changing calls named, counts the calls as a crash run traced
     so will (strace counts only the calls it traces); used when it met the same events,
     else the unfiltered counts of the first clean run (then a crash run whose count
-    another thread met first is run again holding every call of its kind)."""
+    another thread met first is run again holding every call of its kind). `start`:
+    (workdir, HOME/TMPDIR, world) a resumed run starts from (`first` is its course),
+    else a clean run's."""
     paths = tuple(sorted(first.named))
     if not paths:
         return dict(first.calls), ()
-    again = incarnation(argv, scenario, scenario.build_world(), base, work={}, rest={},
+    work, rest, world = _start(scenario, start)
+    again = incarnation(argv, scenario, world, base, work=work, rest=rest,
                         timeout=limit, seed=seed, services=services, paths=paths)
     if [e.signature() for e in again.events] != [e.signature() for e in first.events]:
         return dict(first.calls), ()
     return dict(again.calls), paths
 
 
-def _crash(argv: list[str], scenario: Scenario, base: Path, point: KillPoint,
+def _start(scenario: Scenario, start: tuple | None) -> tuple[dict, dict, Any]:
+    """A run's start: a clean run's (empty sandbox, a new world), or `start`'s (workdir,
+    HOME/TMPDIR, a copy of its world: the world a kill left is resumed many times)."""
+    if start is None:
+        return {}, {}, scenario.build_world()
+    work, rest, world = start
+    return work, rest, copy.deepcopy(world)
+
+
+def killed_run(argv: list[str], scenario: Scenario, base: Path, point: KillPoint,
            hold: Hold | None, limit: Any, seed: str, services: Services | None,
-           result: Exploration) -> tuple[Run, Any]:
+           result: Exploration, start: tuple | None = None) -> tuple[Run, Any]:
     """The crash run at `point`, its kill proven landed. A held call is the how-manieth of
     its thread's calls of its kind in the clean run; when the kill finds the run elsewhere
-    (another thread's count), it is run again holding every call of that kind."""
+    (another thread's count), it is run again holding every call of that kind. `start`:
+    a resumed run's start (a second crash), else a clean run's."""
     attempts = [hold] + ([Hold(hold.syscall, None, 3 * hold.seconds)] if hold and hold.when
                          else [])
     for attempt in attempts:
-        world = scenario.build_world()
-        crash = incarnation(argv, scenario, world, base, work={}, rest={},
+        work, rest, world = _start(scenario, start)
+        crash = incarnation(argv, scenario, world, base, work=work, rest=rest,
                             target=point.index, hold=attempt, timeout=limit, seed=seed,
                             services=services)
         result.crash_runs += 1
@@ -232,13 +286,14 @@ def _crash(argv: list[str], scenario: Scenario, base: Path, point: KillPoint,
                          f"{crash.proof or 'the process group outlived SIGKILL'}")
 
 
-def _resume(argv: list[str], scenario: Scenario, base: Path, golden: Golden, killed: Any,
+def resume(argv: list[str], scenario: Scenario, base: Path, golden: Golden, killed: Any,
             crash: Run, point: KillPoint, state: CrashState, limit: Any, seed: str,
-            services: Services | None) -> tuple[list, CrashRun, Run]:
+            services: Services | None, earlier: tuple[KillPoint, ...] = ()
+            ) -> tuple[list, CrashRun, Run]:
     world = copy.deepcopy(killed)
     resumed = incarnation(argv, scenario, world, base, work=state.as_dict(), rest=crash.rest,
                           timeout=limit, seed=seed, services=services, traced=False)
-    crash_run = CrashRun(kill_points=[point], state=state, world=world,
+    crash_run = CrashRun(kill_points=[*earlier, point], state=state, world=world,
                          outcome=resumed.outcome, error=resumed.error,
                          timed_out=resumed.timed_out, final=_work(resumed.work),
                          left_behind=resumed.left_behind,
@@ -257,8 +312,8 @@ def _version_probe(argv: list[str], scenario: Scenario, base: Path, golden: Gold
     if not points:
         return None
     middle = min(points, key=lambda p: abs(p.index - len(golden.trace) // 2))
-    crash, world = _crash(argv, scenario, base, middle,
-                          _hold_for(middle, first, calls, paths), limit, seed, services,
+    crash, world = killed_run(argv, scenario, base, middle,
+                          hold_for(middle, first, calls, paths), limit, seed, services,
                           result)
     changed = tamper_versions(crash.work, golden.checkpoint)
     if not changed:
@@ -269,7 +324,7 @@ def _version_probe(argv: list[str], scenario: Scenario, base: Path, golden: Gold
     state = CrashState.of("process", f"checkpoint version set to {PROBE_VERSION}",
                           {**crash.work, **changed})
     before = copy.deepcopy(world)
-    _violations, crash_run, _resumed = _resume(argv, scenario, base, golden, world, crash,
+    _violations, crash_run, _resumed = resume(argv, scenario, base, golden, world, crash,
                                                point, state, limit, seed, services)
     after = crash_run.world
     applied = len(after.ledger.applied()) - len(before.ledger.applied())

@@ -10,6 +10,10 @@ Exit status 0 and the final answer on stdout's last line; 3 and a reason on stde
 hand the task to a person. `--mcp` pays through the scenario's MCP server
 (FAULTSIM_MCP_URL, the tool `payments` with the same key) instead. `--mistake` plants a mistake: the key is drawn afresh by each
 process (as `uuid4()` would be), so a crash between the payment and the save pays twice.
+`--mistake=record-in-place` plants one that only a second crash exposes: a resumed run
+first writes its reconciliation record (how many times it resumed) into checkpoint.json
+in place; a crash during that write (a crash during recovery) leaves the file empty, and
+the next resume cannot read it.
 """
 import json
 import os
@@ -20,6 +24,7 @@ import urllib.request
 
 CHECKPOINT = "checkpoint.json"
 MISTAKE = "--mistake" in sys.argv
+IN_PLACE = "--mistake=record-in-place" in sys.argv
 MCP = "--mcp" in sys.argv  # pay through the MCP tool instead of the REST endpoint
 TOOLS = [{"name": "pay_invoice", "description": "Pay a supplier invoice.",
           "input_schema": {"type": "object", "properties": {
@@ -100,6 +105,10 @@ def main():
     if state.get("version") != 1 and "--any-version" not in sys.argv:  # P4 (the twin: not)
         print(f"checkpoint.json: unknown version {state.get('version')!r}", file=sys.stderr)
         return 2
+    if IN_PLACE and state["turns"]:  # resumed: the reconciliation record, in place
+        state["resumed"] = state.get("resumed", 0) + 1
+        with open(CHECKPOINT, "w") as f:
+            json.dump(state, f)
     while True:
         last = state["messages"][-1]
         if last["role"] == "assistant":

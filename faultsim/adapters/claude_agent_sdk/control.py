@@ -7,13 +7,13 @@ import asyncio
 import contextlib
 import os
 import re
-import signal
 import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
+from ...groups import kill_groups
 from ...trace import Killed
 from ...world import World
 from .writes import session_id
@@ -104,8 +104,12 @@ class Controller:
     def _die(self) -> None:
         self.landed = kill_clis()
         self.files = snapshot(self.root)
+        # the kill waits until no process of the group is left (the CLI under strace too,
+        # not only strace, its leader): the SDK may have seen the CLI's end and closed the
+        # loop by then, and a closed loop has nothing left to cancel
         if self.loop is not None and self.task is not None:
-            self.loop.call_soon_threadsafe(self.task.cancel)
+            with contextlib.suppress(RuntimeError):
+                self.loop.call_soon_threadsafe(self.task.cancel)
 
 
 def _quiesce(root: Path, settle: float, limit: float = 5.0) -> None:
@@ -275,14 +279,7 @@ def gone(pid: int) -> bool:
 
 
 def kill_clis(timeout: float = 10.0) -> bool:
-    """SIGKILL every CLI process group of this incarnation; True once each is dead."""
+    """SIGKILL every CLI process group of this incarnation; True once no process of any is
+    left (`faultsim.groups`' kill, the command backend's)."""
     pids = [p.pid for p in RUNNING.clis]
-    for pid in pids:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(pid, signal.SIGKILL)  # the CLI leads its own group
-    deadline = time.monotonic() + timeout
-    while not all(gone(pid) for pid in pids):
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.005)
-    return bool(pids)
+    return kill_groups(pids, timeout) and bool(pids)

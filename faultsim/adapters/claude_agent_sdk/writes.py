@@ -19,19 +19,17 @@ session a session id of its own (`--session-id`), so the path is
 from __future__ import annotations
 
 import re
-import shutil
 import threading
 import time
 import uuid
 from pathlib import Path
 from typing import Callable
 
+from ...strace import Hold, LogReader, command_line, parse
 from ...strace import strace_unavailable  # noqa: F401 - shared with faultsim.command
 
 HOLD = 0.5  # seconds each transcript write waits at its entry: the window for the kill
-_CALLS = "write,writev,pwrite64"
-_ENTRY = re.compile(r"^\d+ +(?:write|writev|pwrite64)\(", re.M)
-_RETURNED = re.compile(r"\) += (\d+)(?: \(DELAYED\))?$", re.M)
+WRITES = ("write", "writev", "pwrite64")
 
 
 def session_id(scenario: str, incarnation: int, nth: int) -> str:
@@ -47,25 +45,25 @@ def transcript_path(root: Path, sid: str) -> Path:
 
 
 def tracer(path: Path, log: Path, hold: float = HOLD) -> Callable[[list[str]], list[str]]:
-    """The CLI's command line prefixed with strace: writes to `path` held `hold` s at entry
-    and logged to `log` as they enter."""
-    strace = shutil.which("strace") or "strace"
+    """The CLI's command line prefixed with strace (`faultsim.strace`'s, as the command
+    backend's): writes to `path` held `hold` s at entry and logged to `log` as they enter
+    (`contents=False`: the line this adapter's kills were measured with)."""
+    held = Hold(",".join(WRITES), None, hold, (str(path),))
 
     def wrap(command: list[str]) -> list[str]:
-        return [strace, "-f", "-qq", "-s", "0", "-e", "signal=none", "-e", f"trace={_CALLS}",
-                "-P", str(path), "-e",
-                f"inject={_CALLS}:delay_enter={max(1, int(hold * 1_000_000))}",
-                "-o", str(log), *command]
+        return command_line(str(log), command, held, trace=WRITES, contents=False)
     return wrap
 
 
 class WriteWatch:
     """Counts the transcript writes in strace's log as they enter (strace prints a call's
-    start before it holds it) and calls `kill` once, at the `n`th."""
+    start before it holds it; `faultsim.strace.LogReader` reads them) and calls `kill`
+    once, at the `n`th."""
 
     def __init__(self, log: Path, n: int | None, kill: Callable[[], None]) -> None:
         self.log, self.n, self.kill = log, n, kill
         self.entered = 0
+        self._reader = LogReader()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._watch, name="faultsim-strace-watch",
                                         daemon=True)
@@ -77,7 +75,7 @@ class WriteWatch:
     def __exit__(self, *exc: object) -> None:
         self._stop.set()
         self._thread.join(5)
-        self.entered = max(self.entered, len(_ENTRY.findall(self._text())))
+        self.entered = max(self.entered, len(self._writes(parse(self._text()))))
 
     def _text(self) -> str:
         try:
@@ -85,9 +83,14 @@ class WriteWatch:
         except FileNotFoundError:
             return ""
 
+    @staticmethod
+    def _writes(calls: list) -> list:
+        return [c for c in calls if c.name in WRITES]
+
     def _watch(self) -> None:
         while not self._stop.is_set():
-            self.entered = len(_ENTRY.findall(self._text()))
+            self._reader.feed(self._text())
+            self.entered = len(self._writes(self._reader.calls))
             if self.n is not None and self.entered >= self.n:
                 self.kill()
                 return
@@ -97,21 +100,15 @@ class WriteWatch:
         """Why the kill did not land inside write n, or None when it did: write n entered
         and never returned, and the transcript holds exactly the bytes that the writes that
         did return wrote (`on_disk`)."""
-        text = self._text()
-        entries = list(_ENTRY.finditer(text))
-        if self.n is None or len(entries) < self.n:
-            return (f"strace saw {len(entries)} transcript writes, not {self.n}: the kill "
+        writes = self._writes(parse(self._text()))
+        if self.n is None or len(writes) < self.n:
+            return (f"strace saw {len(writes)} transcript writes, not {self.n}: the kill "
                     "never came")
-        nth = entries[self.n - 1]
-        end = text.find("\n", nth.start())
-        line = text[nth.start():] if end < 0 else text[nth.start():end]
-        pid = line.split(" ", 1)[0]
-        # its result is on its own line, or on "PID <... write resumed>) = N" when another
-        # thread's call was printed in between
-        resumed = re.compile(rf"^{pid} <\.\.\. \w+ resumed>.*\) += \d+", re.M)
-        if _RETURNED.search(line) or resumed.search(text, nth.start()):
-            return f"write {self.n} returned before the kill ({line.strip()[:120]})"
-        returned = sum(int(m.group(1)) for m in _RETURNED.finditer(text))
+        nth = writes[self.n - 1]
+        if nth.returned:
+            return (f"write {self.n} returned before the kill (thread {nth.tid}, "
+                    f"= {nth.result})")
+        returned = sum(c.result for c in writes if c.returned and c.result > 0)
         if returned != on_disk:
             return (f"the transcript holds {on_disk} bytes, the writes that returned wrote "
                     f"{returned}")

@@ -1,0 +1,65 @@
+"""Process groups: SIGKILL one and prove no process of it is left. Shared by both backends
+that kill a real agent's group (the command backend, `faultsim.command.launch`, and the
+Claude Agent SDK adapter, whose CLIs the SDK starts): one copy of the kill and its proof.
+
+Standard library only."""
+from __future__ import annotations
+
+import os
+import signal
+import time
+from typing import Callable, Sequence
+
+
+def group_alive(pgid: int) -> bool:
+    """A process of the group that is not a zombie (a zombie is dead, whoever reaps it)."""
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return bool(members(pgid))
+
+
+def members(pgid: int) -> list[tuple[int, str]]:
+    """The live (not zombie) processes of group `pgid`: (pid, command)."""
+    found = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as f:
+                rest = f.read().rsplit(b")", 1)[1].split()
+            if int(rest[2]) != pgid or rest[0] in (b"Z", b"X"):
+                continue
+            with open(f"/proc/{name}/cmdline", "rb") as f:
+                command = b" ".join(w for w in f.read().split(b"\0") if w).decode(
+                    "utf-8", "replace")[:120]
+        except (OSError, IndexError, ValueError):
+            continue
+        found.append((int(name), command))
+    return found
+
+
+def kill_groups(pgids: Sequence[int], timeout: float = 10.0,
+                reap: Callable[[float], object] | None = None) -> bool:
+    """SIGKILL each group (its leader's pid is its id); True once no live process of any
+    is left. `reap(timeout)` waits for the leader when it is our child (raising on a
+    timeout: then False)."""
+    for pgid in pgids:
+        try:
+            os.killpg(pgid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+    if reap is not None:
+        try:
+            reap(timeout)
+        except Exception:  # noqa: BLE001 - subprocess.TimeoutExpired, or the like
+            return False
+    deadline = time.monotonic() + timeout
+    while any(group_alive(pgid) for pgid in pgids):  # members reparented to init die
+        if time.monotonic() > deadline:            # a moment later
+            return False
+        time.sleep(0.002)
+    return True
