@@ -73,6 +73,10 @@ def identity(point: KillPoint, trace: Sequence[Event], crash_model: str, order: 
     head = f"{crash_model}:{point.category}"
     if point.index == 0:
         what = "start"
+    elif point.index > len(ctx):
+        # a backend whose kill points are not events of this trace (the Claude Agent SDK
+        # adapter's hooks and transcript writes): the point's own words name it
+        what = point.where
     else:
         turn, tool, name = ctx[point.index - 1]
         what = f"{name} turn {turn}" + (f" tool {tool}" if tool else "")

@@ -206,3 +206,20 @@ def test_the_html_page_leaves_the_states_out(reports):
     page = render(reports["blind"])
     assert "mailer.send#1 turn 2 tool send_receipt" not in page
     assert "k27-after-effect-mailer.send#1" in page  # the map and counterexamples stay
+
+
+def test_a_point_that_is_no_event_of_the_trace_is_named_by_its_words():
+    """The Claude Agent SDK backend's kill points (its hooks, the CLI's transcript writes)
+    are not events of the trace its run keeps: their identity is what the point says, and
+    a full run's report no longer fails naming them."""
+    from faultsim.identity import identities
+    from faultsim.killpoints import KillPoint
+
+    points = [(KillPoint(0, None, "start", "k0-start", "the start"), 0),
+              (KillPoint(7, None, "transcript-write", "k7-transcript-write-3",
+                         "transcript write 3"), 0),
+              (KillPoint(8, None, "transcript-write", "k8-transcript-write-4",
+                         "transcript write 4"), 0)]
+    names = identities(points, [], "process")
+    assert names == ["process:start start", "process:transcript-write transcript write 3",
+                     "process:transcript-write transcript write 4"]
