@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 import math
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any, Callable, ContextManager, Iterable, Mapping
 
 import httpx2
 
@@ -43,15 +43,15 @@ FAULT_RESPONSES = {
 
 
 def error_response(status: int, kind: str, message: str, request_id: str,
-           headers: Mapping[str, str] | None = None) -> httpx2.Response:
+                   headers: Mapping[str, str] | None = None) -> httpx2.Response:
     body = {"type": "error", "error": {"type": kind, "message": message},
             "request_id": request_id}
-    return httpx2.Response(status, json=body, headers={"request-id": request_id, **(headers or {})})
+    return httpx2.Response(status, json=body,
+                           headers={"request-id": request_id, **(headers or {})})
 
 
 def _ignore(kind: str, **info: Any) -> None:
     pass
-
 
 
 class FakeClaude:
@@ -102,7 +102,7 @@ class FakeClaude:
         """The same, for async code: an `anthropic.AsyncAnthropic` served by this fake."""
         return async_client(self.handle, max_retries=max_retries, **options)
 
-    def serving_new_clients(self) -> Iterator[None]:
+    def serving_new_clients(self) -> ContextManager[None]:
         """While inside, an `anthropic.Anthropic` or `anthropic.AsyncAnthropic` the agent
         builds itself (no `http_client` of its own) is served by this fake too: its requests
         go through the same in-process transport, whatever its `base_url`, and it gets a
