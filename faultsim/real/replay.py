@@ -18,7 +18,10 @@ from ..report import ModelRun, Verdict
 from ..scenario import load_scenario
 from ..schedule import ScheduleResult
 from ..token import ReplayToken
-from .explore import golden_of, judged_resume, one_crash, redis_for
+from .crashes import one_crash
+from .explore import redis_for
+from .golden import golden_of
+from .judging import judged_resume
 from .pool import ForkServers, ServerFailed
 
 

@@ -1,0 +1,186 @@
+"""Judging crash states left by real processes: each distinct state resumed once in a
+child and judged by the resume guards, states equal (or equivalent) to one judged
+sharing its verdict (`Memo`), the verdicts recorded in each target's sweep.
+
+Part of the subprocess backend: may import `pipeline/`, the oracle, `pool`, `jobs` and
+`crashes`."""
+from __future__ import annotations
+
+import pickle
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..crashmodel import process_state
+from ..killpoints import KillPoint
+from ..oracle import RESUME_GUARDS, CrashRun, Golden, judge
+from ..pipeline.incarnation import world_signature
+from ..pipeline.sweep import ResumeResult, Sweep, masked_digest
+from ..report import ResumeSummary
+from ..scenario import Scenario
+from .crashes import Target
+from .jobs import new_job, report_of, with_refused
+from .pool import ForkServers, JobResult
+
+
+@dataclass
+class _Entry:
+    """One crash state to judge, and the keys it shares a verdict by."""
+
+    target: Target
+    point: KillPoint
+    state: Any
+    world: bytes
+    exact: tuple  # (state digest, world signature): equal states
+    cls: tuple | None  # (masked digest, watched file, world signature): equivalent states
+    watch: str | None
+
+
+@dataclass
+class Memo:
+    """Verdicts of crash states already judged, shared by every state equal (or equivalent)
+    to one of them."""
+
+    results: dict = field(default_factory=dict)  # exact key -> ResumeResult
+    classes: dict = field(default_factory=dict)  # masked class -> exact key of its first
+    fresh_for: dict = field(default_factory=dict)  # exact key -> (target tag, point id)
+    ran_for: dict = field(default_factory=dict)  # id(result) -> the exact key it ran for
+
+    def blind(self, cls: tuple | None) -> ResumeResult | None:
+        """The class's verdict, if its first state's resumed run destroyed the watched file
+        before reading it (so its content cannot matter)."""
+        result = self.results.get(self.classes.get(cls)) if cls is not None else None
+        return result if result is not None and result.blind_to_content(cls[1]) else None
+
+
+def judge_states(pool: ForkServers, scenario: Scenario, targets: list[Target], progress,
+                 equivalences: bool, stage: str | None, memo: "Memo | None" = None,
+                 done_before: int = 0, units: int | None = None) -> None:
+    """Judge every crash state the targets left; the verdicts go to each target's sweep.
+    `memo` carries what earlier calls judged (the pairs go in shares)."""
+    # Resume each distinct crash state once. States that differ only in the content of
+    # the file being written at the kill (a torn temp file, mostly) share the verdict of
+    # the first of them when its resumed run destroyed that file before reading it.
+    entries = []
+    for target in targets:
+        trace = target.sweep.trace
+        watch_of = _last_written(trace)
+        for point in target.points:
+            world_bytes, files = target.crashed[point.id]
+            state = process_state(files)[0]
+            signature = world_signature(pickle.loads(world_bytes))
+            watch = trace[point.index - 1].subject if point.torn else watch_of.get(point.index)
+            masked = masked_digest(state, watch) if equivalences else None
+            entries.append(_Entry(target, point, state, world_bytes,
+                                  (state.digest(), signature),
+                                  (masked, watch, signature) if masked is not None else None,
+                                  watch))
+    memo = memo if memo is not None else Memo()
+    results, fresh_for, ran_for = memo.results, memo.fresh_for, memo.ran_for
+    entry_of: dict[Any, _Entry] = {}  # job id -> its entry (kept here, not sent)
+    golden = targets[0].sweep.golden
+    total, settled = len(entries), [0]
+    units = units or len(targets)
+
+    def tell(done: int) -> None:  # in kill points, or (pairs) in first crash states
+        if progress is not None:
+            if stage is None:
+                progress(done, total)
+            else:
+                progress(done_before + done * len(targets) // max(1, total), units,
+                         stage=stage)
+
+    def resume_done(job: dict, result: JobResult) -> None:
+        entry = entry_of.pop(job["id"])
+        sweep = entry.target.sweep
+        resumed = _resumed(golden, sweep.schedule(entry.point), entry.state, result,
+                           entry.watch, sweep.keep_traces)
+        results[entry.exact] = resumed
+        ran_for[id(resumed)] = entry.exact
+        settled[0] += 1
+        tell(min(settled[0], total))
+
+    def resume_jobs(batch: list[_Entry]) -> list[dict]:
+        jobs = []
+        for entry in batch:
+            if entry.exact in fresh_for:
+                continue
+            fresh_for[entry.exact] = (entry.target.tag, entry.point.id)
+            job = new_job(("resume", entry.exact), files=entry.state.as_dict(),
+                          world=entry.world, downtime=scenario.profile.downtime)
+            job["watch"] = entry.watch
+            entry_of[job["id"]] = entry
+            jobs.append(job)
+        return jobs
+
+    first_wave, deferred = [], []
+    for entry in entries:
+        if entry.exact in results:  # judged before (an earlier share of the pairs)
+            continue
+        if entry.cls is not None and entry.cls in memo.classes:  # wait for its class
+            deferred.append(entry)
+            continue
+        if entry.cls is not None:
+            memo.classes[entry.cls] = entry.exact
+        first_wave.append(entry)
+    pool.run(resume_jobs(first_wave), resume_done)
+    second_wave = [e for e in deferred if e.exact not in results and memo.blind(e.cls) is None]
+    pool.run(resume_jobs(second_wave), resume_done)
+
+    for entry in entries:
+        result = results.get(entry.exact) or memo.blind(entry.cls)
+        fresh = fresh_for.get(entry.exact) == (entry.target.tag, entry.point.id)
+        sweep = entry.target.sweep
+        sweep.resumed_from.setdefault(id(result), ran_for[id(result)])
+        sweep.record("process", entry.point, 0, entry.state, result, [], fresh, entry.exact)
+    tell(total)
+
+
+def crash_run_of(schedule: list[KillPoint], state: Any, report: dict,
+                 result: JobResult) -> CrashRun:
+    """A resumed child's report as the oracle judges it (a sweep's state, or the probe's)."""
+    crash_run = CrashRun(schedule, state, with_refused(pickle.loads(report["world"]), result),
+                         outcome=report.get("outcome"), error=report.get("error"),
+                         timed_out=report.get("timed_out", False), final=result.files,
+                         escapes=report["escapes"], left_behind=list(result.left_behind),
+                         strays=report.get("strays", []),
+                         resume_positions=[report["first_position"]]
+                         if report["first_position"] is not None else [],
+                         events=report["events"])
+    if report["kind"] != "done":
+        crash_run.error = f"the resumed process died ({result.how} {result.code})"
+    return crash_run
+
+
+def _resumed(golden: Golden, schedule: list[KillPoint], state: Any, result: JobResult,
+             watch: str | None, keep_trace: bool) -> ResumeResult:
+    """What a resumed child showed, judged by the resume guards (as in-process)."""
+    report = report_of(result, f"the resumed run after {schedule[-1].id}")
+    crash_run = crash_run_of(schedule, state, report, result)
+    violations = judge(golden, crash_run, RESUME_GUARDS)
+    outcome = crash_run.outcome
+    return ResumeResult(
+        violations, ResumeSummary.of(crash_run) if violations else None,
+        crash_run.resume_positions[0] if crash_run.resume_positions else None,
+        result.seconds, first_content={watch: report["first_touch"]} if watch else {},
+        events=report["events"] if keep_trace else None,
+        escalated=outcome is not None and outcome.status == "escalated")
+
+
+def judged_resume(pool: ForkServers, scenario: Scenario, sweep: Sweep, point: KillPoint,
+                  state: Any, world: bytes, keep_trace: bool = False) -> ResumeResult:
+    """Resume `state` (left by a crash at `point`) once, and judge the run (a replay)."""
+    job = new_job(("resume",), files=state.as_dict(), world=world,
+                  downtime=scenario.profile.downtime)
+    result = pool.run([job])[job["id"]]
+    return _resumed(sweep.golden, sweep.schedule(point), state, result, None, keep_trace)
+
+
+def _last_written(trace: list) -> dict[int, str]:
+    """For each event index, the file most recently created or written at or before it."""
+    out, last = {}, None
+    for event in trace:
+        if event.kind in ("fs.create", "fs.write"):
+            last = event.subject
+        if last is not None:
+            out[event.index] = last
+    return out
