@@ -42,6 +42,27 @@ def pytest_sessionstart(session):
     os.environ.pop("GITHUB_ACTIONS", None)
 
 
+# The longest tests go first: xdist hands tests out in collection order, so one that starts
+# last holds the whole run up while the other workers idle (longest first keeps the tail
+# short). Order only: every test still runs.
+LONGEST_FIRST = (
+    "tests/test_docs.py::test_first_command_prints_what_the_docs_show",
+    "examples/javascript_agent/test_javascript_agent.py::test_the_sweep_finds_the_agent_clean",
+    "tests/test_printed_commands.py::test_every_printed_command_reproduces_its_counterexample",
+    "tests/test_docs.py::test_five_line_example_runs_as_shown",
+)
+
+
+def pytest_collection_modifyitems(session, config, items):
+    rank = {prefix: n for n, prefix in enumerate(LONGEST_FIRST)}
+
+    def key(item):
+        return next((n for prefix, n in rank.items() if item.nodeid.startswith(prefix)),
+                    len(rank))
+
+    items.sort(key=key)  # stable: the rest keep their order
+
+
 def pytest_sessionfinish(session, exitstatus):
     parent = sandbox_parent() or tempfile.gettempdir()
     for folder in glob.glob(os.path.join(parent, f"faultsim-{SESSION_RUNS}-*")):
