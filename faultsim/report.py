@@ -387,8 +387,7 @@ def states(run: ModelRun) -> list[list[str]]:
     for v in run.deep_failures:
         traces = [v.golden.trace] + [e.next_trace for e in v.earlier]
         steps = [(e.point, e.order) for e in v.earlier] + [(v.kill_point, v.order)]
-        parts = [identity(p, t, run.crash_model, o) if p.index <= len(t) else p.id
-                 for (p, o), t in zip(steps, traces)]
+        parts = [identity(p, t, run.crash_model, o) for (p, o), t in zip(steps, traces)]
         out.append([" then ".join(parts), " ".join(p.id for p, _ in steps), verdict_of(v)])
     return out
 
