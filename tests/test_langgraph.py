@@ -589,3 +589,26 @@ def test_async_sqlite_saver_statements_are_kill_points_in_subprocess_mode():
     assert len(commits) >= 10  # the saver's INSERTs, each a kill point
     assert len(run.verdicts) == len(run.kill_points)
     assert run.failures == []
+
+
+def test_a_graph_driven_with_stream_runs_as_with_invoke():
+    """`method = "stream"`: the sync `graph.stream(...)` read to the end, not `invoke`;
+    the same run."""
+    from faultsim.loading import load_factory
+
+    sc = load_scenario(BUNDLED / "react_payments.toml")
+    outcomes, called = {}, []
+
+    def build(checkpointer, model):  # the bundled graph, its invoke watched
+        graph = load_factory(sc.langgraph.graph)(checkpointer=checkpointer, model=model)
+        invoke = graph.invoke
+        graph.invoke = lambda *a, **k: called.append(method) or invoke(*a, **k)
+        return graph
+
+    for method in ("invoke", "stream"):
+        with Explorer(graph_agent(build, durability="sync", method=method), sc) as ex:
+            golden = ex.golden()
+        outcomes[method] = (golden.outcome, [(e.kind, e.subject) for e in golden.trace])
+    assert outcomes["stream"] == outcomes["invoke"]
+    assert outcomes["stream"][0].final_answer == sc.expected_final_answer
+    assert set(called) == {"invoke"}  # stream never went through invoke
