@@ -128,10 +128,14 @@ def run_agent(agent: Any) -> Any:
         return result
     import asyncio
 
+    from . import finality
+
     loop = asyncio.new_event_loop()
     _loops.append(loop)
     try:
-        return loop.run_until_complete(result)
+        task = asyncio.ensure_future(result, loop=loop)
+        finality.runs_in(task)  # a kill raised in another of its tasks is not run()'s
+        return loop.run_until_complete(task)
     finally:
         _loops.pop()
         try:

@@ -8,7 +8,11 @@ aligned by scenario id and crash model (and, for LangGraph, the durability mode 
 spec names).
 
 Per state: `fixed by B` (fails in A, passes in B), `broken by B`, `fails in both`, `passes
-in both`, `only in A`, `only in B`. B *adds failing crash states* (a regression, what
+in both`, `only in A`, `only in B`. A scenario the agent fails before any crash state (its
+clean run fails or escapes: a report's `refused` finding, such as AgentFailedCleanly) has
+one state there, `the clean run`, whose verdict is the finding's kind; the other side's run
+of that scenario is compared against it, so a B whose clean run fails is broken by B, and
+one whose clean run passes where A's failed is fixed by B. B *adds failing crash states* (a regression, what
 `faultsim compare` and `faultsim run --baseline` exit 1 for) when a state is broken by B or
 fails in B and A has no such state.
 
@@ -20,6 +24,7 @@ from typing import Any
 
 from .errors import UsageError
 
+CLEAN = "the clean run"  # the state of a scenario refused before any crash state
 KINDS = ("broken by B", "fixed by B", "fails in both", "passes in both", "only in A",
          "only in B")
 PASSING = ("passed", "escalated")
@@ -121,7 +126,7 @@ class Comparison:
                     lines.append(f"  {kind}: ... {len(shown) - limit} more (--json lists all)")
         bad = self.regressions
         lines.append(f"B adds {len(bad)} failing crash state{'s' if len(bad) != 1 else ''}"
-                     + (": " + "; ".join(f"{r.name()}: {s.identity} ({s.b_id})"
+                     + (": " + "; ".join(f"{r.name()}: {s.identity} ({s.b_id or s.b})"
                                          for r, s in bad[:10])
                         + (" ..." if len(bad) > 10 else "") if bad else ""))
         return "\n".join(lines)
@@ -151,14 +156,25 @@ def compare(a: dict, b: dict, a_name: str = "A", b_name: str = "B") -> Compariso
         if len(pa) == len(runs_a) and len(pb) == len(runs_b) and set(pa) & set(pb):
             runs_a, runs_b = pa, pb
     out = Comparison(a_name, b_name)
+    refused_a, refused_b = _refused(a), _refused(b)
     for key in list(runs_a) + [k for k in runs_b if k not in runs_a]:
         diff = RunDiff(*key)
         out.runs.append(diff)
         if key not in runs_b or key not in runs_a:
             diff.side = "A" if key not in runs_b else "B"
-            if diff.side == "B":  # every failing state of a run A never had is new
-                diff.states = [StateDiff(i, None, v, None, k)
-                               for i, k, v in runs_b[key]["states"]]
+            path = _path((runs_a if diff.side == "A" else runs_b)[key])
+            if diff.side == "B" and path in refused_a:  # A's clean run failed, B's ran
+                diff.side = None
+                diff.states = [StateDiff(CLEAN, refused_a[path], "passed", None, None)]
+            elif diff.side == "A" and path in refused_b:  # B's clean run fails
+                diff.side = None
+                diff.states = [StateDiff(CLEAN, "passed", refused_b[path], None, None)]
+                diff.states += [StateDiff(i, v, None, k, None)
+                                for i, k, v in runs_a[key]["states"]]
+                continue
+            if diff.side != "A":  # every failing state of a run A never had is new
+                diff.states += [StateDiff(i, None, v, None, k)
+                                for i, k, v in runs_b[key]["states"]]
             continue
         sa = {i: (k, v) for i, k, v in runs_a[key]["states"]}
         sb = {i: (k, v) for i, k, v in runs_b[key]["states"]}
@@ -166,4 +182,22 @@ def compare(a: dict, b: dict, a_name: str = "A", b_name: str = "B") -> Compariso
             ka, va = sa.get(ident, (None, None))
             kb, vb = sb.get(ident, (None, None))
             diff.states.append(StateDiff(ident, va, vb, ka, kb))
+    for path in sorted(set(refused_a) & set(refused_b)):  # no run on either side
+        out.runs.append(RunDiff(path, "-", "", [StateDiff(CLEAN, refused_a[path],
+                                                          refused_b[path], None, None)]))
     return out
+
+
+def _path(run: dict) -> str:
+    import os
+
+    return os.path.normpath(run.get("path", ""))
+
+
+def _refused(report: dict) -> dict[str, str]:
+    """The scenarios (by path) the agent failed before any crash state, and the finding's
+    kind: a usage or harness error says nothing of the agent, so it has no verdict here."""
+    import os
+
+    return {os.path.normpath(r["scenario"]): r["kind"] for r in report.get("refused", [])
+            if r.get("category") == "finding"}

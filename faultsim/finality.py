@@ -16,9 +16,13 @@ that. Why no finding is made against it, and what is:
       effect or reports a mark while no kill is being handled there (`handling_kill`:
       `sys.exc_info()` and its `__context__`/`__cause__` chain hold no `Killed` or
       `WorldSealed`); or
-   b. the kill was raised in the thread that runs `run()`, and `run()` returns, or raises
-      an exception that no kill is in the chain of. (A kill raised in another thread of
-      the incarnation never reached `run()`: its returning then is no evidence.)
+   b. the kill was raised in the thread that runs `run()` (for an async agent: in the
+      asyncio task that runs it, or in none), and `run()` returns, or raises an exception
+      that no kill is in the chain of. (A kill raised in another thread of the incarnation
+      never reached `run()`: its returning then is no evidence. Nor is a kill raised in
+      another asyncio task: `asyncio.gather(..., return_exceptions=True)` hands it to the
+      code that awaits it as a value, not raised, as LangChain's `agenerate` does, which
+      then fails on it with an unrelated error.)
    Sound for cleanup: code inside an `except`, `finally` or `__exit__` that the kill
    entered sees it in `sys.exc_info()` (or, inside a nested handler, in the chain), so (a)
    stays quiet; and such cleanup ends by re-raising it or an exception chained to it, so
@@ -83,6 +87,7 @@ class Life:
     over: bool = False
     kill: BaseException | None = None  # the kill raised in it
     killer: tuple = ()  # (thread ident, asyncio task) it was raised in
+    runner: Any = None  # the asyncio task that runs an async agent's run() (agent.run_agent)
     went_on: str | None = None  # how it went on after the kill (rule 2)
     threads: dict = field(default_factory=dict)  # Thread -> (what it runs, start site)
     pooled: set = field(default_factory=set)  # those a thread pool started (its workers)
@@ -114,6 +119,12 @@ def killed(exc: BaseException) -> BaseException:
     return exc
 
 
+def runs_in(task: Any) -> None:
+    """An async agent's run() runs in asyncio task `task` (rule 2b)."""
+    if _live is not None:
+        _live.runner = task
+
+
 def went_on(what: str) -> None:
     """The dead incarnation tries `what` (a model request, an effect, a mark): rule 2a."""
     life = _live
@@ -128,7 +139,8 @@ def end(life: Life, killed: bool, raised: BaseException | None) -> None:
     """The incarnation's run() ended (`raised`: what it raised; None: it returned)."""
     global _live
     if killed and life.went_on is None and life.kill is not None and \
-            life.killer[0] == threading.get_ident() and (
+            life.killer[0] == threading.get_ident() and \
+            life.killer[1] in (None, life.runner) and (
             raised is None or not handling_kill(raised)):  # rule 2b
         how = "run() returned" if raised is None else \
             f"run() raised {type(raised).__name__}: {raised}"

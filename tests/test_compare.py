@@ -223,3 +223,45 @@ def test_a_point_that_is_no_event_of_the_trace_is_named_by_its_words():
     names = identities(points, [], "process")
     assert names == ["process:start start", "process:transcript-write transcript write 3",
                      "process:transcript-write transcript write 4"]
+
+
+def _refused_report(path: str, kind: str = "AgentFailedCleanly",
+                    category: str = "finding") -> dict:
+    return {"ok": False, "runs": [], "refused": [
+        {"scenario": path, "agent": "x", "kind": kind, "category": category,
+         "message": f"{path}: the agent fails without any crash: boom", "details": ""}]}
+
+
+def test_a_clean_run_that_fails_on_one_side_is_the_state_the_other_fixes_or_breaks(reports):
+    """A report refused before any crash state (its clean run fails: openai-agents
+    #4827's 0.23.1) is one state, the clean run, against the other side's passing one."""
+    passing = reports["fixed"]
+    path = passing["runs"][0]["path"]
+    failed = _refused_report(path)
+    fixed = compare(failed, passing)
+    [run] = fixed.runs
+    assert run.side is None and run.counts()["fixed by B"] == 1 and fixed.ok
+    assert [s.identity for s in run.states if s.kind == "fixed by B"] == ["the clean run"]
+    assert run.states[0].a == "AgentFailedCleanly" and run.states[0].b == "passed"
+    broken = compare(passing, failed)
+    assert not broken.ok
+    assert [(s.identity, s.b) for _, s in broken.regressions] == [
+        ("the clean run", "AgentFailedCleanly")]
+    assert "B adds 1 failing crash state: receipts / process: the clean run " \
+        "(AgentFailedCleanly)" in broken.text()
+    both = compare(failed, failed)
+    assert [s.kind for r in both.runs for s in r.states] == ["fails in both"] and both.ok
+    # a usage or harness error says nothing of the agent: no state, as before
+    usage = compare(_refused_report(path, "ScenarioError", "usage"), passing)
+    assert usage.runs[0].side == "B" and usage.runs[0].counts()["fixed by B"] == 0
+
+
+def test_compare_on_a_scenario_runs_on_when_one_agent_fails_its_clean_run(capsys):
+    tiny = str(ROOT / "tests" / "data" / "tiny.toml")
+    args = ["compare", tiny, "--agent", "reference_agent", "--agent",
+            "broken_agents:raises_on_start", "--crashes", "1", "--crash-model", "process"]
+    assert main(args) == 1
+    out = capsys.readouterr().out
+    assert "broken_agents:raises_on_start: " in out and "the agent fails without any " \
+        "crash: RuntimeError: cannot read my configuration" in out
+    assert "broken by B: the clean run" in out

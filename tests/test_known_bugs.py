@@ -1,6 +1,7 @@
-"""The known-bugs corpus (bench/known_bugs/): CI runs one entry, langgraph #7417, on the
-installed LangGraph only (bench/known_bugs/run.py builds a venv per version for the table):
-its expected verdict on that side holds, and each failing state says why."""
+"""The known-bugs corpus (bench/known_bugs/): CI runs langgraph #7417 on the installed
+LangGraph only (bench/known_bugs/run.py builds a venv per version for the table): its
+expected verdict on that side holds, and each failing state says why; and openai-agents
+#4827's clean run on the installed openai-agents, the fix's."""
 from __future__ import annotations
 
 import json
@@ -28,3 +29,23 @@ def test_langgraph_7417_fails_as_the_report_says_and_each_failure_says_why():
     assert set(spec["expected"]["why"]) <= found <= {"by-design", "ordering"}
     assert all(v.invariant == "effects_exactly_once" for f in run.failures
                for v in f.violations)
+
+
+def test_openai_agents_4827_on_the_installed_fix_carries_the_conversation_to_its_follow_up(
+        tmp_path):
+    """The installed openai-agents is the fix's (0.24, B): the two-turn scenario's clean run
+    sends the follow-up into the session and completes with its answer (on 0.23.1 that
+    request carries the orphan tool result and the API refuses it: run.py's table)."""
+    pytest.importorskip("agents")
+    from faultsim.runner import ScenarioRun
+
+    bug = BUG.parent / "openai_agents_4827"
+    spec = json.loads((bug / "bug.json").read_text())
+    assert spec["expected"]["b"] == "passes"
+    sc = load_scenario(bug / spec["scenario"])
+    assert sc.script.follow_ups  # the turn that reads the session back
+    with ScenarioRun(sc, factory_for(spec["agent"], sc), workdir=tmp_path) as run:
+        outcome = run.incarnation()
+    assert (outcome.status, outcome.final_answer) == ("completed", sc.expected_final_answer)
+    assert all(q.ok for q in run.world.model.requests)
+    assert len(run.world.ledger.applied("refunds")) == 1

@@ -372,7 +372,11 @@ def test_langgraph_table_errors_name_the_field():
     with pytest.raises(ScenarioError, match="langgraph"):
         parse_scenario({**base, "langgraph": {"graph": "a.py:b", "human": "x"}}, "x.toml")
     sc = parse_scenario({**base, "langgraph": {"graph": "g.py:build"}}, "dir/x.toml")
-    assert sc.langgraph.graph == "dir/g.py:build"
+    assert sc.langgraph.graph == "dir/g.py:build" and sc.langgraph.method == "invoke"
+    with pytest.raises(ScenarioError, match="langgraph.method"):
+        parse_scenario({**base, "langgraph": {"graph": "a.py:b", "method": "arun"}}, "x.toml")
+    with pytest.raises(ValueError, match="method 'arun'"):
+        graph_agent(lambda checkpointer, model: None, method="arun")
 
 
 def _faultsim(*args, cwd=ROOT):
@@ -478,6 +482,15 @@ def test_langgraph_internals_are_where_the_adapter_expects_them():
     from langchain_core.utils import uuid as lc_uuid
     assert callable(lc_uuid.uuid7)
     assert ChatAnthropic.__dict__.get("_client") is not None  # a cached property
+    assert ChatAnthropic.__dict__.get("_async_client") is not None
+    # an async graph's SQLite saver: aiosqlite's connection queues each job for its own
+    # thread, both made from these module names (the adapter runs them on the loop's)
+    import aiosqlite.core as aiosqlite_core
+    assert "SimpleQueue()" in inspect.getsource(aiosqlite_core.Connection.__init__)
+    assert "Thread(target=" in inspect.getsource(aiosqlite_core.Connection.__init__)
+    assert "self._tx.put_nowait((future, function))" in inspect.getsource(
+        aiosqlite_core.Connection._execute)
+    assert callable(aiosqlite_core.set_result) and callable(aiosqlite_core.set_exception)
 
 
 def test_the_docs_langgraph_table_is_what_a_run_measures():
@@ -511,3 +524,91 @@ def test_the_plugin_checks_a_graph_per_durability_mode(pytester):
     out = result.stdout.str()
     assert "test_exit" in out and "one_step_repeated_per_crash" in out
     assert "faultsim replay fs1_" in out
+
+
+# -- async graphs: ainvoke / astream, AsyncSqliteSaver ------------------------------------
+ASYNC = ROOT / "tests" / "data" / "lg_async.toml"  # astream, in memory
+ASYNC_SQLITE = ROOT / "tests" / "data" / "lg_async_sqlite.toml"  # ainvoke, AsyncSqliteSaver
+sys.path.insert(0, str(ROOT / "tests"))
+import async_graph_agent  # noqa: E402
+
+
+def test_an_async_graph_is_driven_on_an_event_loop_and_invoke_cannot_run_it():
+    """tests/async_graph_agent.py has async nodes and tools only, as an async service
+    writes them: `astream` (the scenario's method) runs it, on the loop's thread, the same
+    events run after run; `invoke` cannot run it at all."""
+    sc = load_scenario(ASYNC)
+    assert sc.langgraph.method == "astream"
+    with Explorer(factory_for("langgraph:sync", sc), sc) as ex:
+        golden = ex.golden()  # two clean runs, compared event by event
+    assert golden.outcome.final_answer == sc.expected_final_answer
+    assert [e.subject for e in golden.trace if e.kind == "mark.tool.start"] == [
+        "lookup_invoice", "pay_invoice", "send_receipt"]
+    sync = graph_agent(async_graph_agent.build_graph, durability="sync")  # method invoke
+    with Explorer(sync, sc) as ex, pytest.raises(Exception, match="No synchronous function"):
+        ex.golden()
+
+
+def test_kills_land_in_an_async_graph_and_a_fresh_receipt_key_is_caught():
+    """Every kill point of the astream run lands (one crash state each) and the graph,
+    keyed throughout, holds every invariant under sync durability; the planted mistake (a
+    receipt key drawn afresh per attempt) sends the receipt twice exactly where the kill
+    lands after the receipt went out and before the tool's result was saved. A kill in the
+    model's call lands inside a task LangChain gathers with return_exceptions=True: it is
+    no finding that LangChain then fails on the kill it got back as a value."""
+    sc = load_scenario(ASYNC)
+    good = explore(graph_agent(async_graph_agent.build_graph, durability="sync",
+                               method="astream"), sc, agent_name="langgraph:sync").runs[0]
+    assert len(good.verdicts) == len(good.explored) == len(good.kill_points) >= 30
+    assert {p.category for p in good.kill_points} >= {
+        "after-model-response", "in-tool", "after-effect", "after-tool",
+        "after-checkpoint-put", "after-put-writes"}
+    assert good.failures == []
+    bad = explore(graph_agent(async_graph_agent.build_graph_fresh_key, durability="sync",
+                              method="astream"), sc, agent_name="langgraph:sync").runs[0]
+    assert len(bad.verdicts) == len(good.verdicts)
+    assert [f.kill_point.category for f in bad.failures] == ["after-effect", "after-tool"]
+    assert _invariants(bad) == {"effects_exactly_once"}
+    assert all("receipts.submit" in v.explanation for f in bad.failures
+               for v in f.violations)
+
+
+def test_async_sqlite_saver_statements_are_kill_points_in_subprocess_mode():
+    """ainvoke on AsyncSqliteSaver (aiosqlite) on a real database file: every statement
+    and commit it sends, run on the loop's thread rather than aiosqlite's own, is a kill
+    point, and the keyed graph resumes correctly from each."""
+    from faultsim.real.explore import explore_subprocess
+
+    sc = load_scenario(ASYNC_SQLITE)
+    assert (sc.langgraph.method, sc.store.kind) == ("ainvoke", "sqlite")
+    report = explore_subprocess("langgraph:sync", sc, agent_name="langgraph:sync",
+                                workers=2, timeout=60)
+    run = report.runs[0]
+    assert run.mode == "subprocess"
+    commits = [p for p in run.kill_points if p.category == "checkpoint-commit"]
+    assert len(commits) >= 10  # the saver's INSERTs, each a kill point
+    assert len(run.verdicts) == len(run.kill_points)
+    assert run.failures == []
+
+
+def test_a_graph_driven_with_stream_runs_as_with_invoke():
+    """`method = "stream"`: the sync `graph.stream(...)` read to the end, not `invoke`;
+    the same run."""
+    from faultsim.loading import load_factory
+
+    sc = load_scenario(BUNDLED / "react_payments.toml")
+    outcomes, called = {}, []
+
+    def build(checkpointer, model):  # the bundled graph, its invoke watched
+        graph = load_factory(sc.langgraph.graph)(checkpointer=checkpointer, model=model)
+        invoke = graph.invoke
+        graph.invoke = lambda *a, **k: called.append(method) or invoke(*a, **k)
+        return graph
+
+    for method in ("invoke", "stream"):
+        with Explorer(graph_agent(build, durability="sync", method=method), sc) as ex:
+            golden = ex.golden()
+        outcomes[method] = (golden.outcome, [(e.kind, e.subject) for e in golden.trace])
+    assert outcomes["stream"] == outcomes["invoke"]
+    assert outcomes["stream"][0].final_answer == sc.expected_final_answer
+    assert set(called) == {"invoke"}  # stream never went through invoke

@@ -30,6 +30,7 @@ from faultsim.adapters.openai_agents import (FakeClaudeModel, _Inline,  # noqa: 
                                              _seeded_ids, agent_factory, sqlite_session)
 from faultsim.inprocess.sandbox import Explorer  # noqa: E402
 from faultsim.killpoints import categories, kill_points  # noqa: E402
+from faultsim.report import states  # noqa: E402
 from faultsim.runner import ScenarioRun  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -381,3 +382,97 @@ def test_a_streamed_run_is_killed_mid_stream_and_survives():
     with ScenarioRun(APPROVAL, approval_agent.make_agent_streamed) as clean:
         assert clean.incarnation().final_answer == APPROVAL.expected_final_answer
     assert [q.stream for q in clean.world.model.requests] == [True, True]
+
+
+# -- several user turns (the scenario's follow_up) ---------------------------------------------
+FOLLOW_UP = faultsim.load_scenario(ROOT / "tests" / "data" / "openai_followup.toml")
+sys.path.insert(0, str(ROOT / "tests"))
+import openai_followup_agent  # noqa: E402
+
+
+def test_a_follow_up_goes_into_the_same_session_and_a_restart_redoes_nothing(tmp_path):
+    with ScenarioRun(FOLLOW_UP, openai_followup_agent.make_agent, workdir=tmp_path) as run:
+        first = run.incarnation()
+        asked = len(run.world.model.requests)
+        again = run.incarnation()  # after the last answer: nothing to send, nothing to ask
+    assert first.final_answer == again.final_answer == FOLLOW_UP.expected_final_answer
+    assert asked == len(run.world.model.requests) == 3  # the pause, the refund, the follow-up
+    [said] = FOLLOW_UP.script.follow_ups
+    last = run.world.model.requests[-1]
+    assert (last.position, last.repeat) == (2, 0)  # the turn the follow-up opens, once
+    assert [m.split(":")[0] for m in last.sent] == [
+        "user", "assistant", "user", "assistant", "user"]
+    assert said[:20] in last.sent[-1]  # sent once, after the first answer
+    assert len(run.world.ledger.applied("refunds")) == 1
+
+
+def test_follow_ups_without_a_session_are_refused_in_one_line(tmp_path):
+    with ScenarioRun(FOLLOW_UP, openai_followup_agent.make_agent_state_only,
+                     workdir=tmp_path) as run, pytest.raises(ValueError) as caught:
+        run.incarnation()
+    assert str(caught.value).startswith("follow-up turns (the scenario's follow_up) need "
+                                        "session=") and "\n" not in str(caught.value)
+
+
+def test_a_crash_in_either_user_turn_resumes_to_the_last_answer():
+    """Killed at every kill point of both user turns but inside a write (the session's
+    statements and commits, the RunState's writes and renames, the model's answers, the
+    tool), resumed from the database and the state file: every crash state completes with
+    the last turn's answer, the follow-up sent once. A saved final state of the first
+    turn is not the end of the conversation: a restart after the second turn's answer was
+    committed, before its final state was written, answers with the second turn's."""
+    from faultsim.real.explore import explore_subprocess
+
+    agent = f"{ROOT / 'tests' / 'openai_followup_agent.py'}:make_agent"
+    report = explore_subprocess(agent, FOLLOW_UP, agent_name="openai_followup_agent:make_agent",
+                                workers=1, only=lambda p: not p.torn)
+    [run] = report.runs
+    assert len(run.verdicts) == len(run.explored) >= 30  # every kill landed
+    turns = {ident.split(" turn ")[1].split()[0] for ident, _, _ in states(run)
+             if " turn " in ident}
+    assert {"1", "2", "3"} <= turns  # the pause, the refund's answer, the follow-up's
+    assert run.failures == []
+
+
+def test_continuing_a_session_whose_pause_was_not_saved_asks_with_a_dangling_answer():
+    """`resume="continue"` (the same agent, openai_followup_agent.make_agent_continues):
+    killed after the SDK committed the paused turn (its text and the call awaiting approval)
+    to the session and before the RunState file was renamed into place, the restart finds
+    no state and carries on from the session: the SDK drops the call that has no output
+    and sends a conversation that ends with the assistant's text, which a model without
+    prefill refuses. Every later state file's rename passes (the state is there)."""
+    from faultsim.real.explore import explore_subprocess
+
+    agent = f"{ROOT / 'tests' / 'openai_followup_agent.py'}:make_agent_continues"
+    report = explore_subprocess(agent, FOLLOW_UP, workers=1,
+                                agent_name="openai_followup_agent:make_agent_continues",
+                                only=lambda p: p.category == "checkpoint-rename")
+    [run] = report.runs
+    assert len(run.verdicts) == 4  # the pause's state, the decision's, each turn's end
+    [failed] = run.failures
+    assert failed.kill_point == run.explored[0]
+    assert "assistant message prefill" in failed.violations[0].explanation
+
+
+def test_a_history_that_loses_its_tool_calls_is_caught_at_the_follow_up(tmp_path):
+    """The planted mistake (openai_followup_agent.make_agent_calls_dropped) leaves the
+    first turn alone: without its follow-up the scenario passes. The follow-up's request
+    carries a tool result without its call, which the fake refuses as the API does."""
+    single = faultsim.load_scenario(ROOT / "tests" / "data" / "openai_followup.toml")
+    from dataclasses import replace
+
+    from faultsim.model.script import Script
+
+    turns = single.script.turns[:2]
+    one = replace(single, script=Script(single.script.task, (
+        *turns[:1], replace(turns[1], follow_up=None)), single.script.tag),
+        expected_final_answer=turns[1].final)
+    for scenario, fails in ((one, False), (FOLLOW_UP, True)):
+        with ScenarioRun(scenario, openai_followup_agent.make_agent_calls_dropped,
+                         workdir=tmp_path / str(fails)) as run:
+            if not fails:
+                assert run.incarnation().final_answer == turns[1].final
+                continue
+            with pytest.raises(Exception, match="unexpected `tool_use_id` found in "
+                                                "`tool_result` blocks"):
+                run.incarnation()

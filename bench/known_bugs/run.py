@@ -8,7 +8,8 @@ differential verdict faultsim gives (`faultsim compare`) checked against the one
                                                    # only (what CI can afford)
 
 Each folder holds `bug.json` (the report's link, A and B as pip requirements (and `drop`,
-packages to remove again so faultsim's own versions serve), the agent spec,
+packages to remove again so faultsim's own versions serve, and `patch`, a diff of the
+installed packages: a fix that exists only as a pull request), the agent spec,
 the scenario, an optional control scenario that must pass on both, the expected verdicts),
 the scenario and the agent. Venvs are built once under /tmp/faultsim-known-bugs/ (one per
 set of requirements): the pinned packages are installed there, and a .pth file appends
@@ -43,12 +44,16 @@ def bugs(names: list[str]) -> list[Path]:
     return found
 
 
-def venv_for(pins: list[str], drop: list[str] = ()) -> Path:
+def venv_for(pins: list[str], drop: list[str] = (), patch: Path | None = None) -> Path:
     """A venv with `pins` installed, faultsim and its dependencies from this interpreter;
     `drop`: packages pip pulled in that faultsim's own must replace (the anthropic SDK an
-    old framework pins below faultsim's: the fake serves faultsim's)."""
-    slug = hashlib.blake2b("\n".join(sorted(pins) + ["-"] + sorted(drop)).encode(),
-                           digest_size=6).hexdigest()
+    old framework pins below faultsim's: the fake serves faultsim's); `patch`: a unified
+    diff (paths from site-packages, `a/`/`b/` prefixed) applied to the installed packages,
+    a fix that exists only as a pull request (the venv is its own: the patch is part of its
+    name)."""
+    text = patch.read_text() if patch is not None else ""
+    slug = hashlib.blake2b("\n".join(sorted(pins) + ["-"] + sorted(drop) + ["-", text])
+                           .encode(), digest_size=6).hexdigest()
     where = CACHE / f"venv-{slug}"
     python = where / "bin" / "python"
     if not (where / "ok").exists():
@@ -58,6 +63,9 @@ def venv_for(pins: list[str], drop: list[str] = ()) -> Path:
             subprocess.run([str(python), "-m", "pip", "uninstall", "-q", "-y", *drop],
                            check=True)
         lib = next((where / "lib").glob("python*/site-packages"))
+        if patch is not None:  # fails loudly if the diff does not apply to these pins
+            subprocess.run(["patch", "-p1", "--forward", "--no-backup-if-mismatch", "-d",
+                            str(lib), "-i", str(patch)], check=True)
         (lib / "zz_faultsim_known_bugs.pth").write_text(
             "\n".join([str(ROOT), *site.getsitepackages()]) + "\n")
         (where / "ok").write_text("\n".join(pins) + "\n")
@@ -77,8 +85,11 @@ def run_side(python: str, folder: Path, spec: dict, scenario: str, out: Path) ->
 
 
 def failing(report: dict) -> int:
+    """Failing crash states, and each scenario whose clean run the agent already fails (a
+    `refused` finding: one state, "the clean run", as `faultsim compare` counts it)."""
     return sum(1 for r in report["runs"] for _, _, v in r["states"]
-               if v not in ("passed", "escalated"))
+               if v not in ("passed", "escalated")) + \
+        sum(1 for r in report.get("refused", []) if r.get("category") == "finding")
 
 
 def classes(report: dict) -> list[str]:
@@ -93,8 +104,10 @@ def check(folder: Path, here: bool) -> dict:
     spec = json.loads((folder / "bug.json").read_text())
     reports, controls = {}, {}
     for side in ("a",) if here else ("a", "b"):
-        python = sys.executable if here else str(venv_for(spec[side]["pip"],
-                                                           spec[side].get("drop", [])))
+        patch = spec[side].get("patch")
+        python = sys.executable if here else str(venv_for(
+            spec[side]["pip"], spec[side].get("drop", []),
+            folder / patch if patch else None))
         out = CACHE / "reports" / folder.name
         reports[side] = run_side(python, folder, spec, spec["scenario"], out / f"{side}.json")
         if spec.get("control"):
@@ -117,6 +130,9 @@ def check(folder: Path, here: bool) -> dict:
         counts = {k: sum(r.counts()[k] for r in diff.runs if r.side is None)
                   for k in ("fixed by B", "broken by B", "fails in both")}
         row.update(b_failing=failing(reports["b"]), **counts)
+        if (row["b_failing"] > 0) != (want["b"] == "fails"):
+            problems.append(f"B {'fails' if row['b_failing'] else 'passes'}, "
+                            f"expected {want['b']}")
         # the kinds of state the comparison holds (an empty one: passes in both)
         verdict = sorted(k for k, n in counts.items() if n) or ["passes in both"]
         row["differential"] = verdict

@@ -24,7 +24,8 @@ def cmd_compare(ns: argparse.Namespace) -> int:
     elif items and not any(i.endswith(".json") for i in items) and len(agents) == 2:
         from ..backends import Agent, explore as explore_one
         from ..loading import langgraph_spec, load_factory, names_graph, prefix_of
-        from ..report import Report
+        from ..errors import AgentFinding
+        from ..report import Refusal, Report
         from ..scenario import load_scenario
 
         options = explore_options(ns)
@@ -36,9 +37,17 @@ def cmd_compare(ns: argparse.Namespace) -> int:
             for sc in scenarios:
                 # `langgraph:` runs each scenario's own graph in the mode it names
                 named = langgraph_spec(spec, sc) if names_graph(spec) else spec
-                part = explore_one(Agent(named, factory, named), sc, options)
+                try:
+                    part = explore_one(Agent(named, factory, named), sc, options)
+                except AgentFinding as exc:  # no crash states: the clean run's verdict
+                    report.refused.append(Refusal(sc.path, named, type(exc).__name__,
+                                                  "finding", str(exc)))
+                    continue
                 report.runs += part.runs
-            print(f"{spec}: " + report.summary().splitlines()[-1])
+            for refusal in report.refused:
+                print(f"{spec}: {refusal.message}")
+            if report.runs or not report.refused:
+                print(f"{spec}: " + report.summary().splitlines()[-1])
             reports.append(report.to_json())
         a, b = reports
         names = agents

@@ -21,8 +21,9 @@ from ..netguard import parse_allowed
 from ..model import ApiFault, Script, ToolCall, Turn
 from ..model.script import FAULT_KINDS, ON_ERROR
 from ..world import RECEIVER_KINDS, parse_instant
-from .model import (CRASH_MODEL_NAMES, LANGGRAPH_MODES, MAIN_TAG, STORE_KINDS, FaultProfile,
-                    LangGraphSpec, Problem, Scenario, ScenarioError, ServiceSpec, StoreSpec)
+from .model import (CRASH_MODEL_NAMES, LANGGRAPH_METHODS, LANGGRAPH_MODES, MAIN_TAG,
+                    STORE_KINDS, FaultProfile, LangGraphSpec, Problem, Scenario, ScenarioError,
+                    ServiceSpec, StoreSpec)
 from .rules import (ALLOW_EXPECTED, GLOB_EXPECTED, checkpoint_declared, checkpoint_glob,
                     distinct_tasks, ends_with_final, fault_position, fault_script,
                     final_is_last, langgraph_graph, sandbox_allow, service_records,
@@ -154,6 +155,10 @@ SECTIONS: dict[str, dict[str, Field]] = {
         "durability": Field("string", _one_of(LANGGRAPH_MODES), None, enum=LANGGRAPH_MODES,
                             doc="the mode `--agent langgraph:` (no mode) and `faultsim run` "
                                 "explore (default: every mode)"),
+        "method": Field("string", _one_of(LANGGRAPH_METHODS), "invoke",
+                        enum=LANGGRAPH_METHODS,
+                        doc="how the service drives the graph: ainvoke / astream on an "
+                            "event loop, with an AsyncSqliteSaver on a SQLite store"),
     },
     "checkpoint": {
         "files": Field("array", "a list of globs", [], items="string",
@@ -453,7 +458,11 @@ def parse_scenario(data: dict, path: str | Path = "<scenario>") -> Scenario:
                            None)
         if durability is not None and durability not in LANGGRAPH_MODES:
             raise r.fail("langgraph.durability", _one_of(LANGGRAPH_MODES), durability)
-        langgraph = LangGraphSpec(graph, reply, durability)
+        method = r.get(raw_lg, "method", "langgraph", str, _one_of(LANGGRAPH_METHODS),
+                       "invoke")
+        if method not in LANGGRAPH_METHODS:
+            raise r.fail("langgraph.method", _one_of(LANGGRAPH_METHODS), method)
+        langgraph = LangGraphSpec(graph, reply, durability, method)
 
     checkpoint = DEFAULT_CHECKPOINT
     if "checkpoint" in data:

@@ -84,14 +84,19 @@ class LangGraphSpec:
     """A scenario run by a LangGraph graph (faultsim.adapters.langgraph) instead of an agent
     factory: `graph` names the graph factory, FILE.py:ATTR relative to the scenario file or
     MODULE:ATTR; `human_reply` answers the graph's interrupt() (none: the pause is the end,
-    an escalation to a person); `durability` the mode an agent spec without one runs."""
+    an escalation to a person); `durability` the mode an agent spec without one runs;
+    `method` how the graph is driven (invoke, stream, ainvoke or astream)."""
 
     graph: str
     human_reply: str | None = None
     durability: str | None = None  # the mode `langgraph:` explores (None: every mode)
+    method: str = "invoke"  # how the service drives the graph (LANGGRAPH_METHODS)
 
 
 LANGGRAPH_MODES = ("sync", "async", "exit")  # LangGraph's durability modes
+# how a service drives a compiled graph: its sync methods, or its async ones on an event
+# loop (with an AsyncSqliteSaver on a SQLite store)
+LANGGRAPH_METHODS = ("invoke", "stream", "ainvoke", "astream")
 
 
 @dataclass(frozen=True)

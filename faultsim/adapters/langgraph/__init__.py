@@ -20,6 +20,13 @@ scenario's service answers instead, so the ledger sees every effect (and its rep
 (each incarnation builds the graph afresh with a fake-Claude `ChatAnthropic` and a
 checkpointer kept in the world, then starts or resumes the thread the way a service
 restarting after a crash would). `explore_modes` explores it under each durability mode.
+
+`method` is how the service drives the graph: `invoke` (the default) or `stream`, or, as
+most LangGraph services run, `ainvoke` / `astream` on an event loop, with LangGraph's
+`AsyncSqliteSaver` on the scenario's SQLite database (aiosqlite) and the async methods of
+every saver. For one order of kill points run after run, the loop's default executor runs
+its jobs at once on the loop's thread (a sync node or tool of an async graph) and
+aiosqlite's connection runs its statements there too, rather than on its own thread.
 """
 from __future__ import annotations
 
@@ -33,6 +40,7 @@ from ...agent import AgentEnv, Outcome
 from ...effects import Effect, act, transparent
 from ...killpoints import register_phases
 from ...loading import LANGGRAPH_MODES
+from ...scenario.model import LANGGRAPH_METHODS
 
 try:
     from langchain_anthropic import ChatAnthropic
@@ -43,10 +51,11 @@ except ImportError as exc:  # pragma: no cover - depends on the extra
 from ._saver import WatchedSaver, WorldSaver
 from ._serial import Serializer
 
-__all__ = ["DURABILITY_MODES", "effect", "graph_agent", "chat_model", "explore_modes",
-           "WatchedSaver", "WorldSaver"]
+__all__ = ["DURABILITY_MODES", "METHODS", "effect", "graph_agent", "chat_model",
+           "explore_modes", "WatchedSaver", "WorldSaver"]
 
 DURABILITY_MODES = LANGGRAPH_MODES
+METHODS = LANGGRAPH_METHODS  # how the graph is driven: invoke, stream, ainvoke, astream
 
 # the phases this adapter's marks start: its checkpointer's calls (_saver.py) and a tool's
 # end (`act(..., end_mark=...)` below)
@@ -174,6 +183,52 @@ def _deterministic_run_ids() -> Iterator[None]:
             module.uuid7 = original
 
 
+@contextlib.contextmanager
+def _aiosqlite_inline() -> Iterator[None]:
+    """aiosqlite runs each connection's statements on a thread of its own and hands the
+    results back to the loop: SQLite's kill points would land on that thread, in an order
+    the thread scheduler picks. Meanwhile a connection runs each job at once, on the loop's
+    thread (its queue runs what it is given; its thread never starts): the same
+    statements, in the order they are queued, which is the order the thread runs them."""
+    try:
+        import aiosqlite.core as core
+    except ImportError:  # no async SQLite saver without it: nothing to route
+        yield
+        return
+
+    class Jobs:
+        def put_nowait(self, item: tuple) -> None:
+            future, job = item
+            try:
+                result = job()
+            except Exception as exc:
+                if future is not None:
+                    core.set_exception(future, exc)
+                return
+            if future is not None:
+                core.set_result(future, result)
+
+    class NoThread:
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            pass
+
+        def start(self) -> None:
+            pass
+
+        def join(self, timeout: float | None = None) -> None:
+            pass
+
+        def is_alive(self) -> bool:
+            return False
+
+    saved = core.SimpleQueue, core.Thread
+    core.SimpleQueue, core.Thread = Jobs, NoThread
+    try:
+        yield
+    finally:
+        core.SimpleQueue, core.Thread = saved
+
+
 def _text(content: Any) -> str:
     if isinstance(content, str):
         return content
@@ -185,9 +240,10 @@ class GraphRun:
     """One incarnation: build the graph, then start, resume or finish its thread."""
 
     def __init__(self, build_graph: GraphFactory, env: AgentEnv, durability: str,
-                 human_reply: str | None) -> None:
+                 human_reply: str | None, method: str = "invoke") -> None:
         self.build_graph, self.env = build_graph, env
         self.durability, self.human_reply = durability, human_reply
+        self.method = method
 
     def _checkpointer(self, session: _Session) -> tuple[Any, Callable[[], None]]:
         """The scenario's store: LangGraph's SqliteSaver on the sandbox's database file
@@ -206,8 +262,90 @@ class GraphRun:
                              f"not in {store.kind}")
         return session.world.durable.setdefault(CHECKPOINTER_KEY, WorldSaver()), lambda: None
 
-    def run(self) -> Outcome:
+    async def _acheckpointer(self, session: _Session) -> tuple[Any, Callable[[], Any]]:
+        """`_checkpointer` for a graph run on an event loop: LangGraph's AsyncSqliteSaver
+        on an aiosqlite connection to the sandbox's database, else the in-memory saver."""
+        store = self.env.store
+        if store is not None and store.kind == "sqlite":
+            import aiosqlite
+            from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+
+            conn = await aiosqlite.connect(str(store.path))
+            return AsyncSqliteSaver(conn), conn.close
+        saver, _ = self._checkpointer(session)
+
+        async def nothing() -> None:
+            pass
+        return saver, nothing
+
+    def run(self) -> Any:
+        if self.method in ("ainvoke", "astream"):
+            return self._arun()  # a coroutine: faultsim awaits it on a fresh event loop
+        return self._run()
+
+    @staticmethod
+    def _start(state: Any, task: str) -> Any:
         from langchain_core.messages import HumanMessage
+
+        if not state.values and not state.next:
+            return {"messages": [HumanMessage(task)]}  # nothing saved
+        return None  # LangGraph's resume: go on from the last checkpoint
+
+    def _outcome(self, state: Any) -> Outcome:
+        messages = state.values.get("messages") or []
+        answer = _text(messages[-1].content) if messages else None
+        return Outcome("completed", answer, turns=sum(1 for m in messages
+                                                       if m.type == "ai"))
+
+    async def _arun(self) -> Outcome:
+        import asyncio
+
+        from langgraph.types import Command
+
+        from .._inline import Inline
+
+        env = self.env
+        asyncio.get_running_loop().set_default_executor(Inline())
+        session = _Session(env)
+        _deterministic_checkpoint_ids(env.incarnation)
+        with _aiosqlite_inline():
+            store, close = await self._acheckpointer(session)
+            saver = WatchedSaver(store, report=session.report, guard=session.guard)
+            unsubscribe = session.world.subscribe(session.on_world)
+            token = _session.set(session)
+            try:
+                from langsmith.run_helpers import tracing_context
+
+                with session.serializer.installed(), _deterministic_run_ids(), \
+                        tracing_context(enabled=False):
+                    model = chat_model(env)
+                    model.__dict__["_async_client"] = env.async_client  # the same fake
+                    graph = self.build_graph(checkpointer=saver, model=model)
+                    config = {"configurable": {"thread_id": env.task_id}}
+                    state = await graph.aget_state(config)
+                    payload = self._start(state, env.task)
+                    while True:
+                        if self.method == "astream":
+                            async for _ in graph.astream(payload, config,
+                                                         durability=self.durability):
+                                pass
+                        else:
+                            await graph.ainvoke(payload, config, durability=self.durability)
+                        state = await graph.aget_state(config)
+                        if not state.interrupts:
+                            break
+                        if self.human_reply is None:  # paused for a person: a legal stop
+                            return Outcome("escalated", None,
+                                           escalation=str(state.interrupts[0].value))
+                        payload = Command(resume=self.human_reply)
+            finally:
+                _session.reset(token)
+                unsubscribe()
+                if not session.world.is_sealed():  # a killed run closes nothing
+                    await close()
+        return self._outcome(state)
+
+    def _run(self) -> Outcome:
         from langgraph.types import Command
 
         env = self.env
@@ -227,12 +365,13 @@ class GraphRun:
                 graph = self.build_graph(checkpointer=saver, model=chat_model(env))
                 config = {"configurable": {"thread_id": env.task_id}}
                 state = graph.get_state(config)
-                if not state.values and not state.next:
-                    payload: Any = {"messages": [HumanMessage(env.task)]}  # nothing saved
-                else:
-                    payload = None  # LangGraph's resume: go on from the last checkpoint
+                payload = self._start(state, env.task)
                 while True:
-                    graph.invoke(payload, config, durability=self.durability)
+                    if self.method == "stream":
+                        for _ in graph.stream(payload, config, durability=self.durability):
+                            pass
+                    else:
+                        graph.invoke(payload, config, durability=self.durability)
                     session.serializer.flush()
                     state = graph.get_state(config)
                     if not state.interrupts:
@@ -245,37 +384,41 @@ class GraphRun:
             _session.reset(token)
             unsubscribe()
             close()
-        messages = state.values.get("messages") or []
-        answer = _text(messages[-1].content) if messages else None
-        return Outcome("completed", answer, turns=sum(1 for m in messages
-                                                       if m.type == "ai"))
+        return self._outcome(state)
 
 
 def graph_agent(build_graph: GraphFactory, *, durability: str = "async",
-                human_reply: str | None = None) -> Callable[[AgentEnv], GraphRun]:
+                human_reply: str | None = None, method: str = "invoke"
+                ) -> Callable[[AgentEnv], GraphRun]:
     """A faultsim agent factory running `build_graph`'s graph with `durability` ("sync",
     "async" or "exit", LangGraph's modes). `human_reply` answers an `interrupt()`; without
-    one, an interrupt ends the run as an escalation to a person (a legal stop)."""
+    one, an interrupt ends the run as an escalation to a person (a legal stop). `method`:
+    how the graph is driven, "invoke" or "stream", or "ainvoke" / "astream" on an event
+    loop (an AsyncSqliteSaver on a SQLite store)."""
     if durability not in DURABILITY_MODES:
         raise ValueError(f"durability {durability!r}: expected one of "
                          f"{', '.join(DURABILITY_MODES)}")
+    if method not in METHODS:
+        raise ValueError(f"method {method!r}: expected one of {', '.join(METHODS)}")
 
     def make_agent(env: AgentEnv) -> GraphRun:
-        return GraphRun(build_graph, env, durability, human_reply)
+        return GraphRun(build_graph, env, durability, human_reply, method)
 
     # Not importable by name: runs name it `langgraph:MODE` (the scenario's [langgraph]
     # graph), which replays resolve; give agent_name= when exploring it from Python.
     make_agent.__qualname__ = f"<graph_agent {getattr(build_graph, '__qualname__', 'graph')} " \
-                              f"durability={durability}>"
+                              f"durability={durability}" + \
+        (f" method={method}>" if method != "invoke" else ">")
     return make_agent
 
 
 def explore_modes(build_graph: GraphFactory, scenario: Any, *,
                   modes: Iterable[str] = DURABILITY_MODES, human_reply: str | None = None,
-                  **options: Any) -> Mapping[str, Any]:
+                  method: str = "invoke", **options: Any) -> Mapping[str, Any]:
     """`faultsim.explore` once per durability mode: {mode: Report}."""
     from ...engine import explore
 
-    return {mode: explore(graph_agent(build_graph, durability=mode, human_reply=human_reply),
+    return {mode: explore(graph_agent(build_graph, durability=mode, human_reply=human_reply,
+                                      method=method),
                           scenario, **{"agent_name": f"langgraph:{mode}", **options})
             for mode in modes}

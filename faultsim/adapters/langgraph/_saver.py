@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import hashlib
-from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, AsyncIterator, Callable, Iterator, Sequence
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.memory import InMemorySaver
@@ -40,6 +40,8 @@ class WatchedSaver(BaseCheckpointSaver):
 
         self._task_path = inspect.signature(inner.put_writes).parameters.get(
             "task_path") is not None
+        self._atask_path = inspect.signature(inner.aput_writes).parameters.get(
+            "task_path") is not None
 
     @property
     def config_specs(self) -> list:
@@ -74,6 +76,53 @@ class WatchedSaver(BaseCheckpointSaver):
             self.inner.put_writes(config, writes, task_id)
         channels = ",".join(sorted({c for c, _ in writes}))
         self._report("lg.writes", channels[:60])
+
+    # the same, for a graph run with ainvoke / astream (an AsyncSqliteSaver, or the
+    # in-memory saver's async methods)
+    async def aget_tuple(self, config: "RunnableConfig") -> Any:
+        self._guard("get_tuple")
+        found = await self.inner.aget_tuple(config)
+        self._report("lg.read", "get_tuple:" + ("found" if found else "none"))
+        return found
+
+    async def alist(self, config: "RunnableConfig | None", *, filter: dict | None = None,
+                    before: "RunnableConfig | None" = None, limit: int | None = None
+                    ) -> AsyncIterator:
+        self._guard("list")
+        items = [i async for i in self.inner.alist(config, filter=filter, before=before,
+                                                   limit=limit)]
+        self._report("lg.read", f"list:{len(items)}")
+        for item in items:
+            yield item
+
+    async def aput(self, config: "RunnableConfig", checkpoint: Any, metadata: Any,
+                   new_versions: Any) -> "RunnableConfig":
+        self._guard("put")
+        saved = await self.inner.aput(config, checkpoint, metadata, new_versions)
+        self._report("lg.put", f"step {metadata.get('step')} ({metadata.get('source')})")
+        return saved
+
+    async def aput_writes(self, config: "RunnableConfig", writes: Sequence[tuple[str, Any]],
+                          task_id: str, task_path: str = "") -> None:
+        self._guard("put_writes")
+        if self._atask_path:
+            await self.inner.aput_writes(config, writes, task_id, task_path)
+        else:
+            await self.inner.aput_writes(config, writes, task_id)
+        channels = ",".join(sorted({c for c, _ in writes}))
+        self._report("lg.writes", channels[:60])
+
+    async def aget_delta_channel_history(self, *, config: "RunnableConfig",
+                                         channels: Sequence[str]) -> Any:
+        self._guard("get_delta_channel_history")
+        found = await self.inner.aget_delta_channel_history(config=config, channels=channels)
+        self._report("lg.read", "delta_history")
+        return found
+
+    async def adelete_thread(self, thread_id: str) -> None:
+        self._guard("delete_thread")
+        await self.inner.adelete_thread(thread_id)
+        self._report("lg.put", "delete_thread")
 
     def get_next_version(self, current: Any, channel: Any) -> Any:
         return self.inner.get_next_version(current, channel)

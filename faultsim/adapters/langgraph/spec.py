@@ -21,6 +21,6 @@ def factory(spec: str, scenario: Any = None) -> Callable[..., Any]:
                              f"{getattr(scenario, 'path', 'this scenario')} has none")
     try:
         return graph_agent(load_factory(spec_lg.graph), durability=spec[len(LANGGRAPH):],
-                           human_reply=spec_lg.human_reply)
+                           human_reply=spec_lg.human_reply, method=spec_lg.method)
     except ValueError as exc:
         raise AgentLoadError(f"agent {spec!r}: {exc}") from None

@@ -58,13 +58,19 @@ two clean runs hit the same kill points in the same order. Tracing is off
 (`RunConfig(tracing_disabled=True)`, `OPENAI_AGENTS_DISABLE_TRACING=1`): the SDK would
 otherwise export traces to api.openai.com.
 
+Several user turns (the scenario's `follow_up`s, `env.follow_ups`): after each final
+answer the next follow-up is sent into the same session, `Runner.run(agent, follow_up,
+session=...)`, as a chat service does with the user's next message; the last answer is
+the outcome. Which turn a restart is at is read from the session (the follow-ups its user
+messages hold, whether it ends with an answer), so a follow-up is sent once; follow-ups
+need `session=`.
+
 A run that ends with interruptions (a person must decide) and no `approve` given ends as
 an escalation, a legal stop. `stream=True` drives `Runner.run_streamed` (its events read
 to the end) over the fake's server-sent events, with kill points inside each stream.
 """
 from __future__ import annotations
 
-import concurrent.futures
 import contextlib
 import json
 import os
@@ -75,6 +81,7 @@ from typing import Any, AsyncIterator, Callable, Iterator
 from ...agent import AgentEnv, Outcome
 from ...killpoints import register_phases
 from .._files import write_atomic as _write_atomic
+from .._inline import Inline
 
 # the phases this adapter's marks start: the SDK's execution of every tool (`_ToolMarks`),
 # as pydantic-ai's: killed after `oa.tool.start` is inside the tool, after `oa.tool.end`
@@ -261,24 +268,9 @@ class FakeClaudeModel(Model):
 
 
 # -- determinism --------------------------------------------------------------------------
-class _Inline(concurrent.futures.ThreadPoolExecutor):
-    """`loop.run_in_executor(None, f)` (so `asyncio.to_thread`) runs `f` now, on the
-    loop's thread: kill points land in one order, on the thread faultsim forks from.
-    (A ThreadPoolExecutor only because asyncio accepts no other as the default; it never
-    starts a thread.)"""
-
-    def submit(self, fn: Callable, /, *args: Any, **kwargs: Any) -> concurrent.futures.Future:
-        future: concurrent.futures.Future = concurrent.futures.Future()
-        try:
-            future.set_result(fn(*args, **kwargs))
-        except BaseException as exc:  # a simulated kill too: it must reach the agent's caller
-            if not isinstance(exc, Exception):
-                raise
-            future.set_exception(exc)
-        return future
-
-    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
-        pass
+# `loop.run_in_executor(None, f)` (so `asyncio.to_thread`) runs `f` now, on the loop's
+# thread: kill points land in one order, on the thread faultsim forks from
+_Inline = Inline
 
 
 @contextlib.contextmanager
@@ -351,6 +343,19 @@ def _final_text(items: list) -> str | None:
     return "".join(p.get("text", "") for p in content or [] if isinstance(p, dict))
 
 
+def _said(items: list, follow_ups: tuple[str, ...]) -> int:
+    """How many of the follow-ups a conversation holds: the last one among its user
+    messages, and every one before it."""
+    said = set()
+    for item in items:
+        if isinstance(item, dict) and item.get("role") == "user" and \
+                item.get("type", "message") == "message":
+            content = item.get("content")
+            said.add(content if isinstance(content, str) else "".join(
+                p.get("text", "") for p in content or [] if isinstance(p, dict)))
+    return max((n + 1 for n, text in enumerate(follow_ups) if text in said), default=0)
+
+
 def _turns(items: list) -> int:
     """Model answers in a conversation: runs of the items one answer is made of (reasoning,
     assistant messages, tool calls), between the items sent to the model."""
@@ -402,42 +407,79 @@ class AgentRun:
         agent = self.build_agent()
         session = self.session_builder(self._db()) if self.session_builder else None
         try:
+            if env.follow_ups and session is None:
+                raise ValueError("follow-up turns (the scenario's follow_up) need session=: "
+                                 "the conversation across user turns is kept in the Session "
+                                 "(a RunState holds one run)")
             config = RunConfig(**{**self.run_config, "model": FakeClaudeModel(env),
                                   "tracing_disabled": True})
             hooks = _ToolMarks(env.mark) if env.mark is not None else None
             context = self.context(Path(env.workdir)) if self.context is not None else None
             run = dict(session=session, run_config=config, hooks=hooks,
                        max_turns=self.max_turns, context=context)
-            state, final = await self._load_state(agent)
-            if final is not None:  # the final state was saved: nothing to redo
-                return Outcome("completed", final)
-            if state is not None:
-                if state.get_interruptions():
-                    decided = await self._decide(state)
-                    if decided is not None:
-                        return decided
-                result = await self._runner(agent, state, **run)
-            else:
-                history = await session.get_items() if session is not None else []
-                done = _final_text(history)
-                if done is not None:  # finished before the crash, only not reported
-                    return Outcome("completed", done, turns=_turns(history))
-                task = env.task if not history or self.resume == "reprompt" else []
-                result = await self._runner(agent, task, **run)
-            while result.interruptions:
-                state = result.to_state()
-                self._save_state(state)
-                decided = await self._decide(state)
-                if decided is not None:
-                    return decided
-                result = await self._runner(agent, state, **run)
-            if self.state_path is not None:  # the run is over: the final state, kept
-                self._save_state(result.to_state(), final=result.final_output)
-            items = result.to_input_list()
-            return Outcome("completed", str(result.final_output), turns=_turns(items))
+            outcome = await self._resume(agent, session, run)
+            # several user turns: after each final answer the next follow-up the session
+            # does not hold yet is sent into the same session, as the user's code does
+            while outcome.status == "completed" and env.follow_ups:
+                history = await session.get_items()
+                said = _said(history, env.follow_ups)
+                if said == len(env.follow_ups):
+                    # the answer is the session's last (a saved final state may be an
+                    # earlier turn's); no turn count: a turn re-asked after a crash is in
+                    # the session twice (the SDK appends the repeat), so the session's
+                    # count of answers is no counter that continues
+                    return Outcome("completed", _final_text(history) or outcome.final_answer)
+                result = await self._runner(agent, env.follow_ups[said], **run)
+                outcome = await self._settle(agent, result, run)
+            return outcome
         finally:
             if session is not None and hasattr(session, "close"):
                 session.close()
+
+    async def _resume(self, agent: Any, session: Any, run: dict) -> Outcome:
+        """The user turn under way (the task, or the last follow-up sent) to its end: from
+        the saved RunState, else from the session's history, else from the start."""
+        env = self.env
+        state, final = await self._load_state(agent)
+        history = None
+        if env.follow_ups:  # the session tells which user turn the conversation is at
+            history = await session.get_items()
+            if final is not None and _final_text(history) is None:
+                state = final = None  # the final state of an earlier turn; a later one is open
+        if final is not None:  # the final state was saved: nothing to redo
+            return Outcome("completed", final)
+        if state is not None:
+            if state.get_interruptions():
+                decided = await self._decide(state)
+                if decided is not None:
+                    return decided
+            result = await self._runner(agent, state, **run)
+        else:
+            if history is None:
+                history = await session.get_items() if session is not None else []
+            done = _final_text(history)
+            if done is not None:  # finished before the crash, only not reported
+                return Outcome("completed", done, turns=_turns(history))
+            said = _said(history, env.follow_ups)
+            prompt = env.follow_ups[said - 1] if said else env.task
+            task = prompt if not history or self.resume == "reprompt" else []
+            result = await self._runner(agent, task, **run)
+        return await self._settle(agent, result, run)
+
+    async def _settle(self, agent: Any, result: Any, run: dict) -> Outcome:
+        """A run to its end: every pause decided (and saved) and resumed, the final state
+        kept."""
+        while result.interruptions:
+            state = result.to_state()
+            self._save_state(state)
+            decided = await self._decide(state)
+            if decided is not None:
+                return decided
+            result = await self._runner(agent, state, **run)
+        if self.state_path is not None:  # the run is over: the final state, kept
+            self._save_state(result.to_state(), final=result.final_output)
+        items = result.to_input_list()
+        return Outcome("completed", str(result.final_output), turns=_turns(items))
 
     async def _runner(self, agent: Any, input: Any, **run: Any) -> Any:
         """`await Runner.run(...)`, or `Runner.run_streamed(...)` with its events read to
