@@ -641,7 +641,8 @@ def test_the_memo_key_renames_the_clis_ids_and_masks_its_clock_but_nothing_else(
         lines = [{"type": "user", "uuid": u1, "parentUuid": None, "timestamp": when,
                   "sessionId": sid, "message": {"role": "user", "content": text}},
                  {"type": "assistant", "uuid": u2, "parentUuid": u1, "timestamp": when,
-                  "sessionId": sid, "message": {"role": "assistant", "content": "ok"}}]
+                  "thinkingDurationMs": pid % 97, "sessionId": sid,
+                  "message": {"role": "assistant", "content": "ok"}}]
         return {path: b"".join(json.dumps(x).encode() + b"\n" for x in lines),
                 "claude/.claude.json": json.dumps({"userID": "ab" * 32,
                                                    "firstStartTime": when}).encode(),
@@ -653,6 +654,9 @@ def test_the_memo_key_renames_the_clis_ids_and_masks_its_clock_but_nothing_else(
                 "2026-12-02T03:07:55.630Z", 1796180)
     b = sandbox("33333333-3333-4333-8333-333333333333", "44444444-4444-4444-8444-444444444444",
                 "2026-12-02T03:09:01.002Z", 1796999)
+    # the MCP server's debug log, flushed on the CLI's timer: there in one state only
+    b["home/.cache/claude-cli-nodejs/-sandbox-work/mcp-logs-billing/"
+      "2026-12-02T03-09-01-002Z.jsonl"] = b'{"debug":"Tool completed in 96ms"}\n'
     assert canonical(a).digest() == canonical(b).digest()
     # the link between two entries is part of the state: entry 2's parent is another id
     c = dict(b)

@@ -28,10 +28,13 @@ named by its pid (`claude/sessions/<pid>.json`). Measured on the billing example
     fields holding one id) is kept. An id that also appears in a path or under `work/`
     (the session id faultsim gives the CLI, which names the transcript and which the agent
     keeps in its own file) is not renamed: it must be the same id in both states.
-  * the values of the CLI's clock fields (`timestamp`, and keys ending in `At` or `Time`)
-    are masked.
+  * the values of the CLI's clock fields (`timestamp`, and keys ending in `At`, `Time` or
+    `Ms`: when it wrote, how long it streamed the model's thinking) are masked.
 - `claude/backups/*.backup.<ms>`: the name's millisecond masked, the content as above.
-- `claude/sessions/*` (the live-process registry, one entry per CLI pid): left out.
+- Left out: `claude/sessions/*` (the live-process registry, one entry per CLI pid) and
+  the CLI's debug log of each MCP server (`home/.cache/claude-cli-nodejs/<cwd>/
+  mcp-logs-<server>/<time>.jsonl`: flushed on a timer, so at a kill it is there or not,
+  and it holds how many milliseconds each tool call took).
 
 Why equal keys give the same resumed run, so the same resume guards' verdict:
 - The world: the resumed run starts from a copy of the world the kill left, and its
@@ -40,15 +43,17 @@ Why equal keys give the same resumed run, so the same resume guards' verdict:
   CLI's session id) are in the key. The rest of the world the run reads is the scenario's.
 - The agent's Python code reads `work/` (exact) and the world; it is deterministic (the
   clean run's checks), so its course depends on nothing else.
-- The CLI reads the sandbox. A renamed id is a name: the CLI compares and links ids, it
-  does not compute with their digits (it draws fresh ones for everything it writes, in
-  every run, the clean ones included). The pid registry lists live processes; every entry
-  in a crash state is the killed CLI's, dead. The clock values are the one assumption not
-  proven from the bytes: that the CLI's course, as faultsim observes it (the requests it
-  sends the fake, the tools it calls, the answer), does not depend on when its earlier
-  entries were written. Every clean and crash run already relies on it (no two of them
-  have the same clock), and `tests/test_claude_agent_sdk.py` checks it where it matters:
-  the findings of a sweep with the memo on and off (`explore(share=False)`) are the same.
+- The CLI reads the sandbox. Proven from the bytes: a renamed id is only renamed (the
+  bijection keeps every link and every identity), and everything else compared is exact.
+  Assumed of the CLI (2.1.327, the release the adapter pins), not proven from the bytes:
+  that its course as faultsim observes it (the requests it sends the fake, the tools it
+  calls, its answer) does not depend on the digits of its own random ids, on its clock
+  values (when it wrote an entry, how long a stream took), nor on its pid registry and MCP
+  debug logs (the registry lists live processes and every entry in a crash state is the
+  killed CLI's; the logs are written for a person). No two runs share any of these, the
+  two clean runs `faultsim list` compares included, so every sweep already relies on the
+  first two. `tests/test_claude_agent_sdk.py` checks them where they matter: the findings
+  with the memo on and off (`explore(share=False)` resumes every state) are the same.
 - The guards that read the crash state (`STATE_GUARDS`, and what a verdict says of its
   state: orphaned, the effects before the kill) are judged for every state on its own
   bytes (`schedule_violations`), never shared; only what the resumed run did is. The kill
@@ -68,13 +73,21 @@ from ...world import World
 
 _ID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}|[0-9a-f]{32,}")
 _BACKUP = re.compile(r"(\.backup\.)\d+$")
-_CONVERSATION = ("message", "toolUseResult")  # what the model was sent, the tools returned
+_CONVERSATION = ("message", "toolUseResult")
+_CLOCK = ("At", "Time", "Ms")  # lastUsedAt, firstStartTime, thinkingDurationMs  # what the model was sent, the tools returned
 _REGISTRY = "claude/sessions/"
+# the CLI's debug log of each MCP server (home/.cache/claude-cli-nodejs/<cwd>/mcp-logs-<server>/
+# <ISO time>.jsonl): written on its timer, so present or not at a kill, with durations
+_MCP_LOG = re.compile(r"home/\.cache/claude-cli-nodejs/[^/]+/mcp-logs-[^/]+/[^/]+$")
+
+
+def _left_out(path: str) -> bool:
+    return path.startswith(_REGISTRY) or _MCP_LOG.match(path) is not None
 
 
 def canonical(files: dict[str, bytes | None]) -> CrashState:
     """The state as the memo compares it (see the module docstring)."""
-    paths = sorted(p for p in files if not p.startswith(_REGISTRY))
+    paths = sorted(p for p in files if not _left_out(p))
     fixed: set[str] = set()  # ids that must stay themselves
     for path in paths:
         fixed.update(_ID.findall(path))
@@ -88,7 +101,7 @@ def canonical(files: dict[str, bytes | None]) -> CrashState:
             return {k: v if k in _CONVERSATION else rename(v, k) for k, v in value.items()}
         if isinstance(value, list):
             return [rename(v, key) for v in value]
-        if key == "timestamp" or key.endswith(("At", "Time")):
+        if key == "timestamp" or key.endswith(_CLOCK):
             return "<clock>"
         if isinstance(value, str) and value not in fixed and _ID.fullmatch(value):
             return names.setdefault(value, f"<id{len(names) + 1}>")
