@@ -80,7 +80,8 @@ class Survey:
 
     @property
     def incarnations(self) -> int:
-        """The clean run(s), one crash run per kill point, one resume per crash state."""
+        """The clean run(s), one crash run per kill point, one resume per crash state (at
+        most: equal states share one, which only the sweep can tell)."""
         return 1 + (self.writes is not None) + len(self.kill_points) + self.crash_states
 
     @property

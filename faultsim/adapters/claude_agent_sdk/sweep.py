@@ -1,5 +1,5 @@
-"""The sweep: the clean run, one crash run per kill point, one resume per crash state,
-each judged by faultsim's oracle; and `survey`, its budget."""
+"""The sweep: the clean run, one crash run per kill point, one resume per distinct crash
+state (`memo.py`), each judged by faultsim's oracle; and `survey`, its budget."""
 from __future__ import annotations
 
 import copy
