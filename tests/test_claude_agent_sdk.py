@@ -579,3 +579,111 @@ def test_a_builtin_tool_has_kill_points_and_its_files_are_crash_state(tmp_path):
     assert cs.snapshot(root)["work/workspace/receipts.txt"] == b"INV-7 paid\n"
     assert not [v for v in once.violations if v.invariant != "one_step_repeated_per_crash"], \
         once.violations
+
+
+# -- the equal-state memo (memo.py) ---------------------------------------------------------
+def _findings(result) -> list:
+    """Which crash states fail, with which rules: a state by its kill point, whether it is
+    the state as written, and how many conversation entries its transcript holds (not by
+    its entry numbers: the metadata lines between conversation entries vary from run to
+    run)."""
+    out = []
+    for v in result.verdicts:
+        talk = -1  # no transcript at all
+        for path, data in v.crash_state.files:
+            if is_transcript(path) and data is not None:
+                talk = sum(1 for line in data.split(b"\n")[:-1]
+                           if cs.states.entry_kind(line) in ("user", "assistant"))
+        out.append((v.kill_point.id, v.state == "as written", talk,
+                    tuple(sorted(x.invariant for x in v.violations))))
+    return sorted(out)
+
+
+def test_equal_crash_states_share_one_resumed_run_and_the_findings_do_not_change(tmp_path):
+    """The memo on and off, on two kill points of the billing agent: the tool's handler
+    entered and the payment about to be made leave the same sandbox (the CLI waits on the
+    tool in both, its own ids and clock aside) and the same world, so each state of the
+    second is the first's. The findings (which states fail, with which rules) are the same
+    either way, and the report counts the shared states as the other backends do."""
+    if cs.cli_unavailable():
+        pytest.skip(cs.cli_unavailable())
+    keep = {"k3-handler-entry-pay_invoice#1", "k4-before-effect-pay#1"}
+    run = claude_billing_agent.run_billing
+    on = cs.explore(run, SCENARIO, only=lambda kp: kp.id in keep, writes=False,
+                    root=tmp_path / "on" / "sandbox")
+    off = cs.explore(run, SCENARIO, only=lambda kp: kp.id in keep, writes=False,
+                     root=tmp_path / "off" / "sandbox", share=False)
+    assert _findings(on) == _findings(off)
+    assert any(v.violations for v in on.verdicts) and any(v.ok for v in on.verdicts)
+    assert off.resumed == len(off.verdicts) and off.incarnations == 1 + 2 + len(off.verdicts)
+    shared = [v for v in on.verdicts if v.shared]
+    assert shared and on.incarnations == 1 + 2 + on.resumed
+    for v in shared:  # each from the same state of the other point
+        assert v.kill_point.id == "k4-before-effect-pay#1", v
+        assert v.shared.startswith("k3-handler-entry-pay_invoice#1 ["), v.shared
+    from faultsim.adapters.claude_agent_sdk.report import model_runs
+
+    (model_run,) = model_runs(on, "claude-agent-sdk:agent", ("process",), timeout=60.0)
+    assert (model_run.judged, model_run.reused) == (on.resumed, len(shared))
+    assert model_run.to_json()["crash_states_resumed"] == on.resumed
+
+
+def test_the_memo_key_renames_the_clis_ids_and_masks_its_clock_but_nothing_else():
+    """Two sandboxes that differ only in the CLI's random ids and its clock have one key;
+    any difference in what the conversation holds, in the agent's files, or in an id the
+    agent keeps, gives another."""
+    from faultsim.adapters.claude_agent_sdk.memo import canonical
+
+    sid = "b2f40392-deb4-554a-8924-0aecc4a2fb53"
+    path = f"claude/projects/-sandbox-work/{sid}.jsonl"
+
+    def sandbox(u1, u2, when, pid, text="hi", kept=sid):
+        lines = [{"type": "user", "uuid": u1, "parentUuid": None, "timestamp": when,
+                  "sessionId": sid, "message": {"role": "user", "content": text}},
+                 {"type": "assistant", "uuid": u2, "parentUuid": u1, "timestamp": when,
+                  "thinkingDurationMs": pid % 97, "sessionId": sid,
+                  "message": {"role": "assistant", "content": "ok"}}]
+        return {path: b"".join(json.dumps(x).encode() + b"\n" for x in lines),
+                "claude/.claude.json": json.dumps({"userID": "ab" * 32,
+                                                   "firstStartTime": when}).encode(),
+                f"claude/sessions/{pid}.json": json.dumps({"pid": pid}).encode(),
+                f"claude/backups/.claude.json.backup.{pid}000000": b"{}",
+                "work/session.json": json.dumps({"session_id": kept}).encode()}
+
+    a = sandbox("11111111-1111-4111-8111-111111111111", "22222222-2222-4222-8222-222222222222",
+                "2026-12-02T03:07:55.630Z", 1796180)
+    b = sandbox("33333333-3333-4333-8333-333333333333", "44444444-4444-4444-8444-444444444444",
+                "2026-12-02T03:09:01.002Z", 1796999)
+    # the MCP server's debug log, flushed on the CLI's timer: there in one state only
+    b["home/.cache/claude-cli-nodejs/-sandbox-work/mcp-logs-billing/"
+      "2026-12-02T03-09-01-002Z.jsonl"] = b'{"debug":"Tool completed in 96ms"}\n'
+    assert canonical(a).digest() == canonical(b).digest()
+    # the link between two entries is part of the state: entry 2's parent is another id
+    c = dict(b)
+    c[path] = b[path].replace(b'"parentUuid": "33333333', b'"parentUuid": "55555555')
+    assert canonical(a).digest() != canonical(c).digest()
+    # what the model was sent is exact, even where it looks like an id or a clock
+    ref = "66666666-6666-4666-8666-666666666666"
+    d, g = (sandbox("33333333-3333-4333-8333-333333333333",
+                    "44444444-4444-4444-8444-444444444444", "2026-12-02T03:09:01.002Z",
+                    1796999, text=[{"type": "text", "text": x}]) for x in (ref, ref.replace("6", "7")))
+    assert canonical(d).digest() != canonical(g).digest()
+    # the agent's own files are exact, and an id it keeps (or a path names) stays itself in
+    # the CLI's files: a transcript of another session at this session's path is another
+    # state, though the renaming alone would make it the same
+    other = "c0ffee00-deb4-454a-8924-0aecc4a2fb53"
+    e = dict(b)
+    e[path] = b[path].replace(sid.encode(), other.encode())
+    assert canonical(a).digest() != canonical(e).digest()
+    f = dict(b)
+    f["work/session.json"] = b["work/session.json"].replace(b"}", b" }")
+    assert canonical(a).digest() != canonical(f).digest()
+    # and the world is in the key: the same sandbox after one more effect is another state
+    from faultsim.adapters.claude_agent_sdk.memo import Memo
+    from faultsim.pipeline.sweep import Sweep
+
+    memo, world = Memo(Sweep(None, {}, equivalences=False)), SCENARIO.build_world()
+    before = memo.key(a, world)
+    assert memo.key(b, world)[1] == before[1]
+    world.services["email"].send({"to": "x@example.com", "body": "again"})
+    assert memo.key(a, world)[1] != before[1]

@@ -272,12 +272,36 @@ def test_the_scenarios_turn_limit_reaches_the_agent(tmp_path):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
     from scaling import scenario_text
 
+    # the bundled long scenario (scenarios/long/), its own limit taken out
+    bundled = Path(__file__).resolve().parent.parent / "scenarios/long/lookups_200_steps.toml"
     path = tmp_path / "long.toml"
-    path.write_text(scenario_text(201).replace("max_turns = 211\n", ""))
+    path.write_text(bundled.read_text().replace("max_turns = 210\n", ""))
     scenario = load_scenario(path)
     assert scenario.max_turns == 10_000  # the default caps no realistic task
     record = faultsim.run_once(scenario, reference_agent.make_agent)
-    assert record.outcome.turns == 202 and record.outcome.status == "completed"
+    assert record.outcome.turns == 201 and record.outcome.status == "completed"
+    assert record.outcome.final_answer == scenario.expected_final_answer
     path.write_text(scenario_text(5).replace("max_turns = 15", "max_turns = 3"))
     with pytest.raises(reference_agent.agent.AgentError, match="stopped after 3 turns"):
         faultsim.run_once(load_scenario(path), reference_agent.make_agent)
+
+
+def test_the_bundled_long_scenario_is_the_benchs_shape_outside_the_first_commands_folder():
+    """scenarios/long/lookups_200_steps.toml is bench/scaling.py's 200-step scenario (the
+    bench sweeps it for N = 200; the test above runs it clean past 200 turns), outside
+    the folder `faultsim run scenarios/` sweeps (a sweep of it costs minutes)."""
+    import sys
+    from pathlib import Path
+
+    from faultsim.cli.args import scenario_paths
+    from faultsim.scenario import load_scenario
+
+    root = Path(__file__).resolve().parent.parent
+    sys.path.insert(0, str(root / "bench"))
+    from scaling import bundled, scenario_text
+
+    path = root / "scenarios" / "long" / "lookups_200_steps.toml"
+    assert bundled(200) == path and path.read_text().endswith(scenario_text(200))
+    assert path not in scenario_paths([str(root / "scenarios")])
+    scenario = load_scenario(path)
+    assert len(scenario.script.turns) == 201 and scenario.max_turns == 210

@@ -52,6 +52,31 @@ def test_verdicts_agree_with_the_in_process_mode(agent):
         assert real.ok and stats["resumed"] < stats["crash_states"]
 
 
+def test_shared_verdicts_equal_resuming_every_distinct_state():
+    """This mode's memo (`real/judging.py`): equal crash states (files and world) are
+    resumed once, and states that differ only in a file the first one's resumed run
+    destroyed unread share its verdict. Sharing only the equal ones
+    (`equivalences=False`) must give the same verdicts, the mutant's failures included;
+    the kill points are those around checkpoint writes, where the states differ in it."""
+    agent = "reference_agent.mutants.overwrite_in_place"  # caught at its torn checkpoint
+    scenario = faultsim.load_scenario(TINY)
+    only = lambda p: p.torn or "checkpoint" in p.where  # noqa: E731
+    counts: dict = {}
+    reports = {}
+    for equivalences in (True, False):
+        stats: dict = {}
+        reports[equivalences] = explore_subprocess(agent, scenario, workers=2, only=only,
+                                                   stats=stats, equivalences=equivalences)
+        counts[equivalences] = stats
+    assert by_point(reports[True]) == by_point(reports[False])
+    assert not reports[True].ok  # the mutant is caught, and caught the same either way
+    on, off = counts[True], counts[False]
+    assert on["crash_states"] == off["crash_states"] > 20
+    assert on["resumed"] < off["resumed"] <= off["crash_states"]
+    (run,) = reports[True].runs
+    assert run.judged + run.reused == len(run.verdicts) and run.reused > 0
+
+
 def test_each_crash_run_of_the_replaying_path_dies_by_sigkill():
     """Without a fork server each crash run is a fresh interpreter that replays the
     prefix and SIGKILLs itself at its point (and pays the imports: the bench's

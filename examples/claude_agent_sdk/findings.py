@@ -1,10 +1,12 @@
 """What faultsim finds on the Claude Agent SDK billing agent: the docs' findings table.
 
-    python examples/claude_agent_sdk/findings.py [--prefixes messages] [--power]
+    python examples/claude_agent_sdk/findings.py [--prefixes messages] [--power] [--no-share]
 
 Real processes (the bundled Claude Code CLI), one crash per run; each incarnation costs
 about two seconds, so the whole sweep takes minutes. Where strace can trace, the kills
-inside the CLI's transcript writes are swept too (`transcript-write`).
+inside the CLI's transcript writes are swept too (`transcript-write`). Crash states equal
+to one resumed already share its resumed run (`--no-share`: resume every state, for
+comparing).
 """
 from __future__ import annotations
 
@@ -29,6 +31,8 @@ def main() -> None:
     parser.add_argument("--prefixes", default="messages", choices=cs.PREFIXES)
     parser.add_argument("--power", action="store_true")
     parser.add_argument("--agent", nargs="*", default=AGENTS, choices=AGENTS)
+    parser.add_argument("--no-share", action="store_true",
+                        help="resume every crash state, even one equal to a state resumed")
     args = parser.parse_args()
     scenario = faultsim.load_scenario(HERE / "scenario.toml")
     results = {}
@@ -36,9 +40,11 @@ def main() -> None:
         started = time.monotonic()
         result = results[name] = cs.explore(
             getattr(claude_billing_agent, name), scenario, prefixes=args.prefixes, power=args.power,
-            progress=lambda line: print(f"{name} {line}", flush=True))
+            progress=lambda line: print(f"{name} {line}", flush=True),
+            share=not args.no_share)
         print(f"{name}: {len(result.kill_points)} kill points, {result.kills_landed} kills "
-              f"landed, {len(result.verdicts)} crash states judged, {result.incarnations} "
+              f"landed, {len(result.verdicts)} crash states judged ({result.resumed} resumed, the "
+              f"others sharing an equal state's run), {result.incarnations} "
               f"incarnations, {time.monotonic() - started:.0f} s (prefixes={args.prefixes}"
               f"{', power' if args.power else ''}); transcript writes: " +
               (f"{result.writes}, {len(result.writes_missed)} not reached"

@@ -20,7 +20,9 @@ at a kill point (the CLI child is not forked with its parent) nor pyfakefs (the 
 the real disk) applies. So this is its own crash-state source, on real processes: each crash
 run replays the clean run from the start and, at the chosen kill point, SIGKILLs the CLI's
 process group (the CLI runs in a session of its own) and stops the Python side with
-`faultsim.trace.Killed`; the sandbox is read at that instant. The world (services, ledger,
+`faultsim.trace.Killed`; the sandbox is read at that instant. Crash states equal to one resumed
+already (the same sandbox up to the CLI's own ids and clock, the same world: `memo.py`)
+share its resumed run. The world (services, ledger,
 the fake Claude) lives in this process, as in the other modes.
 
 Each incarnation runs with (set in `os.environ`, which the SDK passes on to the CLI; your

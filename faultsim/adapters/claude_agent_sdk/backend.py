@@ -71,7 +71,7 @@ class ClaudeAgentSdk:
         say = None
         if progress is not None:
             print(f"{scenario.id} · {agent.spec}: the clean run, then one crash run per kill "
-                  "point and one resume per crash state, on real processes" + (
+                  "point and one resume per distinct crash state, on real processes" + (
                       "" if traced is None else
                       f" (no kills inside transcript writes: {traced})"),
                   file=sys.stderr, flush=True)

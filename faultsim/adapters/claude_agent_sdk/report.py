@@ -112,9 +112,13 @@ def model_runs(exploration: Exploration, agent: str, crash_models: Sequence[str]
                 v.summary if v.violations else None, golden, order=order,
                 resumed_at=v.resumed_at))
         explored = [points[i] for i in dict.fromkeys(v.kill_point.index for v in kept)]
+        # counted as the other backends count: states resumed (one per class of equal
+        # states, `memo.py`) and states that shared an equal one's resumed run
+        resumed = len({v.key if v.key is not None else id(v) for v in kept})
         runs.append(ClaudeRun(exploration.scenario, agent, model, list(points.values()),
                              explored, verdicts, seconds=exploration.seconds,
-                             judged=len(verdicts), mode=MODE, timeout=timeout))
+                             judged=resumed, reused=len(kept) - resumed, mode=MODE,
+                             timeout=timeout))
     return runs
 
 

@@ -27,6 +27,10 @@ class Verdict:
     order: int = 0  # among the kill point's crash states (a replay token names it)
     crash_state: CrashState | None = None  # what the guards read
     summary: ResumeSummary | None = None  # what the resumed run did (for the report)
+    # the state whose resumed run this one shares ("k3-...#1 [as written]": equal to it,
+    # `memo.py`), None when resumed for this very state
+    shared: str | None = None
+    key: tuple | None = None  # its memo key (equal states share it; None: no memo)
 
     @property
     def ok(self) -> bool:
@@ -46,6 +50,10 @@ class Exploration:
     writes_missed: list[KillPoint] = field(default_factory=list)  # write N never came
     untraced: str | None = None  # why the transcript's writes were not traced, if not
 
+    @property
+    def resumed(self) -> int:
+        """Crash states resumed (the others shared the resumed run of an equal state)."""
+        return sum(1 for v in self.verdicts if v.shared is None)
 
     @property
     def failures(self) -> list[Verdict]:
@@ -72,7 +80,8 @@ class Survey:
 
     @property
     def incarnations(self) -> int:
-        """The clean run(s), one crash run per kill point, one resume per crash state."""
+        """The clean run(s), one crash run per kill point, one resume per crash state (at
+        most: equal states share one, which only the sweep can tell)."""
         return 1 + (self.writes is not None) + len(self.kill_points) + self.crash_states
 
     @property

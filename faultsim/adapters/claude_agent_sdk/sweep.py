@@ -1,5 +1,5 @@
-"""The sweep: the clean run, one crash run per kill point, one resume per crash state,
-each judged by faultsim's oracle; and `survey`, its budget."""
+"""The sweep: the clean run, one crash run per kill point, one resume per distinct crash
+state (`memo.py`), each judged by faultsim's oracle; and `survey`, its budget."""
 from __future__ import annotations
 
 import copy
@@ -11,13 +11,16 @@ from typing import Callable
 
 from ...crashmodel import CrashState
 from ...errors import AgentFailedCleanly, KillDidNotLand, NonDeterminismError
-from ...oracle import CrashRun, Golden, judge
+from ...oracle import RESUME_GUARDS, CrashRun, Golden, judge
+from ...pipeline.sweep import ResumeResult, Sweep, schedule_violations
 from ...report import ResumeSummary
 from ...scenario import Scenario
 from ...world import World
 from .writes import session_id, strace_unavailable, transcript_path
 from .control import CATEGORIES, WRITE_KILL, KillPoint
 from .incarnations import AgentRun, Incarnation, incarnation
+from .memo import Memo
+from .report import engine_point
 from .sandbox import restore, sandbox_root, snapshot, work_files
 from .results import Exploration, Survey, Verdict
 from .states import CHECKPOINT, PREFIXES, crash_states, is_transcript, orphaned
@@ -149,11 +152,14 @@ def explore(run: AgentRun, scenario: Scenario, *, prefixes: str = "messages",
             power: bool = False, only: Callable[[KillPoint], bool] | None = None,
             timeout: float = 60.0, settle: float = 0.3, root: Path | None = None,
             writes: bool | None = None,
-            progress: Callable[[str], None] | None = None) -> Exploration:
+            progress: Callable[[str], None] | None = None,
+            share: bool = True) -> Exploration:
     """Kill the agent at each kill point of its clean run (or those `only` keeps), resume it
     from every crash state the kill may leave, and judge each with faultsim's oracle.
     `writes` adds the kills inside the CLI's transcript writes (by strace; None: where
-    strace can trace)."""
+    strace can trace). A state equal to one resumed already (`memo.py`: the same sandbox,
+    the CLI's own ids and clock aside, and the same world) shares its resumed run;
+    `share=False` resumes every state (as the command backend's `share=False`)."""
     if prefixes not in PREFIXES:
         raise ValueError(f"prefixes {prefixes!r}: expected one of {', '.join(PREFIXES)}")
     if writes is None:
@@ -162,6 +168,7 @@ def explore(run: AgentRun, scenario: Scenario, *, prefixes: str = "messages",
         started = time.monotonic()
         golden, points, _ = golden_run(run, scenario, root, timeout=timeout)
         result = Exploration(scenario, golden, points, incarnations=1)
+        memo = Memo(Sweep(golden, {}, equivalences=False)) if share else None
         if writes:
             result.incarnations += 1
             traced, result.untraced = write_points(run, scenario, root, len(points),
@@ -198,37 +205,60 @@ def explore(run: AgentRun, scenario: Scenario, *, prefixes: str = "messages",
             result.kills_landed += 1
             states = kill_states(kp, crash.files, prefixes, power)
             for order, (name, files) in enumerate(states):
-                result.verdicts.append(resume(run, scenario, golden, world, root, kp,
-                                               name, files, timeout, order=order))
-                result.incarnations += 1
+                verdict = resume(run, scenario, golden, world, root, kp, name, files,
+                                 timeout, order=order, memo=memo)
+                result.verdicts.append(verdict)
+                result.incarnations += verdict.shared is None
                 if progress is not None:
                     v = result.verdicts[-1]
                     progress(f"{kp.id} [{name}]: " + (", ".join(x.invariant for x in
-                                                                v.violations) or "ok"))
+                                                                v.violations) or "ok")
+                             + (f" (the resumed run of {v.shared}, an equal state)"
+                                if v.shared else ""))
         result.seconds = time.monotonic() - started
         return result
 
 
 def resume(run: AgentRun, scenario: Scenario, golden: Golden, killed: World, root: Path,
             kp: KillPoint, name: str, files: dict[str, bytes | None],
-            timeout: float = 60.0, order: int = 0) -> Verdict:
+            timeout: float = 60.0, order: int = 0, memo: Memo | None = None) -> Verdict:
     """Resume the agent once from `files`, with a copy of the world as the kill left it,
-    and judge the run."""
-    world = copy.deepcopy(killed)
-    restore(root, files)
-    inc = incarnation(run, scenario, world, root, timeout=timeout)
-    asked = [q.position for q in world.model.requests
-             if q.incarnation == world.incarnation and q.ok]
+    and judge the run; with `memo`, a state equal to one resumed before takes that run's
+    resume guards' verdict instead (`memo.py`), its own state judged all the same."""
     # the guards read the transcript as the CLI does: a torn last line is skipped, so an
     # answer only in it is not held (format "bytes" would count it)
     held = {p: d[:d.rfind(b"\n") + 1] if d is not None and is_transcript(p) else d
             for p, d in files.items()}
     state = CrashState.of("process", name, held)
-    crash_run = CrashRun(kill_points=[kp], state=state,
+    key = memo.key(files, killed) if memo is not None else None
+    exact, resumed = memo.get(key) if key is not None else (None, None)
+    shared = None if resumed is None else memo.origin(resumed)
+    if resumed is None:
+        resumed = _resumed(run, scenario, golden, killed, root, kp, files, state, timeout)
+        if key is not None:
+            memo.learn(key, exact, resumed, f"{kp.id} [{name}]")
+    violations = schedule_violations(golden, [engine_point(kp)], state, resumed, [])
+    summary = resumed.summary
+    return Verdict(kp, name, violations, resumed.first_position,
+                   summary.error if summary is not None else None, orphaned(files),
+                   resumed.seconds if shared is None else 0.0,
+                   sum(len(killed.ledger.applied(n)) for n in killed.services),
+                   order, state, summary, shared=shared, key=exact)
+
+
+def _resumed(run: AgentRun, scenario: Scenario, golden: Golden, killed: World, root: Path,
+             kp: KillPoint, files: dict[str, bytes | None], state: CrashState,
+             timeout: float) -> ResumeResult:
+    """One resumed run from `files` (the sandbox as the kill left it, torn line and all),
+    judged by the resume guards: what equal states share."""
+    world = copy.deepcopy(killed)
+    restore(root, files)
+    inc = incarnation(run, scenario, world, root, timeout=timeout)
+    asked = [q.position for q in world.model.requests
+             if q.incarnation == world.incarnation and q.ok]
+    crash_run = CrashRun(kill_points=[engine_point(kp)], state=state,
                          world=world, outcome=inc.outcome, error=inc.error,
                          timed_out=inc.timed_out, final=work_files(snapshot(root)),
                          resume_positions=asked[:1])
-    return Verdict(kp, name, judge(golden, crash_run), asked[0] if asked else None,
-                   inc.error, orphaned(files), inc.seconds,
-                   sum(len(killed.ledger.applied(n)) for n in killed.services),
-                   order, state, ResumeSummary.of(crash_run))
+    return ResumeResult(judge(golden, crash_run, RESUME_GUARDS), ResumeSummary.of(crash_run),
+                        asked[0] if asked else None, inc.seconds)
