@@ -236,6 +236,16 @@ def _prompts(path: Path) -> list[str]:
             for p in m.parts if isinstance(p, UserPromptPart)]
 
 
+def _documented(factory: str) -> tuple[int, int]:
+    """The crash states and failing states docs/how-to/pydantic-ai.md shows for a factory
+    of tests/pydantic_followup_agent.py."""
+    page = (ROOT / "docs" / "how-to" / "pydantic-ai.md").read_text()
+    section = page.split("## Several user turns", 1)[1].split("What it finds on", 1)[0]
+    [row] = [line for line in section.splitlines() if line.startswith(f"| {factory} |")]
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    return int(cells[2]), int(cells[3])
+
+
 def test_a_follow_up_goes_into_the_same_history_and_a_restart_redoes_nothing(tmp_path):
     with ScenarioRun(FOLLOW_UP, pydantic_followup_agent.make_agent, workdir=tmp_path) as run:
         first = run.incarnation()
@@ -268,6 +278,7 @@ def test_a_crash_in_either_user_turn_resumes_to_the_last_answer():
              if " turn " in ident}
     assert {"0", "1", "2", "3"} <= turns  # the payment's turns and the follow-up's
     assert run.failures == []
+    assert _documented("make_agent") == (len(run.verdicts), 0)
 
 
 def test_a_service_that_sends_its_follow_ups_again_on_a_restart_is_caught():
@@ -290,3 +301,20 @@ def test_a_service_that_sends_its_follow_ups_again_on_a_restart_is_caught():
     assert failed == ids[start:]
     assert {v.invariant for f in run.failures for v in f.violations} <= {
         "counters_continue", "one_step_repeated_per_crash"}
+    assert _documented("make_agent_replays_follow_ups") == (len(run.verdicts), len(failed))
+
+
+@pytest.mark.parametrize("options, invariant", [
+    ({"save": "node"}, "one_step_repeated_per_crash"),
+    ({"save": "end"}, "one_step_repeated_per_crash"),
+    ({"resume": "reprompt"}, "completes_or_escalates")])
+def test_the_other_saves_and_resumes_of_two_turns_are_as_documented(options, invariant):
+    """The weaker choices fail in both user turns as they do in one, and as the how-to's
+    table says."""
+    name = ", ".join(f'{k}="{v}"' for k, v in options.items())
+    report = faultsim.explore(agent_factory(pydantic_followup_agent.build_agent, **options),
+                              FOLLOW_UP, agent_name=f"pydantic_followup_agent:{name}")
+    [run] = report.runs
+    assert {v.invariant for f in run.failures for v in f.violations} == {invariant}
+    assert _documented(f"agent_factory(build_agent, {name})") == (
+        len(run.verdicts), len(run.failures))
