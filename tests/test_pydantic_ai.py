@@ -222,3 +222,99 @@ def test_pydantic_ai_7977_is_reached_by_a_crash_and_reported():
     assert violation.invariant == "completes_or_escalates"
     assert "UserError: Cannot provide a new user prompt when the message history contains " \
            "unprocessed tool calls" in violation.explanation
+
+
+# -- several user turns (the scenario's follow_up) ---------------------------------------------
+FOLLOW_UP = faultsim.load_scenario(ROOT / "tests" / "data" / "pydantic_followup.toml")
+sys.path.insert(0, str(ROOT / "tests"))
+import pydantic_followup_agent  # noqa: E402
+
+
+def _prompts(path: Path) -> list[str]:
+    from pydantic_ai.messages import UserPromptPart
+    return [p.content for m in ModelMessagesTypeAdapter.validate_json(path.read_bytes())
+            for p in m.parts if isinstance(p, UserPromptPart)]
+
+
+def _documented(factory: str) -> tuple[int, int]:
+    """The crash states and failing states docs/how-to/pydantic-ai.md shows for a factory
+    of tests/pydantic_followup_agent.py."""
+    page = (ROOT / "docs" / "how-to" / "pydantic-ai.md").read_text()
+    section = page.split("## Several user turns", 1)[1].split("What it finds on", 1)[0]
+    [row] = [line for line in section.splitlines() if line.startswith(f"| {factory} |")]
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    return int(cells[2]), int(cells[3])
+
+
+def test_a_follow_up_goes_into_the_same_history_and_a_restart_redoes_nothing(tmp_path):
+    with ScenarioRun(FOLLOW_UP, pydantic_followup_agent.make_agent, workdir=tmp_path) as run:
+        first = run.incarnation()
+        asked = len(run.world.model.requests)
+        again = run.incarnation()  # after the last answer: nothing to send, nothing to ask
+    assert first.final_answer == again.final_answer == FOLLOW_UP.expected_final_answer
+    assert asked == len(run.world.model.requests) == 4  # two model turns per user turn
+    [said] = FOLLOW_UP.script.follow_ups
+    last = run.world.model.requests[-1]
+    assert (last.position, last.repeat) == (3, 0)
+    assert sum(said[:20] in m for m in last.sent) == 1  # sent once, after the first answer
+    answered = [n for n, m in enumerate(last.sent) if "Paid INV-7." in m]
+    asking = [n for n, m in enumerate(last.sent) if said[:20] in m]
+    assert answered and answered[0] < asking[0]  # ... into the conversation that holds it
+    assert _prompts(tmp_path / "history.json") == [FOLLOW_UP.task, said]
+    assert {n: len(run.world.ledger.applied(n)) for n in ("payments", "receipts")} == \
+        {"payments": 1, "receipts": 1}
+
+
+def test_a_crash_in_either_user_turn_resumes_to_the_last_answer():
+    """Killed at every kill point of both user turns (torn writes too), resumed from the
+    history file: every crash state completes with the follow-up's answer, the follow-up
+    sent once, each effect applied once."""
+    report = faultsim.explore(pydantic_followup_agent.make_agent, FOLLOW_UP,
+                              agent_name="pydantic_followup_agent:make_agent")
+    [run] = report.runs
+    assert len(run.verdicts) == len(run.explored) >= 100  # every kill landed
+    from faultsim.report import states
+    turns = {ident.split(" turn ")[1].split()[0] for ident, _, _ in states(run)
+             if " turn " in ident}
+    assert {"0", "1", "2", "3"} <= turns  # the payment's turns and the follow-up's
+    assert run.failures == []
+    assert _documented("make_agent") == (len(run.verdicts), 0)
+
+
+def test_a_service_that_sends_its_follow_ups_again_on_a_restart_is_caught():
+    """The planted mistake (pydantic_followup_agent.make_agent_replays_follow_ups): the
+    chat loop sends every follow-up after the first answer on each start. Its clean run is
+    right; a crash before the follow-up is in the history is harmless (sending it is what
+    is left to do); from the write that saved the follow-up's request on, every crash state
+    re-asks the model a finished turn."""
+    with ScenarioRun(FOLLOW_UP, pydantic_followup_agent.make_agent_replays_follow_ups) as run:
+        assert run.incarnation().final_answer == FOLLOW_UP.expected_final_answer
+    report = faultsim.explore(pydantic_followup_agent.make_agent_replays_follow_ups,
+                              FOLLOW_UP,
+                              agent_name="pydantic_followup_agent:make_agent_replays_follow_ups")
+    [run] = report.runs
+    assert len(run.verdicts) == len(run.explored)
+    ids = [p.id for p in run.explored]
+    failed = [f.kill_point.id for f in run.failures]
+    # history.json#5: the rename of the history whose last request is the follow-up
+    start = ids.index("k37-after-model-response-history.json#5")
+    assert failed == ids[start:]
+    assert {v.invariant for f in run.failures for v in f.violations} <= {
+        "counters_continue", "one_step_repeated_per_crash"}
+    assert _documented("make_agent_replays_follow_ups") == (len(run.verdicts), len(failed))
+
+
+@pytest.mark.parametrize("options, invariant", [
+    ({"save": "node"}, "one_step_repeated_per_crash"),
+    ({"save": "end"}, "one_step_repeated_per_crash"),
+    ({"resume": "reprompt"}, "completes_or_escalates")])
+def test_the_other_saves_and_resumes_of_two_turns_are_as_documented(options, invariant):
+    """The weaker choices fail in both user turns as they do in one, and as the how-to's
+    table says."""
+    name = ", ".join(f'{k}="{v}"' for k, v in options.items())
+    report = faultsim.explore(agent_factory(pydantic_followup_agent.build_agent, **options),
+                              FOLLOW_UP, agent_name=f"pydantic_followup_agent:{name}")
+    [run] = report.runs
+    assert {v.invariant for f in run.failures for v in f.violations} == {invariant}
+    assert _documented(f"agent_factory(build_agent, {name})") == (
+        len(run.verdicts), len(run.failures))

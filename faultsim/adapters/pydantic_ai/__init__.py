@@ -30,6 +30,12 @@ pattern of pydantic-ai's `agent.iter` documentation); `save="end"` once, when th
 Writes are atomic (temp file, fsync, rename, fsync of the directory); in process they are
 seen through faultsim's file interposition, so every one is a kill point.
 
+Several user turns (the scenario's `follow_up`s, `env.follow_ups`): after each final answer
+the next follow-up is sent as the next run's prompt with the history so far as its
+`message_history`, as a chat service does with the user's next message; the last answer is
+the outcome. Which turn a restart is at is read from the history file (the follow-ups its
+user prompts hold, whether it ends with an answer), so a follow-up is sent once.
+
 A run whose output is `DeferredToolRequests` (a tool raised `ApprovalRequired` or
 `CallDeferred`: a person must decide) ends as an escalation, a legal stop.
 """
@@ -50,7 +56,8 @@ register_phases({"mark.pa.tool.start": "in-tool", "mark.pa.tool.end": "after-too
 
 try:
     from pydantic_ai import Agent, DeferredToolRequests
-    from pydantic_ai.messages import ModelMessagesTypeAdapter, ModelResponse, ToolCallPart
+    from pydantic_ai.messages import (ModelMessagesTypeAdapter, ModelRequest, ModelResponse,
+                                     ToolCallPart, UserPromptPart)
     from pydantic_ai.models.anthropic import AnthropicModel
     from pydantic_ai.providers.anthropic import AnthropicProvider
 except ImportError as exc:  # pragma: no cover - depends on the extra
@@ -175,6 +182,16 @@ def _final_text(messages: list) -> str | None:
     return last.text or ""
 
 
+def _said(messages: list, follow_ups: tuple[str, ...]) -> int:
+    """How many of the follow-ups a history holds: the last one among its user prompts,
+    and every one before it."""
+    said = {p.content if isinstance(p.content, str) else "".join(
+                c for c in p.content if isinstance(c, str))
+            for m in messages if isinstance(m, ModelRequest)
+            for p in m.parts if isinstance(p, UserPromptPart)}
+    return max((n + 1 for n, text in enumerate(follow_ups) if text in said), default=0)
+
+
 # -- one incarnation ----------------------------------------------------------------------
 class AgentRun:
     """One incarnation: build the agent, read the history, run, persist as told."""
@@ -189,10 +206,26 @@ class AgentRun:
         env = self.env
         self.path.parent.mkdir(parents=True, exist_ok=True)
         messages = _load(self.path)
+        said = _said(messages, env.follow_ups)
+        # the user turn under way (the task, or the last follow-up the history holds)
+        prompt = env.follow_ups[said - 1] if said else env.task
         done = _final_text(messages)
-        if done is not None:  # finished before the crash, only not reported: nothing to run
-            return Outcome("completed", done, turns=_turns(messages))
-        prompt = env.task if not messages or self.resume == "reprompt" else None
+        if done is not None:  # that turn finished before the crash, only not reported
+            outcome = Outcome("completed", done, turns=_turns(messages))
+        else:
+            outcome = await self._turn(
+                prompt if not messages or self.resume == "reprompt" else None, messages)
+        # several user turns: after each final answer, the next follow-up the history does
+        # not hold yet, into the same conversation
+        while outcome.status == "completed" and said < len(env.follow_ups):
+            outcome = await self._turn(env.follow_ups[said], _load(self.path))
+            said += 1
+        return outcome
+
+    async def _turn(self, prompt: str | None, messages: list) -> Outcome:
+        """One run of `agent.iter` to its end: `prompt` (None: carry on with what the
+        history left) after `messages`, the history saved as told."""
+        env = self.env
         deps = self.deps(Path(env.workdir)) if self.deps is not None else None
         saved = self.path.read_bytes() if messages else b""
         with _deterministic():
