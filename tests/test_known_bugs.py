@@ -1,7 +1,9 @@
 """The known-bugs corpus (bench/known_bugs/): CI runs langgraph #7417 on the installed
 LangGraph only (bench/known_bugs/run.py builds a venv per version for the table): its
-expected verdict on that side holds, and each failing state says why; and openai-agents
-#4827's clean run on the installed openai-agents, the fix's."""
+expected verdict on that side holds, and each failing state says why; openai-agents
+#4827's clean run on the installed openai-agents, the fix's; and pydantic-ai #7977 on the
+installed pydantic-ai, which has the fix: the report's cancellation resumes, a crash's
+state still fails."""
 from __future__ import annotations
 
 import json
@@ -49,3 +51,40 @@ def test_openai_agents_4827_on_the_installed_fix_carries_the_conversation_to_its
     assert (outcome.status, outcome.final_answer) == ("completed", sc.expected_final_answer)
     assert all(q.ok for q in run.world.model.requests)
     assert len(run.world.ledger.applied("refunds")) == 1
+
+
+def test_pydantic_ai_7977_on_the_installed_fix_is_still_reached_by_a_crash():
+    """The installed pydantic-ai has #7977's fix (PR #7993, 2.38.0): the report's own
+    cancellation resumes with a new prompt. A kill runs no teardown, so the states the
+    entry expects to fail in both still fail with the report's UserError; the same agent
+    resumed without a prompt passes them all (the remedy the entry names)."""
+    pytest.importorskip("pydantic_ai")
+    import asyncio
+    import importlib.util
+
+    from faultsim.adapters.pydantic_ai import agent_factory
+
+    bug = BUG.parent / "pydantic_ai_7977"
+    spec = json.loads((bug / "bug.json").read_text())
+    assert spec["expected"] == {"a": "fails", "b": "fails",
+                                "differential": ["fails in both"], "why": []}
+    def load(name: str):  # by path, under a name no other test's module has
+        found = importlib.util.spec_from_file_location(f"pydantic_ai_7977_{name}",
+                                                       bug / f"{name}.py")
+        module = importlib.util.module_from_spec(found)
+        found.loader.exec_module(module)
+        return module
+
+    assert asyncio.run(load("cancelled").main()) == "resumed"  # the fix is installed
+    entry = load("agent")
+    sc = load_scenario(bug / spec["scenario"])
+    run = explore(factory_for(spec["agent"], sc), sc, agent_name=spec["agent"],
+                  crashes=1, crash_model="process").runs[0]
+    assert run.failures and all(
+        v.invariant == "completes_or_escalates" and "unprocessed tool calls" in v.explanation
+        for f in run.failures for v in f.violations)
+    assert "in-tool" in {f.kill_point.category for f in run.failures}  # the report's window
+    resumed = explore(agent_factory(entry.build_agent, history="history.json",
+                                    resume="continue"), sc, agent_name="continue",
+                      crashes=1, crash_model="process").runs[0]
+    assert resumed.ok and len(resumed.verdicts) == len(run.verdicts)
