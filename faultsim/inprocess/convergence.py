@@ -11,16 +11,22 @@ their future can read:
   outside the sandbox lands; the real folders passed through are read-only);
 - the world it can observe: the clock, each service's state, the fake model's per-turn
   answer and fault counts (they decide the tool-use ids and faults still to come), its
-  paused answers and prompt cache (they decide usage), the durable state of adapters. Not
-  compared: how many ledger entries and model requests there are, numbers the agent never
-  sees (the oracle's counts, completed below) -- and the validator's memory of the last
-  request, which only spares work (its verdict is a function of the request alone);
+  paused answers and prompt cache (they decide usage), how many requests it logged (each
+  answer's request-id header numbers it), the durable state of adapters. Not compared:
+  how many ledger entries there are (no receiver tells the agent; the oracle's count is
+  completed below), and the validator's memory of the last request, which only spares
+  work (its verdict is a function of the request alone);
 - the request itself (method, route, body: all the fake reads of it);
 - the agent's memory, as far as Python lets it be read: the frames on the stack from the
-  agent's `run()` to the request (code, position, locals) and the globals of the agent's
-  own modules (outside the standard library and site-packages), followed through every
-  object they reach (`fingerprint`). An object whose state cannot be read (a C object
-  that is no known value, a file handle, a pyfakefs object) refuses the cut;
+  agent's `run()` to the request (code, position, and the locals the rest of the frame
+  can still read: `live_locals`) and the globals of the agent's own modules (outside the
+  standard library and site-packages), followed through every object they reach
+  (`fingerprint`). An object whose state cannot be read (a C object that is no known
+  value, an open file) refuses the cut. Plain lists and dicts are compared by value, not
+  by which of them are one object (the clean run built a value once, a resumed one read
+  it from two files): assumed, that an agent does not mutate one alias of such a value
+  and read the other. The SDK's client and faultsim's own objects (env, services, the
+  clock) are compared apart (the request, the world) or keep no state between requests;
 - nothing else moves on its own: no other thread of the incarnation is alive (its state
   is not on the stack) and no event loop runs (other tasks' state is not either);
 - what still differs cannot be read by the future: the seeded random streams (random,
