@@ -92,12 +92,9 @@ def print_run(run) -> None:
 
         print(f"  downtime      {format_duration(downtime)} between each crash and its restart")
     deeper = sum(d.seconds for d in run.depths.values())
-    converged = f", {run.converged} converged onto the clean run" if run.converged else ""
-    print(f"  crash states  {data['crash_states']} judged, {run.judged} resumed"
-          f"{converged} ({run.reused} shared with an equal or equivalent state), "
+    print(f"  crash states  {data['crash_states']} judged, {run.judged} resumed "
+          f"({run.reused} shared with an equal or equivalent state), "
           f"{max(0.0, run.seconds - deeper):.1f}s")
-    if run.convergence and run.judged:
-        print(f"  convergence   not used: {run.convergence}")
     golden = run.verdicts[0].golden if run.verdicts else None
     if golden is not None and not golden.ledger.entries:
         # every verdict passed on effects it never had to count: say so, not just "ok"
