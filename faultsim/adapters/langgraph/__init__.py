@@ -300,8 +300,6 @@ class GraphRun:
     async def _arun(self) -> Outcome:
         import asyncio
 
-        from langgraph.types import Command
-
         from .._inline import Inline
 
         env = self.env
@@ -332,12 +330,11 @@ class GraphRun:
                         else:
                             await graph.ainvoke(payload, config, durability=self.durability)
                         state = await graph.aget_state(config)
-                        if not state.interrupts:
+                        payload = self._after(state)
+                        if payload is None:
                             break
-                        if self.human_reply is None:  # paused for a person: a legal stop
-                            return Outcome("escalated", None,
-                                           escalation=str(state.interrupts[0].value))
-                        payload = Command(resume=self.human_reply)
+                        if isinstance(payload, Outcome):
+                            return payload
             finally:
                 _session.reset(token)
                 unsubscribe()
@@ -345,9 +342,19 @@ class GraphRun:
                     await close()
         return self._outcome(state)
 
-    def _run(self) -> Outcome:
+    def _after(self, state: Any) -> Any:
+        """What follows a pass of the graph (both drivers): None when it finished, an
+        escalation when it paused for a person and no reply is scripted (a legal stop),
+        else the Command that resumes it with the scripted reply."""
         from langgraph.types import Command
 
+        if not state.interrupts:
+            return None
+        if self.human_reply is None:
+            return Outcome("escalated", None, escalation=str(state.interrupts[0].value))
+        return Command(resume=self.human_reply)
+
+    def _run(self) -> Outcome:
         env = self.env
         session = _Session(env)
         _deterministic_checkpoint_ids(env.incarnation)
@@ -374,12 +381,11 @@ class GraphRun:
                         graph.invoke(payload, config, durability=self.durability)
                     session.serializer.flush()
                     state = graph.get_state(config)
-                    if not state.interrupts:
+                    payload = self._after(state)
+                    if payload is None:
                         break
-                    if self.human_reply is None:  # paused for a person: a legal stop
-                        return Outcome("escalated", None,
-                                       escalation=str(state.interrupts[0].value))
-                    payload = Command(resume=self.human_reply)
+                    if isinstance(payload, Outcome):
+                        return payload
         finally:
             _session.reset(token)
             unsubscribe()
