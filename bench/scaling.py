@@ -13,6 +13,8 @@ one JSON line:
   ms_per_kill_point    sweep_seconds / kill points, by N (faultsim's and the agent's work
                        per kill point: flat in N when cost follows new work)
   resumed              crash states resumed (not shared with an equal one), by N
+  converged            of those, resumed runs cut where they reached the clean run's state
+                       at a model request (faultsim.inprocess.convergence), by N
   cpu_seconds          CPU of the sweeping interpreter and every process it forked (the
                        clean runs, the driver, the children's resumed runs), by N: less
                        noisy than wall time on a shared machine
@@ -121,7 +123,8 @@ def one(n: int, workers: int, pairs: bool) -> dict:
     out.update(kill_points=len(run.kill_points), crash_states=len(run.verdicts),
                sweep_seconds=round(report.sweep_seconds, 2),
                wall_seconds=round(time.perf_counter() - started, 2),
-               resumed=run.judged, cpu_seconds=round(cpu_seconds, 2),
+               resumed=run.judged, converged=getattr(run, "converged", 0),
+               cpu_seconds=round(cpu_seconds, 2),
                resumed_seconds=round(run.resume_seconds, 2))
     if pairs:
         report = faultsim.explore(reference_agent.make_agent, scenario, crash_model="process",
@@ -130,6 +133,7 @@ def one(n: int, workers: int, pairs: bool) -> dict:
         assert report.ok, f"the reference agent must pass the {n}-step pair sweep"
         d = run.depths[2]
         out["pairs"] = {"schedules": d.total, "explored": d.explored, "resumed": d.resumed,
+                        "converged": getattr(d, "converged", 0),
                         "seconds": round(d.seconds, 2)}
     out["peak_rss_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
     return out
@@ -162,7 +166,7 @@ def main() -> None:
         row = json.loads(done.stdout.strip().splitlines()[-1])
         rows.append(row)
         print(f"N={n:4}{' (bundled)' if row.get('bundled') else ''}: {row['kill_points']} kill points, {row['crash_states']} crash states,"
-              f" {row['resumed']} resumed, sweep "
+              f" {row['resumed']} resumed ({row.get('converged', 0)} converged), sweep "
               f"{row['sweep_seconds']:.1f}s = {1000 * row['sweep_seconds'] / row['kill_points']:.2f}"
               f" ms per kill point; CPU {row['cpu_seconds']:.1f}s = "
               f"{1000 * row['cpu_seconds'] / row['kill_points']:.2f} ms per kill point, "
@@ -181,6 +185,7 @@ def main() -> None:
         "ms_per_kill_point": [round(1000 * r["sweep_seconds"] / r["kill_points"], 3)
                               for r in rows],
         "resumed": [r["resumed"] for r in rows],
+        "converged": [r.get("converged", 0) for r in rows],
         "cpu_seconds": [r["cpu_seconds"] for r in rows],
         "cpu_ms_per_kill_point": [round(1000 * r["cpu_seconds"] / r["kill_points"], 3)
                                   for r in rows],

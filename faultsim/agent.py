@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import inspect
 import os
+import sys
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -71,6 +72,26 @@ class Outcome:
 
 
 _current: list[AgentEnv] = []  # the incarnation running in this process: one at a time
+
+# How many times code outside faultsim read `env.incarnation`: the one thing an agent can
+# observe that differs between the clean run and a resumed run in the same state
+# (faultsim.inprocess.convergence cuts only where the clean run never reads it again).
+incarnation_reads = [0]
+_FAULTSIM = os.path.dirname(os.path.abspath(__file__)) + os.sep
+
+
+def _read_incarnation(env: AgentEnv) -> int:
+    caller = sys._getframe(1).f_code.co_filename
+    if not caller.startswith(_FAULTSIM):
+        incarnation_reads[0] += 1
+    return env.__dict__["incarnation"]
+
+
+def _write_incarnation(env: AgentEnv, value: int) -> None:
+    env.__dict__["incarnation"] = value
+
+
+AgentEnv.incarnation = property(_read_incarnation, _write_incarnation)  # type: ignore
 
 
 def current_env() -> AgentEnv | None:

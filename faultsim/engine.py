@@ -37,6 +37,7 @@ def explore(make_agent: Callable[[AgentEnv], Any] | str, scenario: Scenario | st
             only: Callable[[KillPoint], bool] | None = None,
             timeout: float | str | None = "auto",
             seed: str = "0", workers: int | None = None, equivalences: bool = True,
+            convergence: bool = True,
             crashes: int | None = None, search: int | None = None,
             search_seconds: float | None = None,
             database: Any = None, shard: tuple[int, int] | None = None,
@@ -60,7 +61,10 @@ def explore(make_agent: Callable[[AgentEnv], Any] | str, scenario: Scenario | st
     per core; 0 runs them one after another in this process, replaying the prefix each
     time); `equivalences=False` resumes every distinct crash state instead of sharing
     verdicts between states a resumed run could not tell apart (slower; the verdicts are
-    the same, which a test checks); `timeout` is an incarnation's limit in seconds (None:
+    the same, which a test checks); `convergence=False` runs every resumed run to its
+    end instead of stopping one where it reaches a state of the clean run at a model request
+    and completing its verdict from the clean run's remainder (in process; the verdicts
+    and reports are the same, which a property test checks); `timeout` is an incarnation's limit in seconds (None:
     none), by default ("auto") 10 times the slower clean incarnation, at least 3 s; a
     resumed run past it is reported hung, with where it was stuck; `progress(done, total, stage=...)` is
     called as kill points are judged. `plan(Plan)`, when given, is told before the sweep
@@ -79,7 +83,7 @@ def explore(make_agent: Callable[[AgentEnv], Any] | str, scenario: Scenario | st
     options = ExploreOptions(crash_model=crash_model, crashes=crashes, seed=seed,
                              timeout=timeout, workers=workers, shard=shard, only=only,
                              search=search, search_seconds=search_seconds, database=database,
-                             equivalences=equivalences,
+                             equivalences=equivalences, convergence=convergence,
                              mode="auto" if isinstance(make_agent, str) else "in-process")
     if isinstance(make_agent, str):
         from .backends import Agent, explore as explore_on_backend
@@ -123,6 +127,7 @@ def explore_in_process(make_agent: Callable[[AgentEnv], Any], scenario: Scenario
     started = _real_time.real_perf_counter()
     with Explorer(make_agent, scenario, agent_name=name, timeout=options.timeout,
                   seed=options.seed) as ex:
+        ex.convergence = options.convergence
         golden = ex.golden()
         points = golden.kill_points()
         # Shards split crash states, not kill points (faultsim.inprocess.sharding): every
@@ -163,6 +168,9 @@ def explore_in_process(make_agent: Callable[[AgentEnv], Any], scenario: Scenario
         if probe is not None:
             first.probes.append(probe)
         for run_ in runs.values():
+            # why no resumed run could be cut (the pair stage's first crashes never are:
+            # the second crash's kill points come from their course; engine.md)
+            run_.convergence = ex.convergence_off
             run_.verdicts.sort(key=lambda v: (position[v.kill_point.id], v.order))
             run_.seconds = seconds * len(run_.verdicts) / max(1, sum(len(r.verdicts)
                                                                     for r in runs.values()))

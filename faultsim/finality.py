@@ -125,6 +125,15 @@ def runs_in(task: Any) -> None:
         _live.runner = task
 
 
+def live_threads() -> list:
+    """The threads of the incarnation running now that are still alive (besides the one
+    that runs `run()`): state faultsim cannot see, which a convergence cut must not skip."""
+    life = _live
+    if life is None:
+        return []
+    return [t for t in life.threads if t.is_alive()]
+
+
 def went_on(what: str) -> None:
     """The dead incarnation tries `what` (a model request, an effect, a mark): rule 2a."""
     life = _live

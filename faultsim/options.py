@@ -63,6 +63,8 @@ class ExploreOptions:
     search_seconds: float | None = None
     database: Any = None  # hypothesis example database for the search
     equivalences: bool = True
+    # cut a resumed run where it reaches the clean run's state (faultsim.inprocess.convergence)
+    convergence: bool = True
     mode: str = "auto"
 
     def __post_init__(self) -> None:

@@ -136,6 +136,7 @@ class DepthStats:
     total: int = 0  # schedules of this length over every explored first crash
     explored: int = 0  # crash states judged after pruning (the others equal judged ones)
     resumed: int = 0  # of those, resumed afresh (the rest shared an equivalent's verdict)
+    converged: int = 0  # of the resumed, those cut where they reached the clean run's state
     resume_seconds: float = 0.0
     seconds: float = 0.0
     searched: int = 0  # schedules tried by the hypothesis search (not exhaustive)
@@ -155,6 +156,10 @@ class ModelRun:
     resume_seconds: float = 0.0  # summed time of the bare resumed runs it contains
     judged: int = 0  # crash states resumed and judged
     reused: int = 0  # crash states equal to one already judged
+    # of the `judged`, those whose resumed run reached the clean run's state at a model
+    # request and was completed from its remainder (faultsim.inprocess.convergence)
+    converged: int = 0
+    convergence: str | None = None  # why no resumed run could be cut (None: it was tried)
     escalated: int = 0  # crash states whose resumed run escalated to a person (legal, P11)
     probes: list[Verdict] = field(default_factory=list)  # checks beyond kill points (P4)
     seed: str = "0"
@@ -241,6 +246,7 @@ class ModelRun:
             "categories": categories(self.explored), "seconds": round(self.seconds, 3),
             "crash_states": len(self.verdicts), "crash_states_resumed": self.judged,
             "crash_states_escalated": self.escalated,
+            "crash_states_converged": self.converged, "convergence": self.convergence,
             "probes": [{"id": p.kill_point.id, "ok": p.ok} for p in self.probes],
             "seed": self.seed, "crashes": self.crashes,
             "timeout": self.timeout, "wall_seconds": None if self.wall_seconds is None
@@ -250,7 +256,8 @@ class ModelRun:
                                                       "of": self.shard[1], "by": self.shard_by},
             "violating": len(self.failures),
             "schedules": {str(n): {"total": d.total, "explored": d.explored,
-                                   "resumed": d.resumed, "searched": d.searched,
+                                   "resumed": d.resumed, "converged": d.converged,
+                                   "searched": d.searched,
                                    "seconds": round(d.seconds, 3)}
                           for n, d in sorted(self.depths.items())},
             "violations": [

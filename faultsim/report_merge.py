@@ -85,6 +85,8 @@ def _merge_run(parts: list[tuple[str, dict]], n: int) -> dict[str, Any]:
     for key in ("crash_states", "crash_states_resumed", "crash_states_escalated",
                 "violating", "seconds"):
         out[key] = total(key)
+    if all("crash_states_converged" in run for _, run in parts):
+        out["crash_states_converged"] = total("crash_states_converged")
     if by == "kill point":  # each shard explored its own kill points
         out["kill_points_explored"] = total("kill_points_explored")
         out["categories"] = {c: sum(run["categories"].get(c, 0) for _, run in parts)

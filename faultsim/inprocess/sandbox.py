@@ -21,6 +21,7 @@ from .. import finality
 from ..crashmodel import CrashState, power_states, process_state
 from ..errors import KillDidNotLand, StoreNeedsSubprocess
 from ..interpose.determinism import seeded
+from .convergence import Course, Recorder, Watch, complete, tracked
 from .fs import FsInterposer, install
 from ..killpoints import KillPoint
 from ..oracle import RESUME_GUARDS, CrashRun, Golden, judge
@@ -83,6 +84,12 @@ class Explorer:
         self.seed = seed
         self._patcher: Patcher | None = None
         self._freezer = None
+        # Convergence (faultsim.inprocess.convergence): the clean run's course, recorded by
+        # golden(), that resumed runs are cut against; `convergence_off` says why none is.
+        self.convergence = True
+        self.course: Course | None = None
+        self.convergence_off: str | None = None
+        self.last_cut: tuple | None = None  # (Course, Cut) of the last resume, if it was cut
 
     # -- set-up ---------------------------------------------------------------------------
     def __enter__(self) -> "Explorer":
@@ -135,7 +142,7 @@ class Explorer:
         world.clock.attach(self._factory)
 
     def incarnation(self, world: World, policy: Any = None, *,
-                    timed: bool = True) -> Incarnation:
+                    timed: bool = True, watcher: Any = None) -> Incarnation:
         tracer, ip = self.tracer, self.interposer
         tracer.events, tracer.policy = [], policy
         result = Incarnation()
@@ -143,6 +150,9 @@ class Explorer:
         on_world, mark = traced_world(tracer, self.scenario, world, result)
         env = make_env(self.scenario, world, Path(SANDBOX), mark)
         unsubscribe = world.subscribe(on_world)
+        if watcher is not None:  # sees each model request first (convergence)
+            watcher.result = result
+            world.model.before_request = watcher
         life = finality.begin()
         ended: BaseException | None = None  # what run() raised (None: it returned)
         try:
@@ -151,6 +161,8 @@ class Explorer:
                     time_limit(self.timeout if timed else None):
                 try:
                     result.outcome = outcome_of(run_incarnation(self.make_agent, env))
+                    if watcher is not None and hasattr(watcher, "end"):
+                        watcher.end()  # still inside the seeded streams
                 except (Killed, WorldSealed) as exc:
                     ended = exc
                 except BaseExceptionGroup as exc:  # a task group the kill ended
@@ -171,6 +183,7 @@ class Explorer:
             if not life.over:  # left by an exception of faultsim's own
                 finality.end(life, True, None)
             unsubscribe()
+            world.model.before_request = None  # never copied with the world
             tracer.policy = None
             fs = self.interposer.fs
             fs.open_files[:], fs._free_fd_heap[:] = self._open0[0], self._open0[1]
@@ -189,13 +202,23 @@ class Explorer:
     # -- the golden run -------------------------------------------------------------------
     def golden(self, every_service: bool = True) -> Golden:
         took: list[float] = []
+        recorders: list[Recorder] = []
+        strays: list[str] = []
 
         def clean_run(n: int) -> CleanRun:
             self.reset_sandbox()
             world = self.new_world()
             self.timeout = clean_limit(self.asked_timeout)
             started = _real_time.real_perf_counter()
-            inc = self.incarnation(world)
+            recorder = Recorder(self, world) if self.convergence else None
+            if recorder is not None:
+                recorders.append(recorder)
+                self.interposer.start_tracking(None)
+            try:
+                inc = self.incarnation(world, watcher=recorder)
+            finally:
+                self.interposer.stop_tracking()
+            strays.extend(inc.strays)
             took.append(_real_time.real_perf_counter() - started)
             files = self.interposer.snapshot()
             return CleanRun(inc.outcome, inc.error, inc.events, (world, files),
@@ -205,6 +228,22 @@ class Explorer:
         first = golden_checked(self.scenario, clean_run, SANDBOX)
         self.timeout = resumed_limit(self.asked_timeout, took)
         world, final = first.kept
+        self.course, self.convergence_off = None, None
+        if not self.convergence:
+            self.convergence_off = "switched off (convergence=False)"
+        elif strays:
+            self.convergence_off = "the clean run left threads working after run() returned"
+        elif recorders[0].keys != recorders[1].keys:
+            n = next(i for i, (a, b) in enumerate(zip(recorders[0].keys, recorders[1].keys))
+                     if a != b) if len(recorders[0].keys) == len(recorders[1].keys) else None
+            self.convergence_off = (
+                "the two clean runs were in different states at model request "
+                f"{n + 1} (the agent's memory or files vary between runs)" if n is not None
+                else "the two clean runs made different numbers of model requests")
+        else:
+            course = recorders[0].course
+            course.world, course.final, course.outcome = world, dict(final), first.outcome
+            self.course = course
         if every_service:
             routed_only(self.scenario, world, first.outcome)
         return Golden.of(first.outcome, world, final, first.events, self.scenario.checkpoint)
@@ -251,9 +290,26 @@ class Explorer:
         if self.scenario.profile.downtime:
             world.clock.advance(self.scenario.profile.downtime)
 
-    def resume(self, world: World, state: CrashState, points: list[KillPoint]) -> CrashRun:
+    def resume(self, world: World, state: CrashState, points: list[KillPoint],
+               converge: bool = False) -> CrashRun:
+        """The resumed run from `state`, judged as a CrashRun. `converge`: stop it where it
+        reaches the clean run's state and complete it from the clean run's remainder
+        (faultsim.inprocess.convergence; its soundness is argued there)."""
         self.prepare(world, state)
-        inc = self.incarnation(world)
+        self.last_cut = None
+        course = self.course if converge and self.convergence_off is None else None
+        watch = Watch(self, world, course, None) if course is not None else None
+        inc = self.incarnation(world, watcher=watch)
+        if watch is not None and watch.cut is not None:
+            cut = watch.cut
+            first = complete(course, cut, world, self.scenario.script.tag)
+            world.sealed = False
+            self.last_cut = (course, cut)
+            return CrashRun(points, state, world, outcome=course.outcome, error=None,
+                            timed_out=False, final=dict(course.final),
+                            escapes=list(cut.escapes), strays=[],
+                            resume_positions=[first] if first is not None else [],
+                            events=inc.events)
         return CrashRun(points, state, world, outcome=inc.outcome, error=inc.error,
                         timed_out=inc.timed_out, final=self.interposer.snapshot(),
                         escapes=list(self.interposer.escapes), strays=list(inc.strays),
@@ -295,14 +351,22 @@ def resume_and_judge(ex: Explorer, golden: Golden, world: World, state: CrashSta
     started = _real_time.real_perf_counter()
     ip.start_tracking(watch)
     try:
-        crash_run = ex.resume(world, state, schedule)
+        # a run whose trace is kept (a further crash will be tried in it) is not cut: the
+        # next crash's kill points come from its whole course
+        crash_run = ex.resume(world, state, schedule, converge=not keep_trace)
     finally:
         ip.stop_tracking()
     violations = judge(golden, crash_run, RESUME_GUARDS)
     first = crash_run.resume_positions[0] if crash_run.resume_positions else None
+    if ex.last_cut is not None:
+        content, presence, listed = tracked(*ex.last_cut)
+    else:
+        content, presence, listed = (dict(ip.first_content), dict(ip.first_presence),
+                                     frozenset(ip.listed))
     return ResumeResult(violations, ResumeSummary.of(crash_run) if violations else None,
                         first, _real_time.real_perf_counter() - started,
-                        dict(ip.first_content), dict(ip.first_presence), frozenset(ip.listed),
+                        content, presence, listed,
                         crash_run.events if keep_trace else None,
                         crash_run.outcome is not None
-                        and crash_run.outcome.status == "escalated")
+                        and crash_run.outcome.status == "escalated",
+                        converged=ex.last_cut is not None)

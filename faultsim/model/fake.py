@@ -90,6 +90,9 @@ class FakeClaude:
         self._paused: set[str] = set()  # pause_turn answers: sent back, they continue the turn
         self.prefill_models = prefill_models
         self._validator = Validator()  # checks only what is new since the last request
+        # called with each request before it is read (faultsim.inprocess.convergence: a
+        # resumed run that reaches a state of the clean run is stopped here); None: nothing
+        self.before_request: Callable[[httpx2.Request], None] | None = None
 
 
     # -- the client -------------------------------------------------------------------
@@ -130,6 +133,8 @@ class FakeClaude:
             from ..trace import WorldSealed
             finality.went_on("it asked the model")
             raise WorldSealed("a killed incarnation called the model")
+        if self.before_request is not None:
+            self.before_request(request)
         index = len(self.requests) + 1
         self._sent = None  # the conversation of this request, once validated
         request_id = f"req_faultsim_{index:05d}"

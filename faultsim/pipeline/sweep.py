@@ -28,6 +28,9 @@ class ResumeResult:
     listed: frozenset = frozenset()
     events: list | None = None  # its trace, kept where a further crash will be tried in it
     escalated: bool = False  # it stopped with an explicit escalation to a person (P11)
+    # it reached the clean run's state at a model request and was completed from the clean
+    # run's remainder (faultsim.inprocess.convergence)
+    converged: bool = False
 
     def blind_to_content(self, path: str) -> bool:
         """The run's course could not depend on this file's old content, nor its outputs."""
@@ -200,6 +203,7 @@ class Sweep:
             depth = run.depth(len(self.earlier) + 1)
             depth.explored += 1
             depth.resumed += fresh
+            depth.converged += fresh and result.converged
             depth.resume_seconds += result.seconds if fresh else 0.0
             if violations:
                 run.deep_failures.append(verdict)
@@ -209,6 +213,7 @@ class Sweep:
         self.instances.append(Judged(model, point, order, state, result, not violations, key))
         if fresh:
             run.judged += 1
+            run.converged += result.converged
             run.resume_seconds += result.seconds
         else:
             run.reused += 1

@@ -1,0 +1,646 @@
+"""Convergence: a resumed run that reaches a model request in a state the clean run was in
+at one of its own model requests does, from there, what the clean run did. It is stopped
+there and its verdict completed from the clean run's known remainder.
+
+Why the cut is sound. An incarnation is a deterministic program (the golden guard checks
+it): its next step is a function of the state of its process and of what it observes. At
+the cut the resumed run and the clean run (at clean request j) are equal in everything
+their future can read:
+
+- the sandbox: every file and folder, byte for byte, with its mode and times (no write
+  outside the sandbox lands; the real folders passed through are read-only);
+- the world it can observe: the clock, each service's state, the fake model's per-turn
+  answer and fault counts (they decide the tool-use ids and faults still to come), its
+  paused answers and prompt cache (they decide usage), how many requests it logged (each
+  answer's request-id header numbers it), the durable state of adapters. Not compared:
+  how many ledger entries there are (no receiver tells the agent; the oracle's count is
+  completed below), and the validator's memory of the last request, which only spares
+  work (its verdict is a function of the request alone);
+- the request itself (method, route, body: all the fake reads of it);
+- the agent's memory, as far as Python lets it be read: the frames on the stack from the
+  agent's `run()` to the request (code, position, and the locals the rest of the frame
+  can still read: `live_locals`) and the globals of the agent's own modules (outside the
+  standard library and site-packages), followed through every object they reach
+  (`fingerprint`). An object whose state cannot be read (a C object that is no known
+  value, an open file) refuses the cut. Plain lists and dicts are compared by value, not
+  by which of them are one object (the clean run built a value once, a resumed one read
+  it from two files): assumed, that an agent does not mutate one alias of such a value
+  and read the other. The SDK's client and faultsim's own objects (env, services, the
+  clock) are compared apart (the request, the world) or keep no state between requests;
+- nothing else moves on its own: no other thread of the incarnation is alive (its state
+  is not on the stack) and no event loop runs (other tasks' state is not either);
+- what still differs cannot be read by the future: the seeded random streams (random,
+  uuid4, tempfile names: each incarnation its own seed) are only observed by drawing, and
+  the clean run draws nothing from them after request j; `env.incarnation` (2 against 1)
+  is only observed by reading it, and the clean run's code never reads it after j. So,
+  step by step, both runs take the same step: the first step that could tell them apart
+  would read one of these, and the clean run takes none.
+
+Hence the resumed run would do exactly what the clean run did after request j: the same
+calls to the world with the same answers, the same requests (repeat counts too: the
+fake's counts are equal), the same files at the end, the same outcome, and the same first
+touches of the files it started from (`first_content`, for the sweep's memos). Its
+verdict is judged on its world with the clean run's remainder appended (renumbered,
+under its own incarnation), the clean run's final files and outcome. Under the same
+rules a cut is refused where the clean run itself ran threads, left files open, or its
+two golden runs disagree at a request (memory that varies between runs: object ids).
+
+What is not cut: a resumed run whose trace is kept for a further crash (the pair stage's
+first crashes: the second crash's kill points come from its course); subprocess mode.
+"""
+from __future__ import annotations
+
+import bisect
+import datetime
+import dis
+import decimal
+import enum
+import fractions
+import hashlib
+import inspect
+import os
+import random
+import re
+import sys
+import sysconfig
+import threading
+import types
+import uuid
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from .. import agent as _agent
+from .. import finality
+from ..crashmodel import files_digest
+from ..interpose import determinism
+from ..trace import Killed
+from ..world.ledger import canonical
+
+
+class Converged(Killed):
+    """Raised at the request where a resumed run reached the clean run's state: the run
+    is over there (sealed as a kill is: nothing it does while unwinding lands)."""
+
+
+class Refused(Exception):
+    """The agent's memory holds what `fingerprint` cannot read: no cut here."""
+
+
+_paths = sysconfig.get_paths()
+_LIBRARIES = tuple(sorted({os.path.realpath(_paths[n]) + os.sep for n in
+                           ("stdlib", "platstdlib", "purelib", "platlib") if _paths.get(n)}
+                          | {os.path.abspath(_paths[n]) + os.sep for n in
+                             ("stdlib", "platstdlib", "purelib", "platlib")
+                             if _paths.get(n)}))
+_FAULTSIM = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+_ADAPTERS = _FAULTSIM + "adapters" + os.sep
+# the SDK's plumbing: a client built afresh by each incarnation from env, keeping no state
+# between requests that changes what it sends (its requests are compared as sent)
+_PLUMBING = ("anthropic._client", "anthropic._base_client", "anthropic.resources",
+             "anthropic.lib", "anthropic._streaming", "httpx", "httpx2", "httpcore",
+             "httpcore2", "anyio", "h11", "ssl", "_ssl", "socket", "selectors")
+_OPTIONS = "anthropic._models.FinalRequestOptions"  # one request's options, in the SDK's frames
+_VALUES = (datetime.datetime, datetime.date, datetime.time, datetime.timedelta,
+           datetime.timezone, decimal.Decimal, fractions.Fraction, uuid.UUID, range,
+           slice, complex, re.Pattern)
+_LOCKS = (type(threading.Lock()), type(threading.RLock()))
+_ASYNC = inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR | inspect.CO_ITERABLE_COROUTINE
+_SAFE_C_BASES = {object, dict, list, tuple, set, frozenset, str, int, float, bytes,
+                 bytearray, BaseException}
+LIMIT = 2_000_000  # tokens: a larger memory is not fingerprinted (no cut)
+
+
+def _own_code(filename: str) -> bool:
+    """The agent's own code: not the standard library, site-packages or faultsim's
+    harness (faultsim's adapters are agent code)."""
+    path = os.path.abspath(filename)
+    if path.startswith(_FAULTSIM):
+        return path.startswith(_ADAPTERS)
+    return not filename.startswith("<") and not path.startswith(_LIBRARIES)
+
+
+def _harness(filename: str) -> bool:
+    path = os.path.abspath(filename)
+    return path.startswith(_FAULTSIM) and not path.startswith(_ADAPTERS)
+
+
+class _Canon:
+    """A canonical text of an object graph: equal texts for graphs no program can tell
+    apart by their values (identity kept only as sharing within the graph)."""
+
+    def __init__(self) -> None:
+        self.out: list[str] = []
+        self.memo: dict[int, int] = {}  # objects (not plain containers): sharing is kept
+        self.path: dict[int, int] = {}  # plain containers being expanded (cycles)
+        self.keep: list = []  # keeps visited objects alive: ids stay unique
+
+    def digest(self) -> str:
+        return hashlib.blake2b("\x00".join(self.out).encode("utf-8", "surrogatepass"),
+                               digest_size=16).hexdigest()
+
+    def add(self, obj: Any, depth: int = 0) -> None:
+        out = self.out
+        if len(out) > LIMIT:
+            raise Refused("the agent's memory is too large to compare")
+        if depth > 400:
+            raise Refused("the agent's memory is nested too deeply to compare")
+        t = type(obj)
+        if obj is None or t is bool or t is int or t is float:
+            out.append(repr(obj))
+            return
+        if t is str:
+            out.append(f"s{len(obj)}:{obj}")
+            return
+        if t is bytes:
+            out.append(f"b{obj.hex()}")
+            return
+        if t is tuple:
+            out.append(f"t{len(obj)}")
+            for x in obj:
+                self.add(x, depth + 1)
+            return
+        if t is list or t is dict:
+            # Plain containers by value: whether two equal lists are one object depends on
+            # where the data came from (built once in the clean run, read from two files by
+            # a resumed one), not on what the agent will do. (Assumed: the agent does not
+            # mutate one alias of such a value and read another.) A cycle is a back
+            # reference to the container it passes through.
+            on = self.path.get(id(obj))
+            if on is not None:
+                out.append(f"^{on}")
+                return
+            self.path[id(obj)] = depth
+            try:
+                if t is list:
+                    out.append(f"l{len(obj)}")
+                    for x in obj:
+                        self.add(x, depth + 1)
+                else:
+                    out.append(f"d{len(obj)}")
+                    for k, v in obj.items():
+                        self.add(k, depth + 1)
+                        self.add(v, depth + 1)
+            finally:
+                del self.path[id(obj)]
+            return
+        seen = self.memo.get(id(obj))
+        if seen is not None:
+            out.append(f"@{seen}")
+            return
+        self.memo[id(obj)] = len(self.memo)
+        self.keep.append(obj)
+        self._other(obj, t, depth)
+
+    def _sub(self, obj: Any, depth: int) -> str:
+        inner = _Canon()
+        inner.memo, inner.keep, inner.path = self.memo, self.keep, self.path
+        inner.add(obj, depth)
+        return "\x01".join(inner.out)
+
+    def _other(self, obj: Any, t: type, depth: int) -> None:
+        out, name = self.out, f"{t.__module__}.{t.__qualname__}"
+        module = t.__module__ or ""
+        if isinstance(obj, types.ModuleType):
+            out.append("m" + obj.__name__)
+        elif isinstance(obj, type):
+            out.append(f"c{obj.__module__}.{obj.__qualname__}")
+            mod = sys.modules.get(obj.__module__)
+            if mod is not None and _own_code(getattr(mod, "__file__", None) or "<"):
+                # a class of the agent's own: its attributes are state (a class counter)
+                self.add({k: v for k, v in vars(obj).items()
+                          if not (k.startswith("__") and k.endswith("__"))}, depth + 1)
+        elif isinstance(obj, types.FunctionType):
+            out.append(f"f{obj.__module__}.{obj.__qualname__}")
+            if _own_code(obj.__code__.co_filename):
+                self.add(obj.__defaults__, depth + 1)
+                self.add(obj.__kwdefaults__, depth + 1)
+                self.add(tuple(_cell(c) for c in obj.__closure__ or ()), depth + 1)
+        elif isinstance(obj, types.MethodType):
+            out.append("M")
+            self.add(obj.__func__, depth + 1)
+            self.add(obj.__self__, depth + 1)
+        elif isinstance(obj, (types.BuiltinFunctionType, types.MethodWrapperType,
+                              types.WrapperDescriptorType, types.MethodDescriptorType)):
+            out.append(f"B{getattr(obj, '__qualname__', name)}")
+            owner = getattr(obj, "__self__", None)
+            if owner is not None and not isinstance(owner, (types.ModuleType, type)):
+                self.add(owner, depth + 1)
+        elif isinstance(obj, (classmethod, staticmethod)):
+            out.append(f"C{name}")
+            self.add(obj.__func__, depth + 1)
+        elif isinstance(obj, property):
+            out.append("P")
+            self.add((obj.fget, obj.fset, obj.fdel), depth + 1)
+        elif isinstance(obj, _VALUES):
+            out.append(f"v{name}:{obj!r}")
+        elif isinstance(obj, enum.Enum):
+            out.append(f"e{name}.{obj.name}")
+        elif isinstance(obj, random.Random):
+            out.append(f"R{obj.getstate()!r}")
+        elif isinstance(obj, _LOCKS):
+            out.append(f"L{name}")
+        elif isinstance(obj, os.PathLike) and module.startswith(("pathlib",
+                                                                 "pyfakefs.fake_path")):
+            out.append(f"p{os.fspath(obj)}")
+        elif isinstance(obj, (set, frozenset)):
+            out.append(f"S{name}{len(obj)}")
+            out.extend(sorted(self._sub(x, depth + 1) for x in obj))
+        elif isinstance(obj, (types.GeneratorType, types.CoroutineType,
+                              types.AsyncGeneratorType)):
+            frame = getattr(obj, "gi_frame", None) or getattr(obj, "cr_frame", None) or \
+                getattr(obj, "ag_frame", None)
+            code = obj.gi_code if hasattr(obj, "gi_code") else getattr(obj, "cr_code", None)
+            out.append(f"g{getattr(code, 'co_filename', '')}:{getattr(code, 'co_name', '')}")
+            if frame is not None:
+                out.append(str(frame.f_lasti))
+                self.add(_frame_state(frame), depth + 1)
+        elif module.startswith(_PLUMBING) or (module.startswith("faultsim.") and
+                                              not module.startswith("faultsim.adapters")):
+            out.append(f"O{name}")  # the SDK's plumbing, faultsim's harness (compared apart)
+        elif module.startswith("pyfakefs"):
+            if "Wrapper" in t.__qualname__:  # an open file: its position, its buffer
+                raise Refused(f"the agent holds an open file ({t.__qualname__})")
+            out.append(f"O{name}")  # the fake os/pathlib modules that stand in for the real
+        else:
+            self._instance(obj, t, name, depth)
+
+    def _instance(self, obj: Any, t: type, name: str, depth: int) -> None:
+        for base in t.__mro__:
+            if not base.__flags__ & (1 << 9) and base not in _SAFE_C_BASES and \
+                    not issubclass(base, BaseException):  # Py_TPFLAGS_HEAPTYPE
+                raise Refused(f"the agent holds a {name}, whose state faultsim cannot read")
+        self.out.append(f"o{name}")
+        if isinstance(obj, BaseException):
+            self.add(obj.args, depth + 1)
+        if isinstance(obj, dict):
+            self.add(dict(obj), depth + 1)
+        elif isinstance(obj, (list, tuple)):
+            self.add(list(obj), depth + 1)
+        elif isinstance(obj, (set, frozenset)):
+            self.out.extend(sorted(self._sub(x, depth + 1) for x in obj))
+        elif isinstance(obj, (str, bytes, int, float, bytearray)):
+            self.out.append(repr(obj))
+        state = getattr(obj, "__dict__", None)
+        if state is not None:
+            state = dict(state)
+            if name == _OPTIONS:  # the header's uuid: see determinism.draws
+                state.pop("idempotency_key", None)
+            self.add(state, depth + 1)
+        for cls in t.__mro__:
+            slots = cls.__dict__.get("__slots__", ())
+            for slot in (slots,) if isinstance(slots, str) else slots:
+                if slot not in ("__dict__", "__weakref__"):
+                    self.add(getattr(obj, _mangle(cls, slot), _MISSING), depth + 1)
+
+
+_MISSING = ("faultsim:unset",)
+
+
+def _mangle(cls: type, slot: str) -> str:
+    if slot.startswith("__") and not slot.endswith("__"):
+        return f"_{cls.__name__.lstrip('_')}{slot}"
+    return slot
+
+
+def _cell(cell: Any) -> Any:
+    try:
+        return cell.cell_contents
+    except ValueError:
+        return _MISSING
+
+
+# -- which locals the rest of a frame can read -----------------------------------------
+# A local that no path from where a frame stands reads again (before writing it) cannot
+# change what the frame does: `status` read at the top of run() and never again is not
+# the frame's state any more. Backward dataflow over the bytecode (jumps, fall-through,
+# the exception table's handlers); anything it does not understand (an opcode on locals
+# it does not know, `locals()`, `vars()`, `eval`, `exec`, `dir` named) keeps every local.
+_LIVE: dict = {}
+_STOPS = {"JUMP_FORWARD", "JUMP_BACKWARD", "JUMP_BACKWARD_NO_INTERRUPT", "JUMP_ABSOLUTE",
+          "RETURN_VALUE", "RETURN_CONST", "RAISE_VARARGS", "RERAISE"}
+_INTROSPECT = {"locals", "vars", "eval", "exec", "dir"}
+
+
+def live_locals(code: Any, lasti: int) -> frozenset | None:
+    """The names of the locals read again after the instruction at `lasti` (None: all)."""
+    table = _LIVE.get(code)
+    if table is None:
+        table = _LIVE[code] = _liveness(code) or False
+    if table is False:
+        return None
+    offsets, after = table
+    n = bisect.bisect_right(offsets, lasti) - 1  # lasti may point into its caches
+    return after[n] if n >= 0 else None
+
+
+def _liveness(code: Any):
+    ins = list(dis.get_instructions(code))
+    offsets = [i.offset for i in ins]
+    index = {o: n for n, o in enumerate(offsets)}
+    uses: list = []
+    defs: list = []
+    for i in ins:
+        op = i.opname
+        # a cell is read by this code (LOAD_DEREF) and by the closures it makes after
+        # LOAD_CLOSURE (those, once made, are values fingerprinted with their cells)
+        if op in ("LOAD_FAST", "LOAD_DEREF", "LOAD_CLOSURE", "LOAD_CLASSDEREF"):
+            uses.append({i.argval}), defs.append(set())
+        elif op in ("STORE_FAST", "STORE_DEREF"):
+            uses.append(set()), defs.append({i.argval})
+        elif op in ("DELETE_FAST", "DELETE_DEREF"):  # raises if unbound: that is read
+            uses.append({i.argval}), defs.append({i.argval})
+        elif "FAST" in op or (op in ("LOAD_GLOBAL", "LOAD_NAME") and
+                              i.argval in _INTROSPECT):
+            return None
+        else:
+            uses.append(set()), defs.append(set())
+    entries = dis.Bytecode(code).exception_entries
+    succ: list = []
+    for n, i in enumerate(ins):
+        nxt = []
+        if i.opcode in dis.hasjrel or i.opcode in dis.hasjabs:
+            nxt.append(index.get(i.argval))
+        if i.opname not in _STOPS and n + 1 < len(ins):
+            nxt.append(n + 1)
+        nxt += [index.get(e.target) for e in entries if e.start <= i.offset < e.end]
+        if None in nxt:
+            return None
+        succ.append(nxt)
+    live = [frozenset()] * len(ins)
+    changed = True
+    while changed:
+        changed = False
+        for n in range(len(ins) - 1, -1, -1):
+            out = frozenset().union(*(live[m] for m in succ[n]))
+            new = frozenset(uses[n]) | (out - defs[n])
+            if new != live[n]:
+                live[n], changed = new, True
+    return offsets, [frozenset().union(*(live[m] for m in succ[n])) for n in range(len(ins))]
+
+
+def _frame_state(frame: Any) -> dict:
+    """A frame's locals and cells that its rest can read (bound or not), and its free
+    variables."""
+    code, values = frame.f_code, frame.f_locals
+    live = live_locals(code, frame.f_lasti)
+    if live is None:
+        return dict(values)
+    keep = live | set(code.co_freevars)  # shared with a frame that may not be seen
+    return {name: values.get(name, _MISSING) for name in code.co_varnames + code.co_cellvars
+            + code.co_freevars if name in keep}
+
+
+def fingerprint(frame: Any) -> str:
+    """The agent's memory as seen from `frame` (inside the fake's transport): its frames on
+    the stack up to faultsim's call of the agent, and the globals of its own modules."""
+    canon, modules, frames = _Canon(), {}, []
+    while frame is not None and frame.f_code.co_name != "run_incarnation":
+        code = frame.f_code
+        if code.co_flags & _ASYNC:
+            raise Refused("the agent runs in an event loop (other tasks' state is not on "
+                          "the stack)")
+        if not _harness(code.co_filename):
+            frames.append(frame)
+            if _own_code(code.co_filename):
+                modules.setdefault(id(frame.f_globals), frame.f_globals)
+        frame = frame.f_back
+    for f in frames:
+        code = f.f_code
+        canon.out.append(f"F{code.co_filename}:{code.co_name}:{code.co_firstlineno}:"
+                         f"{f.f_lasti}")
+        canon.add(_frame_state(f))
+    for g in modules.values():
+        canon.out.append("G" + str(g.get("__name__")))
+        canon.add({k: v for k, v in g.items() if not (k.startswith("__") and
+                                                      k.endswith("__"))})
+    return canon.digest()
+
+
+def files_key(ip: Any) -> str:
+    """The sandbox as the agent can observe it: each path's bytes, and its mode and times."""
+    snap = ip.snapshot()
+    meta: list[str] = []
+
+    def walk(directory, prefix):
+        for name in sorted(directory.entries):
+            entry = directory.entries[name]
+            meta.append(f"{prefix}{name}:{entry.st_mode}:{entry.st_mtime!r}:"
+                        f"{entry.st_ctime!r}")
+            if hasattr(entry, "entries"):
+                walk(entry, f"{prefix}{name}/")
+
+    walk(ip.root_dir(), "")
+    return files_digest(tuple(sorted(snap.items()))) + ":" + "\n".join(meta)
+
+
+def world_key(world: Any) -> str:
+    """What of the world a run can observe (world_signature without the oracle's counts),
+    plus what decides the fake's answers still to come."""
+    model = world.model
+    # the request count is seen: each answer's request-id header numbers it
+    parts = [str(len(model.requests)), world.clock.now().isoformat(),
+             canonical(sorted(model._answered.items())),
+             canonical(sorted(model._faulted.items())), canonical(sorted(model._paused)),
+             canonical(sorted(model._prompt_cache.written))]
+    for name, service in sorted(world.services.items()):
+        state = {k: v for k, v in vars(service).items() if not k.startswith("_world")}
+        parts.append(name + repr(sorted((k, repr(v)) for k, v in state.items())))
+    for name, value in sorted(world.durable.items()):
+        sign = getattr(value, "faultsim_signature", None)
+        parts.append(name + (sign() if callable(sign) else repr(value)))
+    return "\n".join(parts)
+
+
+def request_key(request: Any) -> str:
+    return hashlib.blake2b(request.method.encode() + b" " + request.url.path.encode()
+                           + b"\n" + (request.content or b""), digest_size=16).hexdigest()
+
+
+def open_files(ip: Any) -> int:
+    return sum(1 for f in ip.fs.open_files if f)
+
+
+@dataclass
+class Point:
+    """The clean run at one of its model requests."""
+
+    requests: int  # model requests logged before it
+    ledger: int  # ledger entries before it
+    memory: str | None  # its fingerprint; None: refused (why)
+    why: str | None
+    draws: str  # where the seeded streams stood
+    reads: int  # env.incarnation reads so far
+    segment: int  # index of the tracking segment that starts here
+
+
+@dataclass
+class Course:
+    """The clean run's course, recorded at each model request: what a resumed run is
+    compared with, and the remainder that completes a converged run's verdict."""
+
+    by_key: dict = field(default_factory=dict)  # key -> [point index]
+    points: list[Point] = field(default_factory=list)
+    segments: list = field(default_factory=list)  # (first_content, first_presence, listed)
+    draws_end: str = ""
+    reads_end: int = 0
+    world: Any = None
+    final: dict = field(default_factory=dict)
+    outcome: Any = None
+    off: str | None = None  # why no cut is tried at all
+
+    def usable(self, n: int) -> str | None:
+        """Why clean point n cannot be a cut (None: it can)."""
+        p = self.points[n]
+        if p.why:
+            return p.why
+        if p.draws != self.draws_end:
+            return "the clean run draws random numbers later (each incarnation has its seed)"
+        if p.reads != self.reads_end:
+            return "the clean run reads env.incarnation later"
+        return None
+
+    def after(self, n: int) -> tuple[dict, dict, set]:
+        """What the clean run touched first after point n, of each path."""
+        content, presence, listed = {}, {}, set()
+        for c, p, ls in self.segments[self.points[n].segment:]:
+            for k, v in c.items():
+                content.setdefault(k, v)
+            for k, v in p.items():
+                presence.setdefault(k, v)
+            listed |= ls
+        return content, presence, listed
+
+
+def _key(ex: Any, world: Any, request: Any) -> str:
+    return hashlib.blake2b("\x00".join((files_key(ex.interposer), world_key(world),
+                                        request_key(request),
+                                        str(open_files(ex.interposer)))).encode(),
+                           digest_size=16).hexdigest()
+
+
+def _memory(frame: Any) -> tuple[str | None, str | None]:
+    if finality.live_threads():
+        return None, "the agent has threads alive (their state is not on the stack)"
+    if _running_loop():
+        return None, "the agent runs in an event loop (other tasks' state is not on the stack)"
+    try:
+        return fingerprint(frame), None
+    except Refused as exc:
+        return None, str(exc)
+
+
+def _running_loop() -> bool:
+    aio = sys.modules.get("asyncio")
+    return aio is not None and aio._get_running_loop() is not None
+
+
+class Recorder:
+    """Records the clean run's course (`Course`) as it runs (a golden run)."""
+
+    def __init__(self, ex: Any, world: Any) -> None:
+        self.ex, self.world, self.course = ex, world, Course()
+        self.runner = threading.get_ident()
+        self.keys: list[str] = []
+
+    def __call__(self, request: Any) -> None:
+        ip, course = self.ex.interposer, self.course
+        course.segments.append(_segment(ip))
+        memory, why = _memory(sys._getframe(1))
+        if threading.get_ident() != self.runner:
+            memory, why = None, "the request came from a thread of the agent's"
+        key = _key(self.ex, self.world, request)
+        self.keys.append(f"{key}:{memory}:{why}")
+        n = len(course.points)
+        course.points.append(Point(len(self.world.model.requests),
+                                   len(self.world.ledger.entries), memory, why,
+                                   determinism.draws(), _agent.incarnation_reads[0],
+                                   len(course.segments)))
+        course.by_key.setdefault(key, []).append(n)
+
+    def end(self) -> None:
+        """Inside the incarnation, as run() returned."""
+        self.course.segments.append(_segment(self.ex.interposer))
+        self.course.draws_end = determinism.draws()
+        self.course.reads_end = _agent.incarnation_reads[0]
+
+
+def _segment(ip: Any) -> tuple[dict, dict, set]:
+    seg = (dict(ip.first_content), dict(ip.first_presence), set(ip.listed))
+    ip.first_content, ip.first_presence, ip.listed = {}, {}, set()
+    return seg
+
+
+@dataclass
+class Cut:
+    """Where a resumed run met the clean run: clean point `at`, and the run's own counts."""
+
+    at: int
+    requests: int
+    ledger: int
+    tracking: tuple
+    escapes: list
+    first_position: int | None
+
+
+class Watch:
+    """Watches a resumed run's requests; at the first that meets a usable clean point,
+    records the cut, seals the run and stops it (`Converged`)."""
+
+    def __init__(self, ex: Any, world: Any, course: Course, result: Any) -> None:
+        self.ex, self.world, self.course, self.result = ex, world, course, result
+        self.runner = threading.get_ident()
+        self.cut: Cut | None = None
+        self.why: str | None = None  # why a matching state was not cut
+
+    def __call__(self, request: Any) -> None:
+        if threading.get_ident() != self.runner or self.cut is not None:
+            return
+        found = self.course.by_key.get(_key(self.ex, self.world, request))
+        if not found:
+            return
+        usable = [n for n in found if self.course.usable(n) is None]
+        if not usable:
+            self.why = self.why or self.course.usable(found[0])
+            return
+        memory, why = _memory(sys._getframe(1))
+        match = next((n for n in usable if self.course.points[n].memory == memory), None)
+        if memory is None or match is None:
+            self.why = self.why or why or "the agent's memory differs from the clean run's"
+            return
+        ip, world = self.ex.interposer, self.world
+        self.cut = Cut(match, len(world.model.requests), len(world.ledger.entries),
+                       (dict(ip.first_content), dict(ip.first_presence), set(ip.listed)),
+                       list(ip.escapes), self.result.first_position)
+        ip.kill()
+        world.sealed = True
+        raise finality.killed(Converged("the resumed run reached the clean run's state"))
+
+
+def complete(course: Course, cut: Cut, world: Any, tag: str | None) -> int | None:
+    """The converged run's world as it would be at its end: its own calls and requests up
+    to the cut, then the clean run's after clean point `cut.at`, renumbered and under this
+    incarnation. Returns its first model position asked (as `traced_world` notes it)."""
+    point = course.points[cut.at]
+    ledger, requests = world.ledger.entries, world.model.requests
+    del ledger[cut.ledger:], requests[cut.requests:]
+    for e in course.world.ledger.entries[point.ledger:]:
+        ledger.append(replace(e, seq=len(ledger) + 1, incarnation=world.incarnation))
+    first = cut.first_position
+    for q in course.world.model.requests[point.requests:]:
+        requests.append(replace(q, index=len(requests) + 1, incarnation=world.incarnation))
+        if first is None and q.position is not None and q.script == tag:
+            first = q.position
+    return first
+
+
+def tracked(course: Course, cut: Cut) -> tuple[dict, dict, frozenset]:
+    """What the run would have recorded of the files it started from: its own first
+    touches, then the clean run's after the cut."""
+    content, presence, listed = (dict(cut.tracking[0]), dict(cut.tracking[1]),
+                                 set(cut.tracking[2]))
+    later = course.after(cut.at)
+    for k, v in later[0].items():
+        content.setdefault(k, v)
+    for k, v in later[1].items():
+        presence.setdefault(k, v)
+    return content, presence, frozenset(listed | later[2])

@@ -1,0 +1,145 @@
+"""Convergence (faultsim.inprocess.convergence): a resumed run stopped where it reaches the
+clean run's state, its verdict completed from the clean run's remainder, must give the
+report a run to the end gives. A property over generated agents (tests/convergence_agents),
+among them agents that keep state on no disk, which a cut must not mask."""
+from __future__ import annotations
+
+import threading
+
+import pytest
+from hypothesis import HealthCheck, example, given, settings, strategies as st
+
+import faultsim
+from faultsim.inprocess import convergence
+from faultsim.scenario import load_scenario
+
+import convergence_agents as agents
+
+SHAPES = dict(save=st.sampled_from(["atomic", "direct", "tempfile"]), late=st.booleans(),
+              hidden=st.sampled_from([None, "memory", "global", "class", "incarnation",
+                                      "tokens"]))
+
+
+def scenario(tmp_path, steps: int):
+    path = tmp_path / f"lookups_{steps}.toml"
+    path.write_text(agents.scenario_text(steps))
+    return load_scenario(path)
+
+
+def comparable(report) -> list:
+    """The report's JSON without timings and the convergence counts (how, not what)."""
+    out = []
+    for run in report.runs:
+        data = run.to_json()
+        for key in ("seconds", "wall_seconds", "crash_states_converged", "convergence"):
+            data.pop(key)
+        for depth in data["schedules"].values():
+            depth.pop("seconds"), depth.pop("converged")
+        out.append(data)
+    return out
+
+
+def both(make_agent, scen, **options):
+    on = faultsim.explore(make_agent, scen, convergence=True, **options)
+    off = faultsim.explore(make_agent, scen, convergence=False, **options)
+    assert all(r.converged == 0 for r in off.runs)
+    return on, off
+
+
+@settings(max_examples=6, deadline=None, suppress_health_check=list(HealthCheck))
+@given(steps=st.integers(2, 3), shape=st.fixed_dictionaries(SHAPES),
+       workers=st.sampled_from([0, 2]))
+@example(steps=2, shape={"save": "atomic", "late": False, "hidden": "memory"}, workers=2)
+@example(steps=2, shape={"save": "atomic", "late": True, "hidden": "incarnation"},
+         workers=2)
+def test_verdicts_are_the_same_with_and_without_convergence(tmp_path_factory, steps, shape,
+                                                             workers):
+    scen = scenario(tmp_path_factory.mktemp("conv"), steps)
+    on, off = both(agents.factory(**shape), scen, crash_model="process", crashes=1,
+                   workers=workers)
+    assert comparable(on) == comparable(off)
+    if shape["hidden"] in ("memory", "global", "class", "incarnation", "tokens"):
+        # the state it keeps off disk shows in every resumed run that skipped a step
+        assert not on.ok
+
+
+def test_a_plain_agent_converges_and_hidden_state_refuses_the_cut(tmp_path):
+    scen = scenario(tmp_path, 3)
+    on, off = both(agents.factory(), scen, crash_model="process", crashes=1, workers=2)
+    (run,) = on.runs
+    assert on.ok and run.converged > 0 and run.convergence is None
+    assert comparable(on) == comparable(off)
+    # A counter kept in the instance and written to the outputs at the end: a resumed run
+    # that meets the clean run's files, world and request still differs in memory (only
+    # one that started over from nothing is where the clean run was, and may be cut).
+    plain = run.converged
+    on, off = both(agents.factory(hidden="memory"), scen, crash_model="process", crashes=1,
+                   workers=2)
+    assert on.runs[0].converged < plain and not on.ok
+    assert comparable(on) == comparable(off)
+
+
+def test_pairs_with_convergence(tmp_path):
+    scen = scenario(tmp_path, 2)
+    on, off = both(agents.factory(), scen, crash_model="process", crashes=2, workers=2)
+    (run,) = on.runs
+    assert run.depths[2].converged > 0  # second crashes' resumed runs are cut
+    assert run.converged == 0 and run.convergence is None  # first crashes: never cut
+    assert comparable(on) == comparable(off)
+
+
+def test_the_reference_agent_converges(tmp_path):
+    import reference_agent
+
+    on, off = both(reference_agent.make_agent, "tests/data/tiny.toml",
+                   crash_model="process", crashes=1, workers=2)
+    assert on.runs[0].converged > 0
+    assert comparable(on) == comparable(off)
+
+
+# -- the fingerprint ---------------------------------------------------------------------
+def test_fingerprint_reads_live_locals_only():
+    import sys
+
+    def read_before(value):
+        status = value
+        size = len(status)
+        return convergence._frame_state(sys._getframe()), size
+
+    def read_after(value):
+        status = value
+        state = convergence._frame_state(sys._getframe())
+        return state, status
+
+    assert "status" not in read_before({"x": 1})[0]  # never read again: not state
+    assert read_after({"x": 1})[0]["status"] == {"x": 1}
+
+
+def test_fingerprint_refuses_what_it_cannot_read():
+    import itertools
+
+    with pytest.raises(convergence.Refused):
+        convergence._Canon().add({"counter": itertools.count(3)})  # C state
+    first, second = convergence._Canon(), convergence._Canon()
+    first.add([{"a": [1, 2]}, "x"])
+    second.add([{"a": [1, 2]}, "x"])
+    assert first.digest() == second.digest()
+    third = convergence._Canon()
+    third.add([{"a": [1, 3]}, "x"])
+    assert third.digest() != first.digest()
+
+
+def test_threads_alive_refuse_the_cut():
+    from faultsim import finality
+
+    life = finality.begin()
+    stop = threading.Event()
+    thread = threading.Thread(target=stop.wait)
+    thread.start()
+    try:
+        memory, why = convergence._memory(None)
+        assert memory is None and "threads" in why
+    finally:
+        stop.set()
+        thread.join()
+        finality.end(life, False, None)
