@@ -73,6 +73,7 @@ from .. import agent as _agent
 from .. import finality
 from ..crashmodel import files_digest
 from ..interpose import determinism
+from ..errors import FaultsimError
 from ..trace import Killed
 from ..world.ledger import canonical
 
@@ -82,8 +83,9 @@ class Converged(Killed):
     is over there (sealed as a kill is: nothing it does while unwinding lands)."""
 
 
-class Refused(Exception):
-    """The agent's memory holds what `fingerprint` cannot read: no cut here."""
+class Refused(FaultsimError):
+    """The agent's memory holds what `fingerprint` cannot read: no cut here (caught in
+    this module; it never leaves it)."""
 
 
 _paths = sysconfig.get_paths()
