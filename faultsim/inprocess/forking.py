@@ -11,6 +11,7 @@ from typing import Callable
 import freezegun.api as _real_time  # time.perf_counter is frozen in here; these are not
 
 from .. import finality
+from ..hugepages import before_fork
 from ..crashmodel import torn_versions
 from ..errors import WorkerDied
 from ..killpoints import KillPoint
@@ -182,6 +183,7 @@ class _Pool:
         sys.stdout.flush()
         sys.stderr.flush()
         read_fd, write_fd = _os.pipe()
+        before_fork()  # fewer page-table entries to copy once forks add up (hugepages)
         pid = _os.fork()
         if pid == 0:  # the child: die here, then resume from what is left
             _os.close(read_fd)

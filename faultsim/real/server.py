@@ -28,6 +28,7 @@ from typing import Any, NoReturn
 
 import freezegun.api as _real_time  # perf_counter is frozen in the server; this is not
 
+from ..hugepages import before_fork
 from . import jail as _jail, wire
 from .lifetime import PARENT_DIED, die_with_parent
 from .samepath import SamePath, establish
@@ -181,6 +182,7 @@ def _faultsim_died(run_dir: str) -> NoReturn:
 def _fork() -> int:
     """os.fork, with the child on record before a PARENT_DIED can be handled."""
     global _child
+    before_fork()  # fewer page-table entries to copy once forks add up (faultsim.hugepages)
     signal.pthread_sigmask(signal.SIG_BLOCK, {PARENT_DIED})
     try:
         pid = os.fork()
