@@ -68,6 +68,23 @@ def load_factory(spec: str) -> Callable[[AgentEnv], Any]:
     return factory
 
 
+def bound_name(factory: Any) -> str | None:
+    """The name `factory` is bound to at its module's top level (None: bound nowhere there).
+    An adapter's factory (`agent_factory(build_agent)`) is a closure: its own name is not
+    what imports it, the attribute the user assigned it to is; a spec made of anything else
+    would import another agent (the module's `make_agent`) in the subprocess mode's fork
+    servers and in replays."""
+    import sys
+
+    module = sys.modules.get(getattr(factory, "__module__", None) or "")
+    if module is None:
+        return None
+    if getattr(module, "make_agent", None) is factory:
+        return "make_agent"
+    return next((name for name, value in vars(module).items()
+                 if value is factory and not name.startswith("_")), None)
+
+
 LANGGRAPH = "langgraph:"  # agent spec langgraph:MODE: the scenario's [langgraph] graph
 from .scenario.model import LANGGRAPH_MODES  # noqa: E402  LangGraph's durability modes
 # agent spec claude-agent-sdk:FILE.py:ATTR: a Claude Agent SDK agent's coroutine, explored

@@ -36,7 +36,9 @@ COMPARED = {
     "receipts/scenario.toml": [("receipts/receipts_agent.py:make_agent", (1, 4), False),
                                ("receipts/receipts_agent.py:make_agent_without_intents",
                                 (2, 4), True)],
-    "pydantic_ai/scenario.toml": [("pydantic_ai/billing_agent.py:make_agent", (1, 5), False)],
+    "pydantic_ai/scenario.toml": [("pydantic_ai/billing_agent.py:make_agent", (1, 5), False),
+                                  ("pydantic_ai/billing_agent.py:make_agent_blind_email",
+                                   (2, 5), True)],
     "openai_agents/approval.toml": [("openai_agents/approval_agent.py:make_agent", (1, 5),
                                      False)],
 }
@@ -56,6 +58,7 @@ NOT_COMPARED = {
     "tests/test_claude_agent_sdk.py)",
 }
 THINKING = TESTS / "data" / "thinking_jsonl.toml"
+FOLLOW_UP = TESTS / "data" / "pydantic_followup.toml"
 
 
 def _both_modes(spec: str, scenario_path: Path, shard) -> tuple[dict, dict, dict]:
@@ -109,3 +112,21 @@ def test_a_thinking_agents_jsonl_conversation_in_both_modes(factory, caught):
     torn = [k for k in real if "conversation.jsonl" in k and "@" in k]
     assert torn  # kills inside the appends landed, in both modes
     assert any(real.values()) == caught
+
+
+@pytest.mark.parametrize("factory, failing", [("make_agent", 0),
+                                              ("make_agent_replays_follow_ups", 65)])
+def test_a_pydantic_ai_service_of_two_user_turns_in_both_modes(factory, failing):
+    """tests/pydantic_followup_agent.py: an invoice paid, then the user's follow-up (send
+    the receipt) in the same message history, every kill point of both user turns. The
+    adapter finds the turn a restarted process is at from the history file it left on the
+    real disk, as it does from the fake one: the same verdict at every crash state, the
+    follow-up sent once; a chat loop that sends it again on each start is caught in both
+    modes from the write that saved it on (docs/how-to/pydantic-ai.md's table)."""
+    if importlib.util.find_spec("pydantic_ai") is None:
+        pytest.skip("pydantic-ai is not installed")
+    real, model, stats = _both_modes(f"{TESTS / 'pydantic_followup_agent.py'}:{factory}",
+                                     FOLLOW_UP, None)
+    assert real == model
+    assert stats["kills_landed"] == len(real) >= 100  # the whole sweep, every kill landed
+    assert sum(1 for broken in real.values() if broken) == failing

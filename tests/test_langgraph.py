@@ -612,3 +612,163 @@ def test_a_graph_driven_with_stream_runs_as_with_invoke():
     assert outcomes["stream"] == outcomes["invoke"]
     assert outcomes["stream"][0].final_answer == sc.expected_final_answer
     assert set(called) == {"invoke"}  # stream never went through invoke
+
+
+# -- several user turns --------------------------------------------------------------------
+FOLLOW_UP = load_scenario(ROOT / "tests" / "data" / "lg_followup.toml")
+
+import langgraph_followup_agent  # noqa: E402
+
+# the service's chat loop on a sync graph (invoke) and on an async one (ainvoke)
+LOOPS = {"sync": "make_agent", "async": "make_async_agent"}
+
+
+def _loop(kind: str, mistake: str = "") -> tuple:
+    name = LOOPS[kind] + (f"_{mistake}" if mistake else "")
+    return getattr(langgraph_followup_agent, name), f"langgraph_followup_agent:{name}"
+
+
+def _documented(loop: str) -> list[str]:
+    """docs/how-to/langgraph.md's row for a chat loop of tests/langgraph_followup_agent.py:
+    [crash states (memory, sync / async), failing, crash states (SQLite), failing]."""
+    page = (ROOT / "docs" / "how-to" / "langgraph.md").read_text()
+    section = page.split("## Several user turns", 1)[1].split("\n## ", 1)[0]
+    start = "| make_agent," if loop == "" else f"| …_{loop} |"
+    [row] = [line for line in section.splitlines() if line.startswith(start)]
+    return [c.strip() for c in row.strip("|").split("|")][2:6]
+
+
+def _figure(cell: str, kind: str) -> int:
+    return int(cell.split(" / ")[list(LOOPS).index(kind)])
+
+
+def _follow_up_input(ids: list[str]) -> int:
+    """Where the follow-up is saved: the checkpoint of the thread's second input."""
+    return next(n for n, i in enumerate(ids) if "lg.put-step_" in i and "_input_" in i
+                and "step_-1_" not in i)
+
+
+@pytest.mark.parametrize("kind", LOOPS)
+def test_a_follow_up_goes_into_the_same_thread_and_a_restart_redoes_nothing(kind):
+    """After the first answer the follow-up is the next invocation's input, into the same
+    thread: the model gets the whole conversation with the follow-up once, after that
+    answer; a restart after the last answer sends nothing and asks nothing."""
+    from faultsim.runner import ScenarioRun
+
+    factory, _ = _loop(kind)
+    with ScenarioRun(FOLLOW_UP, factory) as run:
+        first = run.incarnation()
+        asked = len(run.world.model.requests)
+        again = run.incarnation()
+    assert first.final_answer == again.final_answer == FOLLOW_UP.expected_final_answer
+    assert asked == len(run.world.model.requests) == 4  # two model turns per user turn
+    [said] = FOLLOW_UP.script.follow_ups
+    last = run.world.model.requests[-1]
+    assert (last.position, last.repeat) == (3, 0)
+    assert sum(said[:20] in m for m in last.sent) == 1  # sent once ...
+    answered = [n for n, m in enumerate(last.sent) if "Paid INV-7." in m]
+    asking = [n for n, m in enumerate(last.sent) if said[:20] in m]
+    assert answered and answered[0] < asking[0]  # ... after the first answer
+    assert {n: len(run.world.ledger.applied(n)) for n in ("payments", "receipts")} == \
+        {"payments": 1, "receipts": 1}
+
+
+@pytest.mark.parametrize("kind", LOOPS)
+def test_a_crash_in_either_user_turn_resumes_to_the_last_answer(kind):
+    """Killed at every kill point of both user turns, resumed from the checkpointer's saved
+    state: every crash state completes with the follow-up's answer, the follow-up sent
+    once (sync durability, keyed effects: the graph itself repeats at most one step)."""
+    factory, name = _loop(kind)
+    [run] = explore(factory, FOLLOW_UP, agent_name=name).runs
+    assert len(run.verdicts) == len(run.explored) == len(run.kill_points) >= 30  # all landed
+    ids = [p.id for p in run.kill_points]
+    saved = _follow_up_input(ids)
+    assert 10 < saved < len(ids) - 10  # kill points in both user turns
+    assert run.failures == []
+    states, failing = _documented("")[:2]
+    assert (_figure(states, kind), _figure(failing, kind)) == (len(run.verdicts), 0)
+
+
+@pytest.mark.parametrize("kind", LOOPS)
+def test_a_service_that_sends_its_follow_ups_again_on_a_restart_is_caught(kind):
+    """The planted mistake (a chat loop that sends every follow-up after the first answer
+    on each start): every crash state from the save of the follow-up's input on has it in
+    the thread twice, the model asked a turn the clean run never asked; every state before
+    it passes (sending it is what is left to do)."""
+    factory, name = _loop(kind, "replays_follow_ups")
+    [run] = explore(factory, FOLLOW_UP, agent_name=name).runs
+    assert len(run.verdicts) == len(run.explored)
+    ids = [p.id for p in run.explored]
+    assert [f.kill_point.id for f in run.failures] == ids[_follow_up_input(ids):]
+    assert {v.invariant for f in run.failures for v in f.violations} <= {
+        "counters_continue", "one_step_repeated_per_crash"}
+    states, failing = _documented("replays_follow_ups")[:2]
+    assert (_figure(states, kind), _figure(failing, kind)) == (len(run.verdicts),
+                                                               len(run.failures))
+
+
+@pytest.mark.parametrize("kind", LOOPS)
+def test_a_service_that_loses_its_follow_up_on_a_restart_is_caught(kind):
+    """The planted mistake (the user's next messages kept in memory only): every crash
+    state from the task's first checkpoint until the follow-up is saved ends at the first
+    answer, the receipt never sent; from the follow-up's save on the thread carries it."""
+    factory, name = _loop(kind, "loses_follow_ups")
+    [run] = explore(factory, FOLLOW_UP, agent_name=name).runs
+    ids = [p.id for p in run.explored]
+    first = next(n for n, i in enumerate(ids) if "lg.put-step_-1_input_" in i)
+    assert [f.kill_point.id for f in run.failures] == ids[first:_follow_up_input(ids)]
+    assert all("completes_or_escalates" in {v.invariant for v in f.violations}
+               for f in run.failures)
+    assert all("'Paid INV-7.' differs" in v.explanation for f in run.failures
+               for v in f.violations if v.invariant == "completes_or_escalates")
+    states, failing = _documented("loses_follow_ups")[:2]
+    assert (_figure(states, kind), _figure(failing, kind)) == (len(run.verdicts),
+                                                               len(run.failures))
+
+
+@pytest.mark.parametrize("mode", ["async", "exit"])
+def test_the_follow_up_is_sent_once_in_the_durability_modes_that_lose_steps(mode):
+    """Under "async" and "exit" a crash may lose the follow-up's input checkpoint: the
+    thread then does not hold it and sending it is what is left to do. What fails is the
+    mode's own lost steps, never a follow-up twice in the thread (`counters_continue`, the
+    replaying loop's finding), as the how-to says."""
+    import re
+
+    [run] = explore(graph_agent(langgraph_followup_agent.build_graph, durability=mode),
+                    FOLLOW_UP, agent_name=f"langgraph:{mode}").runs
+    assert len(run.verdicts) == len(run.explored)
+    assert run.failures and _invariants(run) == {"one_step_repeated_per_crash"}
+    page = (ROOT / "docs" / "how-to" / "langgraph.md").read_text()
+    states, failing = re.search(rf'"{mode}" (\d+)(?: crash states)?, (\d+) failing',
+                                page).groups()
+    assert (int(states), int(failing)) == (len(run.verdicts), len(run.failures))
+
+
+def test_the_turn_a_restarted_process_is_at_comes_from_the_sqlite_checkpoints():
+    """Subprocess mode, LangGraph's SqliteSaver on a real database file: each incarnation a
+    process killed by SIGKILL, the thread read back from what SQLite committed. The clean
+    loop passes at every kill point; the two planted chat loops fail on either side of the
+    commit that makes the follow-up's input durable, and only there: the replaying one
+    from it on, the forgetting one from the first commit up to it."""
+    from faultsim.real.explore import explore_subprocess
+
+    sc = load_scenario(ROOT / "tests" / "data" / "lg_followup_sqlite.toml")
+    assert sc.store.kind == "sqlite"
+    agent = ROOT / "tests" / "langgraph_followup_agent.py"
+    failed = {}
+    for name in ("make_agent", "make_agent_replays_follow_ups",
+                 "make_agent_loses_follow_ups"):
+        stats: dict = {}
+        [run] = explore_subprocess(f"{agent}:{name}", sc, workers=2, stats=stats).runs
+        assert run.mode == "subprocess"
+        assert stats["kills_landed"] == len(run.verdicts) == len(run.kill_points) > 50
+        ids = [p.id for p in run.kill_points]
+        failed[name] = [ids.index(f.kill_point.id) for f in run.failures]
+        loop = name.removeprefix("make_agent").lstrip("_")
+        assert _documented(loop)[2:] == [str(len(run.verdicts)), str(len(run.failures))]
+    assert failed["make_agent"] == []
+    replayed, lost = failed["make_agent_replays_follow_ups"], failed["make_agent_loses_follow_ups"]
+    assert lost and replayed and lost[-1] + 1 == replayed[0]  # one boundary: the follow-up saved
+    assert lost == list(range(lost[0], replayed[0])) and replayed == list(
+        range(replayed[0], len(ids)))
+    assert "commit" in ids[replayed[0]]  # ... by a commit of the saver's transaction

@@ -128,6 +128,43 @@ def test_a_clean_run_saves_the_history_pydantic_ai_reads_back(tmp_path):
         {"payments": 1, "email": 1}
 
 
+# -- names: what another process imports ------------------------------------------------
+def test_the_marker_names_a_factory_by_the_attribute_it_is_kept_in():
+    """`agent_factory` returns a closure; the pytest marker's name for it is what the
+    subprocess mode's fork servers and replays import. Named after its module alone, every
+    factory of billing_agent.py would import `make_agent`: the planted mistake explored in
+    subprocess mode as the clean agent, passing."""
+    from faultsim.pytest.settings import factory_and_name
+
+    assert factory_and_name(billing_agent.make_agent)[1] == "billing_agent"
+    assert factory_and_name(billing_agent.make_agent_blind_email)[1] == \
+        "billing_agent:make_agent_blind_email"
+    unbound = agent_factory(billing_agent.build_agent, save="end")  # kept in no module name
+    assert factory_and_name(unbound)[1] == \
+        "billing_agent:<pydantic_ai build_agent save=end resume=continue>"
+
+
+def test_subprocess_mode_refuses_a_factory_no_name_imports(pytester):
+    """An adapter's factory made inside a test cannot be imported by a fork server: the
+    marker refuses subprocess mode in one line instead of running another agent."""
+    pytester.makeini("[pytest]\n")
+    (pytester.path / "scenario.toml").write_text((EXAMPLE / "scenario.toml").read_text())
+    pytester.makepyfile(test_unbound=f"""
+        import sys
+        import pytest
+        sys.path.insert(0, {str(EXAMPLE)!r})
+        import billing_agent
+        from faultsim.adapters.pydantic_ai import agent_factory
+
+        @pytest.mark.faultsim("scenario.toml", mode="subprocess")
+        def test_unbound(crash_safety):
+            crash_safety.check(agent_factory(billing_agent.build_agent, save="end"))
+        """)
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
+    result.assert_outcomes(failed=1)
+    assert "subprocess mode imports the agent by name" in result.stdout.str()
+
+
 # -- determinism ---------------------------------------------------------------------------
 def test_run_ids_come_from_the_seeded_random_source_inside_the_adapter():
     import freezegun

@@ -135,9 +135,10 @@ class FaultsimFixture:
             shard=state.options.shard, search_seconds=left,
             only=(lambda p: p.category in categories) if categories else None)
         # the backend faultsim.backends chooses: subprocess mode and the Claude Agent SDK's
-        # import the agent by name, so a factory without one cannot go there
-        report = explore(Agent(None if name == "agent" else name, factory, name), scenario_,
-                         options)
+        # import the agent by name, so a factory without one (an adapter's factory bound
+        # to no module-level name: "<...>") cannot go there
+        spec = None if name == "agent" or "<" in name else name
+        report = explore(Agent(spec, factory, name), scenario_, options)
         self._note(report, "scenario")
         return report
 

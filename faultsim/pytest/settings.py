@@ -153,7 +153,7 @@ def factory_and_name(agent: Any, scenario: str | None = None) -> tuple[Callable,
     or "langgraph:MODE" for the graph a scenario's [langgraph] table names)."""
     import types
 
-    from ..loading import AgentLoadError, factory_for, langgraph_spec, names_graph
+    from ..loading import AgentLoadError, bound_name, factory_for, langgraph_spec, names_graph
 
     if isinstance(agent, str):
         try:
@@ -171,7 +171,12 @@ def factory_and_name(agent: Any, scenario: str | None = None) -> tuple[Callable,
                                  "(env -> agent with .run()) or 'module:attr'")
     module = getattr(agent, "__module__", None) or "agent"
     qualname = getattr(agent, "__qualname__", None) or getattr(agent, "__name__", "")
-    if qualname == "make_agent" or not qualname or "<" in qualname:
+    if "<" in qualname:  # an adapter's factory: named by the attribute it is kept in
+        bound = bound_name(agent)
+        if bound is None:  # no name imports it: reports show its own, nothing imports it
+            return agent, f"{module}:{qualname}"
+        return agent, module if bound == "make_agent" else f"{module}:{bound}"
+    if qualname == "make_agent" or not qualname:
         return agent, module
     return agent, f"{module}:{qualname}"
 

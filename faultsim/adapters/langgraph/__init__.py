@@ -27,6 +27,14 @@ most LangGraph services run, `ainvoke` / `astream` on an event loop, with LangGr
 every saver. For one order of kill points run after run, the loop's default executor runs
 its jobs at once on the loop's thread (a sync node or tool of an async graph) and
 aiosqlite's connection runs its statements there too, rather than on its own thread.
+
+Several user turns (the scenario's `follow_up`s, `env.follow_ups`): once the thread has
+finished (no next node, no pause), the next follow-up is the next invocation's input,
+`{"messages": [HumanMessage(follow_up)]}`, into the same thread, as a chat service sends
+the user's next message; the last answer is the outcome. Which turn a restart is at is read
+from the checkpointer's saved state: a thread with a next node is carried on (its input,
+a follow-up included, is in the checkpoint), a finished one is followed by the next
+follow-up its messages do not hold yet, so a follow-up is sent once.
 """
 from __future__ import annotations
 
@@ -236,6 +244,13 @@ def _text(content: Any) -> str:
                    if isinstance(b, dict) and b.get("type") == "text")
 
 
+def _said(messages: list, follow_ups: tuple[str, ...]) -> int:
+    """How many of the follow-ups a thread's messages hold: the last one among its human
+    messages, and every one before it."""
+    said = {_text(m.content) for m in messages if getattr(m, "type", None) == "human"}
+    return max((n + 1 for n, text in enumerate(follow_ups) if text in said), default=0)
+
+
 class GraphRun:
     """One incarnation: build the graph, then start, resume or finish its thread."""
 
@@ -343,16 +358,30 @@ class GraphRun:
         return self._outcome(state)
 
     def _after(self, state: Any) -> Any:
-        """What follows a pass of the graph (both drivers): None when it finished, an
-        escalation when it paused for a person and no reply is scripted (a legal stop),
-        else the Command that resumes it with the scripted reply."""
+        """What follows a pass of the graph (both drivers): when it finished, the next user
+        turn's input (`_follow_up`), or None when there is none; an escalation when it
+        paused for a person and no reply is scripted (a legal stop), else the Command that
+        resumes it with the scripted reply."""
         from langgraph.types import Command
 
         if not state.interrupts:
-            return None
+            return self._follow_up(state) if not state.next else None
         if self.human_reply is None:
             return Outcome("escalated", None, escalation=str(state.interrupts[0].value))
         return Command(resume=self.human_reply)
+
+    def _follow_up(self, state: Any) -> Any:
+        """The finished thread's next user turn: the first follow-up its messages do not
+        hold yet, as the next invocation's input into the same thread; None when they hold
+        them all. Read from the saved state, not from what this process sent: a restart
+        sends each follow-up once."""
+        from langchain_core.messages import HumanMessage
+
+        follow_ups = self.env.follow_ups
+        said = _said(state.values.get("messages") or [], follow_ups)
+        if said >= len(follow_ups):
+            return None
+        return {"messages": [HumanMessage(follow_ups[said])]}
 
     def _run(self) -> Outcome:
         env = self.env

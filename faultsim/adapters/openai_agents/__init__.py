@@ -565,8 +565,9 @@ def agent_factory(build_agent: AgentBuilder, *, session: SessionBuilder | None =
                         approve=approve, resume=resume, max_turns=max_turns,
                         context=context, run_config=dict(run_config or {}), stream=stream)
 
-    # Named after the module that builds the agent: a report's replay command imports that
-    # module's `make_agent` (give agent_name= for a factory kept under another name).
+    # Named after the module that builds the agent; the pytest marker names it by the
+    # attribute it is kept in (what subprocess mode's fork servers import), faultsim.explore
+    # by its module's `make_agent` (give agent_name= for a factory kept under another name).
     make_agent.__module__ = getattr(build_agent, "__module__", __name__)
     make_agent.__qualname__ = f"<openai_agents {getattr(build_agent, '__qualname__', 'agent')}" \
                               f" resume={resume}>"

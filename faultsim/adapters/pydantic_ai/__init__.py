@@ -27,8 +27,9 @@ after every node of the run that changed it, with the request the next node is a
 (a tool's results: pydantic-ai's `run.all_messages()` has them only once the next model
 answer is in); `save="node"` writes `run.all_messages()` alone after every node (the
 pattern of pydantic-ai's `agent.iter` documentation); `save="end"` once, when the run is over.
-Writes are atomic (temp file, fsync, rename, fsync of the directory); in process they are
-seen through faultsim's file interposition, so every one is a kill point.
+Writes are atomic (temp file, fsync, rename, fsync of the directory); every one is a kill
+point in both modes (in process through faultsim's file interposition, in subprocess mode
+traced where the bytes reach the kernel: the same kill points, a real SIGKILL at each).
 
 Several user turns (the scenario's `follow_up`s, `env.follow_ups`): after each final answer
 the next follow-up is sent as the next run's prompt with the history so far as its
@@ -80,7 +81,7 @@ AgentBuilder = Callable[..., Any]  # (model) -> pydantic_ai.Agent
 
 def anthropic_model(env: AgentEnv) -> AnthropicModel:
     """pydantic-ai's real `AnthropicModel`, its `AsyncAnthropic` client served by faultsim's
-    fake Claude in process (no socket)."""
+    fake Claude inside the agent's process (no socket; in subprocess mode, the child's)."""
     if env.async_client is None:
         raise RuntimeError("anthropic_model(env) needs the AgentEnv faultsim builds (its "
                            "async_client is the fake Claude)")
@@ -269,8 +270,9 @@ def agent_factory(build_agent: AgentBuilder, *, history: str = "history.json",
     def make_agent(env: AgentEnv) -> AgentRun:
         return AgentRun(build_agent, env, history=history, save=save, resume=resume, deps=deps)
 
-    # Named after the module that builds the agent: a report's replay command imports that
-    # module's `make_agent` (give agent_name= for a factory kept under another name).
+    # Named after the module that builds the agent; the pytest marker names it by the
+    # attribute it is kept in (what subprocess mode's fork servers import), faultsim.explore
+    # by its module's `make_agent` (give agent_name= for a factory kept under another name).
     make_agent.__module__ = getattr(build_agent, "__module__", __name__)
     make_agent.__qualname__ = f"<pydantic_ai {getattr(build_agent, '__qualname__', 'agent')} " \
                               f"save={save} resume={resume}>"
