@@ -3,7 +3,9 @@ LangGraph only (bench/known_bugs/run.py builds a venv per version for the table)
 expected verdict on that side holds, and each failing state says why; openai-agents
 #4827's clean run on the installed openai-agents, the fix's; and pydantic-ai #7977 on the
 installed pydantic-ai, which has the fix: the report's cancellation resumes, a crash's
-state still fails."""
+state still fails. Every entry, those whose framework is not installed here included, is
+checked for its form: the fields run.py reads, a scenario that loads, an agent file that
+exists, and its row in the README's table."""
 from __future__ import annotations
 
 import json
@@ -11,16 +13,40 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("langgraph")
-
 from faultsim import explore, load_scenario  # noqa: E402
 from faultsim.loading import factory_for  # noqa: E402
 from faultsim.report import why_of  # noqa: E402
 
 BUG = Path(__file__).resolve().parent.parent / "bench" / "known_bugs" / "langgraph_7417"
+ROOT = BUG.parent.parent.parent
+VERDICTS = {"fixed by B", "broken by B", "fails in both", "passes in both"}
+
+
+@pytest.mark.parametrize("folder", sorted(p.parent.name for p in BUG.parent.glob("*/bug.json")))
+def test_every_entry_has_what_run_py_reads_and_a_row_in_the_table(folder):
+    bug = BUG.parent / folder
+    spec = json.loads((bug / "bug.json").read_text())
+    for field in ("bug", "link", "title", "summary", "agent", "scenario", "a", "b", "expected"):
+        assert spec.get(field), f"{folder}/bug.json: {field} missing"
+    for side in ("a", "b"):
+        assert spec[side]["name"] and spec[side]["pip"], f"{folder}/bug.json: {side}"
+        if spec[side].get("patch"):
+            assert (bug / spec[side]["patch"]).is_file()
+    want = spec["expected"]
+    assert want["a"] in ("fails", "passes") and want["b"] in ("fails", "passes")
+    assert want["differential"] and set(want["differential"]) <= VERDICTS
+    for scenario in filter(None, (spec["scenario"], spec.get("control"))):
+        load_scenario(bug / scenario)  # raises, naming the file and field, if malformed
+    agent_file = spec["agent"].split(":")[0]
+    if agent_file.endswith(".py"):
+        assert (ROOT / agent_file).is_file(), f"{folder}/bug.json: agent {agent_file}"
+    table = (BUG.parent / "README.md").read_text()
+    assert f"| [{spec['bug']}]({spec['link']}) | {spec['a']['name']} | {spec['b']['name']} |" \
+        in table, f"{folder}: no row in bench/known_bugs/README.md's table"
 
 
 def test_langgraph_7417_fails_as_the_report_says_and_each_failure_says_why():
+    pytest.importorskip("langgraph")
     spec = json.loads((BUG / "bug.json").read_text())
     sc = load_scenario(BUG / spec["scenario"])
     run = explore(factory_for(spec["agent"], sc), sc, agent_name=spec["agent"],
