@@ -233,6 +233,9 @@ def test_an_agent_typed_on_the_command_line_wins_over_a_scenarios_langgraph_grap
     assert f"tiny · {spec} · process: ok" in out
     assert "[langgraph:" not in out and "LangGraph, per scenario" not in out  # no graph run
     assert [run["agent"] for run in json.loads(out_json.read_text())["runs"]] == [spec]
+    assert main(["list", str(scenario), "--agent", spec]) == 0  # its kill points, not the graph's
+    listed = capsys.readouterr().out
+    assert "  langgraph    " not in listed and "checkpoint-mid-write" in listed
 
 
 def test_a_worker_that_dies_is_one_line_naming_its_kill_point(capsys):
