@@ -10,7 +10,8 @@ the other requirements of the extra as declared), the ceiling the newest release
 inside the range; an exact pin (`==`) has one end, "pinned". A venv gets the pinned
 packages; a .pth file appends this interpreter's site-packages, so faultsim's other
 dependencies (and pytest) come from here while the pins win. Needs the network for pip,
-once per venv. Not part of CI: it builds venvs.
+once per venv: a built venv is reused, so `rm -r /tmp/faultsim-ranges` before a run that
+should find a newer ceiling. Not part of CI: it builds venvs.
 
 Measured 2026-12-01 (`python bench/adapter_ranges.py langgraph`): floor 1.2.0 and ceiling
 1.2.24 pass the adapter's tests (7 each, about 2.5 min per end on the shared 2-core machine);
