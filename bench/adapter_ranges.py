@@ -7,15 +7,25 @@ file run in it. A range is true when both ends pass.
 
 The floor is the range's lower bound pinned (`langgraph>=1.2,<1.3` -> `langgraph==1.2.0`;
 the other requirements of the extra as declared), the ceiling the newest release pip picks
-inside the range. A venv gets the pinned packages; a .pth file appends this interpreter's
-site-packages, so faultsim's other dependencies (and pytest) come from here while the pins
-win. Needs the network for pip, once per venv. Not part of CI: it builds venvs.
+inside the range; an exact pin (`==`) has one end, "pinned". A venv gets the pinned
+packages; a .pth file appends this interpreter's site-packages, so faultsim's other
+dependencies (and pytest) come from here while the pins win. Needs the network for pip,
+once per venv: a built venv is reused, so `rm -r /tmp/faultsim-ranges` before a run that
+should find a newer ceiling. Not part of CI: it builds venvs.
 
 Measured 2026-12-01 (`python bench/adapter_ranges.py langgraph`): floor 1.2.0 and ceiling
 1.2.24 pass the adapter's tests (7 each, about 2.5 min per end on the shared 2-core machine);
 1.2.11, the version of langgraph #8039's report, passes them too. It failed before with an
-ImportError: the adapter imported a helper that later 1.2 releases added. The other adapters'
-ranges are not measured yet.
+ImportError: the adapter imported a helper that later 1.2 releases added.
+
+Measured 2026-12-02 (`python bench/adapter_ranges.py pydantic-ai`, then `openai-agents`,
+then `claude-agent-sdk`), every end passing the adapter's whole test file:
+pydantic-ai-slim[anthropic] >=2.68,<2.69: floor and ceiling are both 2.68.0, the only 2.68
+release on PyPI that day (19 tests, 42 s and 54 s); openai-agents >=0.24,<0.25: both 0.24.0,
+the only 0.24 release (26 tests, 58 s and 181 s); claude-agent-sdk ==0.2.184, pinned
+exactly (the CLI it bundles, 2.1.327, is what the adapter relies on): 26 tests, 97 s.
+LangGraph's newest 1.2 release was still 1.2.24, the ceiling measured the day before (`pip
+index versions`). A later 2.68.x or 0.24.x is the ceiling the next run tests.
 """
 from __future__ import annotations
 
@@ -54,6 +64,13 @@ def floor(requirement: str) -> str:
     return f"{name}=={low if low.count('.') >= 2 else low + '.0'}"
 
 
+def ends(ranged: str, reqs: list[str]) -> list[tuple[str, list[str]]]:
+    """The ends to test: floor and ceiling, or the one version an exact pin (`==`) allows."""
+    if re.match(r"^[A-Za-z0-9_.\-\[\]]+\s*==", ranged):
+        return [("pinned", reqs)]
+    return [("floor", [floor(ranged)] + [r for r in reqs if r != ranged]), ("ceiling", reqs)]
+
+
 def venv(pins: list[str], tag: str) -> Path:
     where = CACHE / tag
     python = where / "bin" / "python"
@@ -85,8 +102,7 @@ def main() -> int:
         package, tests, only = ADAPTERS[extra]
         reqs = declared[extra]
         ranged = next(r for r in reqs if re.match(rf"^{re.escape(package)}\b", r))
-        for end, pins in (("floor", [floor(ranged)] + [r for r in reqs if r != ranged]),
-                          ("ceiling", reqs)):
+        for end, pins in ends(ranged, reqs):
             python = venv(pins, f"{extra}-{end}")
             args = [str(python), "-m", "pytest", "-p", "no:xdist", "-q", "-x", tests]
             done = subprocess.run(args + (["-k", only] if only else []), cwd=ROOT,

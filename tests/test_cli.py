@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import json
 import xml.etree.ElementTree as ET
+from pathlib import Path
 
 import pytest
 
@@ -214,6 +215,27 @@ def test_an_agent_given_as_a_file(tmp_path, capsys):
     assert main(["run", TINY, "--agent", f"{tmp_path}/my_agent.py:build", "--crashes", "1",
                  "--kill-point", "k0-start"]) == 0
     assert f"tiny · {tmp_path}/my_agent.py:build · process: ok" in capsys.readouterr().out
+
+
+def test_an_agent_typed_on_the_command_line_wins_over_a_scenarios_langgraph_graph(
+        tmp_path, capsys):
+    """`--agent FILE.py:ATTR` on a scenario with a [langgraph] table runs that agent, not the
+    table's graph (which it once did silently, under all three durability modes)."""
+    graphs = Path(__file__).resolve().parent.parent / "scenarios" / "langgraph" / "graphs.py"
+    scenario = tmp_path / "tiny_graph.toml"
+    scenario.write_text((DATA / "tiny.toml").read_text()
+                        + f'\n[langgraph]\ngraph = "{graphs}:react_payments"\n')
+    (tmp_path / "my_agent.py").write_text("from reference_agent import make_agent as build\n")
+    spec, out_json = f"{tmp_path}/my_agent.py:build", tmp_path / "report.json"
+    assert main(["run", str(scenario), "--agent", spec, "--crashes", "1",
+                 "--kill-point", "k0-start", "--json", str(out_json)]) == 0
+    out = capsys.readouterr().out
+    assert f"tiny · {spec} · process: ok" in out
+    assert "[langgraph:" not in out and "LangGraph, per scenario" not in out  # no graph run
+    assert [run["agent"] for run in json.loads(out_json.read_text())["runs"]] == [spec]
+    assert main(["list", str(scenario), "--agent", spec]) == 0  # its kill points, not the graph's
+    listed = capsys.readouterr().out
+    assert "  langgraph    " not in listed and "checkpoint-mid-write" in listed
 
 
 def test_a_worker_that_dies_is_one_line_naming_its_kill_point(capsys):

@@ -177,3 +177,36 @@ def test_the_projects_agent_is_found_from_any_subfolder(project):
     r = faultsim(project / "examples", "list")
     assert r.returncode == 0, r.stderr[-1500:]
     assert "billing_effects" in r.stdout and "no module named" not in r.stderr
+
+
+def test_the_projects_agent_leaves_a_langgraph_scenario_to_its_graph_and_agent_wins(
+        tmp_path, monkeypatch):
+    """[tool.faultsim] agent (and FAULTSIM_AGENT) is the project's agent for its plain
+    scenarios: a scenario with a [langgraph] table still runs its graph under them. An
+    --agent typed on the command line wins over the table."""
+    from faultsim.cli.args import agents_for, project_defaults
+    from faultsim.cli.parser import build_parser
+    from faultsim.scenario import load_scenario
+
+    graph = tmp_path / "graph.toml"
+    graph.write_text((ROOT / "tests" / "data" / "lg_keyed.toml").read_text().replace(
+        "../../scenarios/langgraph/graphs.py", str(ROOT / "scenarios/langgraph/graphs.py")))
+    (tmp_path / "pyproject.toml").write_text('[tool.faultsim]\nagent = "billing_agent"\n')
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", list(sys.path))  # project_defaults appends the root
+    for name in [k for k in os.environ if k.startswith("FAULTSIM_")]:
+        monkeypatch.delenv(name)
+    sc, modes = load_scenario(graph), ["sync", "async", "exit"]
+    graph_runs = [f"langgraph:{m}" for m in modes]
+
+    def agents(*argv):
+        ns = build_parser().parse_args(["run", str(graph), *argv])
+        project_defaults(ns)
+        return agents_for(sc, ns, modes)
+
+    assert agents() == graph_runs  # [tool.faultsim] agent: the graph's scenario runs the graph
+    assert agents("--agent", "other_agent") == ["other_agent"]
+    assert agents("--agent", "langgraph:async") == ["langgraph:async"]
+    monkeypatch.setenv("FAULTSIM_AGENT", "env_agent")
+    assert agents() == graph_runs
+    assert agents("--agent", "other_agent") == ["other_agent"]

@@ -423,12 +423,15 @@ def test_langgraph_without_a_mode_takes_the_one_the_scenario_names(tmp_path):
         f'graph = "{BUNDLED / "graphs.py"}:react_payments"\ndurability = "exit"'))
     sc, plain = load(named), load(KEYED)
     assert sc.langgraph.durability == "exit" and plain.langgraph.durability is None
-    ns = lambda agent, durability=None: argparse.Namespace(  # noqa: E731
-        agent=agent, durability=durability)
+    ns = lambda agent, durability=None, typed=False: argparse.Namespace(  # noqa: E731
+        agent=agent, durability=durability, agent_typed=typed)
     assert agents_for(sc, ns("langgraph:"), DURABILITY_MODES) == ["langgraph:exit"]
     assert agents_for(sc, ns("langgraph"), DURABILITY_MODES) == ["langgraph:exit"]
+    # a default agent (the project's) leaves the scenario to its graph; a typed one wins
     assert agents_for(sc, ns("pkg:agent"), DURABILITY_MODES) == ["langgraph:exit"]
     assert agents_for(sc, ns("pkg:agent", "sync"), ["sync"]) == ["langgraph:sync"]
+    assert agents_for(sc, ns("pkg:agent", typed=True), DURABILITY_MODES) == ["pkg:agent"]
+    assert agents_for(sc, ns("langgraph:", typed=True), DURABILITY_MODES) == ["langgraph:exit"]
     assert agents_for(plain, ns("pkg:agent"), DURABILITY_MODES) == \
         [f"langgraph:{m}" for m in DURABILITY_MODES]
     assert langgraph_spec("langgraph:sync", plain) == "langgraph:sync"
@@ -438,6 +441,9 @@ def test_langgraph_without_a_mode_takes_the_one_the_scenario_names(tmp_path):
     from faultsim.pytest.settings import factory_and_name  # the marker's agent="langgraph:"
 
     assert factory_and_name("langgraph:", str(named))[1] == "langgraph:exit"
+    # the marker's agent is always the one named: a plain one runs as given, not the graph
+    factory, name = factory_and_name("reference_agent", str(named))
+    assert (factory.__module__, name) == ("reference_agent.agent", "reference_agent")
 
 
 def test_two_durability_modes_compare_state_by_state():

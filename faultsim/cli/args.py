@@ -45,10 +45,12 @@ def durability_modes(asked: str | None) -> list[str]:
 
 
 def agents_for(scenario, ns: argparse.Namespace, modes: list[str]) -> list[str]:
-    """The agent specs to explore a scenario with: --agent, or for a LangGraph scenario
+    """The agent specs to explore a scenario with: the agent, or for a LangGraph scenario
     one `langgraph:MODE` per durability mode (--durability, else the mode its [langgraph]
-    table names, else all three), unless --agent names one (`langgraph:` alone: the
-    scenario's)."""
+    table names, else all three). An --agent typed on the command line wins over the
+    table (`langgraph:` alone: the table's graph in the mode it names); a default one
+    (FAULTSIM_AGENT, [tool.faultsim]) does not: it is the project's agent for the plain
+    scenarios beside the graph's."""
     from ..loading import LANGGRAPH, langgraph_spec, names_graph
 
     if scenario.langgraph is None:
@@ -58,6 +60,8 @@ def agents_for(scenario, ns: argparse.Namespace, modes: list[str]) -> list[str]:
         return [ns.agent]
     if names_graph(ns.agent):  # `langgraph:` (no mode): the mode the scenario names
         return [langgraph_spec(ns.agent, scenario)]
+    if getattr(ns, "agent_typed", False):
+        return [ns.agent]
     if getattr(ns, "durability", None) is None and scenario.langgraph.durability:
         return [LANGGRAPH + scenario.langgraph.durability]
     return [LANGGRAPH + m for m in modes]
@@ -75,6 +79,9 @@ def project_defaults(ns: argparse.Namespace) -> None:
     from ..config import bundled, load
 
     project = load()
+    # an --agent typed here wins over a scenario's [langgraph] graph; a default does not
+    # (agents_for): told apart before the defaults fill it
+    ns.agent_typed = isinstance(getattr(ns, "agent", None), str)
     for key, value in project.values.items():
         if key == "agent" and ns.command not in NEEDS_AGENT:
             continue  # a replay token or a corpus names its own agent

@@ -11,7 +11,7 @@ from .exits import EXIT_OK
 def cmd_list(ns: argparse.Namespace) -> int:
     from ..backends import Agent, survey
     from ..killpoints import categories
-    from ..loading import load_factory, prefix_of
+    from ..loading import load_factory, names_graph, prefix_of
     from ..scenario import format_duration, load_scenario
 
     scenarios = [load_scenario(p) for p in scenario_paths(ns.scenarios)]
@@ -42,8 +42,9 @@ def cmd_list(ns: argparse.Namespace) -> int:
         print(f"  services     {services}")
         if sc.store.needs_subprocess:
             print(f"  store        {sc.store.kind} (subprocess mode)")
-        if sc.langgraph is not None:
-            print(f"  langgraph    {sc.langgraph.graph} (kill points of durability sync)")
+        if names_graph(agent):  # not when --agent names another agent
+            print(f"  langgraph    {sc.langgraph.graph} (kill points of durability "
+                  f"{agent.removeprefix('langgraph:')})")
         print(f"  kill points  {len(points)}: crash states process {states['process']}, "
               f"power {states['power']}")
         cats = categories(points)

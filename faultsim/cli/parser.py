@@ -51,7 +51,9 @@ def build_parser() -> argparse.ArgumentParser:
                          "attribute make_agent by default (default: [tool.faultsim] agent; "
                          "with no agent or scenarios named anywhere, the bundled reference "
                          "agent on the bundled scenarios); claude-agent-sdk:FILE.py:ATTR "
-                         "for a Claude Agent SDK agent's coroutine")
+                         "for a Claude Agent SDK agent's coroutine. Typed here, it runs a "
+                         "scenario with a [langgraph] table too; a default one leaves that "
+                         "to the table's graph")
     run.add_argument("--transcript-writes", action=argparse.BooleanOptionalAction,
                      default=None, help="for a claude-agent-sdk: agent, kill inside the CLI's "
                      "transcript writes too (default: where strace can trace)")

@@ -18,7 +18,7 @@ def cmd_run(ns: argparse.Namespace) -> int:
 
     from ..backends import Agent, explore as explore_one
     from ..console import Progress, print_run
-    from ..loading import load_factory, prefix_of
+    from ..loading import load_factory, names_graph, prefix_of
     from ..report import Report
     from ..scenario import load_scenario
 
@@ -53,7 +53,7 @@ def cmd_run(ns: argparse.Namespace) -> int:
             print_run(run)
             for line in run.notes:  # what only its backend can say
                 print(line)
-            if sc.langgraph is not None:
+            if names_graph(agent):  # not another agent run on a graph's scenario
                 graphs.append(run)
         sys.stdout.flush()
     if graphs:
