@@ -73,6 +73,7 @@ from .. import agent as _agent
 from .. import finality
 from ..crashmodel import files_digest
 from ..interpose import determinism
+from ..pipeline.incarnation import stores_state
 from ..errors import FaultsimError
 from ..trace import Killed
 from ..world.ledger import canonical
@@ -443,13 +444,7 @@ def world_key(world: Any) -> str:
     parts = [str(len(model.requests)), world.clock.now().isoformat(),
              canonical(sorted(model._answered.items())),
              canonical(sorted(model._faulted.items())), canonical(sorted(model._paused)),
-             canonical(sorted(model._prompt_cache.written))]
-    for name, service in sorted(world.services.items()):
-        state = {k: v for k, v in vars(service).items() if not k.startswith("_world")}
-        parts.append(name + repr(sorted((k, repr(v)) for k, v in state.items())))
-    for name, value in sorted(world.durable.items()):
-        sign = getattr(value, "faultsim_signature", None)
-        parts.append(name + (sign() if callable(sign) else repr(value)))
+             canonical(sorted(model._prompt_cache.written)), *stores_state(world)]
     return "\n".join(parts)
 
 

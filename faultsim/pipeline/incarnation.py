@@ -205,11 +205,18 @@ def world_signature(world: World) -> str:
     """What of the world a resumed run can observe, plus what the oracle counts."""
     parts = [str(len(world.ledger.entries)), str(len(world.model.requests)),
              world.clock.now().isoformat(), canonical(sorted(world.model._answered.items())),
-             canonical(sorted(world.model._faulted.items()))]
+             canonical(sorted(world.model._faulted.items())), *stores_state(world)]
+    return hashlib.blake2b("\n".join(parts).encode(), digest_size=12).hexdigest()
+
+
+def stores_state(world: World) -> list[str]:
+    """The state of each service and of each adapter's durable store, one text each: what
+    an agent can read back of them (its own records, its keys' first answers)."""
+    parts = []
     for name, service in sorted(world.services.items()):
         state = {k: v for k, v in vars(service).items() if not k.startswith("_world")}
         parts.append(name + repr(sorted((k, repr(v)) for k, v in state.items())))
     for name, value in sorted(world.durable.items()):
         sign = getattr(value, "faultsim_signature", None)
         parts.append(name + (sign() if callable(sign) else repr(value)))
-    return hashlib.blake2b("\n".join(parts).encode(), digest_size=12).hexdigest()
+    return parts
