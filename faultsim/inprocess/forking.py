@@ -129,6 +129,7 @@ class _Pool:
         self.aftermath: dict[str, list[str]] = {}  # point id -> what its kill set off
         self.dies_at: KillPoint | None = None  # in a child: where it dies
         self.every_kill = True  # a child at every point, even where every state is known
+        self.composed: set[tuple] = set()  # (model, point id, order) composed, not resumed
 
     # -- parent ---------------------------------------------------------------------------
     def fork_for(self, points: list[KillPoint], write) -> bool:
@@ -137,6 +138,7 @@ class _Pool:
         watch = write.path if write is not None else self.ex.interposer.last_touched
         base = self.ex.interposer.snapshot()
         job, settled, parked = [], [], len(self.parked)
+        aftermath = None  # a composed state's: what the kill at this point set off
         versions = torn_versions(write, [p.offset for p in points]) if write else None
         for n, point in enumerate(points):
             snapshot = base if write is None else {**base, write.path: versions[n]}
@@ -151,8 +153,14 @@ class _Pool:
                     busy = self.waiting.get(key) or (masked and self.waiting.get(
                         (masked, watch, signature))) or (absent and self.waiting.get(
                             (absent, signature)))
+                    composed = None if result is not None else self.sweep.compose(
+                        model, point, i, state, self.world, key, signature, watch)
                     if result is not None:
                         settled.append((entry, result))
+                    elif composed is not None:  # the clean run's first crash here
+                        settled.append((entry, composed[0]))
+                        self.composed.add((model, point.id, i))
+                        aftermath = composed[1]
                     elif busy and not self.no_parking:
                         # A child is judging this state or its class: settle it when that
                         # answer is in (or in a second pass, if the class proves sensitive).
@@ -169,9 +177,12 @@ class _Pool:
         # A point where this shard owns no state gets no child at all.
         none_mine = self.sweep.owns is not None and not settled and len(self.parked) == parked
         if not job and (not self.every_kill or none_mine):
+            # where a state was composed, the kill's aftermath is the clean run's at that
+            # point (after_convergence.py), as the child that would have died here saw it
             for entry, known in settled:
                 model, point, i, state, key, _, _ = entry
-                self.sweep.record(model, point, i, state, known, [], False, key)
+                self.sweep.record(model, point, i, state, known, aftermath or [], False, key,
+                                  (model, point.id, i) in self.composed)
             for _ in points:
                 self._done_point()
             return False
@@ -275,7 +286,8 @@ class _Pool:
             self.aftermath[point.id] = result["after_kill"]
         for entry, known in child["settled"]:
             model, point, i, state, key, _, _ = entry
-            self.sweep.record(model, point, i, state, known, result["after_kill"], False, key)
+            self.sweep.record(model, point, i, state, known, result["after_kill"], False, key,
+                              (model, point.id, i) in self.composed)
         resumed = set()
         for entry, outcome in zip(child["job"], result["results"]):
             model, point, i, state, key, watch, masked = entry
