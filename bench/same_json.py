@@ -47,8 +47,11 @@ RUNS = [
 ]
 TIMING_KEYS = {"seconds", "time", "elapsed", "duration", "wall_seconds"}
 # how the work was done, not what was found: resumed runs cut where they reached the clean
-# run's state (faultsim.inprocess.convergence), and why none was
-WORK_KEYS = {"crash_states_converged", "convergence", "converged"}
+# run's state (faultsim.inprocess.convergence), and why none was; of longer schedules, how
+# many were resumed and how many composed from the single-crash sweep instead
+# (faultsim.inprocess.after_convergence): `explored` and the verdicts are what was found
+WORK_KEYS = {"crash_states_converged", "convergence", "converged", "resumed",
+             "after_convergence"}
 
 
 def strip(value):
