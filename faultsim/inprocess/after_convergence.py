@@ -133,7 +133,6 @@ class Shortcut:
 
     def __init__(self, golden: Golden, judged: dict, meets: tuple[int, int]) -> None:
         self.golden, self.judged, self.meets = golden, judged, meets
-        self.composed = 0
 
     def __call__(self, model: str, point: Any, order: int, state: Any, world: Any,
                  schedule: list) -> tuple[Any, list[str]] | None:
@@ -145,5 +144,4 @@ class Shortcut:
             return None  # not judged here (a shard, --kill-point), or not reusable
         if j.state.digest() != state.digest():
             return None  # another crash state (power: synced otherwise before the meeting)
-        self.composed += 1
         return compose(self.golden, schedule, state, world, j.result), list(j.after_kill)
