@@ -98,6 +98,11 @@ def test_pairs_with_convergence(tmp_path):
     assert pairs.after_convergence > 0 and pairs.explored == long_way.explored
     assert pairs.resumed + pairs.after_convergence <= long_way.resumed
     assert comparable(on) == comparable(off)
+    # how many were composed does not depend on the worker count (nor does `resumed`)
+    one_by_one = faultsim.explore(agents.factory(), scen, crash_model="process", crashes=2,
+                                  workers=0).runs[0].depths[2]
+    assert (one_by_one.resumed, one_by_one.after_convergence) == (pairs.resumed,
+                                                                  pairs.after_convergence)
 
 
 PAIR_SHAPES = dict(save=st.sampled_from(["atomic", "direct"]), late=st.booleans(),

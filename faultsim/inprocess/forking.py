@@ -153,20 +153,23 @@ class _Pool:
                     busy = self.waiting.get(key) or (masked and self.waiting.get(
                         (masked, watch, signature))) or (absent and self.waiting.get(
                             (absent, signature)))
-                    composed = None if result is not None else self.sweep.compose(
-                        model, point, i, state, self.world, key, signature, watch)
                     if result is not None:
                         settled.append((entry, result))
-                    elif composed is not None:  # the clean run's first crash here
-                        settled.append((entry, composed[0]))
-                        self.composed.add((model, point.id, i))
-                        aftermath = composed[1]
                     elif busy and not self.no_parking:
                         # A child is judging this state or its class: settle it when that
                         # answer is in (or in a second pass, if the class proves sensitive).
+                        # (Before composing: the replaying executor would find it judged,
+                        # and the counts must not depend on the worker count.)
                         self.parked.append((entry, signature))
                     else:
-                        job.append(entry)
+                        composed = self.sweep.compose(model, point, i, state, self.world,
+                                                      key, signature, watch)
+                        if composed is None:
+                            job.append(entry)
+                        else:  # the clean run's first crash here (after_convergence.py)
+                            settled.append((entry, composed[0]))
+                            self.composed.add((model, point.id, i))
+                            aftermath = composed[1]
         # What the kill sets off (code that catches it and goes on writing) belongs to the
         # kill point, not to the state: states shared from a judged one take it from the
         # child that dies here. Where every state is known, a first crash's point still
