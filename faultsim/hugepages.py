@@ -29,7 +29,9 @@ _forks = [0, FIRST]  # forks made in this process, the count at which to collaps
 _MADV_HUGEPAGE = 14
 _MADV_COLLAPSE = 25
 _HUGE = 1 << 21
-_advised: set[tuple[int, int]] = set()  # ranges collapsed already in this process
+# the ranges advised already in this process: a madvise splits and merges the kernel's
+# regions, so the next look at /proc/self/maps shows other bounds around the same memory
+_advised: list[tuple[int, int]] = []
 
 
 def before_fork() -> None:
@@ -64,15 +66,27 @@ def collapse_heap() -> int:
         if len(fields) > 5 and fields[5] != "[heap]":
             continue  # file mappings, the stack, vdso: not the heap
         start, end = (int(x, 16) for x in fields[0].split("-"))
-        start, end = (start + _HUGE - 1) & ~(_HUGE - 1), end & ~(_HUGE - 1)
-        if end - start < _HUGE or (start, end) in _advised:
-            continue
-        _advised.add((start, end))
-        if madvise(start, end - start, _MADV_HUGEPAGE) != 0:
-            continue
-        if madvise(start, end - start, _MADV_COLLAPSE) == 0:
-            done += end - start
+        for lo, hi in _uncovered((start + _HUGE - 1) & ~(_HUGE - 1), end & ~(_HUGE - 1)):
+            _advised.append((lo, hi))
+            if madvise(lo, hi - lo, _MADV_HUGEPAGE) != 0:
+                continue
+            if madvise(lo, hi - lo, _MADV_COLLAPSE) == 0:
+                done += hi - lo
     return done
+
+
+def _uncovered(start: int, end: int) -> list[tuple[int, int]]:
+    """The parts of [start, end) no range advised before covers, at least a huge page each."""
+    parts, at = [], start
+    for lo, hi in sorted(_advised):
+        if hi <= at or lo >= end:
+            continue
+        if lo > at:
+            parts.append((at, lo))
+        at = max(at, hi)
+    if at < end:
+        parts.append((at, end))
+    return [(lo, hi) for lo, hi in parts if hi - lo >= _HUGE]
 
 
 def _real_read(path: str) -> bytes:

@@ -30,7 +30,7 @@ def test_the_real_maps_are_read_under_the_fake_filesystem():
 @pytest.mark.skipif(not sys.platform.startswith("linux") or not THP.exists()
                     or "[never]" in THP.read_text(), reason="no transparent huge pages here")
 def test_a_heap_is_collapsed_into_huge_pages(monkeypatch):
-    monkeypatch.setattr(hugepages, "_advised", set())
+    monkeypatch.setattr(hugepages, "_advised", [])
     ballast = [bytearray(4096) for _ in range(20_000)]  # some 80 MB of heap to collapse
     before = _anon_huge_kb()
     assert hugepages.collapse_heap() > 0
