@@ -14,6 +14,8 @@ from contextlib import contextmanager, redirect_stderr, redirect_stdout
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
+import freezegun.api as _real_time  # time is frozen while an incarnation runs; these are not
+
 from .. import finality
 from ..agent import Outcome
 from ..scenario import Scenario
@@ -188,7 +190,19 @@ def time_limit(seconds: float | None) -> Iterator[None]:
         yield
         return
 
+    started, queued = _real_time.real_monotonic(), _queued()
+
     def expire(signum, frame):
+        # The limit is on time the incarnation had a CPU or waited for something else,
+        # not on time it waited for a CPU: on a loaded machine a run that is only starved
+        # is no hang (/proc's run_delay; where it cannot be read, wall time).
+        starved = _queued() - queued if queued is not None else 0.0
+        left = seconds - (_real_time.real_monotonic() - started - max(0.0, starved))
+        # Nor is it raised inside a finaliser (a __del__ the collector runs): an
+        # exception cannot leave one, it would be printed and lost with the hang.
+        if left > 0.01 or _in_finaliser(frame):
+            signal.setitimer(signal.ITIMER_REAL, max(left, 0.05))
+            return
         stuck = stuck_at(frame)
         raise IncarnationTimeout(f"no answer within {seconds:g} s"
                                  + (f"; {stuck}" if stuck else ""))
@@ -200,6 +214,29 @@ def time_limit(seconds: float | None) -> Iterator[None]:
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, old)
+
+
+def _queued() -> float | None:
+    """Seconds this thread has waited on a run queue for a CPU (Linux's schedstat
+    run_delay), or None where that cannot be read. Read through `posix`: pyfakefs patches
+    `open` and `os` while an incarnation runs."""
+    try:
+        fd = posix.open("/proc/thread-self/schedstat", posix.O_RDONLY)
+        try:
+            fields = posix.read(fd, 256).split()
+        finally:
+            posix.close(fd)
+        return int(fields[1]) / 1e9
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def _in_finaliser(frame: Any) -> bool:
+    while frame is not None:
+        if frame.f_code.co_name == "__del__":
+            return True
+        frame = frame.f_back
+    return False
 
 
 def world_signature(world: World) -> str:
