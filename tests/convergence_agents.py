@@ -3,11 +3,7 @@ written the way a user writes one: a JSON state file, the client from env, a loo
 keep state faultsim cannot see on disk (in the instance, a module global, a class
 attribute, `env.incarnation`, tokens counted in memory only) and report it at the end,
 so a resumed run that skipped steps ends differently from the clean run: convergence must
-not cut those (the verdicts with and without it must be the same). For pairs
-(faultsim.inprocess.after_convergence): `effect` files a note per order with a keyed
-service (a resumed run re-files it, deduplicated: an attempt counted in the history), and
-`marker` breaks a rule only under two crashes: a resume writes `recovering` until its
-first answer, and a resume that finds it left by a crashed resume starts over."""
+not cut those (the verdicts with and without it must be the same)."""
 from __future__ import annotations
 
 import json
@@ -26,15 +22,13 @@ class Counter:
     n = 0  # shape "class": a class attribute
 
 
-def scenario_text(steps: int, effect: bool = False) -> str:
+def scenario_text(steps: int) -> str:
     answer = f"Looked up {steps} orders."
     lines = [f'id = "lookups_{steps}"',
              f'task = "Look up ORD-1 to ORD-{steps}, one at a time, and say how many."',
              f'expected_final_answer = "{answer}"', "", "[checkpoint]",
              'files = ["state.json"]', "", "[services.orders]", 'kind = "readonly"']
     lines += [f'records."ORD-{i}" = {{ carrier = "C{i}" }}' for i in range(1, steps + 1)]
-    if effect:
-        lines += ["", "[services.notes]", 'kind = "keyed"']
     for i in range(1, steps + 1):
         lines += ["", "[[turns]]", 'tool_calls = [{ name = "lookup_order", input = '
                   f'{{ order_id = "ORD-{i}" }} }}]']
@@ -42,11 +36,8 @@ def scenario_text(steps: int, effect: bool = False) -> str:
 
 
 class Agent:
-    def __init__(self, env, save: str, late: bool, hidden: str | None, effect: bool = False,
-                 marker: bool = False) -> None:
+    def __init__(self, env, save: str, late: bool, hidden: str | None) -> None:
         self.env, self.save_how, self.late, self.hidden = env, save, late, hidden
-        self.effect, self.marker = effect, marker
-        self.recovering = os.path.join(env.workdir, "recovering")
         self.root = str(env.workdir)
         self.path = os.path.join(self.root, "state.json")
         self.asked = 0  # requests this process made (shape "memory")
@@ -83,15 +74,6 @@ class Agent:
                     state = json.load(f)
             except ValueError:
                 state = None  # torn: start over (a finding, not a crash)
-        marked = False
-        if state is not None and self.marker:
-            if os.path.exists(self.recovering):  # the last recovery crashed: distrust it
-                os.remove(self.recovering)
-                state = None  # (the bug: a second crash throws the progress away)
-            else:
-                with open(self.recovering, "w") as f:
-                    f.write("resuming\n")
-                marked = True
         if state is None:
             state = {"messages": [{"role": "user", "content": self.env.task}], "tokens": 0}
             self.save(state)
@@ -103,16 +85,10 @@ class Agent:
                     return self.finish(state, "".join(b["text"] for b in last["content"]
                                                       if b["type"] == "text"))
                 orders = self.env.services["orders"]
-                results = []
-                for b in calls:
-                    order = b["input"]["order_id"]
-                    found = orders.read(order)
-                    if self.effect:  # keyed by the order: filed again, deduplicated
-                        self.env.services["notes"].submit({"order": order, **found},
-                                                          key=f"note-{order}")
-                    results.append({"type": "tool_result", "tool_use_id": b["id"],
-                                    "content": json.dumps(found)})
-                state["messages"].append({"role": "user", "content": results})
+                state["messages"].append({"role": "user", "content": [
+                    {"type": "tool_result", "tool_use_id": b["id"],
+                     "content": json.dumps(orders.read(b["input"]["order_id"]))}
+                    for b in calls]})
                 self.save(state)
             else:
                 response = self.env.client.messages.create(
@@ -127,9 +103,6 @@ class Agent:
                     self.spent += used
                 state["messages"].append({"role": "assistant", "content": [
                     b.model_dump(exclude_none=True) for b in response.content]})
-                if marked:  # recovered: the first answer came
-                    os.remove(self.recovering)
-                    marked = False
                 if not self.late:  # late: the answer is saved with the tool results only
                     self.save(state)
 
@@ -145,10 +118,9 @@ class Agent:
         return Outcome("completed", answer, tokens_used=tokens)
 
 
-def factory(save: str = "atomic", late: bool = False, hidden: str | None = None,
-            effect: bool = False, marker: bool = False):
+def factory(save: str = "atomic", late: bool = False, hidden: str | None = None):
     def make_agent(env):
-        return Agent(env, save, late, hidden, effect, marker)
+        return Agent(env, save, late, hidden)
 
-    make_agent.__qualname__ = f"make_agent[{save},{late},{hidden},{effect},{marker}]"
+    make_agent.__qualname__ = f"make_agent[{save},{late},{hidden}]"
     return make_agent
