@@ -3,6 +3,7 @@ world's events and the agent's marks that reach the trace, the time limit that s
 hanging one, and the world's signature (what a resumed run can observe of it)."""
 from __future__ import annotations
 
+import gc
 import hashlib
 import io
 import os
@@ -231,11 +232,27 @@ def _queued() -> float | None:
 
 
 def _in_finaliser(frame: Any) -> bool:
+    """Whether an exception raised now would be swallowed as unraisable: inside a
+    `__del__`, a weakref callback, or anything the garbage collector runs."""
+    if _collecting[0]:
+        return True
     while frame is not None:
-        if frame.f_code.co_name == "__del__":
+        code = frame.f_code
+        if code.co_name == "__del__" or code.co_filename.endswith(("/weakref.py",
+                                                                   "/_weakrefset.py")):
             return True
         frame = frame.f_back
     return False
+
+
+_collecting = [False]  # the garbage collector is running (gc.callbacks)
+
+
+def _note_collection(phase: str, info: dict) -> None:
+    _collecting[0] = phase == "start"
+
+
+gc.callbacks.append(_note_collection)
 
 
 def world_signature(world: World) -> str:
