@@ -198,8 +198,8 @@ def time_limit(seconds: float | None) -> Iterator[None]:
         # is no hang (/proc's run_delay; where it cannot be read, wall time).
         starved = _queued() - queued if queued is not None else 0.0
         left = seconds - (_real_time.real_monotonic() - started - max(0.0, starved))
-        # Nor is it raised inside a finaliser (a __del__ the collector runs): an
-        # exception cannot leave one, it would be printed and lost with the hang.
+        # Nor is it raised inside a finaliser (`_in_finaliser`): an exception cannot
+        # leave one, it would be printed and lost with the hang.
         if left > 0.01 or _in_finaliser(frame):
             signal.setitimer(signal.ITIMER_REAL, max(left, 0.05))
             return
