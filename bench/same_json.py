@@ -49,16 +49,23 @@ TIMING_KEYS = {"seconds", "time", "elapsed", "duration", "wall_seconds"}
 # how the work was done, not what was found: resumed runs cut where they reached the clean
 # run's state (faultsim.inprocess.convergence), and why none was
 WORK_KEYS = {"crash_states_converged", "convergence", "converged"}
+# of longer schedules, how many were resumed and how many composed from the single-crash
+# sweep instead (faultsim.inprocess.after_convergence): fewer resumed runs is what a change
+# to the sharing is for, so before and after are compared without them (`explored` and
+# the verdicts are what was found); one version on any worker count, path or shard gives
+# the same ones (the tests that strip reports keep them)
+SHARING_KEYS = {"resumed", "after_convergence"}
 
 
-def strip(value):
-    """The report without its timings (they differ on every run) and its convergence
-    counts (a cut gives the same verdicts, and an older faultsim did not count it)."""
+def strip(value, sharing: bool = True):
+    """The report without its timings (they differ on every run), its convergence counts
+    (a cut gives the same verdicts, and an older faultsim did not count it) and, with
+    `sharing=False`, how many longer schedules were resumed or composed."""
+    drop = TIMING_KEYS | WORK_KEYS | (set() if sharing else SHARING_KEYS)
     if isinstance(value, dict):
-        return {k: strip(v) for k, v in value.items()
-                if k not in TIMING_KEYS and k not in WORK_KEYS}
+        return {k: strip(v, sharing) for k, v in value.items() if k not in drop}
     if isinstance(value, list):
-        return [strip(v) for v in value]
+        return [strip(v, sharing) for v in value]
     return value
 
 
@@ -68,7 +75,7 @@ def run(name, args, tmp):
     proc = subprocess.run(cmd, capture_output=True, text=True)
     try:
         with open(out) as f:
-            report = strip(json.load(f))
+            report = strip(json.load(f), sharing=False)
     except (OSError, ValueError):
         report = None
     return {"exit": proc.returncode, "report": report,

@@ -27,7 +27,11 @@ one JSON line:
                        stretches wall time, and the share with it (it can pass 1)
   peak_rss_mb          the largest resident set of the interpreter that swept N
   pairs                for N <= --pairs-max: the two-crash sweep's schedules, explored,
-                       resumed and seconds, by N
+                       resumed, converged, after_convergence (second crashes composed
+                       from the single-crash sweep, faultsim.inprocess.after_convergence),
+                       seconds (the pair stage's wall time) and cpu_seconds (the whole
+                       two-crash exploration's CPU, its clean runs and first crashes too),
+                       by N
 
 Ratios within one run are the figures to read: timings on a loaded machine are noisy.
 
@@ -127,14 +131,18 @@ def one(n: int, workers: int, pairs: bool) -> dict:
                cpu_seconds=round(cpu_seconds, 2),
                resumed_seconds=round(run.resume_seconds, 2))
     if pairs:
+        cpu0 = cpu()
         report = faultsim.explore(reference_agent.make_agent, scenario, crash_model="process",
                                   crashes=2, workers=workers)
+        cpu_seconds = cpu() - cpu0
         (run,) = report.runs
         assert report.ok, f"the reference agent must pass the {n}-step pair sweep"
         d = run.depths[2]
         out["pairs"] = {"schedules": d.total, "explored": d.explored, "resumed": d.resumed,
                         "converged": getattr(d, "converged", 0),
-                        "seconds": round(d.seconds, 2)}
+                        "after_convergence": getattr(d, "after_convergence", 0),
+                        "seconds": round(d.seconds, 2),
+                        "cpu_seconds": round(cpu_seconds, 2)}
     out["peak_rss_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
     return out
 

@@ -168,8 +168,7 @@ def explore_in_process(make_agent: Callable[[AgentEnv], Any], scenario: Scenario
         if probe is not None:
             first.probes.append(probe)
         for run_ in runs.values():
-            # why no resumed run could be cut (the pair stage's first crashes never are:
-            # the second crash's kill points come from their course; engine.md)
+            # why no resumed run could be cut (engine.md)
             run_.convergence = ex.convergence_off
             run_.verdicts.sort(key=lambda v: (position[v.kill_point.id], v.order))
             run_.seconds = seconds * len(run_.verdicts) / max(1, sum(len(r.verdicts)

@@ -137,6 +137,10 @@ class DepthStats:
     explored: int = 0  # crash states judged after pruning (the others equal judged ones)
     resumed: int = 0  # of those, resumed afresh (the rest shared an equivalent's verdict)
     converged: int = 0  # of the resumed, those cut where they reached the clean run's state
+    # of the explored, last crashes after the previous crash's resumed run had met the
+    # clean run: the clean run's own first crashes there, their verdicts composed from the
+    # single-crash sweep's, not resumed (faultsim.inprocess.after_convergence)
+    after_convergence: int = 0
     resume_seconds: float = 0.0
     seconds: float = 0.0
     searched: int = 0  # schedules tried by the hypothesis search (not exhaustive)
@@ -257,6 +261,7 @@ class ModelRun:
             "violating": len(self.failures),
             "schedules": {str(n): {"total": d.total, "explored": d.explored,
                                    "resumed": d.resumed, "converged": d.converged,
+                                   "after_convergence": d.after_convergence,
                                    "searched": d.searched,
                                    "seconds": round(d.seconds, 3)}
                           for n, d in sorted(self.depths.items())},

@@ -3,7 +3,11 @@ written the way a user writes one: a JSON state file, the client from env, a loo
 keep state faultsim cannot see on disk (in the instance, a module global, a class
 attribute, `env.incarnation`, tokens counted in memory only) and report it at the end,
 so a resumed run that skipped steps ends differently from the clean run: convergence must
-not cut those (the verdicts with and without it must be the same)."""
+not cut those (the verdicts with and without it must be the same). For pairs
+(faultsim.inprocess.after_convergence): `effect` files a note per order with a keyed
+service (a resumed run re-files it, deduplicated: an attempt counted in the history), and
+`marker` breaks a rule only under two crashes: a resume writes `recovering` until its
+first answer, and a resume that finds it left by a crashed resume starts over."""
 from __future__ import annotations
 
 import json
@@ -22,13 +26,15 @@ class Counter:
     n = 0  # shape "class": a class attribute
 
 
-def scenario_text(steps: int) -> str:
+def scenario_text(steps: int, effect: bool = False) -> str:
     answer = f"Looked up {steps} orders."
     lines = [f'id = "lookups_{steps}"',
              f'task = "Look up ORD-1 to ORD-{steps}, one at a time, and say how many."',
              f'expected_final_answer = "{answer}"', "", "[checkpoint]",
              'files = ["state.json"]', "", "[services.orders]", 'kind = "readonly"']
     lines += [f'records."ORD-{i}" = {{ carrier = "C{i}" }}' for i in range(1, steps + 1)]
+    if effect:
+        lines += ["", "[services.notes]", 'kind = "keyed"']
     for i in range(1, steps + 1):
         lines += ["", "[[turns]]", 'tool_calls = [{ name = "lookup_order", input = '
                   f'{{ order_id = "ORD-{i}" }} }}]']
@@ -36,8 +42,11 @@ def scenario_text(steps: int) -> str:
 
 
 class Agent:
-    def __init__(self, env, save: str, late: bool, hidden: str | None) -> None:
+    def __init__(self, env, save: str, late: bool, hidden: str | None, effect: bool = False,
+                 marker: bool = False) -> None:
         self.env, self.save_how, self.late, self.hidden = env, save, late, hidden
+        self.effect, self.marker = effect, marker
+        self.recovering = os.path.join(env.workdir, "recovering")
         self.root = str(env.workdir)
         self.path = os.path.join(self.root, "state.json")
         self.asked = 0  # requests this process made (shape "memory")
@@ -74,6 +83,15 @@ class Agent:
                     state = json.load(f)
             except ValueError:
                 state = None  # torn: start over (a finding, not a crash)
+        marked = False
+        if state is not None and self.marker:
+            if os.path.exists(self.recovering):  # the last recovery crashed: distrust it
+                os.remove(self.recovering)
+                state = None  # (the bug: a second crash throws the progress away)
+            else:
+                with open(self.recovering, "w") as f:
+                    f.write("resuming\n")
+                marked = True
         if state is None:
             state = {"messages": [{"role": "user", "content": self.env.task}], "tokens": 0}
             self.save(state)
@@ -85,10 +103,16 @@ class Agent:
                     return self.finish(state, "".join(b["text"] for b in last["content"]
                                                       if b["type"] == "text"))
                 orders = self.env.services["orders"]
-                state["messages"].append({"role": "user", "content": [
-                    {"type": "tool_result", "tool_use_id": b["id"],
-                     "content": json.dumps(orders.read(b["input"]["order_id"]))}
-                    for b in calls]})
+                results = []
+                for b in calls:
+                    order = b["input"]["order_id"]
+                    found = orders.read(order)
+                    if self.effect:  # keyed by the order: filed again, deduplicated
+                        self.env.services["notes"].submit({"order": order, **found},
+                                                          key=f"note-{order}")
+                    results.append({"type": "tool_result", "tool_use_id": b["id"],
+                                    "content": json.dumps(found)})
+                state["messages"].append({"role": "user", "content": results})
                 self.save(state)
             else:
                 response = self.env.client.messages.create(
@@ -103,6 +127,9 @@ class Agent:
                     self.spent += used
                 state["messages"].append({"role": "assistant", "content": [
                     b.model_dump(exclude_none=True) for b in response.content]})
+                if marked:  # recovered: the first answer came
+                    os.remove(self.recovering)
+                    marked = False
                 if not self.late:  # late: the answer is saved with the tool results only
                     self.save(state)
 
@@ -118,9 +145,10 @@ class Agent:
         return Outcome("completed", answer, tokens_used=tokens)
 
 
-def factory(save: str = "atomic", late: bool = False, hidden: str | None = None):
+def factory(save: str = "atomic", late: bool = False, hidden: str | None = None,
+            effect: bool = False, marker: bool = False):
     def make_agent(env):
-        return Agent(env, save, late, hidden)
+        return Agent(env, save, late, hidden, effect, marker)
 
-    make_agent.__qualname__ = f"make_agent[{save},{late},{hidden}]"
+    make_agent.__qualname__ = f"make_agent[{save},{late},{hidden},{effect},{marker}]"
     return make_agent

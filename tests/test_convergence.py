@@ -1,7 +1,10 @@
 """Convergence (faultsim.inprocess.convergence): a resumed run stopped where it reaches the
 clean run's state, its verdict completed from the clean run's remainder, must give the
 report a run to the end gives. A property over generated agents (tests/convergence_agents),
-among them agents that keep state on no disk, which a cut must not mask."""
+among them agents that keep state on no disk, which a cut must not mask. And pairs after
+convergence (faultsim.inprocess.after_convergence): second crashes after the first crash's
+resumed run met the clean run, composed from the single-crash sweep instead of resumed,
+must give the report resuming them gives."""
 from __future__ import annotations
 
 import threading
@@ -27,14 +30,16 @@ def scenario(tmp_path, steps: int):
 
 
 def comparable(report) -> list:
-    """The report's JSON without timings and the convergence counts (how, not what)."""
+    """The report's JSON without timings and the convergence counts (how, not what): of
+    longer schedules, how many were resumed (the rest shared or composed) is how too."""
     out = []
     for run in report.runs:
         data = run.to_json()
         for key in ("seconds", "wall_seconds", "crash_states_converged", "convergence"):
             data.pop(key)
         for depth in data["schedules"].values():
-            depth.pop("seconds"), depth.pop("converged")
+            for key in ("seconds", "converged", "resumed", "after_convergence"):
+                depth.pop(key)
         out.append(data)
     return out
 
@@ -42,7 +47,8 @@ def comparable(report) -> list:
 def both(make_agent, scen, **options):
     on = faultsim.explore(make_agent, scen, convergence=True, **options)
     off = faultsim.explore(make_agent, scen, convergence=False, **options)
-    assert all(r.converged == 0 for r in off.runs)
+    assert all(r.converged == 0 and all(d.after_convergence == 0 for d in r.depths.values())
+               for r in off.runs)
     return on, off
 
 
@@ -84,7 +90,64 @@ def test_pairs_with_convergence(tmp_path):
     on, off = both(agents.factory(), scen, crash_model="process", crashes=2, workers=2)
     (run,) = on.runs
     assert run.depths[2].converged > 0  # second crashes' resumed runs are cut
-    assert run.converged == 0 and run.convergence is None  # first crashes: never cut
+    assert run.converged > 0 and run.convergence is None  # first crashes' too (their
+    # course completed from the clean run's)
+    # second crashes after a first crash's resumed run met the clean run: composed from the
+    # single-crash sweep, not resumed
+    pairs, long_way = run.depths[2], off.runs[0].depths[2]
+    assert pairs.after_convergence > 0 and pairs.explored == long_way.explored
+    assert pairs.resumed + pairs.after_convergence <= long_way.resumed
+    assert comparable(on) == comparable(off)
+    # how many were composed does not depend on the worker count (nor does `resumed`)
+    one_by_one = faultsim.explore(agents.factory(), scen, crash_model="process", crashes=2,
+                                  workers=0).runs[0].depths[2]
+    assert (one_by_one.resumed, one_by_one.after_convergence) == (pairs.resumed,
+                                                                  pairs.after_convergence)
+
+
+PAIR_SHAPES = dict(save=st.sampled_from(["atomic", "direct"]), late=st.booleans(),
+                   hidden=st.sampled_from([None, "memory", "incarnation", "tokens"]),
+                   effect=st.booleans(), marker=st.booleans())
+
+
+def pair_scenario(tmp_path, effect: bool):
+    path = tmp_path / "lookups_2.toml"
+    path.write_text(agents.scenario_text(2, effect))
+    return load_scenario(path)
+
+
+@settings(max_examples=3, deadline=None, suppress_health_check=list(HealthCheck))
+@given(shape=st.fixed_dictionaries(PAIR_SHAPES), workers=st.sampled_from([0, 2]))
+@example(shape={"save": "atomic", "late": True, "hidden": None, "effect": True,
+                "marker": False}, workers=2)
+@example(shape={"save": "direct", "late": False, "hidden": "memory", "effect": False,
+                "marker": True}, workers=0)
+def test_pair_verdicts_are_the_same_with_and_without_convergence(tmp_path_factory, shape,
+                                                                  workers):
+    """Two crashes: the report with cuts and composed pairs is the long way's. `effect`
+    with `late` makes the history matter (a pair passes where the clean run's single crash
+    at that point fails: the first crash repeated nothing); `marker` breaks a rule only
+    under two crashes, next to where the resumed run meets the clean run."""
+    scen = pair_scenario(tmp_path_factory.mktemp("pairs"), shape["effect"])
+    on, off = both(agents.factory(**shape), scen, crash_model="process", crashes=2,
+                   workers=workers)
+    assert comparable(on) == comparable(off)
+    if shape["marker"]:  # its second crashes find it (the first ones too, for some shapes)
+        assert on.runs[0].deep_failures
+
+
+def test_a_rule_broken_only_under_two_crashes_beside_composed_pairs(tmp_path):
+    """The `marker` agent throws its progress away when a resume finds the marker of a
+    crashed resume: only second crashes before the meeting find it. The pairs after it
+    are composed (counted), the ones before resumed, and the report is the long way's."""
+    scen = pair_scenario(tmp_path, False)
+    on, off = both(agents.factory(marker=True), scen, crash_model="process", crashes=2,
+                   workers=2)
+    (run,) = on.runs
+    assert not any(v.violations for v in run.verdicts)  # one crash: no finding
+    assert {x.invariant for v in run.deep_failures for x in v.violations} >= {
+        "no_silent_restart"}
+    assert run.depths[2].after_convergence > 0
     assert comparable(on) == comparable(off)
 
 

@@ -45,8 +45,14 @@ under its own incarnation), the clean run's final files and outcome. Under the s
 rules a cut is refused where the clean run itself ran threads, left files open, or its
 two golden runs disagree at a request (memory that varies between runs: object ids).
 
-What is not cut: a resumed run whose trace is kept for a further crash (the pair stage's
-first crashes: the second crash's kill points come from its course); subprocess mode.
+A run whose trace is kept for a further crash (the pair stage's first crashes: the second
+crash's kill points come from its course) is cut too: its course is its own events up to
+the cut and the clean run's after clean request j, renumbered (`course_events`): the
+events the run would have gone on to emit, by the same argument (and the pair stage's
+driver, which runs that incarnation to its end, checks its trace against it). Where it
+met the clean run (`Cut.events`, `Point.events`) is what lets the pair stage take a second
+crash after that point as the clean run's own first crash there
+(faultsim.inprocess.after_convergence). What is not cut: subprocess mode.
 """
 from __future__ import annotations
 
@@ -468,6 +474,7 @@ class Point:
     draws: str  # where the seeded streams stood
     reads: int  # env.incarnation reads so far
     segment: int  # index of the tracking segment that starts here
+    events: int = 0  # events in its trace before it (the next one is its answer's)
 
 
 @dataclass
@@ -483,6 +490,7 @@ class Course:
     world: Any = None
     final: dict = field(default_factory=dict)
     outcome: Any = None
+    trace: list = field(default_factory=list)  # its events
     off: str | None = None  # why no cut is tried at all
 
     def usable(self, n: int) -> str | None:
@@ -551,7 +559,7 @@ class Recorder:
         course.points.append(Point(len(self.world.model.requests),
                                    len(self.world.ledger.entries), memory, why,
                                    determinism.draws(), _agent.incarnation_reads[0],
-                                   len(course.segments)))
+                                   len(course.segments), len(self.ex.tracer.events)))
         course.by_key.setdefault(key, []).append(n)
 
     def end(self) -> None:
@@ -577,6 +585,7 @@ class Cut:
     tracking: tuple
     escapes: list
     first_position: int | None
+    events: int = 0  # events in the run's trace before the request
 
 
 class Watch:
@@ -607,7 +616,8 @@ class Watch:
         ip, world = self.ex.interposer, self.world
         self.cut = Cut(match, len(world.model.requests), len(world.ledger.entries),
                        (dict(ip.first_content), dict(ip.first_presence), set(ip.listed)),
-                       list(ip.escapes), self.result.first_position)
+                       list(ip.escapes), self.result.first_position,
+                       len(self.ex.tracer.events))
         ip.kill()
         world.sealed = True
         raise finality.killed(Converged("the resumed run reached the clean run's state"))
@@ -628,6 +638,14 @@ def complete(course: Course, cut: Cut, world: Any, tag: str | None) -> int | Non
         if first is None and q.position is not None and q.script == tag:
             first = q.position
     return first
+
+
+def course_events(course: Course, cut: Cut, events: list) -> list:
+    """The trace the converged run would have had: its own events up to the cut, then the
+    clean run's after clean point `cut.at`, renumbered (what the pair stage kills)."""
+    shift = cut.events - course.points[cut.at].events
+    return list(events[:cut.events]) + [replace(e, index=e.index + shift)
+                                         for e in course.trace[course.points[cut.at].events:]]
 
 
 def tracked(course: Course, cut: Cut) -> tuple[dict, dict, frozenset]:

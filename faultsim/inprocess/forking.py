@@ -130,6 +130,7 @@ class _Pool:
         self.aftermath: dict[str, list[str]] = {}  # point id -> what its kill set off
         self.dies_at: KillPoint | None = None  # in a child: where it dies
         self.every_kill = True  # a child at every point, even where every state is known
+        self.composed: set[tuple] = set()  # (model, point id, order) composed, not resumed
 
     # -- parent ---------------------------------------------------------------------------
     def fork_for(self, points: list[KillPoint], write) -> bool:
@@ -138,6 +139,7 @@ class _Pool:
         watch = write.path if write is not None else self.ex.interposer.last_touched
         base = self.ex.interposer.snapshot()
         job, settled, parked = [], [], len(self.parked)
+        aftermath = None  # a composed state's: what the kill at this point set off
         versions = torn_versions(write, [p.offset for p in points]) if write else None
         for n, point in enumerate(points):
             snapshot = base if write is None else {**base, write.path: versions[n]}
@@ -157,9 +159,18 @@ class _Pool:
                     elif busy and not self.no_parking:
                         # A child is judging this state or its class: settle it when that
                         # answer is in (or in a second pass, if the class proves sensitive).
+                        # (Before composing: the replaying executor would find it judged,
+                        # and the counts must not depend on the worker count.)
                         self.parked.append((entry, signature))
                     else:
-                        job.append(entry)
+                        composed = self.sweep.compose(model, point, i, state, self.world,
+                                                      key, signature, watch)
+                        if composed is None:
+                            job.append(entry)
+                        else:  # the clean run's first crash here (after_convergence.py)
+                            settled.append((entry, composed[0]))
+                            self.composed.add((model, point.id, i))
+                            aftermath = composed[1]
         # What the kill sets off (code that catches it and goes on writing) belongs to the
         # kill point, not to the state: states shared from a judged one take it from the
         # child that dies here. Where every state is known, a first crash's point still
@@ -170,9 +181,12 @@ class _Pool:
         # A point where this shard owns no state gets no child at all.
         none_mine = self.sweep.owns is not None and not settled and len(self.parked) == parked
         if not job and (not self.every_kill or none_mine):
+            # where a state was composed, the kill's aftermath is the clean run's at that
+            # point (after_convergence.py), as the child that would have died here saw it
             for entry, known in settled:
                 model, point, i, state, key, _, _ = entry
-                self.sweep.record(model, point, i, state, known, [], False, key)
+                self.sweep.record(model, point, i, state, known, aftermath or [], False, key,
+                                  (model, point.id, i) in self.composed)
             for _ in points:
                 self._done_point()
             return False
@@ -277,7 +291,8 @@ class _Pool:
             self.aftermath[point.id] = result["after_kill"]
         for entry, known in child["settled"]:
             model, point, i, state, key, _, _ = entry
-            self.sweep.record(model, point, i, state, known, result["after_kill"], False, key)
+            self.sweep.record(model, point, i, state, known, result["after_kill"], False, key,
+                              (model, point.id, i) in self.composed)
         resumed = set()
         for entry, outcome in zip(child["job"], result["results"]):
             model, point, i, state, key, watch, masked = entry

@@ -15,19 +15,24 @@ from ..report import ModelRun
 from ..world import World
 from .forking import sweep_forking
 from .replaying import sweep_replaying
+from .after_convergence import Shortcut
+from .convergence import course_events
 from .sandbox import Explorer
 
 
 def sweep_after_first(ex: Explorer, golden: Golden, runs: dict[str, ModelRun], model: str,
                       point: KillPoint, order: int, state: CrashState,
                       result: ResumeResult | None, workers: int, memo: dict,
-                      insensitive: dict, equivalences: bool, guarded: dict | None = None
-                      ) -> tuple:
+                      insensitive: dict, equivalences: bool, guarded: dict | None = None,
+                      judged: dict | None = None) -> tuple:
     """Crash at `point` again, then kill the run resumed from `state` at every kill point of
     its own course; the verdicts go to `runs[model]` (its depth-2 figures and failures).
     `result` is this very state's resumed run (its trace is the course), or None: then the
     course is learned afresh (an equivalent state was resumed, not this one). Returns the
-    course. `memo`/`insensitive` share second crash states' verdicts between calls."""
+    course. `memo`/`insensitive` share second crash states' verdicts between calls.
+    `judged`: the single-crash sweep's verdicts by (model, event index, offset, order); a
+    second crash after the resumed run met the clean run is composed from them
+    (faultsim.inprocess.after_convergence), not resumed."""
     import os
 
     crashed = ex.crash(point, model)
@@ -37,11 +42,17 @@ def sweep_after_first(ex: Explorer, golden: Golden, runs: dict[str, ModelRun], m
                                   "judged before; the agent is not deterministic")
     pristine = copy.deepcopy(world)
     if result is not None and result.events is not None:
-        course = tuple(result.events)
+        course, meets = tuple(result.events), result.meets
     else:
+        # learned afresh, cut where it meets the clean run as the sweep's runs are (its
+        # course then ends with the clean run's, convergence.course_events)
         w = copy.deepcopy(pristine)
-        ex.prepare(w, state)
-        course = tuple(ex.incarnation(w).events)
+        run = ex.resume(w, state, [], converge=True)
+        course, meets = tuple(run.events), None
+        if ex.last_cut is not None:
+            cut_course, cut = ex.last_cut
+            course = tuple(course_events(cut_course, cut, list(run.events)))
+            meets = (cut.events, cut_course.points[cut.at].events)
 
     def start() -> World:
         w = copy.deepcopy(pristine)
@@ -51,6 +62,8 @@ def sweep_after_first(ex: Explorer, golden: Golden, runs: dict[str, ModelRun], m
     sub = Sweep(golden, runs, memo=memo, insensitive=insensitive, equivalences=equivalences,
                 guarded={} if guarded is None else guarded,
                 earlier=(Earlier(point, order, state.persisted, course),))
+    if meets is not None and judged:
+        sub.shortcut = Shortcut(golden, judged, meets)
     points = golden.kill_points(course)
     if workers > 0 and hasattr(os, "fork"):
         sweep_forking(ex, sub, points, [model], workers, None, start)
@@ -67,10 +80,14 @@ def sweep_pairs(ex: Explorer, top: Sweep, models: list[str], position: dict[str,
 
     Pruning: a first crash whose state equals (or is equivalent to) one already explored
     gives the same resumed run, so its pairs are counted, not run again; a second crash
-    state equal to one already judged (after any first crash) shares its verdict.
+    state equal to one already judged (after any first crash) shares its verdict; a
+    second crash after the first crash's resumed run met the clean run is the clean run's
+    first crash there, its verdict composed from that one's (after_convergence.py).
     """
     memo: dict = {}
     insensitive: dict = {}
+    # the single crashes' verdicts, where a pair after convergence finds its own
+    judged = {(j.model, j.point.index, j.point.offset, j.order): j for j in top.instances}
     for model in models:
         run = top.runs[model]
         stats = run.depth(2)
@@ -82,7 +99,8 @@ def sweep_pairs(ex: Explorer, top: Sweep, models: list[str], position: dict[str,
             before = stats.explored
             sweep_after_first(ex, top.golden, top.runs, model, rep.point, rep.order,
                               rep.state, rep.result, workers, memo, insensitive,
-                              top.equivalences, top.guarded)
+                              top.equivalences, top.guarded,
+                              judged if ex.convergence_off is None else None)
             stats.total += rep.count * (stats.explored - before)
             if progress is not None:
                 progress(n + 1, len(reps), stage=f"pairs ({model})")

@@ -24,6 +24,12 @@ def sweep_replaying(ex: Explorer, sweep: Sweep, chosen: list[KillPoint], models:
                     continue  # another shard's state
                 known = sweep.known(state, signature, watch)
                 key, result = known.key, known.result
+                composed = None if result is not None else sweep.compose(
+                    model, point, i, state, world, key, signature, watch)
+                if composed is not None:  # the clean run's first crash here (pairs)
+                    sweep.record(model, point, i, state, composed[0], after_kill, False, key,
+                                 True)
+                    continue
                 fresh = result is None
                 if fresh:
                     w = copy.deepcopy(world) if i < len(states) - 1 else world

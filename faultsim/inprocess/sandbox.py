@@ -20,8 +20,10 @@ from ..agent import AgentEnv, outcome_of, run_incarnation
 from .. import finality
 from ..crashmodel import CrashState, power_states, process_state
 from ..errors import KillDidNotLand, StoreNeedsSubprocess
-from ..interpose.determinism import seeded
-from .convergence import Course, Recorder, Watch, complete, tracked
+from .. import agent as _agent
+from ..interpose.determinism import draws, seeded
+from .after_convergence import tail_of
+from .convergence import Course, Recorder, Watch, complete, course_events, tracked
 from .fs import FsInterposer, install
 from ..killpoints import KillPoint
 from ..oracle import RESUME_GUARDS, CrashRun, Golden, judge
@@ -90,6 +92,7 @@ class Explorer:
         self.course: Course | None = None
         self.convergence_off: str | None = None
         self.last_cut: tuple | None = None  # (Course, Cut) of the last resume, if it was cut
+        self.last_blind = False  # the last resume drew no random number, read no incarnation
 
     # -- set-up ---------------------------------------------------------------------------
     def __enter__(self) -> "Explorer":
@@ -159,6 +162,7 @@ class Explorer:
             with ip, seeded(f"{self.seed}:{world.incarnation}"), \
                     world.model.serving_new_clients(), captured_output() as output, \
                     time_limit(self.timeout if timed else None):
+                drawn, read = draws(), _agent.incarnation_reads[0]
                 try:
                     result.outcome = outcome_of(run_incarnation(self.make_agent, env))
                     if watcher is not None and hasattr(watcher, "end"):
@@ -177,6 +181,9 @@ class Explorer:
                     ended = exc
                     result.error = f"{type(exc).__name__}: {exc}"
                     result.details = failure_details(exc, output.getvalue())
+                # it drew no random number and never read env.incarnation: what it did
+                # did not depend on which incarnation it was (after_convergence.py)
+                result.blind = drawn == draws() and read == _agent.incarnation_reads[0]
             # outside the time limit: the grace for its threads is faultsim's own wait
             finality.end(life, ip.killed or world.sealed, ended)
         finally:
@@ -243,6 +250,7 @@ class Explorer:
         else:
             course = recorders[0].course
             course.world, course.final, course.outcome = world, dict(final), first.outcome
+            course.trace = list(first.events)
             self.course = course
         if every_service:
             routed_only(self.scenario, world, first.outcome)
@@ -300,6 +308,7 @@ class Explorer:
         course = self.course if converge and self.convergence_off is None else None
         watch = Watch(self, world, course, None) if course is not None else None
         inc = self.incarnation(world, watcher=watch)
+        self.last_blind = inc.blind
         if watch is not None and watch.cut is not None:
             cut = watch.cut
             first = complete(course, cut, world, self.scenario.script.tag)
@@ -349,24 +358,34 @@ def resume_and_judge(ex: Explorer, golden: Golden, world: World, state: CrashSta
                      keep_trace: bool = False) -> ResumeResult:
     ip = ex.interposer
     started = _real_time.real_perf_counter()
+    before = (len(world.ledger.entries), len(world.model.requests), len(world.unrouted),
+              len(world.processes))
     ip.start_tracking(watch)
     try:
-        # a run whose trace is kept (a further crash will be tried in it) is not cut: the
-        # next crash's kill points come from its whole course
-        crash_run = ex.resume(world, state, schedule, converge=not keep_trace)
+        crash_run = ex.resume(world, state, schedule, converge=True)
     finally:
         ip.stop_tracking()
     violations = judge(golden, crash_run, RESUME_GUARDS)
     first = crash_run.resume_positions[0] if crash_run.resume_positions else None
+    events, meets, tail = None, None, None
     if ex.last_cut is not None:
         content, presence, listed = tracked(*ex.last_cut)
     else:
         content, presence, listed = (dict(ip.first_content), dict(ip.first_presence),
                                      frozenset(ip.listed))
+    if keep_trace:  # a further crash will be tried in this run: its course, and for the
+        # pair stage where it met the clean run and what it added to the world
+        events = crash_run.events
+        if ex.last_cut is not None:
+            course, cut = ex.last_cut
+            # the course it would have had: the pair stage's driver runs it in full and
+            # checks its trace against this
+            events = course_events(course, cut, events)
+            meets = (cut.events, course.points[cut.at].events)
+        tail = tail_of(crash_run, before, ex.last_blind)
     return ResumeResult(violations, ResumeSummary.of(crash_run) if violations else None,
                         first, _real_time.real_perf_counter() - started,
-                        content, presence, listed,
-                        crash_run.events if keep_trace else None,
+                        content, presence, listed, events,
                         crash_run.outcome is not None
                         and crash_run.outcome.status == "escalated",
-                        converged=ex.last_cut is not None)
+                        converged=ex.last_cut is not None, meets=meets, tail=tail)

@@ -111,6 +111,7 @@ class Incarnation:
     details: str = ""  # when the agent raised: its traceback and what it printed
     went_on: str | None = None  # killed, it caught the kill and went on (finality.py)
     strays: list[str] = field(default_factory=list)  # its threads working after run()
+    blind: bool = False  # it drew no random number and never read env.incarnation
 
 
 class _Capped(io.StringIO):

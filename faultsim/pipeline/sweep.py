@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import posixpath
 from dataclasses import dataclass, field
-from typing import Callable, Sequence
+from typing import Any, Callable, Sequence
 
 from ..crashmodel import CrashState, files_digest
 from ..killpoints import KillPoint
@@ -31,6 +31,11 @@ class ResumeResult:
     # it reached the clean run's state at a model request and was completed from the clean
     # run's remainder (faultsim.inprocess.convergence)
     converged: bool = False
+    # kept with the trace, for the pair stage (faultsim.inprocess.after_convergence): the
+    # events of its course and of the clean run's before the request where it met the
+    # clean run (None: it did not), and what it added to the world (its Tail)
+    meets: tuple[int, int] | None = None
+    tail: Any = None
 
     def blind_to_content(self, path: str) -> bool:
         """The run's course could not depend on this file's old content, nor its outputs."""
@@ -136,6 +141,10 @@ class Sweep:
     equivalences: bool = True  # False: only equal states share a verdict (for checking)
     earlier: tuple[Earlier, ...] = ()
     keep_traces: bool = False  # results keep their trace: a further crash will be tried
+    # the pair stage after its first crash's resumed run met the clean run: composes a
+    # second crash's verdict from the clean run's first crash there, or None (resume it);
+    # called (model, point, order, state, world, schedule), faultsim.inprocess.after_convergence
+    shortcut: Callable | None = None
     instances: list["Judged"] = field(default_factory=list)  # first crash states judged
     resumed_from: dict = field(default_factory=dict)  # id(result) -> the key it was run for
     # --shard: whether this shard owns a first crash state, by its memo key (None: all).
@@ -187,9 +196,21 @@ class Sweep:
         if masked is not None and result.blind_to_content(watch):
             self.insensitive[(masked, watch, signature)] = result
 
+    def compose(self, model: str, point: KillPoint, order: int, state: CrashState,
+                world, key: tuple, signature: str, watch: str | None
+                ) -> tuple[ResumeResult, list[str]] | None:
+        """A second crash's result composed without resuming it (`shortcut`), learned like
+        a resumed one; None where it must be resumed."""
+        if self.shortcut is None:
+            return None
+        found = self.shortcut(model, point, order, state, world, self.schedule(point))
+        if found is not None:
+            self.learn(key, state, signature, watch, found[0])
+        return found
+
     def record(self, model: str, point: KillPoint, order: int, state: CrashState,
                result: ResumeResult, after_kill: list[str], fresh: bool,
-               key: tuple | None = None) -> None:
+               key: tuple | None = None, composed: bool = False) -> None:
         if (model, point.id, order) in self.recorded:
             return  # a second driver pass meets states the first one settled
         self.recorded.add((model, point.id, order))
@@ -204,13 +225,15 @@ class Sweep:
             depth.explored += 1
             depth.resumed += fresh
             depth.converged += fresh and result.converged
+            depth.after_convergence += composed
             depth.resume_seconds += result.seconds if fresh else 0.0
             if violations:
                 run.deep_failures.append(verdict)
             return
         run.verdicts.append(verdict)
         run.escalated += result.escalated
-        self.instances.append(Judged(model, point, order, state, result, not violations, key))
+        self.instances.append(Judged(model, point, order, state, result, not violations, key,
+                                     tuple(after_kill)))
         if fresh:
             run.judged += 1
             run.converged += result.converged
@@ -231,6 +254,7 @@ class Judged:
     result: ResumeResult
     ok: bool
     key: tuple | None
+    after_kill: tuple = ()  # what the killed incarnation did after the kill
 
 
 @dataclass(frozen=True)
