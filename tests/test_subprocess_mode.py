@@ -50,6 +50,10 @@ def test_verdicts_agree_with_the_in_process_mode(agent):
         assert not real.ok  # the mutant is caught for real, not only in the model
     if agent == "reference_agent":
         assert real.ok and stats["resumed"] < stats["crash_states"]
+        # no resumed run is cut here, and the report says why (in process, the same
+        # sweep tries convergence: None)
+        assert "subprocess mode" in run.convergence and run.converged == 0
+        assert model.runs[0].convergence is None
 
 
 def test_shared_verdicts_equal_resuming_every_distinct_state():

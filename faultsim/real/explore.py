@@ -91,7 +91,11 @@ def explore_resolved(agent: str, scenario: Scenario, options: ExploreOptions, *,
         run = ModelRun(scenario=scenario, agent=name, crash_model="process",
                        kill_points=points, explored=chosen, seed=seed, crashes=crashes,
                        mode="subprocess", timeout=timeout, shard=shard,
-                       shard_by="kill point")  # its crash states are known only by killing
+                       shard_by="kill point",  # its crash states are known only by killing
+                       # convergence compares the agent's memory, which lives in the
+                       # subprocess here (engine.md): every resumed run goes to its end
+                       convergence="not tried in subprocess mode: the agent's memory is in "
+                                   "another process")
         sweep = Sweep(golden, {"process": run}, equivalences=False, keep_traces=crashes >= 2)
         if plan is not None:
             plan(Plan(scenario.id, len(points), len(chosen), {"process": len(chosen)},
