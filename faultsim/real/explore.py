@@ -93,7 +93,8 @@ def explore_resolved(agent: str, scenario: Scenario, options: ExploreOptions, *,
                        mode="subprocess", timeout=timeout, shard=shard,
                        shard_by="kill point",  # its crash states are known only by killing
                        # convergence compares the agent's memory, which lives in the
-                       # subprocess here (engine.md): every resumed run goes to its end
+                       # subprocess here and is not read (engine.md): every resumed run
+                       # goes to its end
                        convergence="not tried in subprocess mode: the agent's memory is in "
                                    "another process")
         sweep = Sweep(golden, {"process": run}, equivalences=False, keep_traces=crashes >= 2)
