@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from ..crashmodel import DIR, CrashState
+from ..crashmodel import CrashState
 from ..errors import KillDidNotLand, NonDeterminismError, UsageError
 from ..killpoints import KillPoint
 from ..oracle import CrashRun, Golden, judge, unknown_version_refused
@@ -20,6 +20,7 @@ from ..pipeline.probes import PROBE_VERSION, tamper_versions
 from ..pipeline.incarnation import clean_limit, resumed_limit, world_signature
 from ..report import ModelRun, Report, ResumeSummary, Verdict
 from ..scenario import Scenario
+from ..tree import regular
 from .launch import split
 from .diagnosis import in_agent_terms
 from .incarnation import Run, Services, incarnation
@@ -51,10 +52,6 @@ class Exploration:
         report = Report()
         report.runs.extend(self.runs.values())
         return report
-
-
-def _work(files: dict) -> dict:
-    return {p: d for p, d in files.items() if d is not DIR}
 
 
 def hold_for(point: KillPoint, golden: Run, calls: dict[int, tuple[str, int]],
@@ -205,7 +202,7 @@ def clean_runs(argv: list[str], scenario: Scenario, base: Path, *, timeout: Any 
                           timeout=clean_limit(timeout), seed=seed, services=services)
         clean.append(run)
         return CleanRun(run.outcome, run.error, run.events, run, world=world,
-                        files=_work(run.work), left_behind=tuple(run.left_behind),
+                        files=regular(run.work), left_behind=tuple(run.left_behind),
                         details=run.stderr)
 
     try:
@@ -216,7 +213,7 @@ def clean_runs(argv: list[str], scenario: Scenario, base: Path, *, timeout: Any 
                 f"{exc} ({in_agent_terms(clean[0].events, clean[1].events)})") from None
         raise
     first = clean[0]
-    golden = Golden.of(first.outcome, first.world, _work(first.work), first.events,
+    golden = Golden.of(first.outcome, first.world, regular(first.work), first.events,
                        scenario.checkpoint)
     return golden, clean
 
@@ -295,7 +292,7 @@ def resume(argv: list[str], scenario: Scenario, base: Path, golden: Golden, kill
                           timeout=limit, seed=seed, services=services, traced=False)
     crash_run = CrashRun(kill_points=[*earlier, point], state=state, world=world,
                          outcome=resumed.outcome, error=resumed.error,
-                         timed_out=resumed.timed_out, final=_work(resumed.work),
+                         timed_out=resumed.timed_out, final=regular(resumed.work),
                          left_behind=resumed.left_behind,
                          resume_positions=[] if resumed.first_position is None
                          else [resumed.first_position])
