@@ -207,10 +207,11 @@ def test_the_duplicate_is_the_agents_not_the_guards(crashed):
 
 
 def test_no_cli_process_outlives_the_runs(crashed):
-    from faultsim.adapters.claude_agent_sdk.control import RUNNING, gone
+    from faultsim.adapters.claude_agent_sdk.control import RUNNING
+    from faultsim.groups import dead
 
     pids = [p.pid for p in RUNNING.clis]
-    assert all(gone(pid) for pid in pids)
+    assert all(dead(pid) for pid in pids)
 
 
 def test_faultsim_list_gives_the_kill_points_and_the_budget(capsys):

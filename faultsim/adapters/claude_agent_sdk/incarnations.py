@@ -12,12 +12,13 @@ from pathlib import Path
 from typing import Any, Awaitable, Callable
 
 from ...agent import AgentEnv, Outcome, outcome_of, run_incarnation
+from ...groups import dead
 from ...model import serve
 from ...scenario import Scenario
 from ...trace import Killed, WorldSealed
 from ...world import World
 from .writes import WriteWatch, session_id, tracer, transcript_path
-from .control import (RUNNING, WRITE_KILL, Controller, KillPoint, gone, kill_clis, mark,
+from .control import (RUNNING, WRITE_KILL, Controller, KillPoint, kill_clis, mark,
                       on_world, seams)
 from .sandbox import DIRS
 from .sdk import SECRETS, cli_environment
@@ -71,7 +72,7 @@ async def _settle_tasks() -> None:
         if task.done() and not task.cancelled():
             task.exception()  # retrieved: nothing to report at collection
     for process in list(RUNNING.clis):  # a killed CLI's pipes, closed while the loop runs
-        if process.returncode is None and not gone(process.pid):
+        if process.returncode is None and not dead(process.pid):
             continue  # alive: the SDK's own to close
         with contextlib.suppress(Exception):
             await asyncio.wait_for(process.aclose(), 5)
