@@ -272,11 +272,9 @@ def killed_run(argv: list[str], scenario: Scenario, base: Path, point: KillPoint
                             services=services)
         result.crash_runs += 1
         if not crash.killed:
-            raise KillDidNotLand(
-                f"{scenario.path}: {point.id}: the crash run never reached its kill point "
-                f"(it met {len(crash.events)} events of the clean run's "
-                f"{len(result.golden.trace)}; {crash.error or 'it completed'}): the run is "
-                "not deterministic")
+            raise KillDidNotLand.never_reached(
+                f"{scenario.path}: {point.id}", f"{len(crash.events)} events of the clean "
+                f"run's {len(result.golden.trace)}", crash.error)
         if crash.landed:
             result.held_again += attempt is not hold
             return crash, world

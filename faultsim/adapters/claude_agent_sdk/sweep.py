@@ -194,10 +194,8 @@ def explore(run: AgentRun, scenario: Scenario, *, prefixes: str = "messages",
                              f"{crash.writes} times)")
                 continue
             if crash.files is None:
-                raise KillDidNotLand(f"{kp.id}: the crash run never reached its kill point "
-                                   f"(it met {len(crash.seen)} of {len(points)}; "
-                                   f"{crash.error or 'it completed'}): the run is not "
-                                   "deterministic")
+                raise KillDidNotLand.never_reached(kp.id, f"{len(crash.seen)} of "
+                                                   f"{len(points)}", crash.error)
             if not crash.landed:
                 raise KillDidNotLand(f"{kp.id}: " + (crash.error or "the CLI's process group "
                                                    "did not die by SIGKILL"))
