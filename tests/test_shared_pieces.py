@@ -11,6 +11,7 @@ import os
 import threading
 import time
 from pathlib import Path
+from typing import Callable
 
 from faultsim.agent import Outcome
 from faultsim.crashmodel import DIR, CrashState
@@ -67,15 +68,19 @@ def _states() -> tuple[CrashState, CrashState]:
             CrashState.of("process", "torn", {"checkpoint.json": whole[:9]}))
 
 
+def _counted(runs: list, violations: list) -> Callable[[], ResumeResult]:
+    """A resume that counts its calls in `runs` and shows `violations`."""
+    def resume() -> ResumeResult:
+        runs.append(1)
+        return ResumeResult(list(violations), None, 3)
+    return resume
+
+
 def test_equal_keys_share_one_resumed_run_and_each_state_is_judged_on_its_own_bytes():
     golden = _golden()
     whole, torn = _states()
-    runs = []
-
-    def resume() -> ResumeResult:
-        runs.append(1)
-        return ResumeResult([Violation.of("completes_or_escalates", "hung")], None, 3)
-
+    runs: list = []
+    resume = _counted(runs, [Violation.of("completes_or_escalates", "hung")])
     memo = Shared(golden)
     # a backend's key may make two states equal (the Claude adapter masks the CLI's ids):
     # here both are keyed by the whole one
@@ -95,12 +100,8 @@ def test_equal_keys_share_one_resumed_run_and_each_state_is_judged_on_its_own_by
 def test_share_off_or_no_key_resumes_every_state():
     golden = _golden()
     whole, _ = _states()
-    runs = []
-
-    def resume() -> ResumeResult:
-        runs.append(1)
-        return ResumeResult([], None, 0)
-
+    runs: list = []
+    resume = _counted(runs, [])
     off = Shared(golden, share=False)
     for _ in range(2):
         assert off.judge([], whole, (whole, ""), resume, "k1")[2:] == (None, None)
