@@ -121,6 +121,13 @@ class SandboxEscape(AgentFinding):
 class KillDidNotLand(AgentFinding):
     """A kill point of the golden trace was never reached in a crash run."""
 
+    @classmethod
+    def never_reached(cls, where: str, met: str, why: str | None) -> "KillDidNotLand":
+        """A crash run of real processes that ended (or failed) before its kill point:
+        `met`, how far it got; `why`, its error (None: it completed)."""
+        return cls(f"{where}: the crash run never reached its kill point (it met {met}; "
+                   f"{why or 'it completed'}): the run is not deterministic")
+
 
 # -- harness errors -------------------------------------------------------------------------
 class WorkerDied(HarnessError):

@@ -42,6 +42,22 @@ def members(pgid: int) -> list[tuple[int, str]]:
     return found
 
 
+def dead(pid: int) -> bool:
+    """Reaped, or a zombie: dead either way (a process the caller did not start itself,
+    such as a CLI the Claude Agent SDK spawned, is reaped by its own parent)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().rsplit(b")", 1)[1].split()[0] == b"Z"
+    except (FileNotFoundError, ProcessLookupError):
+        return True
+    except OSError:  # no /proc: ask the kernel
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        return False
+
+
 def kill_groups(pgids: Sequence[int], timeout: float = 10.0,
                 reap: Callable[[float], object] | None = None) -> bool:
     """SIGKILL each group (its leader's pid is its id); True once no live process of any

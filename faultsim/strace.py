@@ -20,7 +20,11 @@ from __future__ import annotations
 import re
 import shutil
 import subprocess
+import threading
+import time
 from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
 
 
 # What changes a file system (open for write/creat, write, rename, unlink, truncate, fsync,
@@ -190,6 +194,30 @@ def parse(text: str) -> list[Call]:
     reader = LogReader()
     reader.feed(text)
     return reader.calls
+
+
+def read_log(log: Path) -> str:
+    """The log as strace has written it so far ("" before strace created it)."""
+    try:
+        return log.read_text(errors="replace")
+    except FileNotFoundError:
+        return ""
+
+
+def follow(step: Callable[[], bool], stop: threading.Event, tick: float = 0.002,
+           name: str = "faultsim-strace-follow") -> threading.Thread:
+    """A daemon thread that calls `step()` every `tick` seconds (read what the log gained
+    and act on it: count, trace, kill at a held entry) until `stop` is set or `step`
+    returns True (its work is done: the kill came). Started; the caller sets `stop` and
+    joins it."""
+    def run() -> None:
+        while not stop.is_set():
+            if step():
+                return
+            time.sleep(tick)
+    thread = threading.Thread(target=run, name=name, daemon=True)
+    thread.start()
+    return thread
 
 
 def count_entries(text: str) -> int:

@@ -207,10 +207,11 @@ def test_the_duplicate_is_the_agents_not_the_guards(crashed):
 
 
 def test_no_cli_process_outlives_the_runs(crashed):
-    from faultsim.adapters.claude_agent_sdk.control import RUNNING, gone
+    from faultsim.adapters.claude_agent_sdk.control import RUNNING
+    from faultsim.groups import dead
 
     pids = [p.pid for p in RUNNING.clis]
-    assert all(gone(pid) for pid in pids)
+    assert all(dead(pid) for pid in pids)
 
 
 def test_faultsim_list_gives_the_kill_points_and_the_budget(capsys):
@@ -679,11 +680,10 @@ def test_the_memo_key_renames_the_clis_ids_and_masks_its_clock_but_nothing_else(
     f["work/session.json"] = b["work/session.json"].replace(b"}", b" }")
     assert canonical(a).digest() != canonical(f).digest()
     # and the world is in the key: the same sandbox after one more effect is another state
-    from faultsim.adapters.claude_agent_sdk.memo import Memo
-    from faultsim.pipeline.sweep import Sweep
+    from faultsim.adapters.claude_agent_sdk.memo import key
 
-    memo, world = Memo(Sweep(None, {}, equivalences=False)), SCENARIO.build_world()
-    before = memo.key(a, world)
-    assert memo.key(b, world)[1] == before[1]
+    world = SCENARIO.build_world()
+    before = key(a, world)
+    assert key(b, world)[1] == before[1]
     world.services["email"].send({"to": "x@example.com", "body": "again"})
-    assert memo.key(a, world)[1] != before[1]
+    assert key(a, world)[1] != before[1]

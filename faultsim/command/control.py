@@ -22,13 +22,12 @@ lets the tracee go on, and the agent's request follows its earlier calls).
 from __future__ import annotations
 
 import threading
-import time
 from pathlib import Path
 from typing import Any, Callable
 
 from ..trace import Killed, Tracer
 from .disk import DiskModel
-from .syscalls import CHANGING, Call, LogReader
+from .syscalls import CHANGING, Call, LogReader, follow, read_log
 
 _WORLD = ("model.response", "model.stream")  # killed at in place: before the agent has it
 
@@ -115,11 +114,7 @@ class Controller:
         if self.log is None:
             return
         with self._lock:
-            try:
-                text = self.log.read_text(errors="replace")
-            except FileNotFoundError:
-                return
-            for what, call in self.reader.feed(text):
+            for what, call in self.reader.feed(read_log(self.log)):
                 if self.dying:
                     return
                 if what == "enter":
@@ -143,13 +138,9 @@ class Controller:
                     self.named.update(_named(call, self.model.root))
 
     def follow(self, stop: threading.Event, tick: float = 0.002) -> threading.Thread:
-        def run() -> None:
-            while not stop.is_set() and not self.dying:
-                self.drain()
-                time.sleep(tick)
-        thread = threading.Thread(target=run, name="faultsim-strace-follow", daemon=True)
-        thread.start()
-        return thread
+        """Drain the log every `tick` until `stop`, or until the kill (`strace.follow`,
+        the Claude Agent SDK adapter's write watch's too)."""
+        return follow(lambda: self.dying or bool(self.drain()), stop, tick)
 
 
 _BY_FD = ("write", "writev", "pwrite64", "pwritev", "pwritev2", "fsync", "fdatasync",

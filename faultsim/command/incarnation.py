@@ -12,18 +12,17 @@ from pathlib import Path
 from typing import Any, Callable
 
 from ..agent import Outcome
-from ..crashmodel import DIR
 from ..model.endpoint import ModelEndpoint
 from ..pipeline.incarnation import Incarnation as _Record, traced_world
 from ..scenario import Scenario
 from ..trace import Event, Tracer
+from ..tree import Files, read_tree, under, write_tree
 from ..world import World
 from .launch import Jailed, environment, kill_group, left_behind, outcome, start
 from .control import Controller, Door
 from .disk import DiskModel
 from .syscalls import Hold, command_line, parse
 
-Files = dict[str, "bytes | None"]
 Services = Callable[..., Any]  # serve_services(world, scenario, hook=...) -> a wire
 
 
@@ -53,36 +52,6 @@ class Run:
     named: set[str] = field(default_factory=set)  # the paths its changing calls named
 
 
-def read_tree(root: Path) -> Files:
-    """A directory as {relative path: bytes, or None for a directory}."""
-    out: Files = {}
-    if not root.is_dir():
-        return out
-    for path in sorted(root.rglob("*")):
-        rel = path.relative_to(root).as_posix()
-        if path.is_dir() and not path.is_symlink():
-            out[rel] = DIR
-        elif path.is_file():
-            try:
-                out[rel] = path.read_bytes()
-            except OSError:
-                pass
-    return out
-
-
-def write_tree(root: Path, files: Files) -> None:
-    import shutil
-
-    shutil.rmtree(root, ignore_errors=True)
-    root.mkdir(parents=True)
-    for rel in sorted(files):
-        if files[rel] is DIR:
-            (root / rel).mkdir(parents=True, exist_ok=True)
-        else:
-            (root / rel).parent.mkdir(parents=True, exist_ok=True)
-            (root / rel).write_bytes(files[rel] or b"")
-
-
 def _addresses(urls: list[str]) -> list[tuple[str, int]]:
     found = []
     for url in urls:
@@ -104,8 +73,7 @@ def incarnation(argv: list[str], scenario: Scenario, world: World, base: Path, *
     logs.mkdir(parents=True, exist_ok=True)
     write_tree(root / "work", work)
     for d in ("home", "tmp"):
-        write_tree(root / d, {p[len(d) + 1:]: v for p, v in rest.items()
-                              if p.startswith(d + "/")})
+        write_tree(root / d, under(rest, d))
     world.sealed = False
     number = world.begin_incarnation()
     tracer = Tracer()

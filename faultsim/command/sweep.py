@@ -11,15 +11,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from ..crashmodel import DIR, CrashState
+from ..crashmodel import CrashState
 from ..errors import KillDidNotLand, NonDeterminismError, UsageError
 from ..killpoints import KillPoint
 from ..oracle import CrashRun, Golden, judge, unknown_version_refused
 from ..pipeline.golden import CleanRun, golden_checked
 from ..pipeline.probes import PROBE_VERSION, tamper_versions
 from ..pipeline.incarnation import clean_limit, resumed_limit, world_signature
+from ..pipeline.sweep import ResumeResult, Shared
 from ..report import ModelRun, Report, ResumeSummary, Verdict
 from ..scenario import Scenario
+from ..tree import regular
 from .launch import split
 from .diagnosis import in_agent_terms
 from .incarnation import Run, Services, incarnation
@@ -51,10 +53,6 @@ class Exploration:
         report = Report()
         report.runs.extend(self.runs.values())
         return report
-
-
-def _work(files: dict) -> dict:
-    return {p: d for p, d in files.items() if d is not DIR}
 
 
 def hold_for(point: KillPoint, golden: Run, calls: dict[int, tuple[str, int]],
@@ -130,26 +128,26 @@ def explore(command: str, scenario: Scenario, *, crash_models: Sequence[str] = (
                 states["power"] = crash.model.power_states(
                     powersafe=scenario.profile.powersafe_overwrite)
             signature = world_signature(world) if crashes > 1 else ""
-            # One resume per distinct state of this kill point: equal files and a copy of
-            # the same world start the same (deterministic) resume, so its verdict is theirs
-            # (the process state is the power model's "everything persisted", for one)
-            judged: dict[str, tuple] = {}
+            # One resume per distinct state of this kill point (`Shared`, the Claude Agent
+            # SDK adapter's memo too, keyed here by the state's bytes alone): equal files
+            # and a copy of the same world start the same (deterministic) resume, so its
+            # verdict is theirs (the process state is the power model's "everything
+            # persisted", for one). Scoped to the point: another point's world differs.
+            memo = Shared(golden, share=share)
             for model, found in states.items():
                 for order, state in enumerate(found):
-                    key = state.digest() if share else f"{model}{order}"
-                    if key not in judged:
-                        judged[key] = resume(argv, scenario, base, golden, world, crash,
-                                              point, state, limit, seed, services)
-                        result.resumes += 1
-                    violations, crash_run, resumed = judged[key]
+                    violations, resumed, shared, _key = memo.judge(
+                        [point], state, (state, ""), lambda: resumed_result(
+                            argv, scenario, base, golden, world, crash, point, state,
+                            limit, seed, services), f"{point.id} [{model}: {order}]")
+                    result.resumes += shared is None
                     result.states += 1
                     run = runs[model]
                     run.verdicts.append(Verdict(
                         point, model, state.persisted, violations, state,
-                        ResumeSummary.of(crash_run) if violations else None, golden,
+                        resumed.summary if violations else None, golden,
                         order=order, resumed_at=resumed.first_position,
-                        escalated=resumed.outcome is not None
-                        and resumed.outcome.status == "escalated"))
+                        escalated=resumed.escalated))
                     run.judged += 1
                     if crashes > 1 and not violations:
                         result.firsts.append(First(model, point, order, state, crash, world,
@@ -205,7 +203,7 @@ def clean_runs(argv: list[str], scenario: Scenario, base: Path, *, timeout: Any 
                           timeout=clean_limit(timeout), seed=seed, services=services)
         clean.append(run)
         return CleanRun(run.outcome, run.error, run.events, run, world=world,
-                        files=_work(run.work), left_behind=tuple(run.left_behind),
+                        files=regular(run.work), left_behind=tuple(run.left_behind),
                         details=run.stderr)
 
     try:
@@ -216,7 +214,7 @@ def clean_runs(argv: list[str], scenario: Scenario, base: Path, *, timeout: Any 
                 f"{exc} ({in_agent_terms(clean[0].events, clean[1].events)})") from None
         raise
     first = clean[0]
-    golden = Golden.of(first.outcome, first.world, _work(first.work), first.events,
+    golden = Golden.of(first.outcome, first.world, regular(first.work), first.events,
                        scenario.checkpoint)
     return golden, clean
 
@@ -274,11 +272,9 @@ def killed_run(argv: list[str], scenario: Scenario, base: Path, point: KillPoint
                             services=services)
         result.crash_runs += 1
         if not crash.killed:
-            raise KillDidNotLand(
-                f"{scenario.path}: {point.id}: the crash run never reached its kill point "
-                f"(it met {len(crash.events)} events of the clean run's "
-                f"{len(result.golden.trace)}; {crash.error or 'it completed'}): the run is "
-                "not deterministic")
+            raise KillDidNotLand.never_reached(
+                f"{scenario.path}: {point.id}", f"{len(crash.events)} events of the clean "
+                f"run's {len(result.golden.trace)}", crash.error)
         if crash.landed:
             result.held_again += attempt is not hold
             return crash, world
@@ -286,20 +282,41 @@ def killed_run(argv: list[str], scenario: Scenario, base: Path, point: KillPoint
                          f"{crash.proof or 'the process group outlived SIGKILL'}")
 
 
+def resumed_result(argv: list[str], scenario: Scenario, base: Path, golden: Golden,
+                   killed: Any, crash: Run, point: KillPoint, state: CrashState, limit: Any,
+                   seed: str, services: Services | None) -> ResumeResult:
+    """One resumed run from `state`, judged by the resume guards (`ResumeResult.of_run`,
+    the Claude Agent SDK adapter's too): what equal states share (`Shared`)."""
+    crash_run, resumed = _resumed_run(argv, scenario, base, killed, crash, point, state,
+                                      limit, seed, services)
+    return ResumeResult.of_run(golden, crash_run, resumed.first_position, resumed.seconds)
+
+
 def resume(argv: list[str], scenario: Scenario, base: Path, golden: Golden, killed: Any,
             crash: Run, point: KillPoint, state: CrashState, limit: Any, seed: str,
             services: Services | None, earlier: tuple[KillPoint, ...] = ()
             ) -> tuple[list, CrashRun, Run]:
+    """One resumed run from `state` after the crashes `earlier` and `point`, judged by
+    every guard (the pairs' and the version probe's)."""
+    crash_run, resumed = _resumed_run(argv, scenario, base, killed, crash, point, state,
+                                      limit, seed, services, earlier)
+    return judge(golden, crash_run), crash_run, resumed
+
+
+def _resumed_run(argv: list[str], scenario: Scenario, base: Path, killed: Any, crash: Run,
+                 point: KillPoint, state: CrashState, limit: Any, seed: str,
+                 services: Services | None, earlier: tuple[KillPoint, ...] = ()
+                 ) -> tuple[CrashRun, Run]:
     world = copy.deepcopy(killed)
     resumed = incarnation(argv, scenario, world, base, work=state.as_dict(), rest=crash.rest,
                           timeout=limit, seed=seed, services=services, traced=False)
     crash_run = CrashRun(kill_points=[*earlier, point], state=state, world=world,
                          outcome=resumed.outcome, error=resumed.error,
-                         timed_out=resumed.timed_out, final=_work(resumed.work),
+                         timed_out=resumed.timed_out, final=regular(resumed.work),
                          left_behind=resumed.left_behind,
                          resume_positions=[] if resumed.first_position is None
                          else [resumed.first_position])
-    return judge(golden, crash_run), crash_run, resumed
+    return crash_run, resumed
 
 
 def _version_probe(argv: list[str], scenario: Scenario, base: Path, golden: Golden,

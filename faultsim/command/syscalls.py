@@ -4,7 +4,7 @@ shared with the Claude Agent SDK adapter)."""
 from __future__ import annotations
 
 from ..strace import (CHANGING, TRACED, Call, Hold, LogReader, command_line,
-                      count_entries, parse, strace_unavailable, unhex)
+                      count_entries, follow, parse, read_log, strace_unavailable, unhex)
 
 __all__ = ["CHANGING", "TRACED", "Call", "Hold", "LogReader", "command_line",
-           "count_entries", "parse", "strace_unavailable", "unhex"]
+           "count_entries", "follow", "parse", "read_log", "strace_unavailable", "unhex"]

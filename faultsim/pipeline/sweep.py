@@ -9,8 +9,8 @@ from typing import Any, Callable, Sequence
 
 from ..crashmodel import CrashState, files_digest
 from ..killpoints import KillPoint
-from ..oracle import (OUTPUTS, STATE_GUARDS, CrashRun, Golden, Violation, judge,
-                      no_work_after_kill)
+from ..oracle import (OUTPUTS, RESUME_GUARDS, STATE_GUARDS, CrashRun, Golden, Violation,
+                      judge, no_work_after_kill)
 from ..report import ModelRun, ResumeSummary, Verdict
 
 
@@ -36,6 +36,18 @@ class ResumeResult:
     # clean run (None: it did not), and what it added to the world (its Tail)
     meets: tuple[int, int] | None = None
     tail: Any = None
+
+    @classmethod
+    def of_run(cls, golden: Golden, crash_run: CrashRun, first_position: int | None,
+               seconds: float) -> "ResumeResult":
+        """A resumed run of real processes judged by the resume guards (the command
+        backend's, the Claude Agent SDK adapter's). Its summary is kept whatever the resume
+        guards say: a state guard may fail a state whose resumed run broke no rule, and its
+        counterexample still says what that run did."""
+        outcome = crash_run.outcome
+        return cls(judge(golden, crash_run, RESUME_GUARDS), ResumeSummary.of(crash_run),
+                   first_position, seconds,
+                   escalated=outcome is not None and outcome.status == "escalated")
 
     def blind_to_content(self, path: str) -> bool:
         """The run's course could not depend on this file's old content, nor its outputs."""
@@ -93,6 +105,46 @@ def schedule_violations(golden: Golden, schedule: list[KillPoint], state: CrashS
             guarded[key] = guards
     return (list(guards) + result.violations +
             judge(golden, probe, (no_work_after_kill,)))
+
+
+@dataclass
+class Shared:
+    """The resumed runs of a sweep on real processes (the command backend's, the Claude
+    Agent SDK adapter's), by the key of the crash state each was run from. A state whose
+    key equals one resumed already shares that run (`Sweep`'s memo of equal states, no
+    masked classes: `equivalences=False`); every state is judged on its own bytes all the
+    same (`schedule_violations`: the state guards and what the run showed). The key is the
+    backend's, (the state as it compares states, the signature of what else decides the
+    resumed run); its argument that equal keys give the same run is written beside it.
+    `share=False` resumes every state (for comparing with the memo's verdicts)."""
+
+    golden: Golden
+    share: bool = True
+    sweep: Sweep = field(init=False)
+    origins: dict[int, str] = field(default_factory=dict)  # id(result) -> its state, named
+
+    def __post_init__(self) -> None:
+        self.sweep = Sweep(self.golden, {}, equivalences=False)
+
+    def judge(self, schedule: list[KillPoint], state: CrashState,
+              key: tuple[CrashState, str] | None, resume: Callable[[], ResumeResult],
+              origin: str) -> tuple[list[Violation], ResumeResult, str | None, tuple | None]:
+        """(the state's violations, the resumed run they were judged on, the state that run
+        was resumed for when shared (None: resumed now, for this one), the exact key it is
+        known by (None: not shared)). `key` None: the state is resumed, never shared."""
+        exact: tuple | None = None
+        result: ResumeResult | None = None
+        if key is not None and self.share:
+            known = self.sweep.known(key[0], key[1], None)
+            exact, result = known.key, known.result
+        shared = None if result is None else self.origins[id(result)]
+        if result is None:
+            result = resume()
+            if exact is not None and key is not None:
+                self.sweep.learn(exact, key[0], key[1], None, result)
+                self.origins[id(result)] = origin
+        return (schedule_violations(self.golden, schedule, state, result, []), result,
+                shared, exact)
 
 
 @dataclass(frozen=True)

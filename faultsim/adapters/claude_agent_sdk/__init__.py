@@ -13,6 +13,11 @@ of yours, or `continue_conversation=True`), and returns the final answer::
 Tools that act on the world are in-process SDK MCP tools (`@tool` + `create_sdk_mcp_server`)
 whose effects go through `faultsim.effect`, as for any faultsim agent.
 
+A scenario with follow-ups (several user turns) needs a coroutine that takes them,
+`run(task, workdir, follow_ups)`: it sends each once into the same session, and a restarted
+one learns from the session on disk which it sent (`incarnations.arguments`; a coroutine of
+two parameters is refused on such a scenario).
+
 Why not the engine's in-process or subprocess mode: the agent is two processes, the Python
 one (your code and its MCP tools) and the bundled Claude Code CLI it spawns, which keeps the
 session transcript (`CLAUDE_CONFIG_DIR/projects/<cwd>/<session>.jsonl`). Neither forking

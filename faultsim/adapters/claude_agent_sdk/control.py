@@ -263,21 +263,6 @@ def _builtin_hook(category: str) -> Callable[..., Any]:
     return hook
 
 
-def gone(pid: int) -> bool:
-    """Reaped, or a zombie: dead either way."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            return f.read().rsplit(b")", 1)[1].split()[0] == b"Z"
-    except (FileNotFoundError, ProcessLookupError):
-        return True
-    except OSError:  # no /proc: ask the kernel
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return True
-        return False
-
-
 def kill_clis(timeout: float = 10.0) -> bool:
     """SIGKILL every CLI process group of this incarnation; True once no process of any is
     left (`faultsim.groups`' kill, the command backend's)."""

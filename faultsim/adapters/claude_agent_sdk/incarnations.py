@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
 import os
 import threading
 import time
@@ -12,17 +13,20 @@ from pathlib import Path
 from typing import Any, Awaitable, Callable
 
 from ...agent import AgentEnv, Outcome, outcome_of, run_incarnation
+from ...errors import UsageError
+from ...groups import dead
 from ...model import serve
 from ...scenario import Scenario
 from ...trace import Killed, WorldSealed
 from ...world import World
 from .writes import WriteWatch, session_id, tracer, transcript_path
-from .control import (RUNNING, WRITE_KILL, Controller, KillPoint, gone, kill_clis, mark,
+from .control import (RUNNING, WRITE_KILL, Controller, KillPoint, kill_clis, mark,
                       on_world, seams)
 from .sandbox import DIRS
 from .sdk import SECRETS, cli_environment
 
-AgentRun = Callable[[str, Path], Awaitable[Any]]  # (task, workdir) -> final answer
+# (task, workdir) -> final answer; with the scenario's follow-ups, (task, workdir, follow_ups)
+AgentRun = Callable[..., Awaitable[Any]]
 
 
 @dataclass
@@ -37,17 +41,40 @@ class Incarnation:
     writes: int | None = None  # transcript writes strace saw enter (when they were traced)
 
 
+def arguments(run: AgentRun, scenario: Scenario, workdir: Path) -> tuple:
+    """What the agent's coroutine is called with: (task, workdir), and the scenario's
+    follow-ups (the user's messages after the task, in order) when it takes a third
+    positional parameter. A scenario with follow-ups and a coroutine that cannot take them
+    is refused in one line: the run would end after the first answer and be judged
+    against a conversation it never had."""
+    follow_ups = tuple(scenario.script.follow_ups)
+    try:
+        params = list(inspect.signature(run).parameters.values())
+    except (TypeError, ValueError):  # no signature to read: called as documented
+        params = []
+    takes = any(p.kind is p.VAR_POSITIONAL for p in params) or len(
+        [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]) >= 3
+    if takes:
+        return scenario.task, workdir, follow_ups
+    if follow_ups:
+        name = getattr(run, "__qualname__", repr(run))
+        raise UsageError(f"{scenario.path}: its script has {len(follow_ups)} follow-up(s) "
+                         f"(user turns after the task), and the agent {name} takes only "
+                         "(task, workdir): give it a third parameter, follow_ups, and send "
+                         "each once into the same session")
+    return scenario.task, workdir
+
+
 class _Run:
-    def __init__(self, run: AgentRun, task: str, workdir: Path,
-                 controller: Controller) -> None:
-        self.fn, self.task, self.workdir, self.controller = run, task, workdir, controller
+    def __init__(self, run: AgentRun, args: tuple, controller: Controller) -> None:
+        self.fn, self.args, self.controller = run, args, controller
 
     async def run(self) -> Any:
         loop = self.controller.loop = asyncio.get_running_loop()
         self.controller.task = asyncio.current_task()
         loop.set_exception_handler(_quiet_kills)
         try:
-            return await self.fn(self.task, self.workdir)
+            return await self.fn(*self.args)
         finally:
             await _settle_tasks()
 
@@ -71,7 +98,7 @@ async def _settle_tasks() -> None:
         if task.done() and not task.cancelled():
             task.exception()  # retrieved: nothing to report at collection
     for process in list(RUNNING.clis):  # a killed CLI's pipes, closed while the loop runs
-        if process.returncode is None and not gone(process.pid):
+        if process.returncode is None and not dead(process.pid):
             continue  # alive: the SDK's own to close
         with contextlib.suppress(Exception):
             await asyncio.wait_for(process.aclose(), 5)
@@ -87,6 +114,7 @@ def incarnation(run: AgentRun, scenario: Scenario, world: World, root: Path, *,
     tracer such as strace, for measuring it). `writes` (implied by a `transcript-write`
     target) runs the CLI under strace, its transcript writes held and counted
     (`writes.py`)."""
+    args = arguments(run, scenario, root / "work")
     controller = Controller(world, root, target, settle, scenario.id)
     world.sealed = False
     world.begin_incarnation()
@@ -118,6 +146,7 @@ def incarnation(run: AgentRun, scenario: Scenario, world: World, root: Path, *,
             env = AgentEnv(workdir=root / "work", client=world.model.client(),
                            services=world.services, clock=world.clock, task=scenario.task,
                            task_id=scenario.id, model=scenario.model,
+                           follow_ups=scenario.script.follow_ups,
                            incarnation=world.incarnation, mark=mark, world=world)
 
             def go() -> None:
@@ -125,7 +154,7 @@ def incarnation(run: AgentRun, scenario: Scenario, world: World, root: Path, *,
                     # the CLI is a process of ours: started in a session of its own,
                     # its group SIGKILLed at each kill (never refused)
                     result["value"] = run_incarnation(
-                        lambda e: _Run(run, scenario.task, root / "work", controller), env,
+                        lambda e: _Run(run, args, controller), env,
                         contained=True)
                 except BaseException as exc:  # noqa: BLE001 - reported, never swallowed
                     result["error"] = exc

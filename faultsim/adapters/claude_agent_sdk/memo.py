@@ -2,10 +2,11 @@
 
 The other backends key a crash state by (the digest of its files, the world's signature)
 and resume each key once (`faultsim.pipeline.sweep.Sweep.known`/`learn`, the in-process and
-subprocess modes; `faultsim.command.sweep` per kill point). This backend uses the same
-pieces: `Sweep`'s memo (with `equivalences=False`: equal states only, no masked classes),
-`world_signature` for the world, `ResumeResult` for what the resumed run showed, and
-`schedule_violations` to judge each state. What it adds is *which* bytes are compared.
+subprocess modes). This backend and the command backend (`faultsim.command.sweep`, per kill
+point) share one piece for it, `faultsim.pipeline.sweep.Shared`: `Sweep`'s memo (with
+`equivalences=False`: equal states only, no masked classes), `ResumeResult` for what the
+resumed run showed, and `schedule_violations` to judge each state; `world_signature` for
+the world. What this module adds is *which* bytes are compared (`key`).
 
 Why not the raw bytes: every crash run is a new CLI process, and the CLI stamps what it
 writes with values of its own that no two processes share: a random UUID for every
@@ -68,7 +69,6 @@ from typing import Any
 
 from ...crashmodel import CrashState
 from ...pipeline.incarnation import world_signature
-from ...pipeline.sweep import ResumeResult, Sweep
 from ...world import World
 
 _ID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}|[0-9a-f]{32,}")
@@ -128,27 +128,8 @@ def canonical(files: dict[str, bytes | None]) -> CrashState:
     return CrashState.of("process", "canonical", out)
 
 
-class Memo:
-    """The resumed runs of a sweep, by the key of the state they were run from: `Sweep`'s
-    memo of equal states, keyed as the other backends key it."""
-
-    def __init__(self, sweep: Sweep) -> None:
-        self.sweep = sweep
-        self.origins: dict[int, str] = {}  # id(result) -> the state it was run for, named
-
-    def origin(self, result: ResumeResult) -> str:
-        return self.origins[id(result)]
-
-    def key(self, files: dict[str, bytes | None], killed: World) -> tuple[CrashState, str]:
-        return canonical(files), f"{killed.incarnation}:{world_signature(killed)}"
-
-    def get(self, key: tuple[CrashState, str]) -> tuple[tuple, ResumeResult | None]:
-        state, signature = key
-        known = self.sweep.known(state, signature, None)
-        return known.key, known.result
-
-    def learn(self, key: tuple[CrashState, str], exact: tuple, result: ResumeResult,
-              origin: str) -> None:
-        state, signature = key
-        self.sweep.learn(exact, state, signature, None, result)
-        self.origins[id(result)] = origin
+def key(files: dict[str, bytes | None], killed: World) -> tuple[CrashState, str]:
+    """The state's key for `faultsim.pipeline.sweep.Shared` (the memo the command backend
+    uses too): the sandbox as `canonical` compares it, and the world the resume starts
+    from with the incarnation number (which names the resumed CLI's session id)."""
+    return canonical(files), f"{killed.incarnation}:{world_signature(killed)}"

@@ -4,43 +4,31 @@ before a resume, at the same absolute path (the CLI names a project by its cwd).
 from __future__ import annotations
 
 import contextlib
-import os
-import shutil
 import tempfile
 from pathlib import Path
 from typing import Iterator
+
+from ...crashmodel import DIR
+from ...tree import read_tree, under, write_tree
 
 DIRS = ("work", "claude", "home", "tmp")
 
 
 def snapshot(root: Path) -> dict[str, bytes]:
-    """Every regular file under the sandbox, by path relative to it."""
-    files = {}
-    for dirpath, _dirs, names in os.walk(root):
-        for name in names:
-            path = Path(dirpath) / name
-            if path.is_file() and not path.is_symlink():
-                with contextlib.suppress(OSError):
-                    files[path.relative_to(root).as_posix()] = path.read_bytes()
-    return files
+    """Every regular file under the sandbox, by path relative to it (`faultsim.tree`'s
+    read, the command backend's: no directories, no links)."""
+    return read_tree(root, dirs=False, links=False)  # type: ignore[return-value]
 
 
 def restore(root: Path, files: dict[str, bytes | None]) -> None:
-    shutil.rmtree(root, ignore_errors=True)
-    for d in DIRS:
-        (root / d).mkdir(parents=True, exist_ok=True)
-    for rel, data in files.items():
-        if data is None:
-            continue
-        path = root / rel
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(data)
-
+    """The sandbox holding exactly `files` (None: no such file) and its four folders."""
+    write_tree(root, {**dict.fromkeys(DIRS, DIR),
+                      **{p: d for p, d in files.items() if d is not None}})
 
 
 def work_files(files: dict[str, bytes]) -> dict[str, bytes]:
     """The agent's working directory's files, as the oracle reads a workdir."""
-    return {p[len("work/"):]: d for p, d in files.items() if p.startswith("work/")}
+    return under(files, "work")  # type: ignore[return-value]
 
 
 @contextlib.contextmanager

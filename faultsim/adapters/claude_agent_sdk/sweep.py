@@ -11,15 +11,14 @@ from typing import Callable
 
 from ...crashmodel import CrashState
 from ...errors import AgentFailedCleanly, KillDidNotLand, NonDeterminismError
-from ...oracle import RESUME_GUARDS, CrashRun, Golden, judge
-from ...pipeline.sweep import ResumeResult, Sweep, schedule_violations
-from ...report import ResumeSummary
+from ...oracle import CrashRun, Golden
+from ...pipeline.sweep import ResumeResult, Shared
 from ...scenario import Scenario
 from ...world import World
 from .writes import session_id, strace_unavailable, transcript_path
 from .control import CATEGORIES, WRITE_KILL, KillPoint
 from .incarnations import AgentRun, Incarnation, incarnation
-from .memo import Memo
+from .memo import key
 from .report import engine_point
 from .sandbox import restore, sandbox_root, snapshot, work_files
 from .results import Exploration, Survey, Verdict
@@ -168,7 +167,7 @@ def explore(run: AgentRun, scenario: Scenario, *, prefixes: str = "messages",
         started = time.monotonic()
         golden, points, _ = golden_run(run, scenario, root, timeout=timeout)
         result = Exploration(scenario, golden, points, incarnations=1)
-        memo = Memo(Sweep(golden, {}, equivalences=False)) if share else None
+        memo = Shared(golden, share=share)
         if writes:
             result.incarnations += 1
             traced, result.untraced = write_points(run, scenario, root, len(points),
@@ -195,10 +194,8 @@ def explore(run: AgentRun, scenario: Scenario, *, prefixes: str = "messages",
                              f"{crash.writes} times)")
                 continue
             if crash.files is None:
-                raise KillDidNotLand(f"{kp.id}: the crash run never reached its kill point "
-                                   f"(it met {len(crash.seen)} of {len(points)}; "
-                                   f"{crash.error or 'it completed'}): the run is not "
-                                   "deterministic")
+                raise KillDidNotLand.never_reached(kp.id, f"{len(crash.seen)} of "
+                                                   f"{len(points)}", crash.error)
             if not crash.landed:
                 raise KillDidNotLand(f"{kp.id}: " + (crash.error or "the CLI's process group "
                                                    "did not die by SIGKILL"))
@@ -221,23 +218,21 @@ def explore(run: AgentRun, scenario: Scenario, *, prefixes: str = "messages",
 
 def resume(run: AgentRun, scenario: Scenario, golden: Golden, killed: World, root: Path,
             kp: KillPoint, name: str, files: dict[str, bytes | None],
-            timeout: float = 60.0, order: int = 0, memo: Memo | None = None) -> Verdict:
+            timeout: float = 60.0, order: int = 0, memo: Shared | None = None) -> Verdict:
     """Resume the agent once from `files`, with a copy of the world as the kill left it,
-    and judge the run; with `memo`, a state equal to one resumed before takes that run's
-    resume guards' verdict instead (`memo.py`), its own state judged all the same."""
+    and judge the run; with `memo` (`faultsim.pipeline.sweep.Shared`, keyed by `memo.py`),
+    a state equal to one resumed before takes that run's resume guards' verdict instead,
+    its own state judged all the same."""
     # the guards read the transcript as the CLI does: a torn last line is skipped, so an
     # answer only in it is not held (format "bytes" would count it)
     held = {p: d[:d.rfind(b"\n") + 1] if d is not None and is_transcript(p) else d
             for p, d in files.items()}
     state = CrashState.of("process", name, held)
-    key = memo.key(files, killed) if memo is not None else None
-    exact, resumed = memo.get(key) if key is not None else (None, None)
-    shared = None if resumed is None else memo.origin(resumed)
-    if resumed is None:
-        resumed = _resumed(run, scenario, golden, killed, root, kp, files, state, timeout)
-        if key is not None:
-            memo.learn(key, exact, resumed, f"{kp.id} [{name}]")
-    violations = schedule_violations(golden, [engine_point(kp)], state, resumed, [])
+    shares = memo is not None and memo.share
+    violations, resumed, shared, exact = (memo or Shared(golden, share=False)).judge(
+        [engine_point(kp)], state, key(files, killed) if shares else None,
+        lambda: _resumed(run, scenario, golden, killed, root, kp, files, state, timeout),
+        f"{kp.id} [{name}]")
     summary = resumed.summary
     return Verdict(kp, name, violations, resumed.first_position,
                    summary.error if summary is not None else None, orphaned(files),
@@ -260,5 +255,4 @@ def _resumed(run: AgentRun, scenario: Scenario, golden: Golden, killed: World, r
                          world=world, outcome=inc.outcome, error=inc.error,
                          timed_out=inc.timed_out, final=work_files(snapshot(root)),
                          resume_positions=asked[:1])
-    return ResumeResult(judge(golden, crash_run, RESUME_GUARDS), ResumeSummary.of(crash_run),
-                        asked[0] if asked else None, inc.seconds)
+    return ResumeResult.of_run(golden, crash_run, asked[0] if asked else None, inc.seconds)

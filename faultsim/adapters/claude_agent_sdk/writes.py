@@ -20,12 +20,11 @@ from __future__ import annotations
 
 import re
 import threading
-import time
 import uuid
 from pathlib import Path
 from typing import Callable
 
-from ...strace import Hold, LogReader, command_line, parse
+from ...strace import Hold, LogReader, command_line, follow, parse, read_log
 from ...strace import strace_unavailable  # noqa: F401 - shared with faultsim.command
 
 HOLD = 0.5  # seconds each transcript write waits at its entry: the window for the kill
@@ -57,50 +56,44 @@ def tracer(path: Path, log: Path, hold: float = HOLD) -> Callable[[list[str]], l
 
 class WriteWatch:
     """Counts the transcript writes in strace's log as they enter (strace prints a call's
-    start before it holds it; `faultsim.strace.LogReader` reads them) and calls `kill`
-    once, at the `n`th."""
+    start before it holds it; `faultsim.strace`'s `LogReader`, followed by its `follow`
+    thread, as the command backend follows its log) and calls `kill` once, at the `n`th."""
 
     def __init__(self, log: Path, n: int | None, kill: Callable[[], None]) -> None:
         self.log, self.n, self.kill = log, n, kill
         self.entered = 0
         self._reader = LogReader()
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._watch, name="faultsim-strace-watch",
-                                        daemon=True)
+        self._thread: threading.Thread | None = None
 
     def __enter__(self) -> "WriteWatch":
-        self._thread.start()
+        self._thread = follow(self._step, self._stop, name="faultsim-strace-watch")
         return self
 
     def __exit__(self, *exc: object) -> None:
         self._stop.set()
-        self._thread.join(5)
-        self.entered = max(self.entered, len(self._writes(parse(self._text()))))
-
-    def _text(self) -> str:
-        try:
-            return self.log.read_text(errors="replace")
-        except FileNotFoundError:
-            return ""
+        if self._thread is not None:
+            self._thread.join(5)
+        self.entered = max(self.entered, len(self._writes(parse(read_log(self.log)))))
 
     @staticmethod
     def _writes(calls: list) -> list:
         return [c for c in calls if c.name in WRITES]
 
-    def _watch(self) -> None:
-        while not self._stop.is_set():
-            self._reader.feed(self._text())
-            self.entered = len(self._writes(self._reader.calls))
-            if self.n is not None and self.entered >= self.n:
-                self.kill()
-                return
-            time.sleep(0.002)
+    def _step(self) -> bool:
+        """One look at the log: True once the kill came (the watch is done)."""
+        self._reader.feed(read_log(self.log))
+        self.entered = len(self._writes(self._reader.calls))
+        if self.n is not None and self.entered >= self.n:
+            self.kill()
+            return True
+        return False
 
     def proof(self, on_disk: int) -> str | None:
         """Why the kill did not land inside write n, or None when it did: write n entered
         and never returned, and the transcript holds exactly the bytes that the writes that
         did return wrote (`on_disk`)."""
-        writes = self._writes(parse(self._text()))
+        writes = self._writes(parse(read_log(self.log)))
         if self.n is None or len(writes) < self.n:
             return (f"strace saw {len(writes)} transcript writes, not {self.n}: the kill "
                     "never came")
