@@ -393,3 +393,29 @@ def test_the_plugin_runs_a_database_store_in_subprocess_mode(pytester):
     out = result.stdout.str()
     assert "test_naive" in out and "sqlite.exec DELETE" in out
     assert "kill_points=True items run in-process" in out
+
+
+def test_sqlite_is_traced_under_both_of_its_connect_names(tmp_path):
+    """`sqlite3.connect` and `sqlite3.dbapi2.connect` are one function under two names;
+    SQLAlchemy's SQLite dialect (DBOS's system database) connects through the second, so
+    the interposer replaces both: each name's statements and commits are events (with
+    only the first replaced, the second connection's writes were no kill points)."""
+    import sqlite3
+    import sqlite3.dbapi2
+
+    from faultsim.interpose import sqlite as sqlite_trace
+
+    events: list = []
+    sqlite_trace.install(lambda kind, subject, *rest: events.append((kind, subject)))
+    try:
+        for i, connect in enumerate((sqlite3.connect, sqlite3.dbapi2.connect)):
+            conn = connect(str(tmp_path / f"{i}.db"))
+            conn.execute("CREATE TABLE t (x)")
+            conn.execute("INSERT INTO t VALUES (1)")  # opens the transaction commit() ends
+            conn.commit()
+            conn.close()
+    finally:
+        sqlite_trace.uninstall()
+    assert sqlite3.connect is sqlite3.dbapi2.connect  # restored, to the one original
+    assert events.count(("sqlite.exec", "INSERT t")) == 2
+    assert events.count(("sqlite.commit", "")) == 2

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 import sqlite3
+import sqlite3.dbapi2
 from typing import Any, Callable
 
 from ..trace import digest
@@ -106,13 +107,16 @@ def connect(database, *args: Any, **kwargs: Any) -> sqlite3.Connection:
 
 
 def install(emit: Emit) -> None:
-    """Trace every connection opened from now on (`sqlite3.connect` is replaced)."""
+    """Trace every connection opened from now on. `sqlite3.connect` and
+    `sqlite3.dbapi2.connect` are two names for one function, and both are replaced:
+    SQLAlchemy's SQLite dialect (DBOS, ADK's DatabaseSessionService on plain `sqlite://`)
+    connects through the second, and its statements and commits were not kill points."""
     global _emit
     _emit = emit
-    sqlite3.connect = connect
+    sqlite3.connect = sqlite3.dbapi2.connect = connect
 
 
 def uninstall() -> None:
     global _emit
     _emit = None
-    sqlite3.connect = _original_connect
+    sqlite3.connect = sqlite3.dbapi2.connect = _original_connect
