@@ -8,7 +8,8 @@ documented way to resume a persisted flow, where writes extend the same history)
 restores the latest saved state and runs the flow from its start, so each method looks at
 the restored state and skips what is done (a question already answered, calls already
 run). Every effect goes to a keyed receiver: a failure is the framework's, not the
-at-least-once window of a blind effect."""
+at-least-once window of a blind effect; `make_blind_agent` sends the email without a key
+(a method killed after its effect and before `@persist` saved runs again)."""
 from __future__ import annotations
 
 import json
@@ -51,6 +52,11 @@ def _pay(invoice: str, amount_cents: int) -> dict:
 
 @faultsim.effect("email", key=lambda to, subject, body: f"email-{to}-{subject}")
 def _email(to: str, subject: str, body: str) -> dict:
+    raise RuntimeError("production mail API not configured in this example")
+
+
+@faultsim.effect("email")
+def _email_blind(to: str, subject: str, body: str) -> dict:
     raise RuntimeError("production mail API not configured in this example")
 
 
@@ -118,11 +124,12 @@ def payment_flow(db_path: str) -> type:
 
 
 class CrewAiAgent:
-    def __init__(self, env):
-        self.env = env
+    def __init__(self, env, blind: bool = False):
+        self.env, self.blind = env, blind
 
     def run(self) -> str:
         env = self.env
+        RUN["send_email"] = _email_blind if self.blind else _email
         # CrewAI's persistence takes a file lock in the temp folder, and CrewAI keeps its
         # app data and caches in the user's folders (XDG_*): all the workdir's here
         tempfile.tempdir = str(env.workdir)
@@ -131,5 +138,11 @@ class CrewAiAgent:
         flow = payment_flow(str(env.store.path))()
         flow.kickoff(inputs={"id": env.task_id, "task": env.task, "model": env.model})
         return flow.state.final
+
+
 def make_agent(env):
     return CrewAiAgent(env)
+
+
+def make_blind_agent(env):
+    return CrewAiAgent(env, blind=True)
