@@ -1,6 +1,7 @@
-"""A durable agent on DBOS Transact, the way DBOS's AI quickstart writes one in plain
-Python: the agent loop is a `@DBOS.workflow()`, each model call and each tool call a
-`@DBOS.step()`, the system database SQLite (the scenario's database file). A restarted
+"""A durable agent on DBOS Transact, in plain Python, shaped as DBOS's docs draw an agent
+(the agent run loop a workflow; model and tool calls steps): the loop is a
+`@DBOS.workflow()`, each model call and each tool call a `@DBOS.step()`, the system
+database SQLite (the scenario's database file). A restarted
 process constructs DBOS again and launches it (which recovers the pending workflow), then
 starts the workflow under the same workflow id (`SetWorkflowID`): DBOS runs a workflow id
 once, so the call joins the recovered run, or returns the result a finished run saved.
