@@ -397,3 +397,61 @@ def test_the_plugin_runs_a_database_store_in_subprocess_mode(pytester):
     out = result.stdout.str()
     assert "test_naive" in out and "sqlite.exec DELETE" in out
     assert "kill_points=True items run in-process" in out
+
+
+def test_sqlite_is_traced_under_both_of_its_connect_names(tmp_path):
+    """`sqlite3.connect` and `sqlite3.dbapi2.connect` are one function under two names;
+    SQLAlchemy's SQLite dialect (DBOS's system database) connects through the second, so
+    the interposer replaces both: each name's statements and commits are events (with
+    only the first replaced, the second connection's writes were no kill points)."""
+    import sqlite3
+    import sqlite3.dbapi2
+
+    from faultsim.interpose import sqlite as sqlite_trace
+
+    events: list = []
+    sqlite_trace.install(lambda kind, subject, *rest: events.append((kind, subject)))
+    try:
+        for i, connect in enumerate((sqlite3.connect, sqlite3.dbapi2.connect)):
+            conn = connect(str(tmp_path / f"{i}.db"))
+            conn.execute("CREATE TABLE t (x)")
+            conn.execute("INSERT INTO t VALUES (1)")  # opens the transaction commit() ends
+            conn.commit()
+            conn.close()
+    finally:
+        sqlite_trace.uninstall()
+    assert sqlite3.connect is sqlite3.dbapi2.connect  # restored, to the one original
+    assert events.count(("sqlite.exec", "INSERT t")) == 2
+    assert events.count(("sqlite.commit", "")) == 2
+
+
+def test_a_sqlite_write_that_changes_no_row_is_no_kill_point(tmp_path):
+    """An UPDATE, DELETE or INSERT that changed no row, and a commit of a transaction of
+    only such statements, are not events: the database file is byte for byte what it was
+    before them (checked here, the long way), so a kill there is a state the previous kill
+    point already explored. A write that changes a row still is one, with its commit."""
+    import sqlite3
+
+    from faultsim.interpose import sqlite as sqlite_trace
+
+    db = tmp_path / "store.db"
+    events: list = []
+    sqlite_trace.install(lambda kind, subject, *rest: events.append((kind, subject)))
+    try:
+        conn = sqlite3.connect(str(db))
+        conn.execute("CREATE TABLE t (x, status)")
+        conn.execute("INSERT INTO t VALUES (1, 'done')")
+        conn.commit()
+        before, seen = db.read_bytes(), len(events)
+        conn.execute("UPDATE t SET status = 'late' WHERE status = 'delayed'")  # no row
+        conn.execute("DELETE FROM t WHERE x = 2")  # no row
+        conn.commit()
+        assert db.read_bytes() == before and not list(tmp_path.glob("*-journal"))
+        assert len(events) == seen  # nothing to kill after
+        conn.execute("UPDATE t SET status = 'late' WHERE x = 1")  # one row
+        conn.commit()
+        conn.close()
+    finally:
+        sqlite_trace.uninstall()
+    assert events[seen:] == [("sqlite.exec", "UPDATE t"), ("sqlite.commit", "")]
+    assert db.read_bytes() != before

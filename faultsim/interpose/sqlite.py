@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 import sqlite3
+import sqlite3.dbapi2
 from typing import Any, Callable
 
 from ..trace import digest
@@ -18,6 +19,7 @@ Emit = Callable[..., None]
 _emit: Emit | None = None
 _original_connect = sqlite3.connect
 _READS = {"SELECT", "PRAGMA", "EXPLAIN", "WITH"}
+_DML = {"INSERT", "UPDATE", "DELETE", "REPLACE"}  # total_changes counts these (not DDL)
 
 
 def _verb(sql: str) -> tuple[str, str]:
@@ -34,12 +36,22 @@ def _verb(sql: str) -> tuple[str, str]:
     return verb, target
 
 
-def _statement(sql: str, params: Any = ()) -> None:
+def _statement(sql: str, params: Any = (), conn: Any = None, changed: bool = True) -> None:
     if _emit is None:
         return
     verb, target = _verb(sql)
     if verb in _READS:
         return
+    if verb in _DML and not changed:
+        # Changed no row: the database file is byte for byte what the previous kill point
+        # left (SQLite writes no page, no journal, no change counter for it), so a kill here
+        # is a state already explored. Not an event: a framework's background thread
+        # polling with such writes (DBOS's delayed-workflow sweep) would otherwise make two
+        # clean runs differ by where its no-op landed. tests/test_subprocess_mode.py checks
+        # the file is unchanged.
+        return
+    if conn is not None:
+        conn._faultsim_wrote = True  # its commit is a kill point: something may change
     if verb in ("COMMIT", "END"):
         _emit("sqlite.commit", "")
     elif verb == "ROLLBACK":
@@ -53,18 +65,20 @@ def _statement(sql: str, params: Any = ()) -> None:
 
 class TracedCursor(sqlite3.Cursor):
     def execute(self, sql, parameters=(), /):
+        before = self.connection.total_changes
         result = super().execute(sql, parameters)
-        _statement(sql, parameters)
+        _statement(sql, parameters, self.connection, self.connection.total_changes != before)
         return result
 
     def executemany(self, sql, seq_of_parameters, /):
+        before = self.connection.total_changes
         result = super().executemany(sql, seq_of_parameters)
-        _statement(sql, "many")
+        _statement(sql, "many", self.connection, self.connection.total_changes != before)
         return result
 
     def executescript(self, sql_script, /):
         result = super().executescript(sql_script)
-        _statement(sql_script, "script")
+        _statement(sql_script, "script", self.connection)
         return result
 
 
@@ -81,8 +95,11 @@ class TracedConnection(sqlite3.Connection):
     def executescript(self, sql_script, /):
         return self.cursor().executescript(sql_script)
 
+    _faultsim_wrote = False  # a statement was an event since the last commit or rollback
+
     def commit(self):
-        pending = self.in_transaction
+        # a transaction whose every statement changed nothing commits nothing: no event
+        pending, self._faultsim_wrote = self.in_transaction and self._faultsim_wrote, False
         result = super().commit()
         if pending and _emit is not None:
             _emit("sqlite.commit", "")
@@ -93,7 +110,12 @@ class TracedConnection(sqlite3.Connection):
         if exc_type is None:
             self.commit()
             return False
+        self._faultsim_wrote = False
         return super().__exit__(exc_type, exc, tb)
+
+    def rollback(self):
+        self._faultsim_wrote = False
+        return super().rollback()
 
 
 def connect(database, *args: Any, **kwargs: Any) -> sqlite3.Connection:
@@ -106,13 +128,16 @@ def connect(database, *args: Any, **kwargs: Any) -> sqlite3.Connection:
 
 
 def install(emit: Emit) -> None:
-    """Trace every connection opened from now on (`sqlite3.connect` is replaced)."""
+    """Trace every connection opened from now on. `sqlite3.connect` and
+    `sqlite3.dbapi2.connect` are two names for one function, and both are replaced:
+    SQLAlchemy's SQLite dialect (DBOS, ADK's DatabaseSessionService on plain `sqlite://`)
+    connects through the second, and its statements and commits were not kill points."""
     global _emit
     _emit = emit
-    sqlite3.connect = connect
+    sqlite3.connect = sqlite3.dbapi2.connect = connect
 
 
 def uninstall() -> None:
     global _emit
     _emit = None
-    sqlite3.connect = _original_connect
+    sqlite3.connect = sqlite3.dbapi2.connect = _original_connect
