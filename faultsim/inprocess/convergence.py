@@ -605,13 +605,20 @@ class Cut:
 
 
 class Watch:
-    """Watches a resumed run's requests; at the first that meets a usable clean point,
-    records the cut, seals the run and stops it (`Converged`)."""
+    """Watches a resumed run's requests; at the first that meets a usable clean point, or
+    the first request of an earlier resumed run (`leads`, faultsim.inprocess.leads),
+    records the cut, seals the run and stops it (`Converged`). With `leads` it also notes
+    the run's own first request (`start`), so that the run can become a lead."""
 
-    def __init__(self, ex: Any, world: Any, course: Course, result: Any) -> None:
+    def __init__(self, ex: Any, world: Any, course: Course, result: Any,
+                 leads: dict | None = None) -> None:
         self.ex, self.world, self.course, self.result = ex, world, course, result
+        self.leads = leads
         self.runner = threading.get_ident()
         self.cut: Cut | None = None
+        self.lead: Any = None  # the lead it was cut against (then `cut.at` is -1)
+        self.start: Any = None  # leads.Start, at its first request
+        self.before: tuple | None = None  # its first touches up to its first request
         self.why: str | None = None  # why a matching state was not cut
         self.probe = diagnose.Probe(course.diagnosis) if course.diagnosis else None
 
@@ -627,23 +634,65 @@ class Watch:
             raise
         self.probe(self.ex, self.world, request, sys._getframe(1), False)
 
+    def tracking(self) -> tuple[dict, dict, set]:
+        """Its first touches so far (split at its first request where it may lead)."""
+        ip = self.ex.interposer
+        if self.before is None:
+            return dict(ip.first_content), dict(ip.first_presence), set(ip.listed)
+        content, presence, listed = (dict(self.before[0]), dict(self.before[1]),
+                                     set(self.before[2]))
+        for k, v in ip.first_content.items():
+            content.setdefault(k, v)
+        for k, v in ip.first_presence.items():
+            presence.setdefault(k, v)
+        return content, presence, listed | ip.listed
+
     def meet(self, request: Any) -> None:
-        found = self.course.by_key.get(_key(self.ex, self.world, request))
-        if not found:
+        key = _key(self.ex, self.world, request)
+        memory: tuple | None = None  # (fingerprint, why), read once
+        found = self.course.by_key.get(key)
+        if found:
+            usable = [n for n in found if self.course.usable(n) is None]
+            if not usable:
+                self.why = self.why or self.course.usable(found[0])
+            else:
+                memory = _memory(sys._getframe(2))
+                match = next((n for n in usable if self.course.points[n].memory ==
+                              memory[0]), None)
+                if memory[0] is None or match is None:
+                    self.why = self.why or memory[1] or \
+                        "the agent's memory differs from the clean run's"
+                else:
+                    self._stop(match)
+        if self.leads is None:
             return
-        usable = [n for n in found if self.course.usable(n) is None]
-        if not usable:
-            self.why = self.why or self.course.usable(found[0])
-            return
-        memory, why = _memory(sys._getframe(2))
-        match = next((n for n in usable if self.course.points[n].memory == memory), None)
-        if memory is None or match is None:
-            self.why = self.why or why or "the agent's memory differs from the clean run's"
-            return
+        from . import leads
+
+        world = self.world
+        lk = leads.lead_key(key, determinism.draws(), world.incarnation)
+        if self.start is None:  # its first request: where it can lead another run from
+            memory = memory or _memory(sys._getframe(2))
+            if memory[0] is not None:
+                ip = self.ex.interposer
+                self.before = _segment(ip)  # its touches from here on are the lead's
+                self.start = leads.Start(lk, memory[0], len(world.ledger.entries),
+                                         len(world.model.requests), len(world.unrouted),
+                                         len(world.processes), self.before)
+            else:
+                self.start = False  # no lead: its memory cannot be compared
+        lead = self.leads.get(lk)
+        if lead is not None:
+            memory = memory or _memory(sys._getframe(2))
+            if leads.same_memory(memory[0], lead):
+                self.lead = lead
+                self._stop(-1)
+            self.why = self.why or memory[1] or \
+                "the agent's memory differs from the earlier resumed run's"
+
+    def _stop(self, at: int) -> None:
         ip, world = self.ex.interposer, self.world
-        self.cut = Cut(match, len(world.model.requests), len(world.ledger.entries),
-                       (dict(ip.first_content), dict(ip.first_presence), set(ip.listed)),
-                       list(ip.escapes), self.result.first_position,
+        self.cut = Cut(at, len(world.model.requests), len(world.ledger.entries),
+                       self.tracking(), list(ip.escapes), self.result.first_position,
                        len(self.ex.tracer.events))
         ip.kill()
         world.sealed = True

@@ -300,6 +300,9 @@ class _Pool:
             # count it once, as the replaying executor does
             fresh = id(outcome) not in resumed
             resumed.add(id(outcome))
+            if outcome.lead is not None:  # children forked from now on start with it
+                self.ex.leads.setdefault(outcome.lead.key, outcome.lead)
+                outcome.lead = None
             self.sweep.learn(key, state, child["signature"], watch, outcome)
             self.sweep.record(model, point, i, state, outcome, result["after_kill"], fresh,
                               key)
