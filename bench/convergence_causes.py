@@ -28,11 +28,6 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(1, str(ROOT / "bench"))
 
 
-def kind(part: str) -> str:
-    """A part's name with what varies from run to run (paths' numbers) kept: the cause."""
-    return part
-
-
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--steps", type=int, default=None)
