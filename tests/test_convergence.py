@@ -267,3 +267,20 @@ def test_threads_alive_refuse_the_cut():
         stop.set()
         thread.join()
         finality.end(life, False, None)
+
+
+def test_the_diagnostic_names_what_keeps_runs_apart(tmp_path, monkeypatch):
+    """FAULTSIM_CONVERGENCE_DIAG (faultsim.inprocess.diagnose): a line per model request
+    of each resumed run; where a run was cut against the clean run nothing is apart, and
+    the `journal` agent's runs that settled a call are apart by its journal."""
+    import json
+
+    log = tmp_path / "diag.jsonl"
+    monkeypatch.setenv("FAULTSIM_CONVERGENCE_DIAG", str(log))
+    scen = scenario(tmp_path, 2)
+    report = faultsim.explore(agents.factory(journal=True), scen, crash_model="process",
+                              crashes=1, workers=0)
+    lines = [json.loads(x) for x in log.read_text().splitlines()]
+    assert report.runs[0].converged > 0
+    assert any(x["cut"] and x["differs"] == [] for x in lines)
+    assert any(not x["cut"] and x["differs"][:1] == ["file:journal.log"] for x in lines)
