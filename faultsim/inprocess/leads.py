@@ -40,8 +40,11 @@ Determinism. Leads are learnt as resumed runs end: in forking mode the parent ke
 its children send back, and a child forked later starts with them. Which runs find a lead
 therefore depends on the worker count and on which child ended first; by the argument
 above a cut changes nothing a report holds (violations, counterexamples, the first touches
-the sweep's memos are keyed on), so the report stays the same. How many runs were cut this
-way is counted beside it (`ModelRun.met`, `DepthStats.met`), not in the JSON report: it is
+the sweep's memos are keyed on), so the report stays the same. Nor does it change how many runs
+meet the clean run (`crash_states_converged`): each request is compared with the clean
+run's first, and a lead met the clean run at none of its requests (it would have been
+cut there, and is no lead), so a run that takes its steps would not have either. How many
+runs were cut this way is counted beside it (`ModelRun.met`, `DepthStats.met`), not in the JSON report: it is
 how the work was done, and varies with the scheduling.
 """
 from __future__ import annotations
