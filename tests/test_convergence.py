@@ -144,6 +144,8 @@ def test_meetings_do_not_change_the_report_with_any_worker_count(tmp_path):
                                 crashes=1, workers=w) for w in (0, 1, 2)]
     assert reports[0].runs[0].met > 0
     assert len({repr(strip(r.to_json())) for r in reports}) == 1
+    # nor how many met the clean run (a lead met it nowhere: leads.py)
+    assert len({r.runs[0].converged for r in reports}) == 1
 
 
 def test_pairs_with_convergence(tmp_path):
