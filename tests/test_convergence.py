@@ -66,6 +66,11 @@ def both(make_agent, scen, **options):
 def test_verdicts_are_the_same_with_and_without_convergence(tmp_path_factory, steps, shape,
                                                              workers):
     scen = scenario(tmp_path_factory.mktemp("conv"), steps)
+    if shape["hidden"] == "leftover":
+        # one after another: with two workers how many of its states are resumed varies
+        # from run to run, convergence or not (a corner of issue 19, seen on the code
+        # before leads.py too), which is not what this compares
+        workers = 0
     on, off = both(agents.factory(**shape), scen, crash_model="process", crashes=1,
                    workers=workers)
     assert comparable(on) == comparable(off)
