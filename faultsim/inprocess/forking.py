@@ -21,6 +21,7 @@ from ..pipeline.incarnation import world_signature
 from ..pipeline.sweep import ResumeResult, Sweep, by_event
 from ..trace import Event, Killed, Tracer
 from ..world import World
+from .leads import learn
 from .replaying import sweep_replaying
 from .sandbox import Explorer, crash_states, resume_and_judge
 
@@ -301,7 +302,7 @@ class _Pool:
             fresh = id(outcome) not in resumed
             resumed.add(id(outcome))
             if outcome.lead is not None:  # children forked from now on start with it
-                self.ex.leads.setdefault(outcome.lead.key, outcome.lead)
+                learn(self.ex.leads, self.ex.lead_contents, outcome.lead)
                 outcome.lead = None
             self.sweep.learn(key, state, child["signature"], watch, outcome)
             self.sweep.record(model, point, i, state, outcome, result["after_kill"], fresh,

@@ -82,6 +82,16 @@ class Lead:
     listed: frozenset
 
 
+def learn(table: dict, contents: dict, lead: Lead) -> None:
+    """Keep `lead` in `table` (the first for its state), its final files' bytes shared
+    with equal ones of the leads kept before (`contents`: one object per content): most of
+    the runs of a sweep end with many of the same files."""
+    if lead.key in table:
+        return
+    final = {k: v if v is None else contents.setdefault(v, v) for k, v in lead.final.items()}
+    table[lead.key] = replace(lead, final=final)
+
+
 def same_memory(own: str | None, lead: Lead) -> bool:
     """The run's memory is the lead's at its first request (None: unreadable, no cut)."""
     return own is not None and own == lead.memory

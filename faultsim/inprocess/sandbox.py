@@ -98,6 +98,7 @@ class Explorer:
         # remainders after their first model request, by the state there; the lead the last
         # resume made (None: it made none) and the one it was cut against.
         self.leads: dict = {}
+        self.lead_contents: dict = {}  # their final files' bytes, one object per content
         self.last_lead: Any = None
         self.last_met: Any = None
 
@@ -401,7 +402,7 @@ def resume_and_judge(ex: Explorer, golden: Golden, world: World, state: CrashSta
     events, meets, tail = None, None, None
     lead = ex.last_lead
     if lead is not None:  # later runs of this process may meet it; the parent learns it
-        ex.leads.setdefault(lead.key, lead)
+        leads.learn(ex.leads, ex.lead_contents, lead)
     if ex.last_met is not None:
         content, presence, listed = leads.tracked(*ex.last_met)
     elif ex.last_cut is not None:
