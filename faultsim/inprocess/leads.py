@@ -82,14 +82,25 @@ class Lead:
     listed: frozenset
 
 
+# the leads kept: the latest. Runs meet runs resumed from nearby kill points (the crash
+# states of one step), and a larger table weighs on every fork of the driver (its page
+# tables) more than it saves. Any subset of leads is sound: a run that finds none goes on.
+KEEP = 32
+
+
 def learn(table: dict, contents: dict, lead: Lead) -> None:
-    """Keep `lead` in `table` (the first for its state), its final files' bytes shared
-    with equal ones of the leads kept before (`contents`: one object per content): most of
-    the runs of a sweep end with many of the same files."""
+    """Keep `lead` in `table` (the first for its state; the latest KEEP), its final files'
+    bytes shared with equal ones of the leads kept (`contents`: one object per content)."""
     if lead.key in table:
         return
     final = {k: v if v is None else contents.setdefault(v, v) for k, v in lead.final.items()}
     table[lead.key] = replace(lead, final=final)
+    while len(table) > KEEP:  # dicts keep insertion order: the oldest goes
+        del table[next(iter(table))]
+    if len(contents) > 8 * KEEP:  # bytes no kept lead holds any more
+        held = {id(v) for x in table.values() for v in x.final.values()}
+        for k in [k for k, v in contents.items() if id(v) not in held]:
+            del contents[k]
 
 
 def same_memory(own: str | None, lead: Lead) -> bool:
