@@ -15,6 +15,9 @@ one JSON line:
   resumed              crash states resumed (not shared with an equal one), by N
   converged            of those, resumed runs cut where they reached the clean run's state
                        at a model request (faultsim.inprocess.convergence), by N
+  met                  of those, resumed runs cut where they reached an earlier resumed
+                       run's state at its first model request (faultsim.inprocess.leads;
+                       varies with the scheduling), by N
   cpu_seconds          CPU of the sweeping interpreter and every process it forked (the
                        clean runs, the driver, the children's resumed runs), by N: less
                        noisy than wall time on a shared machine
@@ -128,6 +131,7 @@ def one(n: int, workers: int, pairs: bool) -> dict:
                sweep_seconds=round(report.sweep_seconds, 2),
                wall_seconds=round(time.perf_counter() - started, 2),
                resumed=run.judged, converged=getattr(run, "converged", 0),
+               met=getattr(run, "met", 0),
                cpu_seconds=round(cpu_seconds, 2),
                resumed_seconds=round(run.resume_seconds, 2))
     if pairs:
@@ -174,7 +178,8 @@ def main() -> None:
         row = json.loads(done.stdout.strip().splitlines()[-1])
         rows.append(row)
         print(f"N={n:4}{' (bundled)' if row.get('bundled') else ''}: {row['kill_points']} kill points, {row['crash_states']} crash states,"
-              f" {row['resumed']} resumed ({row.get('converged', 0)} converged), sweep "
+              f" {row['resumed']} resumed ({row.get('converged', 0)} converged, "
+              f"{row.get('met', 0)} met an earlier one), sweep "
               f"{row['sweep_seconds']:.1f}s = {1000 * row['sweep_seconds'] / row['kill_points']:.2f}"
               f" ms per kill point; CPU {row['cpu_seconds']:.1f}s = "
               f"{1000 * row['cpu_seconds'] / row['kill_points']:.2f} ms per kill point, "
@@ -194,6 +199,7 @@ def main() -> None:
                               for r in rows],
         "resumed": [r["resumed"] for r in rows],
         "converged": [r.get("converged", 0) for r in rows],
+        "met": [r.get("met", 0) for r in rows],
         "cpu_seconds": [r["cpu_seconds"] for r in rows],
         "cpu_ms_per_kill_point": [round(1000 * r["cpu_seconds"] / r["kill_points"], 3)
                                   for r in rows],

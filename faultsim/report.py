@@ -137,6 +137,9 @@ class DepthStats:
     explored: int = 0  # crash states judged after pruning (the others equal judged ones)
     resumed: int = 0  # of those, resumed afresh (the rest shared an equivalent's verdict)
     converged: int = 0  # of the resumed, those cut where they reached the clean run's state
+    # of the resumed, those cut where they reached an earlier resumed run's state
+    # (faultsim.inprocess.leads): not in the JSON, it varies with the scheduling
+    met: int = 0
     # of the explored, last crashes after the previous crash's resumed run had met the
     # clean run: the clean run's own first crashes there, their verdicts composed from the
     # single-crash sweep's, not resumed (faultsim.inprocess.after_convergence)
@@ -163,6 +166,10 @@ class ModelRun:
     # of the `judged`, those whose resumed run reached the clean run's state at a model
     # request and was completed from its remainder (faultsim.inprocess.convergence)
     converged: int = 0
+    # of the `judged`, those cut where they reached an earlier resumed run's state at its
+    # first model request (faultsim.inprocess.leads); not in the JSON report: which runs
+    # find one depends on the worker count and on which finished first
+    met: int = 0
     convergence: str | None = None  # why no resumed run could be cut (None: it was tried)
     escalated: int = 0  # crash states whose resumed run escalated to a person (legal, P11)
     probes: list[Verdict] = field(default_factory=list)  # checks beyond kill points (P4)

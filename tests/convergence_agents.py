@@ -7,7 +7,14 @@ not cut those (the verdicts with and without it must be the same). For pairs
 (faultsim.inprocess.after_convergence): `effect` files a note per order with a keyed
 service (a resumed run re-files it, deduplicated: an attempt counted in the history), and
 `marker` breaks a rule only under two crashes: a resume writes `recovering` until its
-first answer, and a resume that finds it left by a crashed resume starts over."""
+first answer, and a resume that finds it left by a crashed resume starts over.
+For convergence with an earlier resumed run (faultsim.inprocess.leads): `journal` makes a
+resume that finds a tool call pending note it in `journal.log` (the clean run never
+writes one, so such runs never meet it; runs resumed from states that differ only in
+whether the lookup was made meet each other), and `leftover` makes a resume remember in
+memory whether it found a stale `state.json.tmp` (it deletes it) and report it at the end:
+two runs equal on disk at their first request differ in memory, and must not be cut one
+against the other."""
 from __future__ import annotations
 
 import json
@@ -43,9 +50,10 @@ def scenario_text(steps: int, effect: bool = False) -> str:
 
 class Agent:
     def __init__(self, env, save: str, late: bool, hidden: str | None, effect: bool = False,
-                 marker: bool = False) -> None:
+                 marker: bool = False, journal: bool = False) -> None:
         self.env, self.save_how, self.late, self.hidden = env, save, late, hidden
-        self.effect, self.marker = effect, marker
+        self.effect, self.marker, self.journal = effect, marker, journal
+        self.leftover = False  # shape "leftover": whether a resume found a stale temp file
         self.recovering = os.path.join(env.workdir, "recovering")
         self.root = str(env.workdir)
         self.path = os.path.join(self.root, "state.json")
@@ -76,6 +84,10 @@ class Agent:
         os.makedirs(self.root, exist_ok=True)
         if self.hidden:
             CALLS["n"] = Counter.n = 0
+        if self.hidden == "leftover" and os.path.exists(self.path):
+            self.leftover = os.path.exists(self.path + ".tmp")
+            if self.leftover:
+                os.remove(self.path + ".tmp")
         state = None
         if os.path.exists(self.path):
             try:
@@ -95,6 +107,12 @@ class Agent:
         if state is None:
             state = {"messages": [{"role": "user", "content": self.env.task}], "tokens": 0}
             self.save(state)
+        elif self.journal and state["messages"][-1]["role"] == "assistant":
+            pending = [b["id"] for b in state["messages"][-1]["content"]
+                       if b["type"] == "tool_use"]
+            if pending:  # a resume settles a call left pending: noted for good
+                with open(os.path.join(self.root, "journal.log"), "a") as f:
+                    f.write(f"redo {' '.join(pending)}\n")
         while True:
             last = state["messages"][-1]
             if last["role"] == "assistant":
@@ -136,7 +154,8 @@ class Agent:
     def finish(self, state: dict, answer: str):
         hidden = {"memory": lambda: self.asked, "global": lambda: CALLS["n"],
                   "class": lambda: Counter.n,
-                  "incarnation": lambda: self.env.incarnation}.get(self.hidden)
+                  "incarnation": lambda: self.env.incarnation,
+                  "leftover": lambda: self.leftover}.get(self.hidden)
         if hidden is not None:  # what this process did, written to the outputs
             os.makedirs(os.path.join(self.root, "workspace"), exist_ok=True)
             with open(os.path.join(self.root, "workspace", "summary.txt"), "w") as f:
@@ -146,9 +165,10 @@ class Agent:
 
 
 def factory(save: str = "atomic", late: bool = False, hidden: str | None = None,
-            effect: bool = False, marker: bool = False):
+            effect: bool = False, marker: bool = False, journal: bool = False):
     def make_agent(env):
-        return Agent(env, save, late, hidden, effect, marker)
+        return Agent(env, save, late, hidden, effect, marker, journal)
 
-    make_agent.__qualname__ = f"make_agent[{save},{late},{hidden},{effect},{marker}]"
+    make_agent.__qualname__ = f"make_agent[{save},{late},{hidden},{effect},{marker}," \
+                              f"{journal}]"
     return make_agent

@@ -83,6 +83,7 @@ from ..pipeline.incarnation import stores_state
 from ..errors import FaultsimError
 from ..trace import Killed
 from ..world.ledger import canonical
+from . import diagnose
 
 
 class Converged(Killed):
@@ -399,10 +400,13 @@ def _frame_state(frame: Any) -> dict:
             + code.co_freevars if name in keep}
 
 
-def fingerprint(frame: Any) -> str:
+def fingerprint(frame: Any, parts: dict | None = None) -> str:
     """The agent's memory as seen from `frame` (inside the fake's transport): its frames on
-    the stack up to faultsim's call of the agent, and the globals of its own modules."""
+    the stack up to faultsim's call of the agent, and the globals of its own modules.
+    `parts` (the diagnostic, faultsim.inprocess.diagnose): filled with a digest of each
+    frame's and module's share of the text, by name."""
     canon, modules, frames = _Canon(), {}, []
+    starts: list = []
     while frame is not None and frame.f_code.co_name != "run_incarnation":
         code = frame.f_code
         if code.co_flags & _ASYNC:
@@ -413,15 +417,23 @@ def fingerprint(frame: Any) -> str:
             if _own_code(code.co_filename):
                 modules.setdefault(id(frame.f_globals), frame.f_globals)
         frame = frame.f_back
-    for f in frames:
+    for i, f in enumerate(frames):  # innermost first (the digest's order)
         code = f.f_code
+        starts.append((f"frame {len(frames) - 1 - i} {os.path.basename(code.co_filename)}:{code.co_name}",
+                       len(canon.out)))
         canon.out.append(f"F{code.co_filename}:{code.co_name}:{code.co_firstlineno}:"
                          f"{f.f_lasti}")
         canon.add(_frame_state(f))
     for g in modules.values():
+        starts.append((f"global {g.get('__name__')}", len(canon.out)))
         canon.out.append("G" + str(g.get("__name__")))
         canon.add({k: v for k, v in g.items() if not (k.startswith("__") and
                                                       k.endswith("__"))})
+    if parts is not None:
+        bounds = [n for _, n in starts] + [len(canon.out)]
+        for (name, a), b in zip(starts, bounds[1:]):
+            parts[name] = hashlib.blake2b("\x00".join(canon.out[a:b]).encode(
+                "utf-8", "surrogatepass"), digest_size=8).hexdigest()
     return canon.digest()
 
 
@@ -492,6 +504,7 @@ class Course:
     outcome: Any = None
     trace: list = field(default_factory=list)  # its events
     off: str | None = None  # why no cut is tried at all
+    diagnosis: Any = None  # faultsim.inprocess.diagnose.Clean, when asked for
 
     def usable(self, n: int) -> str | None:
         """Why clean point n cannot be a cut (None: it can)."""
@@ -561,6 +574,9 @@ class Recorder:
                                    determinism.draws(), _agent.incarnation_reads[0],
                                    len(course.segments), len(self.ex.tracer.events)))
         course.by_key.setdefault(key, []).append(n)
+        if diagnose.path():
+            course.diagnosis = course.diagnosis or diagnose.Clean()
+            course.diagnosis.record(self.ex, self.world, request, sys._getframe(1))
 
     def end(self) -> None:
         """Inside the incarnation, as run() returned."""
@@ -589,34 +605,94 @@ class Cut:
 
 
 class Watch:
-    """Watches a resumed run's requests; at the first that meets a usable clean point,
-    records the cut, seals the run and stops it (`Converged`)."""
+    """Watches a resumed run's requests; at the first that meets a usable clean point, or
+    the first request of an earlier resumed run (`leads`, faultsim.inprocess.leads),
+    records the cut, seals the run and stops it (`Converged`). With `leads` it also notes
+    the run's own first request (`start`), so that the run can become a lead."""
 
-    def __init__(self, ex: Any, world: Any, course: Course, result: Any) -> None:
+    def __init__(self, ex: Any, world: Any, course: Course, result: Any,
+                 leads: dict | None = None) -> None:
         self.ex, self.world, self.course, self.result = ex, world, course, result
+        self.leads = leads
         self.runner = threading.get_ident()
         self.cut: Cut | None = None
+        self.lead: Any = None  # the lead it was cut against (then `cut.at` is -1)
+        self.start: Any = None  # leads.Start, at its first request
+        self.before: tuple | None = None  # its first touches up to its first request
         self.why: str | None = None  # why a matching state was not cut
+        self.probe = diagnose.Probe(course.diagnosis) if course.diagnosis else None
 
     def __call__(self, request: Any) -> None:
         if threading.get_ident() != self.runner or self.cut is not None:
             return
-        found = self.course.by_key.get(_key(self.ex, self.world, request))
-        if not found:
+        if self.probe is None:
+            return self.meet(request)
+        try:
+            self.meet(request)
+        except Converged:
+            self.probe(self.ex, self.world, request, sys._getframe(1), True)
+            raise
+        self.probe(self.ex, self.world, request, sys._getframe(1), False)
+
+    def tracking(self) -> tuple[dict, dict, set]:
+        """Its first touches so far (split at its first request where it may lead)."""
+        ip = self.ex.interposer
+        if self.before is None:
+            return dict(ip.first_content), dict(ip.first_presence), set(ip.listed)
+        content, presence, listed = (dict(self.before[0]), dict(self.before[1]),
+                                     set(self.before[2]))
+        for k, v in ip.first_content.items():
+            content.setdefault(k, v)
+        for k, v in ip.first_presence.items():
+            presence.setdefault(k, v)
+        return content, presence, listed | ip.listed
+
+    def meet(self, request: Any) -> None:
+        key = _key(self.ex, self.world, request)
+        memory: tuple | None = None  # (fingerprint, why), read once
+        found = self.course.by_key.get(key)
+        if found:
+            usable = [n for n in found if self.course.usable(n) is None]
+            if not usable:
+                self.why = self.why or self.course.usable(found[0])
+            else:
+                memory = _memory(sys._getframe(2))
+                match = next((n for n in usable if self.course.points[n].memory ==
+                              memory[0]), None)
+                if memory[0] is None or match is None:
+                    self.why = self.why or memory[1] or \
+                        "the agent's memory differs from the clean run's"
+                else:
+                    self._stop(match)
+        if self.leads is None:
             return
-        usable = [n for n in found if self.course.usable(n) is None]
-        if not usable:
-            self.why = self.why or self.course.usable(found[0])
-            return
-        memory, why = _memory(sys._getframe(1))
-        match = next((n for n in usable if self.course.points[n].memory == memory), None)
-        if memory is None or match is None:
-            self.why = self.why or why or "the agent's memory differs from the clean run's"
-            return
+        from . import leads
+
+        world = self.world
+        lk = leads.lead_key(key, determinism.draws(), world.incarnation)
+        if self.start is None:  # its first request: where it can lead another run from
+            memory = memory or _memory(sys._getframe(2))
+            if memory[0] is not None:
+                ip = self.ex.interposer
+                self.before = _segment(ip)  # its touches from here on are the lead's
+                self.start = leads.Start(lk, memory[0], len(world.ledger.entries),
+                                         len(world.model.requests), len(world.unrouted),
+                                         len(world.processes), self.before)
+            else:
+                self.start = False  # no lead: its memory cannot be compared
+        lead = self.leads.get(lk)
+        if lead is not None:
+            memory = memory or _memory(sys._getframe(2))
+            if leads.same_memory(memory[0], lead):
+                self.lead = lead
+                self._stop(-1)
+            self.why = self.why or memory[1] or \
+                "the agent's memory differs from the earlier resumed run's"
+
+    def _stop(self, at: int) -> None:
         ip, world = self.ex.interposer, self.world
-        self.cut = Cut(match, len(world.model.requests), len(world.ledger.entries),
-                       (dict(ip.first_content), dict(ip.first_presence), set(ip.listed)),
-                       list(ip.escapes), self.result.first_position,
+        self.cut = Cut(at, len(world.model.requests), len(world.ledger.entries),
+                       self.tracking(), list(ip.escapes), self.result.first_position,
                        len(self.ex.tracer.events))
         ip.kill()
         world.sealed = True

@@ -21,6 +21,7 @@ from ..pipeline.incarnation import world_signature
 from ..pipeline.sweep import ResumeResult, Sweep, by_event
 from ..trace import Event, Killed, Tracer
 from ..world import World
+from .leads import learn
 from .replaying import sweep_replaying
 from .sandbox import Explorer, crash_states, resume_and_judge
 
@@ -300,6 +301,9 @@ class _Pool:
             # count it once, as the replaying executor does
             fresh = id(outcome) not in resumed
             resumed.add(id(outcome))
+            if outcome.lead is not None:  # children forked from now on start with it
+                learn(self.ex.leads, self.ex.lead_contents, outcome.lead)
+                outcome.lead = None
             self.sweep.learn(key, state, child["signature"], watch, outcome)
             self.sweep.record(model, point, i, state, outcome, result["after_kill"], fresh,
                               key)

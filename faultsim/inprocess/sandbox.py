@@ -24,6 +24,7 @@ from .. import agent as _agent
 from ..interpose.determinism import draws, seeded
 from .after_convergence import tail_of
 from .convergence import Course, Recorder, Watch, complete, course_events, tracked
+from . import leads
 from .fs import FsInterposer, install
 from ..killpoints import KillPoint
 from ..oracle import RESUME_GUARDS, CrashRun, Golden, judge
@@ -93,6 +94,13 @@ class Explorer:
         self.convergence_off: str | None = None
         self.last_cut: tuple | None = None  # (Course, Cut) of the last resume, if it was cut
         self.last_blind = False  # the last resume drew no random number, read no incarnation
+        # Convergence with earlier resumed runs (faultsim.inprocess.leads): their
+        # remainders after their first model request, by the state there; the lead the last
+        # resume made (None: it made none) and the one it was cut against.
+        self.leads: dict = {}
+        self.lead_contents: dict = {}  # their final files' bytes, one object per content
+        self.last_lead: Any = None
+        self.last_met: Any = None
 
     # -- set-up ---------------------------------------------------------------------------
     def __enter__(self) -> "Explorer":
@@ -299,16 +307,39 @@ class Explorer:
             world.clock.advance(self.scenario.profile.downtime)
 
     def resume(self, world: World, state: CrashState, points: list[KillPoint],
-               converge: bool = False) -> CrashRun:
+               converge: bool = False, lead: bool = False) -> CrashRun:
         """The resumed run from `state`, judged as a CrashRun. `converge`: stop it where it
         reaches the clean run's state and complete it from the clean run's remainder
-        (faultsim.inprocess.convergence; its soundness is argued there)."""
+        (faultsim.inprocess.convergence; its soundness is argued there). `lead`: also where
+        it reaches an earlier resumed run's state at that run's first request, and let it
+        lead later ones (faultsim.inprocess.leads)."""
         self.prepare(world, state)
-        self.last_cut = None
+        self.last_cut, self.last_lead, self.last_met = None, None, None
         course = self.course if converge and self.convergence_off is None else None
-        watch = Watch(self, world, course, None) if course is not None else None
+        watch = Watch(self, world, course, None, self.leads if lead else None) \
+            if course is not None else None
         inc = self.incarnation(world, watcher=watch)
         self.last_blind = inc.blind
+        if watch is not None and watch.lead is not None:
+            cut, met = watch.cut, watch.lead
+            first = leads.complete(met, cut, world, self.scenario.script.tag)
+            world.sealed = False
+            self.last_met = (met, cut)
+            return CrashRun(points, state, world, outcome=met.outcome, error=None,
+                            timed_out=False, final=dict(met.final),
+                            escapes=list(cut.escapes), strays=[],
+                            resume_positions=[first] if first is not None else [],
+                            events=inc.events)
+        if watch is not None and watch.start and watch.cut is None:
+            # its first touches, split at its first request to be a lead's, made whole
+            content, presence, listed = watch.tracking()
+            after = (self.interposer.first_content, self.interposer.first_presence,
+                     self.interposer.listed)
+            self.interposer.first_content, self.interposer.first_presence = content, presence
+            self.interposer.listed = listed
+            self.last_lead = leads.lead_of(watch.start, world, after,
+                                           self.interposer.snapshot(), inc,
+                                           list(self.interposer.escapes))
         if watch is not None and watch.cut is not None:
             cut = watch.cut
             first = complete(course, cut, world, self.scenario.script.tag)
@@ -362,13 +393,19 @@ def resume_and_judge(ex: Explorer, golden: Golden, world: World, state: CrashSta
               len(world.processes))
     ip.start_tracking(watch)
     try:
-        crash_run = ex.resume(world, state, schedule, converge=True)
+        # a run whose trace is kept meets the clean run only (faultsim.inprocess.leads)
+        crash_run = ex.resume(world, state, schedule, converge=True, lead=not keep_trace)
     finally:
         ip.stop_tracking()
     violations = judge(golden, crash_run, RESUME_GUARDS)
     first = crash_run.resume_positions[0] if crash_run.resume_positions else None
     events, meets, tail = None, None, None
-    if ex.last_cut is not None:
+    lead = ex.last_lead
+    if lead is not None:  # later runs of this process may meet it; the parent learns it
+        leads.learn(ex.leads, ex.lead_contents, lead)
+    if ex.last_met is not None:
+        content, presence, listed = leads.tracked(*ex.last_met)
+    elif ex.last_cut is not None:
         content, presence, listed = tracked(*ex.last_cut)
     else:
         content, presence, listed = (dict(ip.first_content), dict(ip.first_presence),
@@ -388,4 +425,5 @@ def resume_and_judge(ex: Explorer, golden: Golden, world: World, state: CrashSta
                         content, presence, listed, events,
                         crash_run.outcome is not None
                         and crash_run.outcome.status == "escalated",
-                        converged=ex.last_cut is not None, meets=meets, tail=tail)
+                        converged=ex.last_cut is not None, meets=meets, tail=tail,
+                        met=ex.last_met is not None, lead=lead)

@@ -36,6 +36,11 @@ class ResumeResult:
     # clean run (None: it did not), and what it added to the world (its Tail)
     meets: tuple[int, int] | None = None
     tail: Any = None
+    # it reached an earlier resumed run's state at that run's first model request and was
+    # completed from its remainder (faultsim.inprocess.leads); the remainder it leaves for
+    # later runs (the forking executor's parent learns it, then drops it here)
+    met: bool = False
+    lead: Any = None
 
     @classmethod
     def of_run(cls, golden: Golden, crash_run: CrashRun, first_position: int | None,
@@ -266,6 +271,7 @@ class Sweep:
         if (model, point.id, order) in self.recorded:
             return  # a second driver pass meets states the first one settled
         self.recorded.add((model, point.id, order))
+        result.lead = None  # learnt by now (faultsim.inprocess.leads): not kept per verdict
         violations = schedule_violations(self.golden, self.schedule(point), state, result,
                                          after_kill, self.guarded)
         run = self.runs[model]
@@ -277,6 +283,7 @@ class Sweep:
             depth.explored += 1
             depth.resumed += fresh
             depth.converged += fresh and result.converged
+            depth.met += fresh and result.met
             depth.after_convergence += composed
             depth.resume_seconds += result.seconds if fresh else 0.0
             if violations:
@@ -289,6 +296,7 @@ class Sweep:
         if fresh:
             run.judged += 1
             run.converged += result.converged
+            run.met += result.met
             run.resume_seconds += result.seconds
         else:
             run.reused += 1

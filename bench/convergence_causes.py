@@ -1,0 +1,99 @@
+"""Diagnostic: why resumed runs do not converge (faultsim.inprocess.diagnose).
+
+Sweeps the reference agent (single crash, process model, in-process) on the N-step
+lookups of bench/scaling.py, or on a scenario file, with FAULTSIM_CONVERGENCE_DIAG set,
+and tabulates, over the resumed runs that were not cut, what differs from the nearest
+clean request: at the run's last model request (its best chance: the latest it could
+have met the clean run), and at every request of it. Each row names the first part apart
+(files, world, request, open files, memory, in that order) and, beside it, the first
+part still apart once the fake's fresh tool-use ids and per-turn answer counts are read
+as the first asking's (what a cut up to that renaming would still see).
+
+Run: python bench/convergence_causes.py --steps 25
+     python bench/convergence_causes.py --scenario scenarios/support_tickets.toml
+Prints the table, then one JSON line.
+"""
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(1, str(ROOT / "bench"))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--steps", type=int, default=None)
+    parser.add_argument("--scenario", default=None)
+    parser.add_argument("--workers", type=int, default=2)
+    args = parser.parse_args()
+
+    import faultsim
+    import reference_agent
+    from scaling import scenario_text
+
+    tmp = tempfile.mkdtemp(prefix="faultsim-causes-")
+    print("log:", os.path.join(tmp, "diagnosis.jsonl"))
+    log = os.path.join(tmp, "diagnosis.jsonl")
+    if args.scenario:
+        scenario = faultsim.load_scenario(args.scenario)
+    else:
+        path = Path(tmp) / f"lookups_{args.steps}_steps.toml"
+        path.write_text(scenario_text(args.steps))
+        scenario = faultsim.load_scenario(path)
+    os.environ["FAULTSIM_CONVERGENCE_DIAG"] = log
+    try:
+        report = faultsim.explore(reference_agent.make_agent, scenario,
+                                  crash_model="process", crashes=1, workers=args.workers)
+    finally:
+        del os.environ["FAULTSIM_CONVERGENCE_DIAG"]
+    (run,) = report.runs
+    lines = [json.loads(x) for x in open(log)] if os.path.exists(log) else []
+    by_run: dict = collections.defaultdict(list)
+    for line in lines:
+        by_run[line["run"]].append(line)
+    cut = {r for r, ls in by_run.items() if any(x["cut"] for x in ls)}
+    apart = {r: ls for r, ls in by_run.items() if r not in cut}
+    last, every, last_renamed, sets = (collections.Counter(), collections.Counter(),
+                                       collections.Counter(), collections.Counter())
+    for ls in apart.values():
+        end = ls[-1]
+        last[(end["differs"] or ["(nothing: refused)"])[0]] += 1
+        last_renamed[(end["renamed"] or ["(nothing)"])[0]] += 1
+        sets[" + ".join(sorted({p.split(":")[0] + (":" + p.split(":")[1]
+                                                   if p.startswith(("world:", "memory:"))
+                                                   else "") for p in end["differs"]}))] += 1
+        for x in ls:
+            every[(x["differs"] or ["(nothing)"])[0]] += 1
+    name = args.scenario or f"lookups_{args.steps}_steps"
+    print(f"{name}: {run.judged} resumed, {run.converged} converged; "
+          f"{len(by_run)} asked the model, {len(apart)} of them not cut")
+    print("  at a non-converged run's last request, first part apart (runs):")
+    for what, count in last.most_common(12):
+        print(f"    {count:5}  {what}")
+    print("  the same, after renaming fresh tool-use ids and capping answer counts:")
+    for what, count in last_renamed.most_common(12):
+        print(f"    {count:5}  {what}")
+    print("  every part kind apart at that last request (runs):")
+    for what, count in sets.most_common(12):
+        print(f"    {count:5}  {what}")
+    print("  at every request of those runs, first part apart (requests):")
+    for what, count in every.most_common(12):
+        print(f"    {count:5}  {what}")
+    print(json.dumps({"scenario": name, "resumed": run.judged, "converged": run.converged,
+                      "asked": len(by_run), "not_cut": len(apart),
+                      "last": dict(last.most_common(12)),
+                      "last_renamed": dict(last_renamed.most_common(12)),
+                      "kinds": dict(sets.most_common(12)),
+                      "every": dict(every.most_common(12))}))
+
+
+if __name__ == "__main__":
+    main()
