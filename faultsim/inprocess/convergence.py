@@ -83,12 +83,16 @@ from ..pipeline.incarnation import stores_state
 from ..errors import FaultsimError
 from ..trace import Killed
 from ..world.ledger import canonical
-from . import diagnose
 
 
 class Converged(Killed):
     """Raised at the request where a resumed run reached the clean run's state: the run
     is over there (sealed as a kill is: nothing it does while unwinding lands)."""
+
+
+# The diagnostic (faultsim.inprocess.diagnose) sets itself here when asked for: this module
+# does not import it, it reads this one's keys.
+diagnostic: Any = None
 
 
 class Refused(FaultsimError):
@@ -574,8 +578,8 @@ class Recorder:
                                    determinism.draws(), _agent.incarnation_reads[0],
                                    len(course.segments), len(self.ex.tracer.events)))
         course.by_key.setdefault(key, []).append(n)
-        if diagnose.path():
-            course.diagnosis = course.diagnosis or diagnose.Clean()
+        if diagnostic is not None:
+            course.diagnosis = course.diagnosis or diagnostic.Clean()
             course.diagnosis.record(self.ex, self.world, request, sys._getframe(1))
 
     def end(self) -> None:
@@ -620,19 +624,25 @@ class Watch:
         self.start: Any = None  # leads.Start, at its first request
         self.before: tuple | None = None  # its first touches up to its first request
         self.why: str | None = None  # why a matching state was not cut
-        self.probe = diagnose.Probe(course.diagnosis) if course.diagnosis else None
+        self.probe = (diagnostic.Probe(course.diagnosis)
+                      if diagnostic is not None and course.diagnosis else None)
 
     def __call__(self, request: Any) -> None:
         if threading.get_ident() != self.runner or self.cut is not None:
             return
         if self.probe is None:
             return self.meet(request)
+        frame = sys._getframe(1)
         try:
             self.meet(request)
         except Converged:
-            self.probe(self.ex, self.world, request, sys._getframe(1), True)
+            self.probe(self.ex, self.world, request, frame, True, self._state(request, frame))
             raise
-        self.probe(self.ex, self.world, request, sys._getframe(1), False)
+        self.probe(self.ex, self.world, request, frame, False, self._state(request, frame))
+
+    def _state(self, request: Any, frame: Any) -> str:
+        """The key and memory a cut compares (for the diagnostic's lines)."""
+        return f"{_key(self.ex, self.world, request)}:{_memory(frame)[0]}"
 
     def tracking(self) -> tuple[dict, dict, set]:
         """Its first touches so far (split at its first request where it may lead)."""

@@ -24,6 +24,7 @@ import json
 import os
 import posix
 import re
+import sys
 from typing import Any
 
 FRESH = re.compile(rb"(toolu_[A-Za-z0-9_]*?_\d+_\d+)_r\d+")
@@ -32,6 +33,13 @@ _runs = [0]
 
 def path() -> str | None:
     return os.environ.get("FAULTSIM_CONVERGENCE_DIAG") or None
+
+
+def install() -> None:
+    """Hooks the diagnostic into convergence when the environment asks for it (a sweep's
+    clean run calls this), and unhooks it when not."""
+    from . import convergence
+    convergence.diagnostic = sys.modules[__name__] if path() else None
 
 
 def _digest(data: bytes) -> str:
@@ -127,7 +135,8 @@ class Probe:
         _runs[0] += 1
         self.run = f"{posix.getpid()}:{_runs[0]}"
 
-    def __call__(self, ex: Any, world: Any, request: Any, frame: Any, cut: bool) -> None:
+    def __call__(self, ex: Any, world: Any, request: Any, frame: Any, cut: bool,
+                 key: str) -> None:
         exact = parts(ex, world, request, frame, False)
         renamed = parts(ex, world, request, frame, True)
         size = messages(request)
@@ -135,10 +144,7 @@ class Probe:
         candidates = same or range(len(self.clean.exact))
         at = min(candidates, key=lambda n: (len(apart(exact, self.clean.exact[n])), n),
                  default=None)
-        from .convergence import _key, _memory
-        memory, _ = _memory(frame)
-        line = {"run": self.run, "at": at, "cut": cut, "messages": size,
-                "key": f"{_key(ex, world, request)}:{memory}",
+        line = {"run": self.run, "at": at, "cut": cut, "messages": size, "key": key,
                 "differs": apart(exact, self.clean.exact[at]) if at is not None else ["?"],
                 "renamed": apart(renamed, self.clean.renamed[at]) if at is not None
                 else ["?"]}

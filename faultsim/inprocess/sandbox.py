@@ -22,6 +22,7 @@ from ..crashmodel import CrashState, power_states, process_state
 from ..errors import KillDidNotLand, StoreNeedsSubprocess
 from .. import agent as _agent
 from ..interpose.determinism import draws, seeded
+from . import diagnose
 from .after_convergence import tail_of
 from .convergence import Course, Recorder, Watch, complete, course_events, tracked
 from . import leads
@@ -225,6 +226,7 @@ class Explorer:
             world = self.new_world()
             self.timeout = clean_limit(self.asked_timeout)
             started = _real_time.real_perf_counter()
+            diagnose.install()  # FAULTSIM_CONVERGENCE_DIAG: why runs do not converge
             recorder = Recorder(self, world) if self.convergence else None
             if recorder is not None:
                 recorders.append(recorder)
