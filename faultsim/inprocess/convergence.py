@@ -78,6 +78,7 @@ from typing import Any
 from .. import agent as _agent
 from .. import finality
 from ..crashmodel import files_digest
+from . import leads
 from ..interpose import determinism
 from ..pipeline.incarnation import stores_state
 from ..errors import FaultsimError
@@ -649,13 +650,7 @@ class Watch:
         ip = self.ex.interposer
         if self.before is None:
             return dict(ip.first_content), dict(ip.first_presence), set(ip.listed)
-        content, presence, listed = (dict(self.before[0]), dict(self.before[1]),
-                                     set(self.before[2]))
-        for k, v in ip.first_content.items():
-            content.setdefault(k, v)
-        for k, v in ip.first_presence.items():
-            presence.setdefault(k, v)
-        return content, presence, listed | ip.listed
+        return leads.then(self.before, (ip.first_content, ip.first_presence, ip.listed))
 
     def meet(self, request: Any) -> None:
         key = _key(self.ex, self.world, request)
@@ -676,7 +671,6 @@ class Watch:
                     self._stop(match)
         if self.leads is None:
             return
-        from . import leads
 
         world = self.world
         lk = leads.lead_key(key, determinism.draws(), world.incarnation)

@@ -140,12 +140,18 @@ def complete(lead: Lead, cut: Any, world: Any, tag: str | None) -> int | None:
     return first
 
 
+def then(first: tuple, later: tuple) -> tuple[dict, dict, set]:
+    """First touches (content, presence, listed): those of `first`, then those of `later`
+    for what `first` had not touched."""
+    content, presence = dict(first[0]), dict(first[1])
+    for k, v in later[0].items():
+        content.setdefault(k, v)
+    for k, v in later[1].items():
+        presence.setdefault(k, v)
+    return content, presence, set(first[2]) | set(later[2])
+
+
 def tracked(lead: Lead, cut: Any) -> tuple[dict, dict, frozenset]:
     """Its own first touches up to the cut, then the lead's after its first request."""
-    content, presence, listed = (dict(cut.tracking[0]), dict(cut.tracking[1]),
-                                 set(cut.tracking[2]))
-    for k, v in lead.content.items():
-        content.setdefault(k, v)
-    for k, v in lead.presence.items():
-        presence.setdefault(k, v)
-    return content, presence, frozenset(listed | lead.listed)
+    content, presence, listed = then(cut.tracking, (lead.content, lead.presence, lead.listed))
+    return content, presence, frozenset(listed)
