@@ -75,18 +75,15 @@ def main() -> None:
     name = args.scenario or f"lookups_{args.steps}_steps"
     print(f"{name}: {run.judged} resumed, {run.converged} converged; "
           f"{len(by_run)} asked the model, {len(apart)} of them not cut")
-    print("  at a non-converged run's last request, first part apart (runs):")
-    for what, count in last.most_common(12):
-        print(f"    {count:5}  {what}")
-    print("  the same, after renaming fresh tool-use ids and capping answer counts:")
-    for what, count in last_renamed.most_common(12):
-        print(f"    {count:5}  {what}")
-    print("  every part kind apart at that last request (runs):")
-    for what, count in sets.most_common(12):
-        print(f"    {count:5}  {what}")
-    print("  at every request of those runs, first part apart (requests):")
-    for what, count in every.most_common(12):
-        print(f"    {count:5}  {what}")
+    for title, counts in (
+            ("at a non-converged run's last request, first part apart (runs)", last),
+            ("the same, after renaming fresh tool-use ids and capping answer counts",
+             last_renamed),
+            ("every part kind apart at that last request (runs)", sets),
+            ("at every request of those runs, first part apart (requests)", every)):
+        print(f"  {title}:")
+        for what, count in counts.most_common(12):
+            print(f"    {count:5}  {what}")
     print(json.dumps({"scenario": name, "resumed": run.judged, "converged": run.converged,
                       "asked": len(by_run), "not_cut": len(apart),
                       "last": dict(last.most_common(12)),
