@@ -256,19 +256,24 @@ def counterexample(run: Any, verdict: Any, rules: dict[str, str]) -> dict[str, A
     return out
 
 
-def _why(verdict: Any) -> tuple[str, str] | None:
-    """The text report's `why:` (report.why_of: class, sentence), on the last killed run's
-    course."""
+def why_of(verdict: Any) -> tuple[str, str] | None:
+    """Why the crash state failed, where its trace tells (faultsim.why.classify: its class
+    and a sentence), on the course of the run the last crash killed; the text report's
+    `why:` and the JSON's."""
+    from . import dbview
     from .why import classify
 
     if not verdict.violations:
         return None
     trace = list(verdict.earlier[-1].next_trace) if verdict.earlier else verdict.golden.trace
-    return classify(trace, verdict.kill_point.index, verdict.violations)
+    files = verdict.state.as_dict() if verdict.state is not None else {}
+    # a framework's store is known by its tables (read only where a database is there)
+    tables = dbview.tables(files) if dbview.databases(files) else frozenset()
+    return classify(trace, verdict.kill_point.index, verdict.violations, tables)
 
 
 def _why_json(verdict: Any) -> dict | None:
-    found = _why(verdict)
+    found = why_of(verdict)
     return None if found is None else {"class": found[0], "text": found[1]}
 
 
@@ -292,7 +297,7 @@ def counterexamples(run: Any, severity: Sequence[str], rules: dict[str, str]) ->
     shown, found = set(), []
     for n, verdict in enumerate(run.failures):
         kinds = tuple(v.invariant for v in verdict.violations)
-        reason = _why(verdict)  # a by-design window and an ordering bug apart (as the text)
+        reason = why_of(verdict)  # a by-design window and an ordering bug apart (as the text)
         if reason:
             kinds += (reason[0],)
         if kinds in shown:

@@ -34,6 +34,26 @@ def describe(files: Mapping[str, bytes | None], path: str) -> list[str]:
     data = files.get(path)
     if not isinstance(data, bytes) or not data.startswith(HEADER):
         return ["not an SQLite database"]
+    try:
+        return _read(files, path, _lines)
+    except sqlite3.Error as exc:
+        return [f"unreadable as a database: {exc}"]
+
+
+def tables(files: Mapping[str, bytes | None]) -> frozenset[str]:
+    """The names of the tables in every readable SQLite database of a crash state (what
+    faultsim.why knows a framework's store by)."""
+    names: set[str] = set()
+    for path in databases(files):
+        try:
+            names |= _read(files, path, _table_names)
+        except sqlite3.Error:
+            continue
+    return frozenset(names)
+
+
+def _read(files: Mapping[str, bytes | None], path: str, read: Any) -> Any:
+    """`read(conn)` on a private copy of the database at `path` with its side files."""
     with tempfile.TemporaryDirectory(prefix="faultsim-dbview-") as tmp:
         copy = os.path.join(tmp, "db")
         for suffix in ("", *SIDE_FILES):
@@ -41,20 +61,20 @@ def describe(files: Mapping[str, bytes | None], path: str) -> list[str]:
             if isinstance(side, bytes):
                 with open(copy + suffix, "wb") as f:
                     f.write(side)
+        conn = sqlite3.connect(copy, isolation_level=None)
         try:
-            conn = sqlite3.connect(copy, isolation_level=None)
-            try:
-                return _lines(conn)
-            finally:
-                conn.close()
-        except sqlite3.Error as exc:
-            return [f"unreadable as a database: {exc}"]
+            return read(conn)
+        finally:
+            conn.close()
+
+
+def _table_names(conn: sqlite3.Connection) -> set[str]:
+    return {r[0] for r in conn.execute(
+        "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'")}
 
 
 def _lines(conn: sqlite3.Connection) -> list[str]:
-    tables = [r[0] for r in conn.execute(
-        "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' "
-        "ORDER BY name")]
+    tables = sorted(_table_names(conn))
     if not tables:
         return ["no tables (nothing committed yet)"]
     if {"checkpoints", "writes"} <= set(tables):

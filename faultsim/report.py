@@ -6,7 +6,7 @@ import shlex
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from .crashmap import counterexamples, crash_map
+from .crashmap import counterexamples, crash_map, why_of
 from .killpoints import KillPoint, categories
 from .oracle import REGISTRY
 from .scenario import MAIN_TAG
@@ -68,17 +68,6 @@ def first_request(verdict: "Verdict") -> dict[str, Any] | None:
         if line[:1] in "-+" and not line.startswith(("---", "+++"))]
     return {"incarnation": incarnation, "turn": turn, "messages": list(sent),
             "clean": None if clean is None else list(clean), "diff": diff}
-
-
-def why_of(verdict: "Verdict") -> tuple[str, str] | None:
-    """Why the crash state failed, where its trace tells (faultsim.why.classify: its class
-    and a sentence), on the course of the run the last crash killed."""
-    from .why import classify
-
-    if not verdict.violations:
-        return None
-    trace = list(verdict.earlier[-1].next_trace) if verdict.earlier else verdict.golden.trace
-    return classify(trace, verdict.kill_point.index, verdict.violations)
 
 
 def _asked(q: Any) -> str:

@@ -16,7 +16,20 @@ so that a resume does not run it again, and a crash between the task's end and t
 that keeps its result is an ordering bug of the checkpointer's saves (the langgraph #8039
 class), not the documented window.
 
-Reads the trace only (events: `faultsim.trace.Event`); standard library only.
+DBOS and CrewAI flows with `@persist` are step runners of the same kind, told apart by the
+tables their SQLite stores leave in the crash state (`tables`: DBOS's system database has
+`operation_outputs` and `workflow_status`, CrewAI's SQLiteFlowPersistence `flow_states`).
+DBOS records a step's output in a transaction committed after the step returns, and
+re-runs on recovery a step whose output it has not recorded (its docs: steps run at least
+once); CrewAI's `@persist` saves the flow's state after a method returns, never inside one,
+and a restarted flow runs again a method whose state was not saved. So a duplicated effect
+whose tool had not returned at the kill, or had returned with no commit since, is that
+documented window: nothing could have recorded the step's result. After a commit following
+the tool's end faultsim cannot tell from the trace whether that commit held the step's
+output, so it says nothing.
+
+Reads the trace and the names of the crash state's SQLite tables only (events:
+`faultsim.trace.Event`); standard library only.
 """
 from __future__ import annotations
 
@@ -37,22 +50,44 @@ LANGGRAPH_LOST = (
     "together with, the next checkpoint).")
 
 
-def why(trace: Sequence[Any], kill_index: int, violations: Sequence[Any]) -> str | None:
+STEP_WINDOW = (
+    "at-least-once by design: {runner}, and {tool} {when} at the kill, after {effect} had "
+    "gone out, so nothing had recorded its result. No ordering of saves closes this window: "
+    "give the call an idempotency key the receiver honours (a keyed service, "
+    "`effect(\"{service}\", key=...)`), or record an intent before the call and look it up "
+    "on the re-run (P11).")
+# a step runner known by its store's tables: (the tables, what it documents)
+STEP_RUNNERS = (
+    (frozenset({"operation_outputs", "workflow_status"}),
+     "DBOS runs a step again on recovery when its output was not recorded (steps run at "
+     "least once, as its docs say)"),
+    (frozenset({"flow_states"}),
+     "CrewAI's @persist saves a flow's state after a method returns, never inside one, and "
+     "a restarted flow runs again a method whose state was not saved"),
+)
+
+
+def why(trace: Sequence[Any], kill_index: int, violations: Sequence[Any],
+        tables: frozenset[str] = frozenset()) -> str | None:
     """The sentence for a crash state killed after event `kill_index` of `trace`, or None."""
-    found = classify(trace, kill_index, violations)
+    found = classify(trace, kill_index, violations, tables)
     return found[1] if found else None
 
 
-def classify(trace: Sequence[Any], kill_index: int, violations: Sequence[Any]
-             ) -> tuple[str, str] | None:
+def classify(trace: Sequence[Any], kill_index: int, violations: Sequence[Any],
+             tables: frozenset[str] = frozenset()) -> tuple[str, str] | None:
     """(`by-design` or `ordering`, the sentence), or None when the trace does not tell.
-    Counterexamples of the two are shown apart, as different kinds of failure."""
+    Counterexamples of the two are shown apart, as different kinds of failure. `tables`:
+    the names of the tables in the crash state's SQLite databases (faultsim.dbview)."""
     dup = next((v for v in violations if v.invariant == "effects_exactly_once"
                 and v.fact("extra")), None)
-    if dup is None or not any(e.kind.startswith("mark.lg.") for e in trace):
+    if dup is None:
         return None
     services = {name.split("(", 1)[0] for name in dup.fact("extra")}
     before = [e for e in trace if e.index <= kill_index]
+    if not any(e.kind.startswith("mark.lg.") for e in trace):
+        runner = next((says for known, says in STEP_RUNNERS if known <= tables), None)
+        return None if runner is None else _step_window(runner, before, services)
     start = next((e for e in reversed(before) if e.kind == "mark.tool.start"), None)
     if start is not None:
         ended = any(e.kind in ("mark.lg.tool.end", "mark.tool.end") and e.index > start.index
@@ -78,3 +113,27 @@ def classify(trace: Sequence[Any], kill_index: int, violations: Sequence[Any]
             return None
         return "ordering", LANGGRAPH_LOST.format(tool=end.subject)
     return None
+
+
+def _step_window(runner: str, before: list, services: set) -> tuple[str, str] | None:
+    """The step runner's window, where the trace shows that nothing recorded the step: the
+    last tool before the kill applied a duplicated effect and had not returned, or had
+    returned with no commit since (a record of its result needs one)."""
+    start = next((e for e in reversed(before) if e.kind == "mark.tool.start"), None)
+    if start is None:
+        return None
+    applied = [e for e in before if e.index > start.index and e.kind == "effect.applied"
+               and e.subject in services]
+    if not applied:
+        return None
+    end = next((e for e in before if e.index > start.index and e.kind == "mark.tool.end"),
+               None)
+    if end is None:
+        when = "was still running"
+    elif not any(e.index > end.index and e.kind == "sqlite.commit" for e in before):
+        when = "had returned, its result not yet committed,"
+    else:
+        return None
+    effect = applied[-1].subject
+    return "by-design", STEP_WINDOW.format(runner=runner, tool=start.subject, when=when,
+                                           effect=effect, service=effect.split(".", 1)[0])
