@@ -442,33 +442,44 @@ def fingerprint(frame: Any, parts: dict | None = None) -> str:
     return canon.digest()
 
 
-def files_key(ip: Any) -> str:
-    """The sandbox as the agent can observe it: each path's bytes, and its mode and times."""
-    snap = ip.snapshot()
-    meta: list[str] = []
+def file_meta(ip: Any) -> list[tuple[str, str]]:
+    """Each path in the sandbox with its mode and times, in order."""
+    meta: list[tuple[str, str]] = []
 
     def walk(directory, prefix):
         for name in sorted(directory.entries):
             entry = directory.entries[name]
-            meta.append(f"{prefix}{name}:{entry.st_mode}:{entry.st_mtime!r}:"
-                        f"{entry.st_ctime!r}")
+            meta.append((f"{prefix}{name}",
+                         f"{entry.st_mode}:{entry.st_mtime!r}:{entry.st_ctime!r}"))
             if hasattr(entry, "entries"):
                 walk(entry, f"{prefix}{name}/")
 
     walk(ip.root_dir(), "")
-    return files_digest(tuple(sorted(snap.items()))) + ":" + "\n".join(meta)
+    return meta
+
+
+def files_key(ip: Any) -> str:
+    """The sandbox as the agent can observe it: each path's bytes, and its mode and times."""
+    snap = ip.snapshot()
+    return files_digest(tuple(sorted(snap.items()))) + ":" + "\n".join(
+        f"{path}:{meta}" for path, meta in file_meta(ip))
+
+
+def world_parts(world: Any) -> list[tuple[str, str]]:
+    """What of the world a run can observe (world_signature without the oracle's counts),
+    plus what decides the fake's answers still to come: (part, its text), in order."""
+    model = world.model
+    # the request count is seen: each answer's request-id header numbers it
+    return [("requests", str(len(model.requests))), ("clock", world.clock.now().isoformat()),
+            ("answered", canonical(sorted(model._answered.items()))),
+            ("faulted", canonical(sorted(model._faulted.items()))),
+            ("paused", canonical(sorted(model._paused))),
+            ("cache", canonical(sorted(model._prompt_cache.written))),
+            *(("store", text) for text in stores_state(world))]
 
 
 def world_key(world: Any) -> str:
-    """What of the world a run can observe (world_signature without the oracle's counts),
-    plus what decides the fake's answers still to come."""
-    model = world.model
-    # the request count is seen: each answer's request-id header numbers it
-    parts = [str(len(model.requests)), world.clock.now().isoformat(),
-             canonical(sorted(model._answered.items())),
-             canonical(sorted(model._faulted.items())), canonical(sorted(model._paused)),
-             canonical(sorted(model._prompt_cache.written)), *stores_state(world)]
-    return "\n".join(parts)
+    return "\n".join(text for _, text in world_parts(world))
 
 
 def request_key(request: Any) -> str:

@@ -49,39 +49,27 @@ def _digest(data: bytes) -> str:
 
 def parts(ex: Any, world: Any, request: Any, frame: Any, renamed: bool) -> dict:
     """The state at a model request, part by part (digests), for comparing."""
-    from ..pipeline.incarnation import stores_state
     from ..world.ledger import canonical
-    from .convergence import Refused, fingerprint, open_files
+    from .convergence import Refused, file_meta, fingerprint, open_files, world_parts
 
     sub = (lambda b: FRESH.sub(rb"\1", b)) if renamed else (lambda b: b)
     out: dict = {}
     ip = ex.interposer
     for name, data in sorted(ip.snapshot().items()):
         out["file:" + name] = _digest(sub(data)) if data is not None else "absent"
-
-    def walk(directory, prefix):
-        for name in sorted(directory.entries):
-            entry = directory.entries[name]
-            out[f"filemeta:{prefix}{name}"] = f"{entry.st_mode}:{entry.st_mtime!r}:" \
-                                              f"{entry.st_ctime!r}"
-            if hasattr(entry, "entries"):
-                walk(entry, f"{prefix}{name}/")
-
-    walk(ip.root_dir(), "")
-    model = world.model
-    answered = sorted(model._answered.items())
-    if renamed:
-        answered = [(k, min(v, 1)) for k, v in answered]
-    out["world:requests"] = str(len(model.requests))
-    out["world:clock"] = world.clock.now().isoformat()
-    out["world:answered"] = canonical(answered)
-    out["world:faulted"] = canonical(sorted(model._faulted.items()))
-    out["world:paused"] = canonical(sorted(model._paused))
-    out["world:cache"] = _digest(sub(canonical(sorted(model._prompt_cache.written))
-                                     .encode()))
-    for text in stores_state(world):
-        out["world:service:" + text.split("[", 1)[0].split("(", 1)[0][:40]] = \
-            _digest(sub(text.encode()))
+    for path, meta in file_meta(ip):
+        out["filemeta:" + path] = meta
+    for part, text in world_parts(world):
+        if part == "store":
+            out["world:service:" + text.split("[", 1)[0].split("(", 1)[0][:40]] = \
+                _digest(sub(text.encode()))
+        elif part == "answered" and renamed:  # a re-asked turn's count read as one
+            out["world:answered"] = canonical(
+                [(k, min(v, 1)) for k, v in sorted(world.model._answered.items())])
+        elif part == "cache":
+            out["world:cache"] = _digest(sub(text.encode()))
+        else:
+            out["world:" + part] = text
     out["request"] = _digest(sub(request.method.encode() + b" " + request.url.path.encode()
                                  + b"\n" + (request.content or b"")))
     out["open_files"] = str(open_files(ip))

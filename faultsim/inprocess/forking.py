@@ -302,8 +302,7 @@ class _Pool:
             fresh = id(outcome) not in resumed
             resumed.add(id(outcome))
             if outcome.lead is not None:  # children forked from now on start with it
-                learn(self.ex.leads, self.ex.lead_contents, outcome.lead)
-                outcome.lead = None
+                learn(self.ex.leads, self.ex.lead_contents, outcome.lead)  # record drops it
             self.sweep.learn(key, state, child["signature"], watch, outcome)
             self.sweep.record(model, point, i, state, outcome, result["after_kill"], fresh,
                               key)
