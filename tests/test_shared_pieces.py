@@ -325,3 +325,40 @@ def test_both_backends_refuse_a_kill_that_did_not_land(backend, monkeypatch):
     with pytest.raises(KillDidNotLand, match=r"scenario\.toml: k\d+-"):
         _explore(backend, said)
     assert said == []  # no state judged
+
+
+def test_the_claude_adapters_two_clean_runs_are_checked_by_the_same_piece(monkeypatch, tmp_path):
+    """`faultsim list` on a Claude Agent SDK agent runs it clean twice: runs that meet the
+    same kill points pass, runs that part are refused in one line saying where, in the
+    agent's terms (`agree`, as the command backend's clean runs). The runs' kill points are
+    given here: no CLI is started."""
+    pytest.importorskip("claude_agent_sdk")
+    from faultsim.adapters.claude_agent_sdk import sweep as cs_sweep
+    from faultsim.adapters.claude_agent_sdk.control import KillPoint as ClaudePoint
+    from faultsim.scenario import load_scenario
+
+    first = [ClaudePoint(1, "model-request", "turn1", 1),
+             ClaudePoint(2, "handler-entry", "pay_invoice", 1)]
+    runs: list = []
+
+    def clean(second):
+        def golden_run(*_args, **_kwargs):
+            runs.append(1)
+            points = first if len(runs) % 2 else second
+            return None, points, type("Inc", (), {"seconds": 1.0})()
+        return golden_run
+
+    scenario = load_scenario(CLAUDE_EXAMPLE / "scenario.toml")
+    monkeypatch.setattr(cs_sweep, "golden_run", clean(first))
+    survey = cs_sweep.survey(None, scenario, root=tmp_path, writes=False)
+    assert survey.kill_points == first
+    parted = [first[0], ClaudePoint(2, "handler-entry", "send_email", 1)]
+    monkeypatch.setattr(cs_sweep, "golden_run", clean(parted))
+    with pytest.raises(NonDeterminismError) as caught:
+        cs_sweep.survey(None, scenario, root=tmp_path, writes=False)
+    said = str(caught.value)
+    assert "\n" not in said and said.startswith(f"{scenario.path}: two clean runs part at "
+                                                "event #2")
+    assert said.endswith("(after 1 equal events, the first run's next is the SDK's call of "
+                         "tool handler pay_invoice, the second's the SDK's call of tool "
+                         "handler send_email)")
