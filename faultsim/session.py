@@ -54,6 +54,13 @@ class Session:
 
     def __enter__(self) -> "Session":
         from .inprocess.sandbox import Explorer
+        from . import strategies
+
+        # Modules first imported under the fake filesystem are unloaded when it is torn
+        # down; hypothesis imports its flatmap strategy lazily, and a copy imported again
+        # by a later session draws outside hypothesis's build context (a second search in
+        # one process failed with "No build context registered"). So import it here.
+        strategies.st.integers().flatmap(strategies.st.just)
 
         self._ex = Explorer(self.make_agent, self.scenario, agent_name=self.agent_name,
                             timeout=self.timeout, seed=self.seed)
