@@ -81,14 +81,16 @@ def test_double_crash_mutants_every_pair_and_the_search(name):
                      after_convergence=on) as session:
             points = session.kill_points
             verdicts = [seen(session.run([Crash(p)])) for p in points]
-            for p in points[1::6]:
+            for p in points[1::24]:  # first crashes spread over the run
                 course = session.run([Crash(p), Crash(0)]).verdict.earlier[0].next_trace
                 verdicts += [seen(session.run([Crash(p), Crash(q)]))
                              for q in session.golden.kill_points(course)]
             paired = session.composed
+            searched = record(session)
             found = search(session, max_crashes=3, examples=300, seed=7)
-            results[on] = (verdicts, paired, found)
-    (v_on, paired, s_on), (v_off, none, s_off) = results[True], results[False]
+            results[on] = (verdicts, paired, found, searched)
+    (v_on, paired, s_on, r_on), (v_off, none, s_off, r_off) = results[True], results[False]
+    assert r_on == r_off  # every schedule of the search, shrinking included
     assert none == 0 and s_off.after_convergence == 0
     assert paired > 0, "the shortcut was never taken among the pairs"
     assert any(v[2] for v in v_on) and not any(v[2] for v in v_on[:len(points)])
@@ -100,18 +102,33 @@ def test_double_crash_mutants_every_pair_and_the_search(name):
 
 
 def test_the_search_counts_what_it_composed(tmp_path):
-    """A search of three crashes on a generated agent: the same examples and outcome with
-    and without the shortcut, and the count is the session's."""
+    """A search of up to three crashes on a generated agent, its single crashes known
+    first (as a user's session may have judged them): every schedule it runs, shrinking
+    included, has the long way's verdict, and some were composed (counted)."""
     scen = lookups(tmp_path, 2)
-    found = {}
+    found, runs = {}, {}
     for on in (True, False):
         with Session(agents.factory(), scen, after_convergence=on) as session:
-            for p in session.kill_points:  # single crashes known first, as a user's may be
+            for p in session.kill_points:
                 session.run([Crash(p)])
             before = session.composed
+            runs[on] = record(session)
             result = search(session, max_crashes=3, examples=150, seed=3)
             assert result.after_convergence == session.composed - before
             found[on] = result
-    assert found[True].ok and found[False].ok
-    assert found[True].tried == found[False].tried
+    assert found[True].after_convergence > 0, "the search never took the shortcut"
     assert found[False].after_convergence == 0
+    assert runs[True] == runs[False] and len(runs[True]) == found[True].tried
+
+
+def record(session) -> list:
+    """What every schedule the session runs from now on shows (`seen`), in order."""
+    out, run = [], session._run
+
+    def recorded(*args, **kwargs):
+        result = run(*args, **kwargs)
+        out.append(seen(result))
+        return result
+
+    session._run = recorded
+    return out
