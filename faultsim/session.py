@@ -49,7 +49,7 @@ class Session:
         # from a known resumed run, not resumed; False: every one is resumed, every course
         # learned to its end (for comparing).
         self.after_convergence = after_convergence
-        self.composed = 0  # schedules whose last crash was composed so
+        self.composed = 0  # schedules whose last crash was composed, not resumed
         self._known: Any = None
 
     def __enter__(self) -> "Session":
