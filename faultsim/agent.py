@@ -176,7 +176,26 @@ def _after_fork_in_child() -> None:
     if _loops:
         import asyncio
 
-        asyncio.events._set_running_loop(_loops[-1])
+        loop = _loops[-1]
+        asyncio.events._set_running_loop(loop)
+        _own_selector(loop)
+
+
+def _own_selector(loop) -> None:
+    """A forked child shares the parent's epoll instance (one open file description):
+    the child's loop unregistering its self-pipe as it closes (`loop.close()` when its
+    killed run unwinds) would remove the parent's registration too, and the parent's loop
+    would sleep through every `call_soon_threadsafe` (a `to_thread` result arriving while
+    it waits in select: a hang). Give the child a selector of its own, holding the same
+    registrations."""
+    old = getattr(loop, "_selector", None)
+    if old is None or not hasattr(old, "get_map"):
+        return
+    new = type(old)()
+    for key in list(old.get_map().values()):
+        new.register(key.fileobj, key.events, key.data)
+    loop._selector = new
+    old.close()  # closes the child's descriptor of the shared instance: no epoll_ctl
 
 
 if hasattr(os, "register_at_fork"):
