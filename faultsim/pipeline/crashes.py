@@ -13,7 +13,7 @@ and resumed. `verdicts` turns what the loop judged into each crash model's `Mode
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Protocol, Sequence
+from typing import Any, Callable, Iterable, Protocol
 
 from ..crashmodel import CrashState
 from ..errors import KillDidNotLand
