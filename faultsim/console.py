@@ -111,6 +111,7 @@ def print_run(run) -> None:
                   f"{depth.resumed} resumed, {depth.seconds:.1f}s")
         if depth.searched:
             print(f"  {n} crashes     searched: {depth.searched} schedules (hypothesis, "
-                  f"seed {run.seed}), {depth.seconds:.1f}s")
+                  f"seed {run.seed}), {depth.after_convergence} of them composed after "
+                  f"convergence, {depth.seconds:.1f}s")
     for probe in run.probes:
         print(f"  probe         {probe.kill_point.id}: {'ok' if probe.ok else 'VIOLATED'}")

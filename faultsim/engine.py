@@ -209,6 +209,7 @@ def _search(make_agent, scenario, report: Report, name: str, options: ExploreOpt
                            seed=seed, database=options.database)
         stats = run.depth(max_crashes)
         stats.searched += found.tried
+        stats.after_convergence += found.after_convergence  # of the searched, here
         stats.seconds += found.seconds
         if found.failure is not None:
             verdict = found.failure.verdict

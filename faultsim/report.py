@@ -131,7 +131,9 @@ class DepthStats:
     met: int = 0
     # of the explored, last crashes after the previous crash's resumed run had met the
     # clean run: the clean run's own first crashes there, their verdicts composed from the
-    # single-crash sweep's, not resumed (faultsim.inprocess.after_convergence)
+    # single-crash sweep's, not resumed (faultsim.inprocess.after_convergence); in a
+    # searched length, of the searched schedules, those composed from a known resumed run
+    # (faultsim.inprocess.search_after_convergence)
     after_convergence: int = 0
     resume_seconds: float = 0.0
     seconds: float = 0.0

@@ -29,6 +29,10 @@ ROUND = 25  # examples per round when a time budget is set
 @dataclass
 class SearchResult:
     tried: int = 0  # schedules run (shrinking included)
+    # of those, schedules whose last crash came after an earlier crash's resumed run had met
+    # the clean run: composed from a known resumed run, not resumed
+    # (faultsim.inprocess.search_after_convergence)
+    after_convergence: int = 0
     examples: int = 0  # distinct examples hypothesis generated before any failure
     seconds: float = 0.0
     failure: ScheduleResult | None = None  # the shrunk counterexample
@@ -62,6 +66,7 @@ def search(session: Session, *, max_crashes: int = 2, min_crashes: int = 1,
     from hypothesis import strategies as st
 
     result = SearchResult()
+    composed = session.composed
     clock = _real_time.real_perf_counter
     started = clock()
     found: dict[str, Any] = {}
@@ -102,6 +107,7 @@ def search(session: Session, *, max_crashes: int = 2, min_crashes: int = 1,
         left -= size
         round_ += 1
     result.seconds = clock() - started
+    result.after_convergence = session.composed - composed
     return result
 
 

@@ -29,7 +29,7 @@ class Session:
 
     def __init__(self, make_agent: Callable, scenario: Any, *, crash_model: str = "process",
                  seed: str = "0", timeout: float | str | None = "auto",
-                 agent_name: str | None = None) -> None:
+                 agent_name: str | None = None, after_convergence: bool = True) -> None:
         from .scenario import Scenario, load_scenario
 
         if crash_model not in CRASH_MODELS:
@@ -41,12 +41,26 @@ class Session:
         self.timeout = timeout
         self.agent_name = agent_name or getattr(make_agent, "__module__", "agent")
         self._ex = None
-        self._traces: dict[tuple, tuple] = {}  # crash state + world -> the resumed course
+        self._traces: dict[tuple, tuple] = {}  # crash state + world -> (course, meets)
         self._judged: dict[tuple, Any] = {}  # crash state + world + crashes -> result
         self.runs = 0  # schedules run
+        # Longer schedules after convergence (faultsim.inprocess.search_after_convergence):
+        # a last crash after an earlier crash's resumed run met the clean run is composed
+        # from a known resumed run, not resumed; False: every one is resumed, every course
+        # learned to its end (for comparing).
+        self.after_convergence = after_convergence
+        self.composed = 0  # schedules whose last crash was composed, not resumed
+        self._known: Any = None
 
     def __enter__(self) -> "Session":
         from .inprocess.sandbox import Explorer
+        from . import strategies
+
+        # Modules first imported under the fake filesystem are unloaded when it is torn
+        # down; hypothesis imports its flatmap strategy lazily, and a copy imported again
+        # by a later session draws outside hypothesis's build context (a second search in
+        # one process failed with "No build context registered"). So import it here.
+        strategies.st.integers().flatmap(strategies.st.just)
 
         self._ex = Explorer(self.make_agent, self.scenario, agent_name=self.agent_name,
                             timeout=self.timeout, seed=self.seed)
@@ -58,6 +72,9 @@ class Session:
             raise
         self.trace = self.golden.trace
         self.kill_points = self.golden.kill_points()
+        from .inprocess.search_after_convergence import Known
+
+        self._known = Known(self.golden)
         self.model_run = ModelRun(scenario=self.scenario, agent=self.agent_name,
                                   crash_model=self.crash_model, kill_points=self.kill_points,
                                   explored=[], seed=self.seed, timeout=self.timeout)
@@ -159,8 +176,11 @@ class Session:
         trace, points = self.trace, self.kill_points
         earlier: list[Earlier] = []
         start = None
+        meets = None  # where the run the next crash kills met the clean run (None: not)
+        met = False  # a crash so far fell after its run met the clean run
         for n in range(count):
             point = choose(n, points, trace)
+            met = met or (meets is not None and point.index > meets[0])
             crashed = ex.crash(point, model, start)
             world, states, after_kill = crashed.world, crashed.states, crashed.after_kill
             order = choose_state(n, len(states))
@@ -169,7 +189,7 @@ class Session:
             signature = world_signature(world)
             if n == count - 1:
                 break
-            trace = self._course(world, state, signature)
+            trace, meets = self._course(world, state, signature)
             points = self.golden.kill_points(trace)
             earlier.append(Earlier(point, order, state.persisted, tuple(trace)))
 
@@ -180,7 +200,15 @@ class Session:
         key = (state.digest(), signature, len(schedule))
         result = self._judged.get(key)
         if result is None:
-            result = resume_and_judge(ex, self.golden, world, state, schedule, watch)
+            known = self._known.key(state, world) if self.after_convergence else None
+            if met:
+                result = self._known.compose(known, schedule, state, world)
+                self.composed += result is not None
+            if result is None:
+                result = resume_and_judge(ex, self.golden, world, state, schedule, watch,
+                                          keep_tail=known is not None)
+                if known is not None:
+                    self._known.learn(known, result)
             self._judged[key] = result
         violations = schedule_violations(self.golden, schedule, state, result, after_kill)
         self.runs += 1
@@ -188,11 +216,19 @@ class Session:
                                       result.summary, self.golden, order,
                                       earlier=tuple(earlier)), self.model_run)
 
-    def _course(self, world, state: CrashState, signature: str) -> list:
-        """The clean course of the run resumed from `state` (learned once, on a copy)."""
+    def _course(self, world, state: CrashState, signature: str) -> tuple[list, Any]:
+        """The clean course of the run resumed from `state` (learned once, on a copy), and
+        where it met the clean run (None: it did not, or `after_convergence` is off: then
+        it is learned to its end)."""
         key = (state.digest(), signature)
         if key not in self._traces:
-            w = copy.deepcopy(world)
-            self._ex.prepare(w, state)
-            self._traces[key] = tuple(self._ex.incarnation(w).events)
-        return list(self._traces[key])
+            if self.after_convergence:
+                from .inprocess.search_after_convergence import converged_course
+
+                self._traces[key] = converged_course(self._ex, world, state)
+            else:
+                w = copy.deepcopy(world)
+                self._ex.prepare(w, state)
+                self._traces[key] = (tuple(self._ex.incarnation(w).events), None)
+        course, meets = self._traces[key]
+        return list(course), meets

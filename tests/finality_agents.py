@@ -143,6 +143,7 @@ class AsyncAgent:
     saves its session; `retries` > 1 retries the model on anything, the kill included."""
 
     retries = 1
+    tool = staticmethod(charge_card)
 
     def __init__(self, env):
         self.env, self.path = env, os.path.join(str(env.workdir), "state.json")
@@ -193,7 +194,7 @@ class AsyncAgent:
                 continue
             results = []
             for call in state["pending"]:
-                out = await asyncio.to_thread(charge_card, call["input"]["customer"],
+                out = await asyncio.to_thread(self.tool, call["input"]["customer"],
                                               call["input"]["cents"],
                                               f"{self.env.task_id}:{call['id']}")
                 results.append({"type": "tool_result", "tool_use_id": call["id"],
@@ -205,6 +206,21 @@ class AsyncAgent:
 
 class AsyncSwallower(AsyncAgent):
     retries = 3
+
+
+def _slow_charge(customer, cents, key):
+    time.sleep(0.3)  # the loop is waiting in select when the result comes: it must wake
+    return charge_card(customer, cents, key)
+
+
+class SlowToolAsync(AsyncAgent):
+    """Its tool takes a moment in its worker thread (a real API call does)."""
+
+    tool = staticmethod(_slow_charge)
+
+
+def slow_tool_async(env):
+    return SlowToolAsync(env)
 
 
 def framework_cleanup(env):

@@ -3,6 +3,8 @@ per error."""
 from __future__ import annotations
 
 import io
+import os
+import signal
 import json
 import xml.etree.ElementTree as ET
 from pathlib import Path
@@ -11,6 +13,7 @@ import pytest
 
 from conftest import DATA
 from faultsim.cli import main
+from faultsim.cli.exits import Terminated, sigterm_unwinds
 from faultsim.console import Progress
 from faultsim.report import SEVERITY
 
@@ -247,3 +250,24 @@ def test_a_worker_that_dies_is_one_line_naming_its_kill_point(capsys):
     assert main(["--debug", "run", TINY, "--agent", "tests.broken_agents:dies_on_resume",
                  "--crashes", "1"]) == 3
     assert "Traceback" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("sig, kind", [(signal.SIGTERM, Terminated),
+                                       (signal.SIGINT, KeyboardInterrupt)])
+def test_a_cancel_that_lands_where_python_swallows_exceptions_still_ends_the_run(sig, kind):
+    """Seen in CI: SIGTERM landed in an at-fork hook while a worker started, Python printed
+    "Exception ignored" and the run went on. A `__del__` swallows the same way."""
+    class Cancelled:
+        def __del__(self):
+            os.kill(os.getpid(), sig)
+            for _ in range(1000):  # the handler runs in here, and what it raises is swallowed
+                pass
+
+    landed = False
+    with pytest.raises(kind):
+        with sigterm_unwinds():
+            Cancelled()
+            landed = True
+            for _ in range(10_000_000):  # the signal sent again ends this loop
+                pass
+    assert landed  # the first delivery was swallowed: the run went on past it

@@ -179,3 +179,35 @@ def test_subprocess_mode_reports_the_stray_thread_the_same(charge):
               for v in _verdicts(replayed)}
     for v in _verdicts(real):  # subprocess mode's points are a subset (no power model)
         assert [x.explanation for x in v.violations] == inproc[v.kill_point.id]
+
+
+SLOW_SWEEP = """
+import sys
+sys.path.insert(0, {root!r})
+import faultsim
+from tests import finality_agents as agents
+report = faultsim.explore(agents.slow_tool_async, faultsim.load_scenario({path!r}), crashes=1)
+runs = report.runs
+print(sum(len(r.explored) for r in runs), report.ok)
+"""
+
+
+def test_an_async_agent_whose_tool_thread_is_slow_is_swept_without_hanging(charge):
+    """The forking executor's children share the driver's epoll instance: a child's loop
+    closing as its killed run unwound removed the driver's self-pipe from it, and the
+    driver then slept through its tool thread's result (agent._own_selector). Run in a
+    process of its own, so that a hang fails here instead of stalling the suite."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = str(Path(__file__).resolve().parents[1])
+    try:
+        done = subprocess.run([sys.executable, "-c", SLOW_SWEEP.format(
+            root=root, path=str(charge.path))], capture_output=True, text=True,
+            timeout=150, cwd=root)
+    except subprocess.TimeoutExpired:
+        pytest.fail("the forking sweep of an async agent with a slow tool thread hung")
+    assert done.returncode == 0, done.stderr[-2000:]
+    explored, ok = done.stdout.split()
+    assert int(explored) > 20 and ok == "True"  # every kill landed and was judged

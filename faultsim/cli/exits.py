@@ -40,15 +40,39 @@ def sigterm_unwinds() -> Iterator[None]:
         raise Terminated
 
     previous = signal.signal(signal.SIGTERM, terminated)
+    previous_hook = sys.unraisablehook
+    sys.unraisablehook = _redeliver(me, previous_hook)
     dumps = _stack_dumps()
     try:
         yield
     finally:
+        sys.unraisablehook = previous_hook
         signal.signal(signal.SIGTERM, previous)
         if dumps:
             import faulthandler
 
             faulthandler.unregister(signal.SIGUSR2)
+
+
+def _redeliver(me: int, hook):
+    """Python swallows what is raised where it cannot propagate (an at-fork hook as
+    `subprocess.Popen(preexec_fn=...)` starts a worker, a `__del__`): a Terminated or
+    KeyboardInterrupt that lands there is only printed, and the run would go on as if never
+    cancelled. Send the signal again a moment later, from a thread: sent from here, its
+    handler would run before this hook returns, and be swallowed again. Should the second
+    land in such a place too, it comes back here and goes again."""
+    again = {Terminated: signal.SIGTERM, KeyboardInterrupt: signal.SIGINT}
+
+    def unraisable(info) -> None:
+        sig = again.get(info.exc_type)
+        if sig is not None and os.getpid() == me:
+            later = threading.Timer(0.01, os.kill, (me, sig))
+            later.daemon = True
+            later.start()
+            return
+        hook(info)
+
+    return unraisable
 
 
 def _stack_dumps() -> bool:

@@ -16,9 +16,11 @@ contract is `launch.py`'s (docs/reference/agent-contract.md).
   control.py     the boundaries (model requests and streams, service calls, file system
                  calls, the exit) and the kill at the target one
   incarnation.py one run of the command, its kill proven
-  sweep.py       clean runs, crash runs, crash states, resumes, verdicts, the report
+  sweep.py       clean runs; the command's crash runs, crash states and resumes given to
+                 the pipeline's kill-point loop (faultsim.pipeline.crashes, the Claude
+                 Agent SDK adapter's too), which makes the verdicts and the report
   pairs.py       two crashes: each first crash's resumed run crashed along its course
-  diagnosis.py   where two runs part, in the agent's terms
+  diagnosis.py   its events in the agent's terms (where two clean runs part)
 """
 from __future__ import annotations
 

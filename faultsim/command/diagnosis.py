@@ -1,5 +1,6 @@
-"""Where two runs of an agent command part, in the agent's terms: which model request,
-which service call, which file."""
+"""An agent command's events in the agent's terms: which model request, which service
+call, which file. Where two clean runs part is said by the pipeline's check of both
+real-process backends (`faultsim.pipeline.golden.agree`), naming events with `name`."""
 from __future__ import annotations
 
 from typing import Sequence
@@ -28,17 +29,3 @@ def name(event: Event, before: Sequence[Event]) -> str:
         extra = f" ({event.detail})" if event.detail else ""
         return f"it {what} file {event.subject}{extra}"
     return event.describe()
-
-
-def in_agent_terms(a: Sequence[Event], b: Sequence[Event]) -> str:
-    """Where runs `a` and `b` part (one line), or that they do not."""
-    for n, (x, y) in enumerate(zip(a, b)):
-        if x.signature() != y.signature():
-            return (f"after {n} equal events, the first run's next is {name(x, a[:n])}, "
-                    f"the second's {name(y, b[:n])}")
-    if len(a) != len(b):
-        n = min(len(a), len(b))
-        longer = a if len(a) > n else b
-        return f"after {n} equal events one run goes on with {name(longer[n], longer[:n])}, " \
-               "the other stops"
-    return "the runs do not part"

@@ -12,18 +12,19 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from ..crashmodel import CrashState
-from ..errors import KillDidNotLand, NonDeterminismError, UsageError
+from ..errors import UsageError
 from ..killpoints import KillPoint
 from ..oracle import CrashRun, Golden, judge, unknown_version_refused
 from ..pipeline.golden import CleanRun, golden_checked
 from ..pipeline.probes import PROBE_VERSION, tamper_versions
 from ..pipeline.incarnation import clean_limit, resumed_limit, world_signature
-from ..pipeline.sweep import ResumeResult, Shared
+from ..pipeline.crashes import Found, Kill, landed, sweep, verdicts
+from ..pipeline.sweep import ResumeResult
 from ..report import ModelRun, Report, ResumeSummary, Verdict
 from ..scenario import Scenario
 from ..tree import regular
 from .launch import split
-from .diagnosis import in_agent_terms
+from .diagnosis import name
 from .incarnation import Run, Services, incarnation
 from .syscalls import Hold
 
@@ -84,7 +85,9 @@ def explore(command: str, scenario: Scenario, *, crash_models: Sequence[str] = (
     """Kill the command at each kill point of its clean run (or those `only` keeps),
     resume it from every crash state each crash model leaves, judge each resume.
     `share=False` resumes every state, even one equal to a state resumed already. `probe`
-    (default: when every kill point is explored) adds the version probe (P4).
+    (default: when every kill point is explored) adds the version probe (P4). The loop
+    over kill points is the pipeline's (`faultsim.pipeline.crashes`, the Claude Agent SDK
+    adapter's too); this module gives it the command's crash runs, states and resumes.
     `crashes=2` adds the pairs (`pairs.py`): each distinct first crash state that passed,
     resumed and killed again at every kill point of its course (or those `second` keeps),
     by `pairs` (`pairs.sweep_pairs`; `pairs.explore` passes it)."""
@@ -115,47 +118,22 @@ def explore(command: str, scenario: Scenario, *, crash_models: Sequence[str] = (
                             explored=chosen, seed=seed, mode=MODE, timeout=timeout)
                 for m in crash_models}
         result = Exploration(scenario, agent, golden, points, runs, clean=clean)
-        for point in chosen:
-            crash, world = killed_run(argv, scenario, base, point,
-                                  hold_for(point, first, calls, paths), limit, seed,
-                                  services, result)
-            result.kills_landed += 1
-            states: dict[str, list[CrashState]] = {}
-            if "process" in crash_models:
-                states["process"] = [CrashState.of("process", "every completed operation",
-                                                   crash.work)]
-            if "power" in crash_models:
-                states["power"] = crash.model.power_states(
-                    powersafe=scenario.profile.powersafe_overwrite)
-            signature = world_signature(world) if crashes > 1 else ""
-            # One resume per distinct state of this kill point (`Shared`, the Claude Agent
-            # SDK adapter's memo too, keyed here by the state's bytes alone): equal files
-            # and a copy of the same world start the same (deterministic) resume, so its
-            # verdict is theirs (the process state is the power model's "everything
-            # persisted", for one). Scoped to the point: another point's world differs.
-            memo = Shared(golden, share=share)
-            for model, found in states.items():
-                for order, state in enumerate(found):
-                    violations, resumed, shared, _key = memo.judge(
-                        [point], state, (state, ""), lambda: resumed_result(
-                            argv, scenario, base, golden, world, crash, point, state,
-                            limit, seed, services), f"{point.id} [{model}: {order}]")
-                    result.resumes += shared is None
-                    result.states += 1
-                    run = runs[model]
-                    run.verdicts.append(Verdict(
-                        point, model, state.persisted, violations, state,
-                        resumed.summary if violations else None, golden,
-                        order=order, resumed_at=resumed.first_position,
-                        escalated=resumed.escalated))
-                    run.judged += 1
-                    if crashes > 1 and not violations:
-                        result.firsts.append(First(model, point, order, state, crash, world,
-                                                   (state.digest(), signature,
-                                                    files_key(crash.rest))))
-                    if progress is not None:
-                        progress(f"{point.id} [{model}: {state.persisted}]: " + (
-                            ", ".join(v.invariant for v in violations) or "ok"))
+        backend = _Backend(argv, scenario, base, first, calls, paths, limit, seed,
+                           services, result, crash_models)
+        swept = sweep(backend, chosen, golden, share=share, progress=progress)
+        verdicts(runs, swept.judged, golden, backend.engine_point)
+        result.kills_landed += len(swept.landed)
+        result.resumes += swept.resumes
+        result.states += len(swept.judged)
+        if crashes > 1:
+            for j in swept.judged:
+                if not j.violations:
+                    (model,) = j.orders
+                    crash, world = j.kill.run, j.kill.world
+                    result.firsts.append(First(
+                        model, j.point, j.orders[model], j.found.state, crash, world,
+                        (j.found.state.digest(), world_signature(world),
+                         files_key(crash.rest))))
         if crashes > 1 and pairs is not None:
             pairs(argv, scenario, base, golden, chosen, runs, result, limit, seed,
                         services, second=second, share=share, progress=progress)
@@ -206,13 +184,7 @@ def clean_runs(argv: list[str], scenario: Scenario, base: Path, *, timeout: Any 
                         files=regular(run.work), left_behind=tuple(run.left_behind),
                         details=run.stderr)
 
-    try:
-        golden_checked(scenario, clean_run, str(base / "sandbox" / "work"))
-    except NonDeterminismError as exc:
-        if len(clean) == 2:
-            raise NonDeterminismError(
-                f"{exc} ({in_agent_terms(clean[0].events, clean[1].events)})") from None
-        raise
+    golden_checked(scenario, clean_run, str(base / "sandbox" / "work"), name)
     first = clean[0]
     golden = Golden.of(first.outcome, first.world, regular(first.work), first.events,
                        scenario.checkpoint)
@@ -257,12 +229,24 @@ def _start(scenario: Scenario, start: tuple | None) -> tuple[dict, dict, Any]:
 
 
 def killed_run(argv: list[str], scenario: Scenario, base: Path, point: KillPoint,
-           hold: Hold | None, limit: Any, seed: str, services: Services | None,
-           result: Exploration, start: tuple | None = None) -> tuple[Run, Any]:
-    """The crash run at `point`, its kill proven landed. A held call is the how-manieth of
-    its thread's calls of its kind in the clean run; when the kill finds the run elsewhere
-    (another thread's count), it is run again holding every call of that kind. `start`:
-    a resumed run's start (a second crash), else a clean run's."""
+               hold: Hold | None, limit: Any, seed: str, services: Services | None,
+               result: Exploration, start: tuple | None = None) -> tuple[Run, Any]:
+    """The crash run at `point`, its kill proven landed (`crash_run`, then the pipeline's
+    landed check: the pairs' and the version probe's)."""
+    kill = crash_run(argv, scenario, base, point, hold, limit, seed, services, result,
+                     start)
+    landed(f"{scenario.path}: ", point, kill)
+    return kill.run, kill.world
+
+
+def crash_run(argv: list[str], scenario: Scenario, base: Path, point: KillPoint,
+              hold: Hold | None, limit: Any, seed: str, services: Services | None,
+              result: Exploration, start: tuple | None = None) -> Kill:
+    """The crash run at `point`, for the landed check (`faultsim.pipeline.crashes`). A
+    held call is the how-manieth of its thread's calls of its kind in the clean run; when
+    the kill finds the run elsewhere (another thread's count), it is run again holding
+    every call of that kind. `start`: a resumed run's start (a second crash), else a clean
+    run's."""
     attempts = [hold] + ([Hold(hold.syscall, None, 3 * hold.seconds)] if hold and hold.when
                          else [])
     for attempt in attempts:
@@ -271,15 +255,68 @@ def killed_run(argv: list[str], scenario: Scenario, base: Path, point: KillPoint
                             target=point.index, hold=attempt, timeout=limit, seed=seed,
                             services=services)
         result.crash_runs += 1
+        kill = Kill(crash, world, reached=crash.killed, landed=crash.landed,
+                    met=f"{len(crash.events)} events of the clean run's "
+                        f"{len(result.golden.trace)}", error=crash.error,
+                    why=f"the kill {crash.where} did not land: "
+                        f"{crash.proof or 'the process group outlived SIGKILL'}")
         if not crash.killed:
-            raise KillDidNotLand.never_reached(
-                f"{scenario.path}: {point.id}", f"{len(crash.events)} events of the clean "
-                f"run's {len(result.golden.trace)}", crash.error)
+            return kill
         if crash.landed:
             result.held_again += attempt is not hold
-            return crash, world
-    raise KillDidNotLand(f"{scenario.path}: {point.id}: the kill {crash.where} did not land: "
-                         f"{crash.proof or 'the process group outlived SIGKILL'}")
+            return kill
+    return kill
+
+
+@dataclass
+class _Backend:
+    """The command as the pipeline's kill-point loop sees it (`crashes.Backend`)."""
+
+    argv: list[str]
+    scenario: Scenario
+    base: Path
+    first: Run
+    calls: dict
+    paths: tuple[str, ...]
+    limit: Any
+    seed: str
+    services: Services | None
+    result: Exploration
+    crash_models: Sequence[str]
+
+    @property
+    def where(self) -> str:
+        return f"{self.scenario.path}: "
+
+    def crash(self, point: KillPoint) -> Kill:
+        return crash_run(self.argv, self.scenario, self.base, point,
+                         hold_for(point, self.first, self.calls, self.paths), self.limit,
+                         self.seed, self.services, self.result)
+
+    def states(self, point: KillPoint, kill: Kill) -> list[Found]:
+        found = []
+        if "process" in self.crash_models:
+            found.append(CrashState.of("process", "every completed operation",
+                                       kill.run.work))
+        if "power" in self.crash_models:
+            found += kill.run.model.power_states(
+                powersafe=self.scenario.profile.powersafe_overwrite)
+        return [Found(s, (s.model,), f"{s.model}: {s.persisted}") for s in found]
+
+    def key(self, point: KillPoint, kill: Kill, found: Found) -> tuple[CrashState, str]:
+        # The state's bytes, scoped to its kill point: equal files and a copy of the same
+        # world start the same (deterministic) resume, so its verdict is theirs (the
+        # process state is the power model's "everything persisted", for one); another
+        # point's world differs, so its states are never shared with this one's.
+        return found.state, point.id
+
+    def resume(self, point: KillPoint, kill: Kill, found: Found) -> ResumeResult:
+        return resumed_result(self.argv, self.scenario, self.base, self.result.golden,
+                              kill.world, kill.run, point, found.state, self.limit,
+                              self.seed, self.services)
+
+    def engine_point(self, point: KillPoint) -> KillPoint:
+        return point
 
 
 def resumed_result(argv: list[str], scenario: Scenario, base: Path, golden: Golden,

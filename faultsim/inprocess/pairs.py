@@ -16,7 +16,7 @@ from ..world import World
 from .forking import sweep_forking
 from .replaying import sweep_replaying
 from .after_convergence import Shortcut
-from .convergence import course_events
+from .search_after_convergence import converged_course
 from .sandbox import Explorer
 
 
@@ -46,13 +46,7 @@ def sweep_after_first(ex: Explorer, golden: Golden, runs: dict[str, ModelRun], m
     else:
         # learned afresh, cut where it meets the clean run as the sweep's runs are (its
         # course then ends with the clean run's, convergence.course_events)
-        w = copy.deepcopy(pristine)
-        run = ex.resume(w, state, [], converge=True)
-        course, meets = tuple(run.events), None
-        if ex.last_cut is not None:
-            cut_course, cut = ex.last_cut
-            course = tuple(course_events(cut_course, cut, list(run.events)))
-            meets = (cut.events, cut_course.points[cut.at].events)
+        course, meets = converged_course(ex, pristine, state)
 
     def start() -> World:
         w = copy.deepcopy(pristine)

@@ -388,7 +388,11 @@ def crash_states(ex: Explorer, model: str, snapshot: dict) -> list[CrashState]:
 
 def resume_and_judge(ex: Explorer, golden: Golden, world: World, state: CrashState,
                      schedule: list[KillPoint], watch: str | None,
-                     keep_trace: bool = False) -> ResumeResult:
+                     keep_trace: bool = False, keep_tail: bool = False) -> ResumeResult:
+    """Resume `state` in `world` and judge the run. `keep_trace`: a further crash will be
+    tried in it (its course and tail are kept, it meets the clean run only); `keep_tail`:
+    its tail is kept for composing later schedules' verdicts
+    (faultsim.inprocess.search_after_convergence)."""
     ip = ex.interposer
     started = _real_time.real_perf_counter()
     before = (len(world.ledger.entries), len(world.model.requests), len(world.unrouted),
@@ -421,7 +425,10 @@ def resume_and_judge(ex: Explorer, golden: Golden, world: World, state: CrashSta
             # checks its trace against this
             events = course_events(course, cut, events)
             meets = (cut.events, course.points[cut.at].events)
-        tail = tail_of(crash_run, before, ex.last_blind)
+    if keep_trace or keep_tail:
+        # blind only if its remainder is too: a remainder taken from an earlier resumed run
+        # (a lead) may draw numbers where the clean run's never does (convergence.usable)
+        tail = tail_of(crash_run, before, ex.last_blind and ex.last_met is None)
     return ResumeResult(violations, ResumeSummary.of(crash_run) if violations else None,
                         first, _real_time.real_perf_counter() - started,
                         content, presence, listed, events,

@@ -35,11 +35,13 @@ class CleanRun:
 
 
 def golden_checked(scenario: Scenario, clean_run: Callable[[int], CleanRun],
-                   sandbox: str = "") -> CleanRun:
+                   sandbox: str = "", name: Callable[[Event, Sequence[Event]], str] | None
+                   = None) -> CleanRun:
     """The flake guard of a golden run, in both modes. `clean_run(n)` gives clean run n
     (1, then 2): each must end with an outcome and no error, the two must do the same
     things, and a completed run must give the scenario's expected final answer. Returns
-    the first run. `sandbox` is the agent's workdir, named when runs differ below it."""
+    the first run. `sandbox` is the agent's workdir, named when runs differ below it;
+    `name` names an event in the agent's terms, to say where the runs part (`agree`)."""
     runs = []
     for n in (1, 2):
         run = clean_run(n)
@@ -51,7 +53,7 @@ def golden_checked(scenario: Scenario, clean_run: Callable[[int], CleanRun],
             raise AgentFailedCleanly(scenario, run.error or "no outcome", run.details)
         runs.append(run)
     first, second = runs
-    compare_traces(first.events, second.events, (first.files, second.files), sandbox)
+    agree(first.events, second.events, name, (first.files, second.files), sandbox)
     keeps_state(scenario, first.events)
     expected = scenario.expected_final_answer.strip()
     got = (first.outcome.final_answer or "").strip()
@@ -180,6 +182,37 @@ def compare_traces(a: Sequence[Event], b: Sequence[Event],
         raise NonDeterminismError(
             f"two clean runs part after event #{min(len(a), len(b))}: one goes on with "
             f"{longer[min(len(a), len(b))].describe()!r}, the other stops")
+
+
+def agree(a: Sequence[Event], b: Sequence[Event],
+          name: Callable[[Event, Sequence[Event]], str] | None = None,
+          files: tuple[dict | None, dict | None] = (None, None), sandbox: str = "") -> None:
+    """Two clean runs must do the same things (`compare_traces`); with `name`, the
+    one-line error also says where they part in the agent's terms (`where_runs_part`):
+    the check of both real-process backends, the command's events and the Claude Agent
+    SDK adapter's kill points."""
+    try:
+        compare_traces(a, b, files, sandbox)
+    except NonDeterminismError as exc:
+        if name is None:
+            raise
+        raise NonDeterminismError(f"{exc} ({where_runs_part(a, b, name)})") from None
+
+
+def where_runs_part(a: Sequence[Event], b: Sequence[Event],
+                    name: Callable[[Event, Sequence[Event]], str]) -> str:
+    """Where runs `a` and `b` part (one line), each event named by `name(event, the
+    events before it)`; or that they do not."""
+    for n, (x, y) in enumerate(zip(a, b)):
+        if x.signature() != y.signature():
+            return (f"after {n} equal events, the first run's next is {name(x, a[:n])}, "
+                    f"the second's {name(y, b[:n])}")
+    if len(a) != len(b):
+        n = min(len(a), len(b))
+        longer = a if len(a) > n else b
+        return f"after {n} equal events one run goes on with {name(longer[n], longer[:n])}, " \
+               "the other stops"
+    return "the runs do not part"
 
 
 _ADVICE = (". faultsim needs a deterministic agent (the model, the services, time, uuid4, "

@@ -82,6 +82,26 @@ transcript write leaves one state, as written: a real kill made it.
 `backend.py` (faultsim's backend seam, `faultsim.backends`) and `runs.py` put all this
 behind every front end given the spec `claude-agent-sdk:FILE.py:ATTR` (`faultsim
 run/list/replay`, the pytest marker, `faultsim.explore`), and `Exploration.assert_ok`.
+
+The machinery is the command backend's (`faultsim.command`), one copy of each piece: the
+loop over kill points with its landed check, memo, resumes, verdicts, progress lines and
+its conversion to the report (`faultsim.pipeline.crashes`, `pipeline.sweep.Shared`), the
+clean runs' check saying where two runs part (`pipeline.golden.agree`), strace's command
+line and log (`faultsim.strace`), the process group's kill and proof (`faultsim.groups`),
+the sandbox's read and write (`faultsim.tree`). What is this adapter's own:
+
+  sdk.py           the pinned SDK and CLI, the CLI's environment
+  control.py       the SDK seams that report its kill points, the kill at the target
+  incarnations.py  one run of the user's coroutine, to its end or its kill
+  writes.py        the transcript-write kills (which calls strace holds, the proof)
+  sandbox.py       the sandbox's four folders, at one absolute path
+  states.py        the crash states a kill leaves (the transcript's prefixes)
+  memo.py          the memo's key (the CLI's ids and clock masked), and why it is sound
+  sweep.py         the clean run, the survey, and `Backend`: the above given to the loop
+  results.py       its verdicts (what the findings table counts), exploration, survey
+  report.py        the kill points named for the report, the transcript's counterexample
+  tables.py        the findings table
+  backend.py, runs.py  the backend seam: run, list, replay
 """
 from __future__ import annotations
 

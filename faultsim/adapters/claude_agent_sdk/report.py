@@ -13,6 +13,7 @@ import re
 from typing import TYPE_CHECKING, Sequence
 
 from ...killpoints import KillPoint as EnginePoint
+from ...pipeline.crashes import explored, verdicts
 from ...report import ModelRun, Report, Verdict as ReportVerdict
 from ...trace import Event
 from .control import WRITE_KILL, KillPoint
@@ -42,12 +43,21 @@ def engine_point(kp: KillPoint) -> EnginePoint:
     return EnginePoint(kp.index, None, kp.category, kp.id, where)
 
 
-def _trace(points: Sequence[KillPoint]) -> list[Event]:
-    """The clean run as a counterexample shows it around a kill: its kill points in order
-    (the CLI's own course is not traced event by event; its transcript writes, counted
-    apart, are not placed among them)."""
+def course(points: Sequence[KillPoint]) -> list[Event]:
+    """The clean run as a counterexample shows it around a kill, and as two clean runs are
+    compared (`faultsim.pipeline.golden.agree`): its kill points in order (the CLI's own
+    course is not traced event by event; its transcript writes, counted apart, are not
+    placed among them)."""
     return [Event(kp.index, f"point.{kp.category}", kp.detail, f"#{kp.ordinal}")
             for kp in points if kp.category != WRITE_KILL]
+
+
+def name(event: Event, before: Sequence[Event]) -> str:
+    """A kill point of `course` as the agent's author knows it."""
+    category = event.kind.removeprefix("point.")
+    ordinal = event.detail.removeprefix("#")
+    return _WHERE.get(category, "{d}").format(d=event.subject, n=ordinal) + (
+        f" (#{ordinal})" if ordinal not in ("", "1") else "")
 
 
 def _transcript(data: bytes) -> str:
@@ -95,31 +105,18 @@ def _is_power(v: Verdict) -> bool:
 
 def model_runs(exploration: Exploration, agent: str, crash_models: Sequence[str], *,
                timeout: float) -> list[ModelRun]:
-    """One `ModelRun` per crash model: process crashes judge every state but the torn ones;
-    power loss judges them all (a lost append is a power-loss state too)."""
-    golden = dataclasses.replace(exploration.golden, trace=_trace(exploration.kill_points))
-    points = {kp.index: engine_point(kp) for kp in exploration.kill_points}
-    runs = []
-    for model in crash_models:
-        kept = [v for v in exploration.verdicts if model == "power" or not _is_power(v)]
-        verdicts = []
-        for v in kept:  # the state's place among its point's states under this model
-            order = v.order if model == "power" else v.order - sum(
-                1 for w in exploration.verdicts if w.kill_point.index == v.kill_point.index
-                and _is_power(w) and w.order < v.order)
-            verdicts.append(ReportVerdict(
-                points[v.kill_point.index], model, v.state, v.violations, v.crash_state,
-                v.summary if v.violations else None, golden, order=order,
-                resumed_at=v.resumed_at))
-        explored = [points[i] for i in dict.fromkeys(v.kill_point.index for v in kept)]
-        # counted as the other backends count: states resumed (one per class of equal
-        # states, `memo.py`) and states that shared an equal one's resumed run
-        resumed = len({v.key if v.key is not None else id(v) for v in kept})
-        runs.append(ClaudeRun(exploration.scenario, agent, model, list(points.values()),
-                             explored, verdicts, seconds=exploration.seconds,
-                             judged=resumed, reused=len(kept) - resumed, mode=MODE,
-                             timeout=timeout))
-    return runs
+    """One `ModelRun` per crash model, by the pipeline's conversion (`crashes.verdicts`,
+    the command backend's): process crashes judge every state but the torn ones; power
+    loss judges them all (a lost append is a power-loss state too, `sweep.found`)."""
+    golden = dataclasses.replace(exploration.golden, trace=course(exploration.kill_points))
+    points = {kp.id: engine_point(kp) for kp in exploration.kill_points}
+    judged = [v.judged for v in exploration.verdicts if v.judged is not None]
+    runs = {model: ClaudeRun(exploration.scenario, agent, model, list(points.values()),
+                             [points[kp.id] for kp in explored(judged, model)],
+                             seconds=exploration.seconds, mode=MODE, timeout=timeout)
+            for model in crash_models}
+    verdicts(runs, judged, golden, lambda kp: points[kp.id])
+    return list(runs.values())
 
 
 def assert_ok(exploration: Exploration, agent: str = "claude-agent-sdk:agent") -> None:

@@ -8,9 +8,11 @@ from dataclasses import dataclass, field
 
 from ...crashmodel import CrashState
 from ...oracle import Golden, Violation
+from ...pipeline.crashes import Judged
 from ...report import ResumeSummary
 from ...scenario import Scenario
 from .control import KillPoint
+from .states import orphaned
 from .writes import HOLD
 
 
@@ -31,10 +33,26 @@ class Verdict:
     # `memo.py`), None when resumed for this very state
     shared: str | None = None
     key: tuple | None = None  # its memo key (equal states share it; None: no memo)
+    # the pipeline's record it was made of (`faultsim.pipeline.crashes`): what the report
+    # is made of, as the command backend's is
+    judged: Judged | None = None
 
     @property
     def ok(self) -> bool:
         return not self.violations
+
+    @classmethod
+    def of(cls, j: Judged) -> "Verdict":
+        """The adapter's verdict of a state the pipeline judged: what the findings table
+        counts too (whether the transcript holds an orphaned tool call, how many effects
+        were applied before the kill)."""
+        files, killed, summary = j.found.given, j.kill.world, j.result.summary
+        return cls(j.point, j.found.label, j.violations, j.result.first_position,
+                   summary.error if summary is not None else None, orphaned(files),
+                   j.result.seconds if j.shared is None else 0.0,
+                   sum(len(killed.ledger.applied(n)) for n in killed.services),
+                   j.orders["power"], j.found.state, summary, shared=j.shared, key=j.key,
+                   judged=j)
 
 
 @dataclass

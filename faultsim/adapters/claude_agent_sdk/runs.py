@@ -5,16 +5,17 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Callable, Sequence
 
-from ...errors import KillDidNotLand
 from ...loading import CLAUDE_AGENT_SDK, load_factory
+from ...pipeline.crashes import judge_state, landed
+from ...pipeline.sweep import Shared
 from ...scenario import Scenario, load_scenario
 from ...schedule import ScheduleResult
 from ...token import ReplayToken
 from .control import KillPoint
-from .incarnations import AgentRun, incarnation
+from .incarnations import AgentRun
 from .report import model_runs
-from .sandbox import restore, sandbox_root
-from .sweep import Exploration, explore, golden_run, kill_states, resume, write_points
+from .sandbox import sandbox_root
+from .sweep import Backend, Exploration, Verdict, explore, golden_run, write_points
 
 if TYPE_CHECKING:
     from ...report import ModelRun
@@ -59,19 +60,19 @@ def replay(token: ReplayToken, *, agent: str | None = None,
         if kp is None:
             raise UsageError(f"the token's kill point k{step.index} is not among this run's "
                              f"{len(points)}: the agent or the CLI changed since")
-        world = scenario.build_world()
-        restore(root, {})
-        crash = incarnation(fn, scenario, world, root, target=kp, timeout=timeout)
-        if crash.files is None or not crash.landed:
-            raise KillDidNotLand(f"{kp.id}: the kill did not land on replay: "
-                               f"{crash.error or 'the run never reached it'}")
-        states = kill_states(kp, crash.files, "messages", token.crash_model == "power")
+        backend = Backend(fn, scenario, root, golden, len(points), prefixes="messages",
+                          power=token.crash_model == "power", timeout=timeout)
+        kill = backend.crash(kp)
+        if kill.missed is not None:  # a replay must reach its kill: no sweep says why not
+            kill.reached = False
+        landed(backend.where, kp, kill)
+        states = backend.states(kp, kill)
         if step.order >= len(states):
             raise UsageError(f"{kp.id} left {len(states)} crash states on replay, the token "
                              f"names state {step.order + 1}")
-        name, files = states[step.order]
-        verdict = resume(fn, scenario, golden, world, root, kp, name, files, timeout,
-                         order=step.order)
+        state = states[step.order]
+        verdict = Verdict.of(judge_state(backend, Shared(golden, share=False), kp, kill,
+                                         state, {m: step.order for m in state.models}))
     found = Exploration(scenario, golden, points, [verdict], kills_landed=1)
     (model_run,) = model_runs(found, spec, (token.crash_model,), timeout=timeout)
     model_run.seed = token.seed

@@ -1,17 +1,22 @@
-"""The sweep: the clean run, one crash run per kill point, one resume per distinct crash
-state (`memo.py`), each judged by faultsim's oracle; and `survey`, its budget."""
+"""The sweep: the clean run, then the pipeline's loop over kill points
+(`faultsim.pipeline.crashes`, the command backend's too) given this adapter's crash run,
+crash states, memo key (`memo.py`) and resume (`Backend`); and `survey`, its budget."""
 from __future__ import annotations
 
 import copy
 import json
 import re
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
 from ...crashmodel import CrashState
-from ...errors import AgentFailedCleanly, KillDidNotLand, NonDeterminismError
+from ...errors import AgentFailedCleanly, NonDeterminismError
+from ...killpoints import KillPoint as EnginePoint
 from ...oracle import CrashRun, Golden
+from ...pipeline.crashes import Found, Kill, judge_state, sweep
+from ...pipeline.golden import agree
 from ...pipeline.sweep import ResumeResult, Shared
 from ...scenario import Scenario
 from ...world import World
@@ -19,10 +24,10 @@ from .writes import session_id, strace_unavailable, transcript_path
 from .control import CATEGORIES, WRITE_KILL, KillPoint
 from .incarnations import AgentRun, Incarnation, incarnation
 from .memo import key
-from .report import engine_point
+from .report import course, engine_point, name
 from .sandbox import restore, sandbox_root, snapshot, work_files
 from .results import Exploration, Survey, Verdict
-from .states import CHECKPOINT, PREFIXES, crash_states, is_transcript, orphaned
+from .states import CHECKPOINT, PREFIXES, crash_states, is_transcript
 
 __all__ = ["Exploration", "Survey", "Verdict"]  # re-exported: their home is results.py
 
@@ -76,10 +81,10 @@ def survey(run: AgentRun, scenario: Scenario, *, timeout: float = 60.0,
         # twice: the first start of the CLI pays for loading its 370 MB binary, and two clean
         # runs must meet the same kill points (else no crash run could find its own)
         _golden, again, inc = golden_run(run, scenario, root, timeout=timeout)
-        if [kp.key for kp in again] != [kp.key for kp in points]:
-            raise NonDeterminismError(f"{scenario.id}: two clean runs met different kill "
-                                      f"points ({len(points)} and {len(again)}): the run is "
-                                      "not deterministic")
+        try:
+            agree(course(points), course(again), name)
+        except NonDeterminismError as exc:
+            raise NonDeterminismError(f"{scenario.path}: {exc}") from None
         files = snapshot(root)
         traced, untraced = None, None
         if writes:
@@ -167,7 +172,6 @@ def explore(run: AgentRun, scenario: Scenario, *, prefixes: str = "messages",
         started = time.monotonic()
         golden, points, _ = golden_run(run, scenario, root, timeout=timeout)
         result = Exploration(scenario, golden, points, incarnations=1)
-        memo = Shared(golden, share=share)
         if writes:
             result.incarnations += 1
             traced, result.untraced = write_points(run, scenario, root, len(points),
@@ -177,68 +181,97 @@ def explore(run: AgentRun, scenario: Scenario, *, prefixes: str = "messages",
                 points = result.kill_points = [*points, *traced]
         else:
             result.untraced = "not asked for"
-        for kp in points:
-            if only is not None and not only(kp):
-                continue
-            world = _new_world(scenario)
-            restore(root, {})
-            crash = incarnation(run, scenario, world, root, target=kp, timeout=timeout,
-                                settle=settle)
-            result.incarnations += 1
-            if crash.files is None and kp.category == WRITE_KILL and crash.error is None:
-                # the batches are the CLI's timer's: a run may write fewer than the
-                # clean run did. Reported, never judged as passed
-                result.writes_missed.append(kp)
-                if progress is not None:
-                    progress(f"{kp.id}: not reached (this run wrote the transcript "
-                             f"{crash.writes} times)")
-                continue
-            if crash.files is None:
-                raise KillDidNotLand.never_reached(kp.id, f"{len(crash.seen)} of "
-                                                   f"{len(points)}", crash.error)
-            if not crash.landed:
-                raise KillDidNotLand(f"{kp.id}: " + (crash.error or "the CLI's process group "
-                                                   "did not die by SIGKILL"))
-            result.kills_landed += 1
-            states = kill_states(kp, crash.files, prefixes, power)
-            for order, (name, files) in enumerate(states):
-                verdict = resume(run, scenario, golden, world, root, kp, name, files,
-                                 timeout, order=order, memo=memo)
-                result.verdicts.append(verdict)
-                result.incarnations += verdict.shared is None
-                if progress is not None:
-                    v = result.verdicts[-1]
-                    progress(f"{kp.id} [{name}]: " + (", ".join(x.invariant for x in
-                                                                v.violations) or "ok")
-                             + (f" (the resumed run of {v.shared}, an equal state)"
-                                if v.shared else ""))
+        backend = Backend(run, scenario, root, golden, len(points), result, prefixes,
+                          power, timeout, settle)
+        swept = sweep(backend, [kp for kp in points if only is None or only(kp)], golden,
+                      share=share, progress=progress)
+        result.kills_landed += len(swept.landed)
+        result.incarnations += swept.resumes
+        result.writes_missed.extend(swept.missed)
+        result.verdicts.extend(Verdict.of(j) for j in swept.judged)
         result.seconds = time.monotonic() - started
         return result
+
+
+@dataclass
+class Backend:
+    """The agent as the pipeline's kill-point loop sees it (`crashes.Backend`): a crash run
+    replays the clean run and kills the CLI at the point (`incarnations.py`), the states
+    are the sandbox as written and the transcript's prefixes (`states.py`), keyed by
+    `memo.py`."""
+
+    run: AgentRun
+    scenario: Scenario
+    root: Path
+    golden: Golden
+    points: int = 0  # the clean run's kill points (a crash run that stops short says so)
+    result: Exploration | None = None  # counts the incarnations
+    prefixes: str = "messages"
+    power: bool = False
+    timeout: float = 60.0
+    settle: float = 0.3
+
+    @property
+    def where(self) -> str:
+        return f"{self.scenario.path}: "
+
+    def crash(self, point: KillPoint) -> Kill:
+        world = _new_world(self.scenario)
+        restore(self.root, {})
+        crash = incarnation(self.run, self.scenario, world, self.root, target=point,
+                            timeout=self.timeout, settle=self.settle)
+        if self.result is not None:
+            self.result.incarnations += 1
+        missed = None
+        if crash.files is None and point.category == WRITE_KILL and crash.error is None:
+            # the batches are the CLI's timer's: a run may write fewer than the clean
+            # run did. Reported, never judged as passed
+            missed = f"not reached (this run wrote the transcript {crash.writes} times)"
+        return Kill(crash, world, reached=crash.files is not None, landed=crash.landed,
+                    met=f"{len(crash.seen)} of {self.points}", error=crash.error,
+                    why=crash.error or "the CLI's process group did not die by SIGKILL",
+                    missed=missed)
+
+    def states(self, point: KillPoint, kill: Kill) -> list[Found]:
+        return [found(name, files)
+                for name, files in kill_states(point, kill.run.files, self.prefixes,
+                                               self.power)]
+
+    def key(self, point: KillPoint, kill: Kill, found: Found) -> tuple[CrashState, str]:
+        return key(found.given, kill.world)  # memo.py: why equal keys give one run
+
+    def resume(self, point: KillPoint, kill: Kill, found: Found) -> ResumeResult:
+        return _resumed(self.run, self.scenario, self.golden, kill.world, self.root,
+                        point, found.given, found.state, self.timeout)
+
+    def engine_point(self, point: KillPoint) -> EnginePoint:
+        return engine_point(point)
+
+
+def found(name: str, files: dict[str, bytes | None]) -> Found:
+    """A crash state as the loop judges it: the guards read the transcript as the CLI
+    does (a torn last line is skipped, so an answer only in it is not held: format
+    "bytes" would count it); the torn states are power loss's, the others both models'
+    (a lost append is a power-loss state too)."""
+    held = {p: d[:d.rfind(b"\n") + 1] if d is not None and is_transcript(p) else d
+            for p, d in files.items()}
+    models = ("power",) if name.startswith("power loss") else ("process", "power")
+    return Found(CrashState.of("process", name, held), models, name, files)
 
 
 def resume(run: AgentRun, scenario: Scenario, golden: Golden, killed: World, root: Path,
             kp: KillPoint, name: str, files: dict[str, bytes | None],
             timeout: float = 60.0, order: int = 0, memo: Shared | None = None) -> Verdict:
     """Resume the agent once from `files`, with a copy of the world as the kill left it,
-    and judge the run; with `memo` (`faultsim.pipeline.sweep.Shared`, keyed by `memo.py`),
-    a state equal to one resumed before takes that run's resume guards' verdict instead,
-    its own state judged all the same."""
-    # the guards read the transcript as the CLI does: a torn last line is skipped, so an
-    # answer only in it is not held (format "bytes" would count it)
-    held = {p: d[:d.rfind(b"\n") + 1] if d is not None and is_transcript(p) else d
-            for p, d in files.items()}
-    state = CrashState.of("process", name, held)
-    shares = memo is not None and memo.share
-    violations, resumed, shared, exact = (memo or Shared(golden, share=False)).judge(
-        [engine_point(kp)], state, key(files, killed) if shares else None,
-        lambda: _resumed(run, scenario, golden, killed, root, kp, files, state, timeout),
-        f"{kp.id} [{name}]")
-    summary = resumed.summary
-    return Verdict(kp, name, violations, resumed.first_position,
-                   summary.error if summary is not None else None, orphaned(files),
-                   resumed.seconds if shared is None else 0.0,
-                   sum(len(killed.ledger.applied(n)) for n in killed.services),
-                   order, state, summary, shared=shared, key=exact)
+    and judge the run (the loop's `judge_state`); with `memo`
+    (`faultsim.pipeline.sweep.Shared`, keyed by `memo.py`), a state equal to one resumed
+    before takes that run's resume guards' verdict instead, its own state judged all the
+    same."""
+    state = found(name, files)
+    kill = Kill(None, killed, reached=True, landed=True)
+    return Verdict.of(judge_state(Backend(run, scenario, root, golden, timeout=timeout),
+                                memo or Shared(golden, share=False), kp, kill, state,
+                                {m: order for m in state.models}))
 
 
 def _resumed(run: AgentRun, scenario: Scenario, golden: Golden, killed: World, root: Path,
