@@ -53,8 +53,6 @@ class ForkAt:
 
     def after(self, tracer: Tracer, event: Event) -> None:
         point = self.boundary.get(event.index)
-        if point is not None:
-            import sys; sys.path.insert(0,'/tmp/exp'); import handlers; handlers.classify('event')
         if point is not None and self._here([point]) and self.pool.fork_for(
                 [point], None, sys._getframe(1)):  # the kill is raised here, in emit's call
             self._seal()
@@ -62,8 +60,6 @@ class ForkAt:
 
     def before_write(self, tracer: Tracer, write) -> bytes | None:
         points = self.torn.get(tracer.next_index)
-        if points:
-            import sys; sys.path.insert(0,'/tmp/exp'); import handlers; handlers.classify('torn')
         # the kill is raised by the write's hook (inprocess/fs.py), two calls up
         if points and self._here(points) and self.pool.fork_for(points, write,
                                                                 sys._getframe(2)):
