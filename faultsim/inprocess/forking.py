@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import posix as _os  # the real OS: pyfakefs patches every module's `os`, not `posix`
 import signal
+import sys
 import threading
 from typing import Callable
 
@@ -24,6 +25,7 @@ from ..world import World
 from .leads import learn
 from .replaying import sweep_replaying
 from .sandbox import Explorer, crash_states, resume_and_judge
+from . import unwind
 
 
 class _WorkerDiedSignal(BaseException):
@@ -51,13 +53,16 @@ class ForkAt:
 
     def after(self, tracer: Tracer, event: Event) -> None:
         point = self.boundary.get(event.index)
-        if point is not None and self._here([point]) and self.pool.fork_for([point], None):
+        if point is not None and self._here([point]) and self.pool.fork_for(
+                [point], None, sys._getframe(1)):  # the kill is raised here, in emit's call
             self._seal()
             raise finality.killed(Killed(point.id))
 
     def before_write(self, tracer: Tracer, write) -> bytes | None:
         points = self.torn.get(tracer.next_index)
-        if points and self._here(points) and self.pool.fork_for(points, write):
+        # the kill is raised by the write's hook (inprocess/fs.py), two calls up
+        if points and self._here(points) and self.pool.fork_for(points, write,
+                                                                sys._getframe(2)):
             self._seal()
             return write.torn(self.pool.dies_at.offset)
         return None
@@ -134,8 +139,9 @@ class _Pool:
         self.composed: set[tuple] = set()  # (model, point id, order) composed, not resumed
 
     # -- parent ---------------------------------------------------------------------------
-    def fork_for(self, points: list[KillPoint], write) -> bool:
-        """Decide in the parent; fork if some crash state here is new. True in the child."""
+    def fork_for(self, points: list[KillPoint], write, frame=None) -> bool:
+        """Decide in the parent; fork if some crash state here is new. True in the child.
+        `frame`: where the kill would be raised (for `unwind.quiet`)."""
         signature = world_signature(self.world)
         watch = write.path if write is not None else self.ex.interposer.last_touched
         base = self.ex.interposer.snapshot()
@@ -181,7 +187,10 @@ class _Pool:
         # points skip that (a fork at each of thousands of points): see `every_kill`.
         # A point where this shard owns no state gets no child at all.
         none_mine = self.sweep.owns is not None and not settled and len(self.parked) == parked
-        if not job and (not self.every_kill or none_mine):
+        # Nor where the kill provably unwinds to run() running nothing of the agent's
+        # (unwind.py): its aftermath is known, empty, without the child.
+        if not job and (not self.every_kill or none_mine or (
+                frame is not None and unwind.quiet_here(frame))):
             # where a state was composed, the kill's aftermath is the clean run's at that
             # point (after_convergence.py), as the child that would have died here saw it
             for entry, known in settled:

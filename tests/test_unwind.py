@@ -1,0 +1,237 @@
+"""What a kill unwinds through, read from the code (faultsim/inprocess/unwind.py): the
+forking executor skips the child that would only learn a kill point's aftermath where the
+stack provably lets the kill through to run(). Proven twice: each handler shape read on
+its own (lets the kill through, or refuses), and whole sweeps of agents written as users
+write them (tests/unwind_agents.py, tests/finality_agents.py) give the same verdicts with
+the shortcut, without it, and on the replaying executor, with the shortcut taken."""
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import sys
+import threading
+
+import pytest
+
+import faultsim
+from faultsim.inprocess import unwind
+from tests import finality_agents, state_agent, unwind_agents
+from tests.helpers import scenario_from
+from tests.test_checkpoints import BASE
+
+pytestmark = pytest.mark.skipif(not unwind._SUPPORTED, reason="reads CPython 3.11 bytecode")
+
+
+class Kill(BaseException):
+    pass
+
+
+def _driver(case, *args):
+    return case(*args)
+
+
+def _here() -> bool:
+    """Would a kill raised in the caller reach `_driver` with nothing run on the way?"""
+    return unwind.quiet(sys._getframe(1), Kill, _driver.__code__)
+
+
+def _plain():
+    return _here()
+
+
+def _typed():
+    try:
+        return _here()
+    except (KeyError, ValueError) as exc:
+        raise RuntimeError from exc
+    except json.JSONDecodeError:
+        raise
+    except Exception:
+        return None
+
+
+def _nested_typed():
+    try:
+        try:
+            return _here()
+        except OSError:
+            pass
+    except LookupError:
+        pass
+
+
+def _except_base():
+    try:
+        return _here()
+    except BaseException:
+        raise
+
+
+def _except_tuple_with_base():
+    try:
+        return _here()
+    except (ValueError, BaseException):
+        raise
+
+
+def _bare_except():
+    try:
+        return _here()
+    except:  # noqa: E722
+        raise
+
+
+def _unreadable_class():
+    try:
+        return _here()
+    except _errors()[0]:
+        pass
+
+
+def _errors():
+    return (OSError,)
+
+
+def _finally_close(fd):
+    try:
+        return _here()
+    finally:
+        os.close(fd)
+
+
+def _finally_other(fd):
+    try:
+        return _here()
+    finally:
+        print("cleanup", fd, file=sys.stderr)
+
+
+def _finally_branch(fd):
+    try:
+        return _here()
+    finally:
+        if fd:
+            os.close(fd)
+
+
+def _with_open(path):
+    with open(path, "w") as f:
+        f.write("x")
+        return _here()
+
+
+def _with_lock():
+    with threading.Lock():
+        return _here()
+
+
+def _with_suppress():
+    with contextlib.suppress(OSError):
+        return _here()
+
+
+def _with_open_then_typed(path):
+    with open(path, "w"):
+        try:
+            return _here()
+        except ValueError:
+            pass
+
+
+class _Finaliser:
+    def __del__(self):
+        pass
+
+
+def _in_del():
+    _Finaliser.__del__.__code__  # a frame named __del__ refuses: see below
+    return _here()
+
+
+def _fd(tmp_path):
+    return os.open(tmp_path / "fd", os.O_WRONLY | os.O_CREAT)
+
+
+@pytest.mark.parametrize("case,through", [
+    (_plain, True), (_typed, True), (_nested_typed, True),
+    (_except_base, False), (_except_tuple_with_base, False), (_bare_except, False),
+    (_unreadable_class, False), (_with_lock, False), (_with_suppress, False),
+])
+def test_each_handler_shape_lets_the_kill_through_or_refuses(case, through):
+    assert _driver(case) is through
+
+
+@pytest.mark.parametrize("case,through", [
+    (_finally_close, True), (_finally_other, False), (_finally_branch, False)])
+def test_a_finally_lets_it_through_only_when_it_closes_a_descriptor(case, through, tmp_path):
+    assert _driver(case, _fd(tmp_path)) is through
+
+
+@pytest.mark.parametrize("case,through", [(_with_open, True), (_with_open_then_typed, True)])
+def test_a_with_over_a_file_opened_in_the_statement_lets_it_through(case, through, tmp_path):
+    assert _driver(case, str(tmp_path / "f")) is through
+
+
+def test_a_frame_not_under_run_refuses_and_a_finaliser_refuses():
+    assert unwind.quiet(sys._getframe(), Kill, _driver.__code__) is False  # no _driver
+
+    class Finalised:
+        def __del__(self):
+            self.seen = _here()
+            seen.append(self.seen)
+
+    seen: list = []
+
+    def drop():
+        Finalised()  # freed at once: __del__ runs inside this frame's call
+        return True
+
+    assert _driver(drop) and seen == [False]
+
+
+# -- whole sweeps: the same verdicts with and without the shortcut --------------------------
+
+@pytest.fixture(scope="module")
+def charge(tmp_path_factory):
+    return scenario_from(tmp_path_factory, BASE.format(
+        id="unwind", checkpoint='[checkpoint]\nfiles = ["state.json"]\n'))
+
+
+def _verdicts(report) -> list:
+    return sorted((v.kill_point.id, v.order, tuple((x.invariant, x.explanation)
+                                                   for x in v.violations))
+                  for run in report.runs for v in run.verdicts)
+
+
+# (agent, its sweep passes, the shortcut is taken somewhere). Forked as before: the kills
+# inside framework_cleanup's save (all under `except BaseException`), and every kill of
+# swallows_the_kill (its run() is inside a `finally` that restores an attribute).
+AGENTS = [
+    (state_agent.make_agent, True, True), (unwind_agents.typed_handlers, True, True),
+    (unwind_agents.saves_under_except_exception, True, True),
+    (unwind_agents.suppressing_guard, False, True),
+    (unwind_agents.retries_on_anything, False, True),
+    (finality_agents.framework_cleanup, True, True),
+    (finality_agents.swallows_the_kill, False, False),
+]
+
+
+@pytest.mark.parametrize("make,clean,taken", AGENTS, ids=[a.__name__ for a, _, _ in AGENTS])
+def test_verdicts_are_the_same_with_and_without_reading_the_stack(make, clean, taken, charge,
+                                                                    monkeypatch):
+    before = dict(unwind.counts)
+    short = faultsim.explore(make, charge, crashes=1)
+    read = unwind.counts["read"] - before["read"]
+    monkeypatch.setattr(unwind, "ENABLED", False)
+    long = faultsim.explore(make, charge, crashes=1)
+    assert unwind.counts["read"] - before["read"] == read  # off means off
+    replayed = faultsim.explore(make, charge, crashes=1, workers=0)
+    points = sum(len(run.explored) for run in short.runs)
+    assert points > 20 and len(_verdicts(short)) >= points  # every kill landed, judged
+    assert _verdicts(short) == _verdicts(long) == _verdicts(replayed)
+    assert short.ok is clean, short.counterexamples(2)
+    assert (read > 0) is taken
+    if not clean:  # where the kill is caught, the point was forked, and its finding kept
+        assert any(v.invariant == "no_work_after_kill" for run in short.runs
+                   for x in run.verdicts for v in x.violations)
