@@ -235,3 +235,19 @@ def test_verdicts_are_the_same_with_and_without_reading_the_stack(make, clean, t
     if not clean:  # where the kill is caught, the point was forked, and its finding kept
         assert any(v.invariant == "no_work_after_kill" for run in short.runs
                    for x in run.verdicts for v in x.violations)
+
+
+def test_the_real_openers_are_known_when_first_read_under_pyfakefs():
+    """CI: a worker whose first sweep read the openers under pyfakefs knew only its fake
+    `open`, and the real one refused from then on."""
+    import io
+
+    from pyfakefs.fake_filesystem_unittest import Patcher
+
+    real_open, real_fdopen = io.open, os.fdopen
+    with Patcher():
+        cleanup, openers = unwind._known()
+    assert {real_open, real_fdopen} <= openers and os.close in cleanup
+    import pathlib
+
+    assert pathlib.Path.open in unwind._sets()[1]  # read when unwind was imported

@@ -291,13 +291,18 @@ def _func(obj: Any) -> Any:
 
 def _known() -> tuple[set, set]:
     """The callables known to close and do nothing else (cleanup), and the openers whose
-    file's `__exit__` closes it. Read once, from the modules as loaded."""
-    import io
+    file's `__exit__` closes it: the real ones and pyfakefs's (read under pyfakefs, `io`,
+    `os` and `pathlib` are its fake modules: a set read from them alone would not know the
+    real `open`)."""
+    import _io
     import os
     import pathlib
 
-    cleanup = {posix.close, os.close}
-    openers = {io.open, os.fdopen, pathlib.Path.open}
+    # under pyfakefs, the real modules are its fake modules' `os_module`, `pathlib_module`
+    real_os = getattr(os, "os_module", os)
+    real_pathlib = getattr(pathlib, "pathlib_module", pathlib)
+    cleanup: set = {posix.close, real_os.close}
+    openers: set = {_io.open, real_os.fdopen, real_pathlib.Path.open}  # _io.open: open()
     try:
         from pyfakefs.fake_io import FakeIoModule
         from pyfakefs.fake_os import FakeOsModule
@@ -310,13 +315,10 @@ def _known() -> tuple[set, set]:
     return cleanup, openers
 
 
-_KNOWN: tuple[set, set] | None = None
+_KNOWN: tuple[set, set] = _known()
 
 
 def _sets() -> tuple[set, set]:
-    global _KNOWN
-    if _KNOWN is None:
-        _KNOWN = _known()
     return _KNOWN
 
 
