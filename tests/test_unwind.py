@@ -250,4 +250,4 @@ def test_the_real_openers_are_known_when_first_read_under_pyfakefs():
     assert {real_open, real_fdopen} <= openers and os.close in cleanup
     import pathlib
 
-    assert pathlib.Path.open in unwind._sets()[1]  # read when unwind was imported
+    assert pathlib.Path.open in unwind._KNOWN[1]  # read when unwind was imported

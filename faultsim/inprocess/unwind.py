@@ -318,13 +318,9 @@ def _known() -> tuple[set, set]:
 _KNOWN: tuple[set, set] = _known()
 
 
-def _sets() -> tuple[set, set]:
-    return _KNOWN
-
-
 def _cleanup(callee: Any) -> bool:
     try:
-        return _func(callee) in _sets()[0]
+        return _func(callee) in _KNOWN[0]
     except TypeError:  # unhashable
         return False
 
@@ -373,7 +369,7 @@ def _opened_file(f, entry, instructions, index) -> bool:
     if not stack or not isinstance(stack[-1], tuple) or stack[-1][:1] != ("opened",):
         return False
     try:
-        return _func(stack[-1][1]) in _sets()[1]
+        return _func(stack[-1][1]) in _KNOWN[1]
     except TypeError:
         return False
 
