@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import os
 import signal
+import threading
 import json
 import xml.etree.ElementTree as ET
 from pathlib import Path
@@ -271,3 +272,37 @@ def test_a_cancel_that_lands_where_python_swallows_exceptions_still_ends_the_run
             for _ in range(10_000_000):  # the signal sent again ends this loop
                 pass
     assert landed  # the first delivery was swallowed: the run went on past it
+
+
+@pytest.mark.parametrize("sig, kind", [(signal.SIGTERM, Terminated),
+                                       (signal.SIGINT, KeyboardInterrupt)])
+def test_a_resent_cancel_that_lands_inside_the_hook_is_sent_again(sig, kind, monkeypatch):
+    """Seen in CI: on a busy machine the main thread stayed in the unraisable hook past the
+    resend, the handler ran there and what it raised was swallowed as well. Held there
+    50 ms on purpose, the resend lands in the hook every time."""
+    import time
+
+    start = threading.Thread.start
+
+    def slow_start(self):
+        start(self)
+        deadline = time.monotonic() + 0.05  # the only thread started here is the resender
+        while time.monotonic() < deadline:  # the handler runs in here, in the hook
+            pass
+
+    monkeypatch.setattr(threading.Thread, "start", slow_start)
+
+    class Cancelled:
+        def __del__(self):
+            os.kill(os.getpid(), sig)
+            for _ in range(1000):
+                pass
+
+    landed = False
+    with pytest.raises(kind):
+        with sigterm_unwinds():
+            Cancelled()
+            landed = True
+            for _ in range(10_000_000):
+                pass
+    assert landed

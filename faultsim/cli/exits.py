@@ -30,49 +30,100 @@ def sigterm_unwinds() -> Iterator[None]:
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    me = os.getpid()
-
-    def terminated(signum, frame):
-        if os.getpid() != me:  # a forked worker of the in-process mode dies as it used to
-            signal.signal(signum, signal.SIG_DFL)
-            os.kill(os.getpid(), signum)
-            return
-        raise Terminated
-
-    previous = signal.signal(signal.SIGTERM, terminated)
+    again = _Redelivery(os.getpid())
+    previous = signal.signal(signal.SIGTERM, again.handler(Terminated))
+    previous_int = None
+    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+        previous_int = signal.signal(signal.SIGINT, again.handler(KeyboardInterrupt))
     previous_hook = sys.unraisablehook
-    sys.unraisablehook = _redeliver(me, previous_hook)
+    sys.unraisablehook = again.hook(previous_hook)
     dumps = _stack_dumps()
     try:
         yield
     finally:
+        again.stop()
         sys.unraisablehook = previous_hook
         signal.signal(signal.SIGTERM, previous)
+        if previous_int is not None:
+            signal.signal(signal.SIGINT, previous_int)
         if dumps:
             import faulthandler
 
             faulthandler.unregister(signal.SIGUSR2)
 
 
-def _redeliver(me: int, hook):
+class _Redelivery:
     """Python swallows what is raised where it cannot propagate (an at-fork hook as
     `subprocess.Popen(preexec_fn=...)` starts a worker, a `__del__`): a Terminated or
-    KeyboardInterrupt that lands there is only printed, and the run would go on as if never
-    cancelled. Send the signal again a moment later, from a thread: sent from here, its
-    handler would run before this hook returns, and be swallowed again. Should the second
-    land in such a place too, it comes back here and goes again."""
-    again = {Terminated: signal.SIGTERM, KeyboardInterrupt: signal.SIGINT}
+    KeyboardInterrupt that lands there is only passed to `sys.unraisablehook`, and the run
+    would go on as if never cancelled. The hook marks the signal pending and a thread sends
+    it again every 10 ms until its handler has raised somewhere else.
 
-    def unraisable(info) -> None:
-        sig = again.get(info.exc_type)
-        if sig is not None and os.getpid() == me:
-            later = threading.Timer(0.01, os.kill, (me, sig))
-            later.daemon = True
-            later.start()
-            return
-        hook(info)
+    Why a thread that repeats, not one resend: the resend may land inside the hook itself
+    (a busy machine can hold the main thread there past 10 ms; seen in CI), where what the
+    handler raised would be swallowed too, and not come back to the hook. So the handler
+    raises nothing while the hook runs, and the signal stays pending until it has raised
+    outside it; should that land in a swallowing place again, the hook marks it anew."""
 
-    return unraisable
+    def __init__(self, me: int) -> None:
+        self.me = me
+        self.lock = threading.Lock()
+        self.pending: int | None = None
+        self.sending = False  # a resending thread is alive
+        self.in_hook = False
+        self.done = False
+
+    def handler(self, kind: type[BaseException]):
+        def handle(signum, frame):
+            if os.getpid() != self.me:  # a forked worker of the in-process mode dies as it used to
+                if kind is KeyboardInterrupt:
+                    raise KeyboardInterrupt
+                signal.signal(signum, signal.SIG_DFL)
+                os.kill(os.getpid(), signum)
+                return
+            if self.in_hook:
+                return  # it would be swallowed here: the thread sends it again
+            with self.lock:
+                self.pending = None
+            raise kind
+        return handle
+
+    def hook(self, previous):
+        again = {Terminated: signal.SIGTERM, KeyboardInterrupt: signal.SIGINT}
+
+        def unraisable(info) -> None:
+            sig = again.get(info.exc_type)
+            if sig is None or os.getpid() != self.me:
+                return previous(info)
+            self.in_hook = True
+            try:
+                with self.lock:
+                    self.pending = sig
+                    start = not self.sending and not self.done
+                    self.sending = self.sending or start
+                if start:
+                    threading.Thread(target=self._send, daemon=True,
+                                     name="faultsim-redeliver").start()
+            finally:
+                self.in_hook = False
+
+        return unraisable
+
+    def _send(self) -> None:
+        import time
+
+        while True:
+            time.sleep(0.01)
+            with self.lock:
+                sig = None if self.done else self.pending
+                if sig is None:
+                    self.sending = False
+                    return
+            os.kill(self.me, sig)
+
+    def stop(self) -> None:
+        with self.lock:
+            self.done, self.pending = True, None
 
 
 def _stack_dumps() -> bool:
