@@ -65,6 +65,10 @@ class _Redelivery:
     raises nothing while the hook runs, and the signal stays pending until it has raised
     outside it; should that land in a swallowing place again, the hook marks it anew."""
 
+    # The lock orders the hook, the resending thread and the handler: the thread sends
+    # while holding it, and the handler clears `pending` under it, so no resend follows a
+    # raise. The main thread takes it only inside the hook, where the handler returns before
+    # taking it (`in_hook`): a handler can never wait on a lock its own thread holds.
     def __init__(self, me: int) -> None:
         self.me = me
         self.lock = threading.Lock()
@@ -100,7 +104,8 @@ class _Redelivery:
                 with self.lock:
                     self.pending = sig
                     start = not self.sending and not self.done
-                    self.sending = self.sending or start
+                    if start:
+                        self.sending = True
                 if start:
                     threading.Thread(target=self._send, daemon=True,
                                      name="faultsim-redeliver").start()
@@ -115,15 +120,14 @@ class _Redelivery:
         while True:
             time.sleep(0.01)
             with self.lock:
-                sig = None if self.done else self.pending
-                if sig is None:
+                if self.done or self.pending is None:
                     self.sending = False
                     return
-            os.kill(self.me, sig)
+                os.kill(self.me, self.pending)
 
     def stop(self) -> None:
-        with self.lock:
-            self.done, self.pending = True, None
+        # no lock: a signal landing here runs the handler, which takes it (see __init__)
+        self.done, self.pending = True, None
 
 
 def _stack_dumps() -> bool:
