@@ -263,12 +263,18 @@ def _cancel_swallowed_once(sig, kind) -> bool:
                 pass
 
     landed = False
-    with pytest.raises(kind):
-        with sigterm_unwinds():
-            Cancelled()
-            landed = True
-            for _ in range(10_000_000):  # the signal sent again ends this loop
-                pass
+    # As from a terminal: a shell starts a background job (`.ci/run &`) with SIGINT ignored,
+    # and an xdist worker inherits that; ignored, there is no cancel to swallow.
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with pytest.raises(kind):
+            with sigterm_unwinds():
+                Cancelled()
+                landed = True
+                for _ in range(10_000_000):  # the signal sent again ends this loop
+                    pass
+    finally:
+        signal.signal(signal.SIGINT, previous)
     return landed
 
 
