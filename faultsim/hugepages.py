@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import sys
 
+from .realfile import read_bytes
+
 # A collapse copies what is resident into fresh huge pages (about 1 s for 100 MB on a busy
 # 2-core machine): it pays once a process has forked some hundreds of children (about 6 ms
 # of CPU saved on each), so it is done after FIRST forks and again at each doubling, which
@@ -55,7 +57,7 @@ def collapse_heap() -> int:
         libc = ctypes.CDLL(None, use_errno=True)
         madvise = libc.madvise
         madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
-        lines = _real_read("/proc/self/maps").decode().splitlines()
+        lines = read_bytes("/proc/self/maps").decode().splitlines()
     except (OSError, AttributeError, UnicodeDecodeError):
         return 0
     done = 0
@@ -87,17 +89,3 @@ def _uncovered(start: int, end: int) -> list[tuple[int, int]]:
     if at < end:
         parts.append((at, end))
     return [(lo, hi) for lo, hi in parts if hi - lo >= _HUGE]
-
-
-def _real_read(path: str) -> bytes:
-    """The real file, under pyfakefs too (it patches `open` and `os`, never `posix`)."""
-    import posix
-
-    fd = posix.open(path, posix.O_RDONLY)
-    try:
-        chunks = []
-        while chunk := posix.read(fd, 1 << 16):
-            chunks.append(chunk)
-        return b"".join(chunks)
-    finally:
-        posix.close(fd)

@@ -153,6 +153,26 @@ def test_meetings_do_not_change_the_report_with_any_worker_count(tmp_path):
     assert len({r.runs[0].converged for r in reports}) == 1
 
 
+@pytest.mark.parametrize("steps", [3, 6])
+def test_with_the_lead_board_every_meeting_happens_on_any_worker_count(tmp_path, steps):
+    """Runs resumed side by side share leads while they run (faultsim.inprocess.board):
+    with two workers as many runs meet an earlier one as one after another, where each
+    finds every lead before it (without the board: 0 or 1 of 3 and of 6 here, by timing),
+    and the report is the same."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
+    from same_json import strip
+
+    scen = scenario(tmp_path, steps)
+    alone, side_by_side = (faultsim.explore(agents.factory(journal=True), scen,
+                                            crash_model="process", crashes=1, workers=w)
+                           for w in (0, 2))
+    assert alone.runs[0].met > 0 and side_by_side.runs[0].met == alone.runs[0].met
+    assert repr(strip(alone.to_json())) == repr(strip(side_by_side.to_json()))
+
+
 def test_pairs_with_convergence(tmp_path):
     scen = scenario(tmp_path, 2)
     on, off = both(agents.factory(), scen, crash_model="process", crashes=2, workers=2)

@@ -9,12 +9,13 @@ from pathlib import Path
 import pytest
 
 from faultsim import hugepages
+from faultsim.realfile import read_bytes
 
 THP = Path("/sys/kernel/mm/transparent_hugepage/enabled")
 
 
 def _anon_huge_kb() -> int:
-    text = hugepages._real_read(f"/proc/{os.getpid()}/smaps_rollup").decode()
+    text = read_bytes(f"/proc/{os.getpid()}/smaps_rollup").decode()
     return int(text.split("AnonHugePages:")[1].split()[0])
 
 
@@ -24,7 +25,7 @@ def test_the_real_maps_are_read_under_the_fake_filesystem():
 
     with Patcher():
         assert not os.path.exists("/proc/self/maps")
-        assert b"[stack]" in hugepages._real_read("/proc/self/maps")
+        assert b"[stack]" in read_bytes("/proc/self/maps")
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux") or not THP.exists()

@@ -78,6 +78,7 @@ from typing import Any
 from .. import agent as _agent
 from .. import finality
 from ..crashmodel import files_digest
+from ..pipeline.incarnation import held
 from . import leads
 from ..interpose import determinism
 from ..pipeline.incarnation import stores_state
@@ -634,6 +635,7 @@ class Watch:
         self.cut: Cut | None = None
         self.lead: Any = None  # the lead it was cut against (then `cut.at` is -1)
         self.start: Any = None  # leads.Start, at its first request
+        self.claimed: str | None = None  # its state there, claimed on the lead board
         self.before: tuple | None = None  # its first touches up to its first request
         self.why: str | None = None  # why a matching state was not cut
         self.probe = (diagnostic.Probe(course.diagnosis)
@@ -685,7 +687,8 @@ class Watch:
 
         world = self.world
         lk = leads.lead_key(key, determinism.draws(), world.incarnation)
-        if self.start is None:  # its first request: where it can lead another run from
+        first = self.start is None
+        if first:  # its first request: where it can lead another run from
             memory = memory or _memory(sys._getframe(2))
             if memory[0] is not None:
                 ip = self.ex.interposer
@@ -696,6 +699,19 @@ class Watch:
             else:
                 self.start = False  # no lead: its memory cannot be compared
         lead = self.leads.get(lk)
+        board = getattr(self.ex, "board", None)  # in a forked child only
+        if lead is None and first and self.start and board is not None:
+            # a sibling process may be running that state's lead now (board.py): claim it,
+            # or wait for that run's remainder
+            name = board.name(lk, self.start.memory)
+            if board.claim(name):
+                self.claimed = name
+            else:
+                with held():
+                    found = board.wait(name)
+                if found is not None and found.key == lk:
+                    leads.learn(self.leads, self.ex.lead_contents, found)
+                    lead = found
         if lead is not None:
             memory = memory or _memory(sys._getframe(2))
             if leads.same_memory(memory[0], lead):

@@ -22,6 +22,7 @@ from ..pipeline.incarnation import world_signature
 from ..pipeline.sweep import ResumeResult, Sweep, by_event
 from ..trace import Event, Killed, Tracer
 from ..world import World
+from .board import Board
 from .leads import learn
 from .replaying import sweep_replaying
 from .sandbox import Explorer, crash_states, resume_and_judge
@@ -93,6 +94,7 @@ def _drive(ex: Explorer, sweep: Sweep, models, workers, progress, total, boundar
     else:
         world = start()
     pool = _Pool(ex, sweep, models, world, workers, ex.timeout, total, progress)
+    pool.board = Board.create()
     pool.no_parking = no_parking
     pool.every_kill = start is None  # first crashes; pairs: see _Pool.fork_for
     # Children share the parent's memory copy-on-write; a garbage collection in a child
@@ -114,6 +116,8 @@ def _drive(ex: Explorer, sweep: Sweep, models, workers, progress, total, boundar
         raise WorkerDied(f"{ex.scenario.path}: {exc}") from None
     finally:
         pool.kill_all()
+        if pool.board is not None and not pool.in_child:
+            pool.board.remove()
         gc.unfreeze()
 
 
@@ -137,6 +141,10 @@ class _Pool:
         self.dies_at: KillPoint | None = None  # in a child: where it dies
         self.every_kill = True  # a child at every point, even where every state is known
         self.composed: set[tuple] = set()  # (model, point id, order) composed, not resumed
+        self.board: Board | None = None  # leads shared while children run (board.py)
+        # Children waiting on the board for a sibling's remainder hold no worker's place
+        # (the parent forks another meanwhile), up to this many children in all.
+        self.most = 4 * self.workers
 
     # -- parent ---------------------------------------------------------------------------
     def fork_for(self, points: list[KillPoint], write, frame=None) -> bool:
@@ -200,7 +208,7 @@ class _Pool:
             for _ in points:
                 self._done_point()
             return False
-        while job and len(self.children) >= self.workers:
+        while job and (self._busy() >= self.workers or len(self.children) >= self.most):
             self._collect(block=True)
         import sys
 
@@ -213,11 +221,14 @@ class _Pool:
             _os.close(read_fd)
             self.in_child, self.job, self.fd, self.children = True, job, write_fd, {}
             self.dies_at = job[0][1] if job else points[0]
+            if self.board is not None:
+                self.ex.board = self.board
+                self.board.notify = self._tell
             return True
         _os.close(write_fd)
         self.children[pid] = {"fd": read_fd, "buf": bytearray(), "job": job,
                               "settled": settled, "points": points, "signature": signature,
-                              "started": _real_time.real_perf_counter()}
+                              "started": _real_time.real_perf_counter(), "waiting": False}
         for entry in job:
             self.waiting[entry[4]] = pid
             if entry[6] is not None:
@@ -235,12 +246,29 @@ class _Pool:
             chunk = _os.read(child["fd"], 1 << 16)
             if not chunk:
                 break
-            child["buf"] += chunk
+            self._take(child, chunk)
         try:
             result = pickle.loads(bytes(child["buf"])) if child["buf"] else None
         except Exception:
             result = None
         self._finish(pid, result, None if result is not None else _DIED)
+
+    @staticmethod
+    def _take(child: dict, chunk: bytes) -> None:
+        """A child's bytes: its verdicts' pickle, after any number of one-byte notes that it
+        waits on the board (W) or runs again (R). A pickle starts with \x80 (PROTO), so
+        the notes can only come before it."""
+        if not child["buf"]:
+            while chunk[:1] in (b"W", b"R"):
+                child["waiting"] = chunk[:1] == b"W"
+                chunk = chunk[1:]
+        child["buf"] += chunk
+
+    def _busy(self) -> int:
+        return sum(1 for c in self.children.values() if not c["waiting"])
+
+    def _tell(self, note: bytes) -> None:  # in a child
+        _os.write(self.fd, note)
 
     def _done_point(self) -> None:
         self.sweep.done_points += 1
@@ -271,7 +299,7 @@ class _Pool:
                     continue
                 chunk = _os.read(fd, 1 << 16)
                 if chunk:
-                    self.children[pid]["buf"] += chunk
+                    self._take(self.children[pid], chunk)
                     continue
                 buf = bytes(self.children[pid]["buf"])
                 try:

@@ -37,8 +37,9 @@ for a further crash (the pair stage's first crashes: their course and the pairs 
 after convergence stay on meetings with the clean run only).
 
 Determinism. Leads are learnt as resumed runs end: in forking mode the parent keeps those
-its children send back, and a child forked later starts with them. Which runs find a lead
-therefore depends on the worker count and on which child ended first; by the argument
+its children send back, and a child forked later starts with them; children running side
+by side share theirs on the lead board (board.py) as they go. Which run of equal ones
+leads therefore depends on the worker count and on which child got there first; by the argument
 above a cut changes nothing a report holds (violations, counterexamples, the first touches
 the sweep's memos are keyed on), so the report stays the same. Nor does it change how many runs
 meet the clean run (`crash_states_converged`): each request is compared with the clean

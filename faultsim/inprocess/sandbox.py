@@ -102,6 +102,7 @@ class Explorer:
         self.lead_contents: dict = {}  # their final files' bytes, one object per content
         self.last_lead: Any = None
         self.last_met: Any = None
+        self.board: Any = None  # in a forked child: leads shared while they run (board.py)
 
     # -- set-up ---------------------------------------------------------------------------
     def __enter__(self) -> "Explorer":
@@ -320,6 +321,15 @@ class Explorer:
         course = self.course if converge and self.convergence_off is None else None
         watch = Watch(self, world, course, None, self.leads if lead else None) \
             if course is not None else None
+        try:
+            return self._resumed(world, state, points, course, watch)
+        finally:
+            if watch is not None and watch.claimed is not None:
+                # whichever way the run ended: the runs waiting on its state go on
+                self.board.publish(watch.claimed, self.last_lead)
+
+    def _resumed(self, world: World, state: CrashState, points: list[KillPoint],
+                 course: Any, watch: Any) -> CrashRun:
         inc = self.incarnation(world, watcher=watch)
         self.last_blind = inc.blind
         if watch is not None and watch.lead is not None:

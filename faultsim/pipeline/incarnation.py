@@ -191,14 +191,16 @@ def time_limit(seconds: float | None) -> Iterator[None]:
         yield
         return
 
-    started, queued = _real_time.real_monotonic(), _queued()
+    started, queued, paused = _real_time.real_monotonic(), _queued(), _paused[0]
 
     def expire(signum, frame):
         # The limit is on time the incarnation had a CPU or waited for something else,
         # not on time it waited for a CPU: on a loaded machine a run that is only starved
-        # is no hang (/proc's run_delay; where it cannot be read, wall time).
+        # is no hang (/proc's run_delay; where it cannot be read, wall time). Nor on time
+        # faultsim held it (`held`).
         starved = _queued() - queued if queued is not None else 0.0
-        left = seconds - (_real_time.real_monotonic() - started - max(0.0, starved))
+        left = seconds - (_real_time.real_monotonic() - started - max(0.0, starved)
+                          - (_paused[0] - paused))
         # Nor is it raised inside a finaliser (`_in_finaliser`): an exception cannot
         # leave one, it would be printed and lost with the hang.
         if left > 0.01 or _in_finaliser(frame):
@@ -215,6 +217,24 @@ def time_limit(seconds: float | None) -> Iterator[None]:
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, old)
+
+
+_paused = [0.0]  # seconds incarnations of this process were held by faultsim (`held`)
+
+
+@contextmanager
+def held() -> Iterator[None]:
+    """faultsim holds the running incarnation (a resumed run waiting for an earlier run's
+    remainder, faultsim.inprocess.board): the time does not count against its limit."""
+    was = signal.setitimer(signal.ITIMER_REAL, 0) \
+        if threading.current_thread() is threading.main_thread() else (0.0, 0.0)
+    started = _real_time.real_monotonic()
+    try:
+        yield
+    finally:
+        _paused[0] += _real_time.real_monotonic() - started
+        if was[0] > 0:
+            signal.setitimer(signal.ITIMER_REAL, was[0])
 
 
 def _queued() -> float | None:
