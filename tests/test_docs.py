@@ -177,7 +177,7 @@ def test_shown_output_is_compared_strictly():
 
 
 def test_first_command_prints_what_the_docs_show():
-    """The one run of `faultsim run scenarios/` in the docs tests (2.5 minutes): the full
+    """The one run of `faultsim run scenarios/` in the docs tests (about two minutes): the full
     output in the CLI reference, README's table a tail of it."""
     out = subprocess.run([sys.executable, "-m", "faultsim.cli", "run", "scenarios/"],
                          cwd=ROOT, capture_output=True, text=True, timeout=1800)  # a hang guard

@@ -56,3 +56,21 @@ def test_a_user_patcher_leaves_no_stale_faultsim_behind():
         "assert live is not None and vars(live) is fn.__globals__, 'stale faultsim.explore'\n")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-800:]
+
+
+def test_pytest_keeps_its_own_clock_while_faultsim_freezes_time():
+    """A fixture that enters an Explorer in a test's set-up holds the frozen clock into the
+    test: pytest's durations (its `_pytest.timing` clock) stay real, not 1.8e9 s."""
+    import time
+
+    import _pytest.timing
+    import freezegun.api
+
+    from faultsim.inprocess.sandbox import Explorer
+    from faultsim.scenario import load_scenario
+    from conftest import DATA
+
+    with Explorer(reference_agent.make_agent, load_scenario(DATA / "tiny.toml")):
+        assert time.time() < freezegun.api.real_time() - 3600  # frozen at the scenario's
+        assert _pytest.timing.perf_counter is freezegun.api.real_perf_counter
+        assert _pytest.timing.time is freezegun.api.real_time

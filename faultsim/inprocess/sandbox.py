@@ -12,7 +12,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-import freezegun
 import freezegun.api as _real_time  # time.perf_counter is frozen in here; these are not
 from pyfakefs.fake_filesystem_unittest import Patcher
 
@@ -39,6 +38,7 @@ from ..runner import make_env
 from ..scenario import Scenario
 from ..trace import Event, Killed, Tracer, WorldSealed
 from ..world import World
+from ..world.clock import freeze
 
 
 SANDBOX = "/faultsim/sandbox"
@@ -134,8 +134,7 @@ class Explorer:
         self._open0 = (list(fs.open_files), list(fs._free_fd_heap))
         self.tracer = Tracer()
         self.interposer = FsInterposer(fs, SANDBOX, self.tracer)
-        self._freezer = freezegun.freeze_time(self.scenario.start_time.replace("+00:00", ""),
-                                              real_asyncio=True)
+        self._freezer = freeze(self.scenario.start_time.replace("+00:00", ""))
         self._factory = self._freezer.start()
         return self
 

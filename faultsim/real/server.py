@@ -60,9 +60,8 @@ def _setup(init: dict, same: SamePath) -> Context:
     import importlib
 
     importlib.import_module("anthropic")  # the expensive import, paid once here
-    import freezegun
-
     from ..agent import Store
+    from ..world.clock import freeze
     from ..loading import factory_for
     from ..interpose import sqlite as sqlite_trace
     from ..scenario import load_scenario
@@ -87,8 +86,7 @@ def _setup(init: dict, same: SamePath) -> Context:
         redis_client = redis.Redis.from_url(init["redis_url"])
     make_agent = factory_for(init["agent"], scenario)
     _warm_up(scenario)
-    freezer = freezegun.freeze_time(scenario.start_time.replace("+00:00", ""),
-                                    real_asyncio=True)
+    freezer = freeze(scenario.start_time.replace("+00:00", ""))
     factory = freezer.start()  # once: each start rescans every loaded module
     gc.collect()
     gc.freeze()  # children share these pages copy-on-write; keep the collector off them

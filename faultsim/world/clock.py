@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import datetime as _dt
 from contextlib import contextmanager
-from typing import Iterator
+from typing import Any, Iterator
 
 import freezegun
 
@@ -22,6 +22,18 @@ def parse_instant(value: str | _dt.datetime) -> _dt.datetime:
     if value.tzinfo is None:
         value = value.replace(tzinfo=UTC)
     return value.astimezone(UTC)
+
+
+
+# Clocks that stay real under a frozen one: pytest's own (`_pytest.timing`, the test
+# durations it reports). A fixture that holds faultsim's frozen clock from a test's set-up
+# on would otherwise report that set-up as lasting since 1970.
+REAL_CLOCKS = ["_pytest.timing"]
+
+
+def freeze(at: Any) -> Any:
+    """A freezegun freezer at `at` (not started), as faultsim freezes process time."""
+    return freezegun.freeze_time(at, real_asyncio=True, ignore=REAL_CLOCKS)
 
 
 class WorldClock:
@@ -81,7 +93,7 @@ class WorldClock:
         if self._factory is not None:  # re-entrant: already frozen by an outer block
             yield self
             return
-        freezer = freezegun.freeze_time(self._now.replace(tzinfo=None), real_asyncio=True)
+        freezer = freeze(self._now.replace(tzinfo=None))
         self._factory = freezer.start()
         try:
             yield self
