@@ -10,10 +10,10 @@ while their lead is still running in a sibling and go the whole way themselves
 that reaches a claimed state waits for the claimant's remainder and is cut against it.
 
 How. One private real directory per driver run (`posix`: the children run under
-pyfakefs). A claim is a file created with O_EXCL, named by a hash of the state key and the
-agent's memory there (`leads.lead_key`, the fingerprint), holding the claimant's pid; the
-claimant publishes its lead (or None: its run made none) by an atomic rename next to it,
-whichever way its run ends. A waiting child tells the parent (a byte on its result pipe)
+pyfakefs). A claim is a file linked into place (a link is refused where the name exists),
+named by a hash of the state key and the agent's memory there (`leads.lead_key`, the
+fingerprint), holding the claimant's pid; the claimant publishes its lead (or None: its
+run made none) by an atomic rename next to it, whichever way its run ends. A waiting child tells the parent (a byte on its result pipe)
 so that the parent forks another in its place, and pauses its incarnation's time limit.
 
 Why it cannot deadlock. A run waits only at its first model request, and only where it

@@ -78,10 +78,9 @@ from typing import Any
 from .. import agent as _agent
 from .. import finality
 from ..crashmodel import files_digest
-from ..pipeline.incarnation import held
 from . import leads
 from ..interpose import determinism
-from ..pipeline.incarnation import stores_state
+from ..pipeline.incarnation import held, stores_state
 from ..errors import FaultsimError
 from ..trace import Killed
 from ..world.ledger import canonical
@@ -699,7 +698,7 @@ class Watch:
             else:
                 self.start = False  # no lead: its memory cannot be compared
         lead = self.leads.get(lk)
-        board = getattr(self.ex, "board", None)  # in a forked child only
+        board = self.ex.board  # in a forked child only
         if lead is None and first and self.start and board is not None:
             # a sibling process may be running that state's lead now (board.py): claim it,
             # or wait for that run's remainder
