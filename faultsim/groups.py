@@ -1,6 +1,8 @@
 """Process groups: SIGKILL one and prove no process of it is left. Shared by both backends
 that kill a real agent's group (the command backend, `faultsim.command.launch`, and the
 Claude Agent SDK adapter, whose CLIs the SDK starts): one copy of the kill and its proof.
+And SIGSTOP one and prove every process of it stopped, then SIGCONT it: the adapter reads
+a crash state from a stopped group and lets the run go on (`stop_groups`).
 
 Standard library only."""
 from __future__ import annotations
@@ -20,6 +22,22 @@ def group_alive(pgid: int) -> bool:
     except PermissionError:
         return True
     return bool(members(pgid))
+
+
+def _states(pgid: int) -> list[bytes]:
+    """The scheduler state (`R`, `S`, `D`, `T`, ...) of each live process of group `pgid`."""
+    found = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as f:
+                rest = f.read().rsplit(b")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if len(rest) > 2 and rest[2] == str(pgid).encode() and rest[0] not in (b"Z", b"X"):
+            found.append(rest[0])
+    return found
 
 
 def members(pgid: int) -> list[tuple[int, str]]:
@@ -79,3 +97,35 @@ def kill_groups(pgids: Sequence[int], timeout: float = 10.0,
             return False
         time.sleep(0.002)
     return True
+
+
+def stop_groups(pgids: Sequence[int], timeout: float = 10.0) -> bool:
+    """SIGSTOP each group; True once every live process of every group is stopped (state
+    `T`) and each group has one: from then on none of them runs, so what is on disk and what
+    they sent is what a SIGKILL at this instant would leave (the kernel keeps a stopped
+    process's completed writes as it keeps a killed one's). False where a group is gone or
+    a process did not stop in time (the caller kills instead). Linux (/proc) only."""
+    if not pgids or not os.path.isdir("/proc"):
+        return False
+    for pgid in pgids:
+        try:
+            os.killpg(pgid, signal.SIGSTOP)
+        except (ProcessLookupError, PermissionError):
+            return False
+    deadline = time.monotonic() + timeout
+    while True:
+        states = [_states(pgid) for pgid in pgids]
+        if all(s and all(c == b"T" for c in s) for s in states):
+            return True
+        if any(not s for s in states) or time.monotonic() > deadline:
+            return False
+        time.sleep(0.002)
+
+
+def continue_groups(pgids: Sequence[int]) -> None:
+    """SIGCONT each group stopped by `stop_groups`."""
+    for pgid in pgids:
+        try:
+            os.killpg(pgid, signal.SIGCONT)
+        except (ProcessLookupError, PermissionError):
+            pass

@@ -601,11 +601,13 @@ def _findings(result) -> list:
 
 
 def test_equal_crash_states_share_one_resumed_run_and_the_findings_do_not_change(tmp_path):
-    """The memo on and off, on two kill points of the billing agent: the tool's handler
+    """The memo and the stops on, and both off (the long way: a crash run killed at each
+    point, every state resumed), on two kill points of the billing agent: the tool's handler
     entered and the payment about to be made leave the same sandbox (the CLI waits on the
     tool in both, its own ids and clock aside) and the same world, so each state of the
     second is the first's. The findings (which states fail, with which rules) are the same
-    either way, and the report counts the shared states as the other backends do."""
+    either way, and the report counts the shared states as the other backends do. With the
+    stops, one run read both points' states (each stop proven: the CLI's group stopped)."""
     if cs.cli_unavailable():
         pytest.skip(cs.cli_unavailable())
     keep = {"k3-handler-entry-pay_invoice#1", "k4-before-effect-pay#1"}
@@ -613,12 +615,14 @@ def test_equal_crash_states_share_one_resumed_run_and_the_findings_do_not_change
     on = cs.explore(run, SCENARIO, only=lambda kp: kp.id in keep, writes=False,
                     root=tmp_path / "on" / "sandbox")
     off = cs.explore(run, SCENARIO, only=lambda kp: kp.id in keep, writes=False,
-                     root=tmp_path / "off" / "sandbox", share=False)
+                     root=tmp_path / "off" / "sandbox", share=False, stops=False)
     assert _findings(on) == _findings(off)
     assert any(v.violations for v in on.verdicts) and any(v.ok for v in on.verdicts)
     assert off.resumed == len(off.verdicts) and off.incarnations == 1 + 2 + len(off.verdicts)
+    assert (off.kills_landed, off.stopped) == (2, 0)
     shared = [v for v in on.verdicts if v.shared]
-    assert shared and on.incarnations == 1 + 2 + on.resumed
+    assert shared and on.incarnations == 1 + 1 + on.resumed
+    assert (on.kills_landed, on.stopped) == (2, 2)
     for v in shared:  # each from the same state of the other point
         assert v.kill_point.id == "k4-before-effect-pay#1", v
         assert v.shared.startswith("k3-handler-entry-pay_invoice#1 ["), v.shared
@@ -627,6 +631,41 @@ def test_equal_crash_states_share_one_resumed_run_and_the_findings_do_not_change
     (model_run,) = model_runs(on, "claude-agent-sdk:agent", ("process",), timeout=60.0)
     assert (model_run.judged, model_run.reused) == (on.resumed, len(shared))
     assert model_run.to_json()["crash_states_resumed"] == on.resumed
+
+
+@pytest.mark.parametrize("trouble", ["the group did not stop", "a call was refused"])
+def test_a_stop_that_cannot_go_on_as_the_clean_run_is_that_points_kill(trouble, tmp_path,
+                                                                      monkeypatch):
+    """A stop reads a crash state and lets the run go on only where the run is still the
+    clean run's and the stop is proven: where the CLI's group is not proven stopped, or the
+    world refused a call while the state was read (the CLI got an error no clean run gets),
+    the stop is that point's kill instead: the group SIGKILLed and checked dead, the run
+    ended there, the state judged as a crash run's."""
+    if cs.cli_unavailable():
+        pytest.skip(cs.cli_unavailable())
+    from faultsim.adapters.claude_agent_sdk import control
+
+    if trouble == "the group did not stop":
+        monkeypatch.setattr(control, "stop_groups", lambda pids: False)
+    else:
+        quiesce = control._quiesce
+
+        def refused_meanwhile(root, settle):
+            quiesce(root, settle)
+            assert control.RUNNING.controller.world.sealed  # as a refused call asks
+
+        monkeypatch.setattr(control, "_quiesce", refused_meanwhile)
+    keep = "k3-handler-entry-pay_invoice#1"
+    found = cs.explore(claude_billing_agent.run_billing, SCENARIO, prefixes="written",
+                       only=lambda kp: kp.id == keep, writes=False, root=tmp_path / "sandbox")
+    assert (found.kills_landed, found.stopped) == (1, 0)
+    assert found.incarnations == 1 + 1 + 1  # clean, the stop turned kill, one resume
+    monkeypatch.undo()
+    long_way = cs.explore(claude_billing_agent.run_billing, SCENARIO, prefixes="written",
+                          only=lambda kp: kp.id == keep, writes=False, stops=False,
+                          root=tmp_path / "long" / "sandbox")
+    assert [v.kill_point.id for v in found.verdicts] == [keep]
+    assert _findings(found) == _findings(long_way)
 
 
 def test_the_memo_key_renames_the_clis_ids_and_masks_its_clock_but_nothing_else():

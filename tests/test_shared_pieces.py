@@ -322,6 +322,9 @@ def test_both_backends_refuse_a_kill_that_did_not_land(backend, monkeypatch):
 
         real = control.kill_clis
         monkeypatch.setattr(control, "kill_clis", lambda *a: (real(*a), False)[1])
+        # and no stop proven either: a run stopped at each point turns its first stop into
+        # that point's kill (control.Controller._stop), which must then be refused too
+        monkeypatch.setattr(control, "stop_groups", lambda pids: False)
     with pytest.raises(KillDidNotLand, match=r"scenario\.toml: k\d+-"):
         _explore(backend, said)
     assert said == []  # no state judged

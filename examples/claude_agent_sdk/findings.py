@@ -1,12 +1,14 @@
 """What faultsim finds on the Claude Agent SDK billing agent: the docs' findings table.
 
     python examples/claude_agent_sdk/findings.py [--prefixes messages] [--power] [--no-share]
+                                                 [--no-stops]
 
 Real processes (the bundled Claude Code CLI), one crash per run; each incarnation costs
 about two seconds, so the whole sweep takes minutes. Where strace can trace, the kills
 inside the CLI's transcript writes are swept too (`transcript-write`). Crash states equal
 to one resumed already share its resumed run (`--no-share`: resume every state, for
-comparing).
+comparing). One run, stopped at each kill point where the CLI waits on faultsim, reads
+those points' crash states (`--no-stops`: a crash run killed at each point, for comparing).
 """
 from __future__ import annotations
 
@@ -33,6 +35,9 @@ def main() -> None:
     parser.add_argument("--agent", nargs="*", default=AGENTS, choices=AGENTS)
     parser.add_argument("--no-share", action="store_true",
                         help="resume every crash state, even one equal to a state resumed")
+    parser.add_argument("--no-stops", action="store_true",
+                        help="a crash run killed at each kill point, not one run stopped at "
+                        "each")
     args = parser.parse_args()
     scenario = faultsim.load_scenario(HERE / "scenario.toml")
     results = {}
@@ -41,9 +46,9 @@ def main() -> None:
         result = results[name] = cs.explore(
             getattr(claude_billing_agent, name), scenario, prefixes=args.prefixes, power=args.power,
             progress=lambda line: print(f"{name} {line}", flush=True),
-            share=not args.no_share)
+            share=not args.no_share, stops=not args.no_stops)
         print(f"{name}: {len(result.kill_points)} kill points, {result.kills_landed} kills "
-              f"landed, {len(result.verdicts)} crash states judged ({result.resumed} resumed, the "
+              f"landed ({result.stopped} read from one run stopped there), {len(result.verdicts)} crash states judged ({result.resumed} resumed, the "
               f"others sharing an equal state's run), {result.incarnations} "
               f"incarnations, {time.monotonic() - started:.0f} s (prefixes={args.prefixes}"
               f"{', power' if args.power else ''}); transcript writes: " +

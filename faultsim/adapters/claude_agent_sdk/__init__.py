@@ -60,7 +60,10 @@ CLI is blocked on faultsim then, on the model or on the tool), so the CLI's tran
 batch, flushed on a ~100 ms timer, is on disk: the state "as written" is the most the CLI
 can have written by that point, whatever the machine's load.
 Each kill is proven: the CLI's process group is gone (its pid reaped or a zombie) and the
-Python side was stopped (`Exploration.kills_landed`).
+Python side was stopped (`Exploration.kills_landed`). At every point but the transcript
+writes, one run stands in for the crash runs: it does what a kill does up to the SIGKILL,
+then SIGSTOPs the group, proves it stopped, reads the crash state and lets the run go on
+(`control.Controller._stop`, `Exploration.stopped`; `stops=False`: a crash run per point).
 
 Crash states per kill point (`prefixes=`):
   written    the sandbox and config dir as they stood at the kill
@@ -87,12 +90,13 @@ The machinery is the command backend's (`faultsim.command`), one copy of each pi
 loop over kill points with its landed check, memo, resumes, verdicts, progress lines and
 its conversion to the report (`faultsim.pipeline.crashes`, `pipeline.sweep.Shared`), the
 clean runs' check saying where two runs part (`pipeline.golden.agree`), strace's command
-line and log (`faultsim.strace`), the process group's kill and proof (`faultsim.groups`),
+line and log (`faultsim.strace`), the process group's kill, stop and their proofs (`faultsim.groups`),
 the sandbox's read and write (`faultsim.tree`). What is this adapter's own:
 
   sdk.py           the pinned SDK and CLI, the CLI's environment
-  control.py       the SDK seams that report its kill points, the kill at the target
-  incarnations.py  one run of the user's coroutine, to its end or its kill
+  control.py       the SDK seams that report its kill points, the kill at the target,
+                   the stops of a run that reads many points' states
+  incarnations.py  one run of the user's coroutine, to its end, its kill or past its stops
   writes.py        the transcript-write kills (which calls strace holds, the proof)
   sandbox.py       the sandbox's four folders, at one absolute path
   states.py        the crash states a kill leaves (the transcript's prefixes)

@@ -129,5 +129,8 @@ def _kills_line(found: Any) -> str:
                    f"{found.writes} in the clean run, {inside} killed inside"
                    + (f", {len(found.writes_missed)} not reached (the run wrote fewer)"
                       if found.writes_missed else ""))
-    return (f"  kills         {found.kills_landed} landed (the CLI's process group "
-            f"SIGKILLed, each checked dead); transcript writes {writes_line}")
+    killed = found.kills_landed - found.stopped
+    how = (f"{killed} the CLI's process group SIGKILLed, each checked dead; {found.stopped} "
+           "read with it SIGSTOPped, each checked stopped, in one run that went on"
+           if found.stopped else "the CLI's process group SIGKILLed, each checked dead")
+    return f"  kills         {found.kills_landed} landed ({how}); transcript writes {writes_line}"

@@ -1,10 +1,12 @@
 """How a kill lands: the kill points a run meets, counted as they come (from the fake's
 threads and the agent's loop), the SDK seams that report them and start the CLI in a process
-group of its own, and the SIGKILL of that group."""
+group of its own, and the SIGKILL of that group. Or, in a run that stops at many points
+(`stops`), the SIGSTOP of that group at each: its crash state read, then the run goes on."""
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import copy
 import os
 import re
 import threading
@@ -13,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from ...groups import kill_groups
+from ...groups import continue_groups, group_alive, kill_groups, stop_groups
 from ...trace import Killed
 from ...world import World
 from .writes import session_id
@@ -53,9 +55,14 @@ class Controller:
     process groups, reads the sandbox, seals the world, raises `Killed`."""
 
     def __init__(self, world: World, root: Path, target: KillPoint | None,
-                 settle: float, name: str = "") -> None:
+                 settle: float, name: str = "",
+                 stops: list[KillPoint] | None = None) -> None:
         self.world, self.root, self.target, self.settle = world, root, target, settle
         self.name = name  # the scenario's id: it names the sessions' ids
+        # where to stop, read the crash state and go on (`_stop`), by key
+        self.stops = {kp.key: kp for kp in stops or ()}
+        self.stopped: dict[tuple, Stopped] = {}  # key -> the state read there
+        self.stopping = False  # a stop is reading its state: other events wait
         self.seen: list[KillPoint] = []
         self._counts: dict[tuple[str, str], int] = {}
         self._lock = threading.Condition()
@@ -67,6 +74,8 @@ class Controller:
 
     def event(self, category: str, detail: str) -> None:
         with self._lock:
+            # another thread's point, met while a stop reads its state: it comes after
+            self._lock.wait_for(lambda: not self.stopping)
             if category in _STARTS:
                 # The CLI starts a tool as soon as its block closes, and the endpoint's thread
                 # counts that block just after sending it: wait for the count, so a kill
@@ -83,13 +92,54 @@ class Controller:
             point = KillPoint(len(self.seen) + 1, category, detail, self._counts[slot])
             self.seen.append(point)
             self._lock.notify_all()
-            if self.target is None or point.key != self.target.key:
+            if point.key in self.stops and not self.stopped.get(point.key):
+                self.stopping = True
+                refused = self.world.sealed = _Refusals()  # as at a kill, counted
+            elif self.target is None or point.key != self.target.key:
                 return
-            self.dying = True
-            self.world.sealed = True  # no effect or model call of the dead incarnation lands
+            else:
+                self.dying = True
+                self.world.sealed = True  # no effect or model call of the dead one lands
         _quiesce(self.root, self.settle)  # the CLI waits on faultsim; its timer flushes
+        if self.stopping:
+            self._stop(point, refused)
+            return
         self._die()
         raise Killed(self.target.id)
+
+    def _stop(self, point: KillPoint, refused: "_Refusals") -> None:
+        """A stop at `point`: SIGSTOP the CLI's process groups, prove each stopped, read the
+        sandbox and copy the world (sealed since the point, as a kill seals it), then SIGCONT
+        and go on. Why this is the kill's crash state: from the point to the read, the CLI
+        and the Python side did what they do before a kill (the same settle, the world
+        refusing them as a dead incarnation's); a stopped process runs nothing more, and
+        its completed writes are in the kernel as a killed one's are. Where the run cannot
+        go on as the clean run (something was refused meanwhile: the CLI got an error a
+        clean run never gets; the world changed while copied; a group did not stop), the
+        stop becomes that point's kill: the CLI is SIGKILLed and the run ends there."""
+        # the groups with a process left (a CLI of an earlier query() of this run has ended)
+        pids = [p.pid for p in RUNNING.clis if group_alive(p.pid)]
+        try:
+            if stop_groups(pids):
+                mark_ = _mark(self.world)
+                files = snapshot(self.root)
+                world = copy.deepcopy(self.world)
+                world.sealed = True
+                if not refused.count and _mark(self.world) == mark_:
+                    self.stopped[point.key] = Stopped(point, files, world, len(self.seen))
+                    return
+            with self._lock:  # that point's kill, as a crash run's
+                self.target, self.dying = point, True
+                self.world.sealed = True
+        finally:
+            with self._lock:
+                if not self.dying:
+                    self.world.sealed = False
+                    continue_groups(pids)
+                self.stopping = False
+                self._lock.notify_all()
+        self._die()
+        raise Killed(point.id)
 
     def kill_now(self) -> None:
         """The kill inside a transcript write (`writes.WriteWatch`): now, while strace holds
@@ -110,6 +160,33 @@ class Controller:
         if self.loop is not None and self.task is not None:
             with contextlib.suppress(RuntimeError):
                 self.loop.call_soon_threadsafe(self.task.cancel)
+
+
+@dataclass
+class Stopped:
+    """What a stop read: the crash state a kill at `point` leaves."""
+
+    point: KillPoint
+    files: dict[str, bytes]  # the sandbox
+    world: World  # the world, sealed
+    seen: int  # the points met up to it
+
+
+class _Refusals:
+    """`world.sealed` while a stop reads its state: true (the world refuses a dead
+    incarnation's calls, as at a kill), and it counts how often it was asked."""
+
+    def __init__(self) -> None:
+        self.count = 0
+
+    def __bool__(self) -> bool:
+        self.count += 1
+        return True
+
+
+def _mark(world: World) -> tuple[int, int]:
+    """What changes when a call reaches the world (a copy taken across one is torn)."""
+    return len(world.ledger.entries), len(world.model.requests)
 
 
 def _quiesce(root: Path, settle: float, limit: float = 5.0) -> None:

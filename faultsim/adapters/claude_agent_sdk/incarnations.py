@@ -8,7 +8,7 @@ import inspect
 import os
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Awaitable, Callable
 
@@ -39,6 +39,7 @@ class Incarnation:
     landed: bool
     seconds: float
     writes: int | None = None  # transcript writes strace saw enter (when they were traced)
+    stopped: dict = field(default_factory=dict)  # key -> control.Stopped (a run with stops)
 
 
 def arguments(run: AgentRun, scenario: Scenario, workdir: Path) -> tuple:
@@ -108,14 +109,15 @@ def incarnation(run: AgentRun, scenario: Scenario, world: World, root: Path, *,
                 target: KillPoint | None = None, timeout: float = 60.0,
                 settle: float = 0.3,
                 wrap_cli: Callable[[list[str]], list[str]] | None = None,
-                writes: bool = False) -> Incarnation:
+                writes: bool = False, stops: list[KillPoint] | None = None) -> Incarnation:
     """Start or resume the agent once on the sandbox at `root` (as it stands), to its end
     or to the kill at `target`. `wrap_cli(command)` may prefix the CLI's command line (a
     tracer such as strace, for measuring it). `writes` (implied by a `transcript-write`
     target) runs the CLI under strace, its transcript writes held and counted
-    (`writes.py`)."""
+    (`writes.py`). `stops`: points where the run is stopped, its crash state read and
+    the run let go on (`Controller._stop`; `Incarnation.stopped`)."""
     args = arguments(run, scenario, root / "work")
-    controller = Controller(world, root, target, settle, scenario.id)
+    controller = Controller(world, root, target, settle, scenario.id, stops)
     world.sealed = False
     world.begin_incarnation()
     watch: WriteWatch | None = None
@@ -199,7 +201,7 @@ def incarnation(run: AgentRun, scenario: Scenario, world: World, root: Path, *,
             error = str(exc)
     return Incarnation(outcome, error, timed_out, controller.seen, controller.files,
                        landed, time.monotonic() - started,
-                       watch.entered if watch is not None else None)
+                       watch.entered if watch is not None else None, controller.stopped)
 
 
 def _one_line(exc: BaseException) -> str:

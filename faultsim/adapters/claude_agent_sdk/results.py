@@ -62,6 +62,9 @@ class Exploration:
     kill_points: list[KillPoint]
     verdicts: list[Verdict] = field(default_factory=list)
     kills_landed: int = 0
+    # of those, the points where one run was stopped, its crash state read, and let go on
+    # (`Controller._stop`): what a kill there leaves, without a crash run of its own
+    stopped: int = 0
     incarnations: int = 0
     seconds: float = 0.0
     writes: int | None = None  # transcript writes of the clean run under strace (None: not traced)
@@ -98,9 +101,12 @@ class Survey:
 
     @property
     def incarnations(self) -> int:
-        """The clean run(s), one crash run per kill point, one resume per crash state (at
-        most: equal states share one, which only the sweep can tell)."""
-        return 1 + (self.writes is not None) + len(self.kill_points) + self.crash_states
+        """The clean run(s), one run stopped at every kill point but the transcript writes'
+        (`Controller._stop`), one crash run per transcript write, one resume per crash
+        state (at most: equal states share one, which only the sweep can tell)."""
+        writes = self.writes or 0
+        return (1 + (self.writes is not None) + (len(self.kill_points) > writes) + writes
+                + self.crash_states)
 
     @property
     def seconds(self) -> float:

@@ -7,7 +7,7 @@ import copy
 import json
 import re
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
@@ -157,13 +157,16 @@ def explore(run: AgentRun, scenario: Scenario, *, prefixes: str = "messages",
             timeout: float = 60.0, settle: float = 0.3, root: Path | None = None,
             writes: bool | None = None,
             progress: Callable[[str], None] | None = None,
-            share: bool = True) -> Exploration:
+            share: bool = True, stops: bool = True) -> Exploration:
     """Kill the agent at each kill point of its clean run (or those `only` keeps), resume it
     from every crash state the kill may leave, and judge each with faultsim's oracle.
     `writes` adds the kills inside the CLI's transcript writes (by strace; None: where
     strace can trace). A state equal to one resumed already (`memo.py`: the same sandbox,
     the CLI's own ids and clock aside, and the same world) shares its resumed run;
-    `share=False` resumes every state (as the command backend's `share=False`)."""
+    `share=False` resumes every state (as the command backend's `share=False`).
+    `stops`: one run reads the crash state of every point where the CLI waits on faultsim,
+    stopping the CLI's process group there and letting it go on (`Controller._stop`);
+    `stops=False` kills a crash run of its own at each point (the long way)."""
     if prefixes not in PREFIXES:
         raise ValueError(f"prefixes {prefixes!r}: expected one of {', '.join(PREFIXES)}")
     if writes is None:
@@ -181,10 +184,11 @@ def explore(run: AgentRun, scenario: Scenario, *, prefixes: str = "messages",
                 points = result.kill_points = [*points, *traced]
         else:
             result.untraced = "not asked for"
+        chosen = [kp for kp in points if only is None or only(kp)]
         backend = Backend(run, scenario, root, golden, len(points), result, prefixes,
-                          power, timeout, settle)
-        swept = sweep(backend, [kp for kp in points if only is None or only(kp)], golden,
-                      share=share, progress=progress)
+                          power, timeout, settle,
+                          [kp for kp in chosen if kp.category != WRITE_KILL] if stops else [])
+        swept = sweep(backend, chosen, golden, share=share, progress=progress)
         result.kills_landed += len(swept.landed)
         result.incarnations += swept.resumes
         result.writes_missed.extend(swept.missed)
@@ -210,12 +214,45 @@ class Backend:
     power: bool = False
     timeout: float = 60.0
     settle: float = 0.3
+    # the points one run stops at (`stopped`): the CLI waits on faultsim there; a transcript
+    # write's kill, inside the write under strace, gets a crash run of its own
+    stops: list[KillPoint] = field(default_factory=list)
+    _stopped: dict | None = None  # key -> Kill, once that run ran
 
     @property
     def where(self) -> str:
         return f"{self.scenario.path}: "
 
+    def _stop_run(self) -> dict:
+        """One run stopped at each of `stops` (`Controller._stop`): each stop's crash state
+        as a Kill. Where it could not go on (a stop turned into a kill, it timed out or met
+        fewer points), the points it did not stop at get crash runs of their own."""
+        world = _new_world(self.scenario)
+        restore(self.root, {})
+        # each stop waits as a kill does (settle, the config dir still: at most 5 s more)
+        limit = self.timeout + len(self.stops) * (self.settle + 6.0)
+        inc = incarnation(self.run, self.scenario, world, self.root, timeout=limit,
+                          settle=self.settle, stops=self.stops)
+        if self.result is not None:
+            self.result.incarnations += 1
+            self.result.stopped += len(inc.stopped)
+        kills = {}
+        for key, s in inc.stopped.items():
+            run = Incarnation(None, None, False, inc.seen[:s.seen], s.files, True,
+                              inc.seconds)
+            kills[key] = Kill(run, s.world, reached=True, landed=True)
+        if inc.files is not None and inc.seen:  # a stop turned kill: that point's crash run
+            kills[inc.seen[-1].key] = Kill(inc, world, reached=True, landed=inc.landed,
+                                           why=inc.error or "the CLI's process group did "
+                                           "not die by SIGKILL")
+        return kills
+
     def crash(self, point: KillPoint) -> Kill:
+        if self.stops:
+            if self._stopped is None:
+                self._stopped = self._stop_run()
+            if point.key in self._stopped:
+                return self._stopped[point.key]
         world = _new_world(self.scenario)
         restore(self.root, {})
         crash = incarnation(self.run, self.scenario, world, self.root, target=point,
