@@ -24,20 +24,36 @@ def group_alive(pgid: int) -> bool:
     return bool(members(pgid))
 
 
-def _states(pgid: int) -> list[bytes]:
-    """The scheduler state (`R`, `S`, `D`, `T`, ...) of each live process of group `pgid`."""
-    found = []
+def _states(pgid: int) -> dict[int, tuple[bytes, int]]:
+    """Each live process of group `pgid`: its scheduler state (`R`, `S`, `D`, `T`, `t`, ...)
+    and its tracer's pid (0: not traced)."""
+    found = {}
     for name in os.listdir("/proc"):
         if not name.isdigit():
             continue
         try:
             with open(f"/proc/{name}/stat", "rb") as f:
                 rest = f.read().rsplit(b")", 1)[1].split()
-        except (OSError, IndexError):
+            if len(rest) < 3 or rest[2] != str(pgid).encode() or rest[0] in (b"Z", b"X"):
+                continue
+            tracer = 0
+            if rest[0] == b"t":
+                with open(f"/proc/{name}/status", "rb") as f:
+                    tracer = next((int(line.split()[1]) for line in f
+                                   if line.startswith(b"TracerPid:")), 0)
+        except (OSError, IndexError, ValueError):
             continue
-        if len(rest) > 2 and rest[2] == str(pgid).encode() and rest[0] not in (b"Z", b"X"):
-            found.append(rest[0])
+        found[int(name)] = (rest[0], tracer)
     return found
+
+
+def _all_stopped(groups: list[dict[int, tuple[bytes, int]]]) -> bool:
+    """Every process stopped: `T`, or `t` (held by its tracer) where the tracer is one of
+    them and stopped itself (strace, the leader of a traced CLI's group): none can run."""
+    every = {pid: st for g in groups for pid, st in g.items()}
+    return all(g for g in groups) and all(
+        state == b"T" or (state == b"t" and every.get(tracer, (b"",))[0] == b"T")
+        for state, tracer in every.values())
 
 
 def members(pgid: int) -> list[tuple[int, str]]:
@@ -101,7 +117,8 @@ def kill_groups(pgids: Sequence[int], timeout: float = 10.0,
 
 def stop_groups(pgids: Sequence[int], timeout: float = 10.0) -> bool:
     """SIGSTOP each group; True once every live process of every group is stopped (state
-    `T`) and each group has one: from then on none of them runs, so what is on disk and what
+    `T`, or `t` under a tracer of the groups that is stopped: `_all_stopped`) and each
+    group has one: from then on none of them runs, so what is on disk and what
     they sent is what a SIGKILL at this instant would leave (the kernel keeps a stopped
     process's completed writes as it keeps a killed one's). False where a group is gone or
     a process did not stop in time (the caller kills instead). Linux (/proc) only."""
@@ -115,7 +132,7 @@ def stop_groups(pgids: Sequence[int], timeout: float = 10.0) -> bool:
     deadline = time.monotonic() + timeout
     while True:
         states = [_states(pgid) for pgid in pgids]
-        if all(s and all(c == b"T" for c in s) for s in states):
+        if _all_stopped(states):
             return True
         if any(not s for s in states) or time.monotonic() > deadline:
             return False

@@ -345,6 +345,41 @@ def test_a_resume_after_a_kill_in_the_first_write_cannot_find_its_session(write_
     assert "unresumable" in cs.classify(verdict), (verdict.error, verdict.violations)
 
 
+@pytest.mark.parametrize("late", [None, 2])
+def test_one_run_stopped_inside_each_transcript_write_reads_each_and_goes_on(
+        write_kills, late, monkeypatch):
+    """A run under strace stopped at the entry of each transcript write (while strace holds
+    it: `Controller.stop_write`) reads a state per write, each proven as a write kill is
+    (write m entered and not returned, the transcript the bytes of the writes that did),
+    and goes on to its end. One run: each state's transcript is a prefix of the next's,
+    whole entries only, the first with nothing written. Where the proof refuses a stop
+    (`late`: as if write m had returned before the read), that point is not kept (it gets
+    a crash run of its own in a sweep) and the run still goes on."""
+    writes = write_kills["writes"][:-1]  # the last may not come: the CLI's timer batches
+    if late is not None:
+        real = cs_writes.WriteWatch.proof
+        monkeypatch.setattr(cs_writes.WriteWatch, "proof", lambda self, on_disk, n=None: (
+            "as if it had returned" if n == late else real(self, on_disk, n)))
+    world = SCENARIO.build_world()
+    root = write_kills["root"]
+    cs.restore(root, {})
+    inc = cs.incarnation(claude_billing_agent.run_billing, SCENARIO, world, root,
+                         stops=writes)
+    assert inc.error is None and inc.outcome is not None and inc.files is None
+    assert inc.outcome.final_answer == write_kills["golden"].outcome.final_answer
+    kept = [kp.ordinal for kp in writes if kp.key in inc.stopped]
+    expected = [kp.ordinal for kp in writes if kp.ordinal != late]
+    assert kept == expected[:len(kept)] and len(kept) >= len(expected) - 1  # the timer's
+    talks = []
+    for m in kept:
+        files = inc.stopped[("transcript-write", "session", m)].files
+        data = b"".join(d or b"" for p, d in files.items() if is_transcript(p))
+        assert data == b"" or (data.endswith(b"\n") and all(map(json.loads, data.splitlines())))
+        talks.append(data)
+    assert kept[0] != 1 or talks[0] == b""
+    assert all(b.startswith(a) for a, b in zip(talks, talks[1:])), "one run's writes, in order"
+
+
 # -- faultsim run / replay -----------------------------------------------------------------
 SPEC = f"claude-agent-sdk:{EXAMPLE / 'claude_billing_agent.py'}"
 

@@ -1,7 +1,7 @@
 """What faultsim finds on the Claude Agent SDK billing agent: the docs' findings table.
 
     python examples/claude_agent_sdk/findings.py [--prefixes messages] [--power] [--no-share]
-                                                 [--no-stops]
+                                                 [--no-stops] [--no-writes]
 
 Real processes (the bundled Claude Code CLI), one crash per run; each incarnation costs
 about two seconds, so the whole sweep takes minutes. Where strace can trace, the kills
@@ -35,6 +35,8 @@ def main() -> None:
     parser.add_argument("--agent", nargs="*", default=AGENTS, choices=AGENTS)
     parser.add_argument("--no-share", action="store_true",
                         help="resume every crash state, even one equal to a state resumed")
+    parser.add_argument("--no-writes", action="store_true",
+                        help="no kills inside the CLI's transcript writes")
     parser.add_argument("--no-stops", action="store_true",
                         help="a crash run killed at each kill point, not one run stopped at "
                         "each")
@@ -46,7 +48,8 @@ def main() -> None:
         result = results[name] = cs.explore(
             getattr(claude_billing_agent, name), scenario, prefixes=args.prefixes, power=args.power,
             progress=lambda line: print(f"{name} {line}", flush=True),
-            share=not args.no_share, stops=not args.no_stops)
+            share=not args.no_share, stops=not args.no_stops,
+            writes=False if args.no_writes else None)
         print(f"{name}: {len(result.kill_points)} kill points, {result.kills_landed} kills "
               f"landed ({result.stopped} read from one run stopped there), {len(result.verdicts)} crash states judged ({result.resumed} resumed, the "
               f"others sharing an equal state's run), {result.incarnations} "

@@ -102,12 +102,32 @@ class Controller:
                 self.world.sealed = True  # no effect or model call of the dead one lands
         _quiesce(self.root, self.settle)  # the CLI waits on faultsim; its timer flushes
         if self.stopping:
-            self._stop(point, refused)
-            return
+            if self._stop(point, refused):
+                return
+            raise Killed(point.id)
         self._die()
         raise Killed(self.target.id)
 
-    def _stop(self, point: KillPoint, refused: "_Refusals") -> None:
+    def stop_write(self, m: int, proof: Callable[[dict], str | None]) -> bool:
+        """A stop at the entry of transcript write m, while strace holds it (`writes.py`;
+        `WriteWatch` calls this): as `_stop`, at once (the CLI is not waiting on faultsim,
+        so a kill there does not wait either), and the state read only where `proof`
+        passes on it (write m entered, not returned; the transcript holds the bytes of the
+        writes that returned); else the run goes on and the point gets a crash run of its
+        own. False: the stop became the kill (the watch is done)."""
+        point = self.stops.get((WRITE_KILL, "session", m))
+        with self._lock:
+            self._lock.wait_for(lambda: not self.stopping)
+            if self.dying:
+                return False
+            if point is None or self.stopped.get(point.key):
+                return True
+            self.stopping = True
+            refused = self.world.sealed = _Refusals()
+        return self._stop(point, refused, proof)
+
+    def _stop(self, point: KillPoint, refused: "_Refusals",
+              proof: Callable[[dict], str | None] | None = None) -> bool:
         """A stop at `point`: SIGSTOP the CLI's process groups, prove each stopped, read the
         sandbox and copy the world (sealed since the point, as a kill seals it), then SIGCONT
         and go on. Why this is the kill's crash state: from the point to the read, the CLI
@@ -116,18 +136,29 @@ class Controller:
         its completed writes are in the kernel as a killed one's are. Where the run cannot
         go on as the clean run (something was refused meanwhile: the CLI got an error a
         clean run never gets; the world changed while copied; a group did not stop), the
-        stop becomes that point's kill: the CLI is SIGKILLed and the run ends there."""
+        stop becomes that point's kill: the CLI is SIGKILLed and the run ends there (False).
+        Where `proof` refuses the state read (a write stop came late), nothing is kept and
+        the run goes on: that point gets a crash run of its own. True: the run goes on."""
         # the groups with a process left (a CLI of an earlier query() of this run has ended)
         pids = [p.pid for p in RUNNING.clis if group_alive(p.pid)]
+        if not pids:  # no CLI left to stop (nor to kill): nothing read, the point gets a
+            with self._lock:  # crash run of its own; a refusal meanwhile ends the run
+                self.dying = bool(refused.count)
+                self.world.sealed = self.dying
+                self.stopping = False
+                self._lock.notify_all()
+            return not self.dying
         try:
             if stop_groups(pids):
                 mark_ = _mark(self.world)
                 files = snapshot(self.root)
                 world = copy.deepcopy(self.world)
                 world.sealed = True
+                late = proof(files) if proof is not None else None
                 if not refused.count and _mark(self.world) == mark_:
-                    self.stopped[point.key] = Stopped(point, files, world, len(self.seen))
-                    return
+                    if late is None:
+                        self.stopped[point.key] = Stopped(point, files, world, len(self.seen))
+                    return True
             with self._lock:  # that point's kill, as a crash run's
                 self.target, self.dying = point, True
                 self.world.sealed = True
@@ -139,7 +170,7 @@ class Controller:
                 self.stopping = False
                 self._lock.notify_all()
         self._die()
-        raise Killed(point.id)
+        return False
 
     def kill_now(self) -> None:
         """The kill inside a transcript write (`writes.WriteWatch`): now, while strace holds

@@ -40,6 +40,7 @@ class Incarnation:
     seconds: float
     writes: int | None = None  # transcript writes strace saw enter (when they were traced)
     stopped: dict = field(default_factory=dict)  # key -> control.Stopped (a run with stops)
+    killed_at: tuple | None = None  # the key of the point it was killed at (`files`)
 
 
 def arguments(run: AgentRun, scenario: Scenario, workdir: Path) -> tuple:
@@ -124,13 +125,21 @@ def incarnation(run: AgentRun, scenario: Scenario, world: World, root: Path, *,
     transcript: Path | None = None
     write_n = target.ordinal if target is not None and target.category == WRITE_KILL \
         else None  # kill inside the Nth transcript write
-    if writes or write_n is not None:
+    # stops inside transcript writes: at the entry of each, while strace holds it
+    write_stops = tuple(kp.ordinal for kp in stops or () if kp.category == WRITE_KILL)
+    if writes or write_n is not None or write_stops:
         transcript = transcript_path(
             root, session_id(scenario.id, world.incarnation, 1))
         log = root.parent / f"strace-{world.incarnation}.log"  # outside the crash state
         log.unlink(missing_ok=True)
         wrap_cli = tracer(transcript, log)
-        watch = WriteWatch(log, write_n, controller.kill_now)
+        rel = transcript.relative_to(root).as_posix()
+
+        def stop_write(m: int) -> bool:
+            return controller.stop_write(
+                m, lambda files: watch.proof(len(files.get(rel) or b""), m))
+
+        watch = WriteWatch(log, write_n, controller.kill_now, write_stops, stop_write)
     for d in DIRS:
         (root / d).mkdir(parents=True, exist_ok=True)
     result: dict[str, Any] = {}
@@ -184,7 +193,7 @@ def incarnation(run: AgentRun, scenario: Scenario, world: World, root: Path, *,
     if controller.files is not None:
         # killed: what the Python side raised afterwards (the dead CLI's pipe, the
         # cancellation) is the kill's doing, not the agent's
-        if watch is not None and transcript is not None:
+        if watch is not None and transcript is not None and watch.n is not None:
             rel = transcript.relative_to(root).as_posix()
             why = watch.proof(len(controller.files.get(rel, b"")))
             if why is not None:
@@ -201,7 +210,9 @@ def incarnation(run: AgentRun, scenario: Scenario, world: World, root: Path, *,
             error = str(exc)
     return Incarnation(outcome, error, timed_out, controller.seen, controller.files,
                        landed, time.monotonic() - started,
-                       watch.entered if watch is not None else None, controller.stopped)
+                       watch.entered if watch is not None else None, controller.stopped,
+                       controller.target.key if controller.files is not None
+                       and controller.target is not None else None)
 
 
 def _one_line(exc: BaseException) -> str:

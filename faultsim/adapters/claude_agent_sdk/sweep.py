@@ -186,8 +186,7 @@ def explore(run: AgentRun, scenario: Scenario, *, prefixes: str = "messages",
             result.untraced = "not asked for"
         chosen = [kp for kp in points if only is None or only(kp)]
         backend = Backend(run, scenario, root, golden, len(points), result, prefixes,
-                          power, timeout, settle,
-                          [kp for kp in chosen if kp.category != WRITE_KILL] if stops else [])
+                          power, timeout, settle, chosen if stops else [])
         swept = sweep(backend, chosen, golden, share=share, progress=progress)
         result.kills_landed += len(swept.landed)
         result.incarnations += swept.resumes
@@ -214,8 +213,7 @@ class Backend:
     power: bool = False
     timeout: float = 60.0
     settle: float = 0.3
-    # the points one run stops at (`stopped`): the CLI waits on faultsim there; a transcript
-    # write's kill, inside the write under strace, gets a crash run of its own
+    # the points runs stop at instead of crash runs (`_stop_runs`)
     stops: list[KillPoint] = field(default_factory=list)
     _stopped: dict | None = None  # key -> Kill, once that run ran
 
@@ -223,16 +221,26 @@ class Backend:
     def where(self) -> str:
         return f"{self.scenario.path}: "
 
-    def _stop_run(self) -> dict:
-        """One run stopped at each of `stops` (`Controller._stop`): each stop's crash state
-        as a Kill. Where it could not go on (a stop turned into a kill, it timed out or met
-        fewer points), the points it did not stop at get crash runs of their own."""
+    def _stop_runs(self) -> dict:
+        """The stops' crash states as Kills, by point key: one run stopped at each kill
+        point where the CLI waits on faultsim, and one under strace stopped at the entry of
+        each transcript write (as a write kill's crash run is traced; the others are not,
+        as theirs are not). Where a run could not go on (a stop turned into a kill, it timed
+        out or met fewer points), the points it did not stop at get crash runs of their own."""
+        kills: dict = {}
+        for stops in ([kp for kp in self.stops if kp.category != WRITE_KILL],
+                      [kp for kp in self.stops if kp.category == WRITE_KILL]):
+            if stops:
+                kills.update(self._stop_run(stops))
+        return kills
+
+    def _stop_run(self, stops: list[KillPoint]) -> dict:
         world = _new_world(self.scenario)
         restore(self.root, {})
         # each stop waits as a kill does (settle, the config dir still: at most 5 s more)
-        limit = self.timeout + len(self.stops) * (self.settle + 6.0)
+        limit = self.timeout + len(stops) * (self.settle + 6.0)
         inc = incarnation(self.run, self.scenario, world, self.root, timeout=limit,
-                          settle=self.settle, stops=self.stops)
+                          settle=self.settle, stops=stops)
         if self.result is not None:
             self.result.incarnations += 1
             self.result.stopped += len(inc.stopped)
@@ -241,16 +249,16 @@ class Backend:
             run = Incarnation(None, None, False, inc.seen[:s.seen], s.files, True,
                               inc.seconds)
             kills[key] = Kill(run, s.world, reached=True, landed=True)
-        if inc.files is not None and inc.seen:  # a stop turned kill: that point's crash run
-            kills[inc.seen[-1].key] = Kill(inc, world, reached=True, landed=inc.landed,
-                                           why=inc.error or "the CLI's process group did "
-                                           "not die by SIGKILL")
+        if inc.killed_at is not None:  # a stop turned kill: that point's crash run
+            kills[inc.killed_at] = Kill(inc, world, reached=True, landed=inc.landed,
+                                        why=inc.error or "the CLI's process group did not "
+                                        "die by SIGKILL")
         return kills
 
     def crash(self, point: KillPoint) -> Kill:
         if self.stops:
             if self._stopped is None:
-                self._stopped = self._stop_run()
+                self._stopped = self._stop_runs()
             if point.key in self._stopped:
                 return self._stopped[point.key]
         world = _new_world(self.scenario)

@@ -57,10 +57,16 @@ def tracer(path: Path, log: Path, hold: float = HOLD) -> Callable[[list[str]], l
 class WriteWatch:
     """Counts the transcript writes in strace's log as they enter (strace prints a call's
     start before it holds it; `faultsim.strace`'s `LogReader`, followed by its `follow`
-    thread, as the command backend follows its log) and calls `kill` once, at the `n`th."""
+    thread, as the command backend follows its log) and calls `kill` once, at the `n`th.
+    With `stops`, calls `stop(m)` at the entry of each write m of them instead (while strace
+    holds it), which reads the state and returns True to go on; False: it killed there
+    (then `n` is m)."""
 
-    def __init__(self, log: Path, n: int | None, kill: Callable[[], None]) -> None:
+    def __init__(self, log: Path, n: int | None, kill: Callable[[], None],
+                 stops: tuple[int, ...] = (),
+                 stop: Callable[[int], bool] | None = None) -> None:
         self.log, self.n, self.kill = log, n, kill
+        self.stops, self.stop = sorted(stops), stop
         self.entered = 0
         self._reader = LogReader()
         self._stop = threading.Event()
@@ -84,22 +90,29 @@ class WriteWatch:
         """One look at the log: True once the kill came (the watch is done)."""
         self._reader.feed(read_log(self.log))
         self.entered = len(self._writes(self._reader.calls))
+        while self.stops and self.stops[0] <= self.entered and self.stop is not None:
+            m = self.stops.pop(0)
+            if not self.stop(m):
+                self.n, self.stops = m, []
+                return True
         if self.n is not None and self.entered >= self.n:
             self.kill()
             return True
         return False
 
-    def proof(self, on_disk: int) -> str | None:
-        """Why the kill did not land inside write n, or None when it did: write n entered
-        and never returned, and the transcript holds exactly the bytes that the writes that
-        did return wrote (`on_disk`)."""
+    def proof(self, on_disk: int, n: int | None = None) -> str | None:
+        """Why the kill did not land inside write n (`self.n` by default), or None when it
+        did: write n entered and never returned, and the transcript holds exactly the bytes
+        that the writes that did return wrote (`on_disk`). A stop's proof too, read while
+        the group is stopped."""
+        n = self.n if n is None else n
         writes = self._writes(parse(read_log(self.log)))
-        if self.n is None or len(writes) < self.n:
-            return (f"strace saw {len(writes)} transcript writes, not {self.n}: the kill "
+        if n is None or len(writes) < n:
+            return (f"strace saw {len(writes)} transcript writes, not {n}: the kill "
                     "never came")
-        nth = writes[self.n - 1]
+        nth = writes[n - 1]
         if nth.returned:
-            return (f"write {self.n} returned before the kill (thread {nth.tid}, "
+            return (f"write {n} returned before the kill (thread {nth.tid}, "
                     f"= {nth.result})")
         returned = sum(c.result for c in writes if c.returned and c.result > 0)
         if returned != on_disk:
