@@ -106,7 +106,7 @@ class ClaudeAgentSdk:
             lines.append("               no kills inside transcript writes: "
                          f"{untraced or found.untraced}")
         held = "" if not found.writes else f", and strace holding each transcript write " \
-                                           f"{HOLD:g} s in the write kills' runs"
+                                           f"{HOLD:g} s in the run stopped in them"
         lines.append(f"  budget       about {max(1, round(found.seconds / 60))} min: "
                      f"{found.incarnations} incarnations at "
                      f"{found.seconds_per_incarnation:.1f} s (a clean run's, measured now)"

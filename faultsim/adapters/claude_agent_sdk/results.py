@@ -101,16 +101,17 @@ class Survey:
 
     @property
     def incarnations(self) -> int:
-        """The clean run(s), one run stopped at every kill point but the transcript writes'
-        (`Controller._stop`), one crash run per transcript write, one resume per crash
-        state (at most: equal states share one, which only the sweep can tell)."""
+        """The clean run(s), one run stopped at every kill point where the CLI waits on
+        faultsim and one stopped in every transcript write (`Controller._stop`; crash runs
+        of their own only where a stop cannot be kept), one resume per crash state (at
+        most: equal states share one, which only the sweep can tell)."""
         writes = self.writes or 0
-        return (1 + (self.writes is not None) + (len(self.kill_points) > writes) + writes
-                + self.crash_states)
+        return (1 + (self.writes is not None) + (len(self.kill_points) > writes)
+                + (writes > 0) + self.crash_states)
 
     @property
     def seconds(self) -> float:
-        """Each incarnation at the clean run's pace; a kill inside transcript write N also
-        waits while strace holds writes 1..N."""
-        held = sum(range(1, (self.writes or 0) + 1)) * HOLD
+        """Each incarnation at the clean run's pace; the run stopped in the transcript
+        writes also waits while strace holds each."""
+        held = (self.writes or 0) * HOLD
         return self.incarnations * self.seconds_per_incarnation + held
