@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import signal
 import time
-from typing import Callable, Sequence
+from typing import Callable, Iterator, Sequence
 
 
 def group_alive(pgid: int) -> bool:
@@ -24,26 +24,35 @@ def group_alive(pgid: int) -> bool:
     return bool(members(pgid))
 
 
-def _states(pgid: int) -> dict[int, tuple[bytes, int]]:
-    """Each live process of group `pgid`: its scheduler state (`R`, `S`, `D`, `T`, `t`, ...)
-    and its tracer's pid (0: not traced)."""
-    found = {}
+def _live(pgid: int) -> Iterator[tuple[int, bytes]]:
+    """The live (not zombie) processes of group `pgid`: (pid, scheduler state)."""
     for name in os.listdir("/proc"):
         if not name.isdigit():
             continue
         try:
             with open(f"/proc/{name}/stat", "rb") as f:
                 rest = f.read().rsplit(b")", 1)[1].split()
-            if len(rest) < 3 or rest[2] != str(pgid).encode() or rest[0] in (b"Z", b"X"):
+            if int(rest[2]) != pgid or rest[0] in (b"Z", b"X"):
                 continue
-            tracer = 0
-            if rest[0] == b"t":
-                with open(f"/proc/{name}/status", "rb") as f:
-                    tracer = next((int(line.split()[1]) for line in f
-                                   if line.startswith(b"TracerPid:")), 0)
         except (OSError, IndexError, ValueError):
             continue
-        found[int(name)] = (rest[0], tracer)
+        yield int(name), rest[0]
+
+
+def _states(pgid: int) -> dict[int, tuple[bytes, int]]:
+    """Each live process of group `pgid`: its scheduler state (`R`, `S`, `D`, `T`, `t`, ...)
+    and, when held by a tracer (`t`), its tracer's pid (else 0)."""
+    found = {}
+    for pid, state in _live(pgid):
+        tracer = 0
+        if state == b"t":
+            try:
+                with open(f"/proc/{pid}/status", "rb") as f:
+                    tracer = next((int(line.split()[1]) for line in f
+                                   if line.startswith(b"TracerPid:")), 0)
+            except (OSError, IndexError, ValueError):
+                continue
+        found[pid] = (state, tracer)
     return found
 
 
@@ -59,20 +68,14 @@ def _all_stopped(groups: list[dict[int, tuple[bytes, int]]]) -> bool:
 def members(pgid: int) -> list[tuple[int, str]]:
     """The live (not zombie) processes of group `pgid`: (pid, command)."""
     found = []
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
+    for pid, _state in _live(pgid):
         try:
-            with open(f"/proc/{name}/stat", "rb") as f:
-                rest = f.read().rsplit(b")", 1)[1].split()
-            if int(rest[2]) != pgid or rest[0] in (b"Z", b"X"):
-                continue
-            with open(f"/proc/{name}/cmdline", "rb") as f:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
                 command = b" ".join(w for w in f.read().split(b"\0") if w).decode(
                     "utf-8", "replace")[:120]
-        except (OSError, IndexError, ValueError):
+        except OSError:
             continue
-        found.append((int(name), command))
+        found.append((pid, command))
     return found
 
 
