@@ -123,8 +123,11 @@ class Controller:
             if point is None or self.stopped.get(point.key):
                 return True
             self.stopping = True
-            refused = self.world.sealed = _Refusals()
-        return self._stop(point, refused, proof)
+        # Not sealed: here the CLI is not waiting on faultsim, and the fake may be streaming
+        # it an answer (a refusal would tell the run apart). The instant is the stop: a
+        # call that reaches the world while the state is read tears the copy, and then
+        # nothing is kept (the point gets a crash run), the run going on untouched.
+        return self._stop(point, _Refusals(), proof)
 
     def _stop(self, point: KillPoint, refused: "_Refusals",
               proof: Callable[[dict], str | None] | None = None) -> bool:
@@ -137,8 +140,9 @@ class Controller:
         go on as the clean run (something was refused meanwhile: the CLI got an error a
         clean run never gets; the world changed while copied; a group did not stop), the
         stop becomes that point's kill: the CLI is SIGKILLed and the run ends there (False).
-        Where `proof` refuses the state read (a write stop came late), nothing is kept and
-        the run goes on: that point gets a crash run of its own. True: the run goes on."""
+        Where `proof` refuses the state read (a write stop came late), or a write stop's
+        copy is torn (it does not seal: `stop_write`), nothing is kept and the run goes on:
+        that point gets a crash run of its own. True: the run goes on."""
         # the groups with a process left (a CLI of an earlier query() of this run has ended)
         pids = [p.pid for p in RUNNING.clis if group_alive(p.pid)]
         if not pids:  # no CLI left to stop (nor to kill): nothing read, the point gets a
@@ -155,8 +159,9 @@ class Controller:
                 world = copy.deepcopy(self.world)
                 world.sealed = True
                 late = proof(files) if proof is not None else None
-                if not refused.count and _mark(self.world) == mark_:
-                    if late is None:
+                torn = _mark(self.world) != mark_
+                if not refused.count and (not torn or proof is not None):
+                    if late is None and not torn:
                         self.stopped[point.key] = Stopped(point, files, world, len(self.seen))
                     return True
             with self._lock:  # that point's kill, as a crash run's
