@@ -70,8 +70,9 @@ class ClaudeAgentSdk:
                                                                  options.shard)
         say = None
         if progress is not None:
-            print(f"{scenario.id} · {agent.spec}: the clean run, then one crash run per kill "
-                  "point and one resume per distinct crash state, on real processes" + (
+            print(f"{scenario.id} · {agent.spec}: the clean run, then runs stopped at each "
+                  "kill point (a crash run where a stop cannot be kept) and one resume per "
+                  "distinct crash state, on real processes" + (
                       "" if traced is None else
                       f" (no kills inside transcript writes: {traced})"),
                   file=sys.stderr, flush=True)
