@@ -13,8 +13,9 @@ How. One private real directory per driver run (`posix`: the children run under
 pyfakefs). A claim is a file linked into place (a link is refused where the name exists),
 named by a hash of the state key and the agent's memory there (`leads.lead_key`, the
 fingerprint), holding the claimant's pid; the claimant publishes its lead (or None: its
-run made none) by an atomic rename next to it, whichever way its run ends. A waiting child tells the parent (a byte on its result pipe)
-so that the parent forks another in its place, and pauses its incarnation's time limit.
+run made none) by an atomic rename next to it, whichever way its run ends. A waiting child
+tells the parent (a byte on its result pipe) so that the parent forks another in its place,
+and pauses its incarnation's time limit.
 
 Why it cannot deadlock. A run waits only at its first model request, and only where it
 claimed nothing: a claimant never waits, so no wait is on a waiting run. A claimant that

@@ -24,7 +24,6 @@ def parse_instant(value: str | _dt.datetime) -> _dt.datetime:
     return value.astimezone(UTC)
 
 
-
 # Clocks that stay real under a frozen one: pytest's own (`_pytest.timing`, the test
 # durations it reports). A fixture that holds faultsim's frozen clock from a test's set-up
 # on would otherwise report that set-up as lasting since 1970.

@@ -60,8 +60,9 @@ CLI is blocked on faultsim then, on the model or on the tool), so the CLI's tran
 batch, flushed on a ~100 ms timer, is on disk: the state "as written" is the most the CLI
 can have written by that point, whatever the machine's load.
 Each kill is proven: the CLI's process group is gone (its pid reaped or a zombie) and the
-Python side was stopped (`Exploration.kills_landed`). At every point but the transcript
-writes, one run stands in for the crash runs: it does what a kill does up to the SIGKILL,
+Python side was stopped (`Exploration.kills_landed`). Two runs stand in for the
+crash runs, one stopped at every point where the CLI waits on faultsim, one under strace at
+the entry of every transcript write: at each it does what a kill does up to the SIGKILL,
 then SIGSTOPs the group, proves it stopped, reads the crash state and lets the run go on
 (`control.Controller._stop`, `Exploration.stopped`; `stops=False`: a crash run per point).
 

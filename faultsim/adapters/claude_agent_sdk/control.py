@@ -92,7 +92,7 @@ class Controller:
             point = KillPoint(len(self.seen) + 1, category, detail, self._counts[slot])
             self.seen.append(point)
             self._lock.notify_all()
-            if point.key in self.stops and not self.stopped.get(point.key):
+            if point.key in self.stops and point.key not in self.stopped:
                 self.stopping = True
                 refused = self.world.sealed = _Refusals()  # as at a kill, counted
             elif self.target is None or point.key != self.target.key:
@@ -120,7 +120,7 @@ class Controller:
             self._lock.wait_for(lambda: not self.stopping)
             if self.dying:
                 return False
-            if point is None or self.stopped.get(point.key):
+            if point is None or point.key in self.stopped:
                 return True
             self.stopping = True
         # Not sealed: here the CLI is not waiting on faultsim, and the fake may be streaming
@@ -162,7 +162,7 @@ class Controller:
                 torn = _mark(self.world) != mark_
                 if not refused.count and (not torn or proof is not None):
                     if late is None and not torn:
-                        self.stopped[point.key] = Stopped(point, files, world, len(self.seen))
+                        self.stopped[point.key] = Stopped(files, world, len(self.seen))
                     return True
             with self._lock:  # that point's kill, as a crash run's
                 self.target, self.dying = point, True
@@ -200,9 +200,8 @@ class Controller:
 
 @dataclass
 class Stopped:
-    """What a stop read: the crash state a kill at `point` leaves."""
+    """What a stop read: the crash state a kill at its point leaves."""
 
-    point: KillPoint
     files: dict[str, bytes]  # the sandbox
     world: World  # the world, sealed
     seen: int  # the points met up to it
