@@ -20,7 +20,8 @@ def test_a_langgraph_sqlite_saver_shows_its_latest_checkpoint_and_pending_writes
     conn = sqlite3.connect(tmp_path / "store.db", check_same_thread=False)
     saver = saver_mod.SqliteSaver(conn)
     config = {"configurable": {"thread_id": "t1", "checkpoint_ns": ""}}
-    first = empty_checkpoint()
+    # fixed ids: one derived from a random first id collided with it when that ended in "f"
+    first = {**empty_checkpoint(), "id": "1f1ef0fb-f5ab-6f14-bffe-41a03f7df810"}
     config = saver.put(config, first, {"source": "input", "step": -1}, {})
     second = {**empty_checkpoint(), "id": first["id"][:-1] + "f"}
     config = saver.put(config, second, {"source": "loop", "step": 4}, {})
