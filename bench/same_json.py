@@ -54,7 +54,7 @@ WORK_KEYS = {"crash_states_converged", "convergence", "converged"}
 # to the sharing is for, so before and after are compared without them (`explored` and
 # the verdicts are what was found); one version on any worker count, path or shard gives
 # the same ones (the tests that strip reports keep them)
-SHARING_KEYS = {"resumed", "after_convergence"}
+SHARING_KEYS = {"resumed", "after_convergence", "composed"}
 
 
 def strip(value, sharing: bool = True):

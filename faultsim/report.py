@@ -135,6 +135,10 @@ class DepthStats:
     # searched length, of the searched schedules, those composed from a known resumed run
     # (faultsim.inprocess.search_after_convergence)
     after_convergence: int = 0
+    # of the explored, last crashes whose crash state and observable world equal those of
+    # a last crash resumed after an earlier first crash: composed from that run, not
+    # resumed (faultsim.inprocess.after_convergence)
+    composed: int = 0
     resume_seconds: float = 0.0
     seconds: float = 0.0
     searched: int = 0  # schedules tried by the hypothesis search (not exhaustive)
@@ -260,6 +264,7 @@ class ModelRun:
             "schedules": {str(n): {"total": d.total, "explored": d.explored,
                                    "resumed": d.resumed, "converged": d.converged,
                                    "after_convergence": d.after_convergence,
+                                   "composed": d.composed,
                                    "searched": d.searched,
                                    "seconds": round(d.seconds, 3)}
                           for n, d in sorted(self.depths.items())},

@@ -38,7 +38,7 @@ def comparable(report) -> list:
         for key in ("seconds", "wall_seconds", "crash_states_converged", "convergence"):
             data.pop(key)
         for depth in data["schedules"].values():
-            for key in ("seconds", "converged", "resumed", "after_convergence"):
+            for key in ("seconds", "converged", "resumed", "after_convergence", "composed"):
                 depth.pop(key)
         out.append(data)
     return out
@@ -47,8 +47,8 @@ def comparable(report) -> list:
 def both(make_agent, scen, **options):
     on = faultsim.explore(make_agent, scen, convergence=True, **options)
     off = faultsim.explore(make_agent, scen, convergence=False, **options)
-    assert all(r.converged == 0 and all(d.after_convergence == 0 for d in r.depths.values())
-               for r in off.runs)
+    assert all(r.converged == 0 and all(d.after_convergence == d.composed == 0
+                                        for d in r.depths.values()) for r in off.runs)
     return on, off
 
 
@@ -311,3 +311,46 @@ def test_the_diagnostic_names_what_keeps_runs_apart(tmp_path, monkeypatch):
     assert report.runs[0].converged > 0
     assert any(x["cut"] and x["differs"] == [] for x in lines)
     assert any(not x["cut"] and x["differs"][:1] == ["file:journal.log"] for x in lines)
+
+
+def test_second_crashes_equal_to_earlier_ones_are_composed_with_their_own_history(
+        tmp_path, monkeypatch):
+    """A second crash whose state and observable world equal those of one resumed after an
+    earlier first crash is composed from that run (after_convergence.py): counted, the
+    same on any worker count, and the report is the long way's. Each half of the rule is
+    needed: keyed on the crash state alone, or composed without what that run added (its
+    ledger entries and requests), the report changes (`effect` with `late`: the history
+    matters)."""
+    import dataclasses
+
+    from faultsim.inprocess import after_convergence, search_after_convergence
+
+    scen = pair_scenario(tmp_path, True)
+    make = agents.factory(save="atomic", late=True, effect=True)
+    on, off = both(make, scen, crash_model="process", crashes=2, workers=2)
+    serial = faultsim.explore(make, scen, crash_model="process", crashes=2, workers=0)
+    depth, depth0 = on.runs[0].depths[2], serial.runs[0].depths[2]
+    assert depth.composed > 0
+    assert (depth.composed, depth.resumed) == (depth0.composed, depth0.resumed)
+    assert comparable(on) == comparable(off) == comparable(serial)
+
+    def broken() -> list:
+        return comparable(faultsim.explore(make, scen, crash_model="process", crashes=2,
+                                           workers=0))
+
+    known = search_after_convergence.Known
+    with monkeypatch.context() as m:  # the crash state alone, whatever the world
+        m.setattr(known, "key", staticmethod(lambda state, world: state.digest()))
+        assert broken() != comparable(off)
+
+    def without_tail(self, key, schedule, state, world):
+        run = self.runs.get(key)
+        if run is None:
+            return None
+        bare = dataclasses.replace(run.tail, ledger=(), requests=())
+        return after_convergence.compose(self.golden, schedule, state, world,
+                                         dataclasses.replace(run, tail=bare))
+
+    with monkeypatch.context() as m:
+        m.setattr(known, "compose", without_tail)
+        assert broken() != comparable(off)

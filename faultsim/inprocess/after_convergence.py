@@ -44,6 +44,19 @@ did after the kill (`after_kill`). At such a kill point:
   incarnation in text (a refused connection or process) or holds threads of the agent's
   (their names follow the process), the pair is resumed instead.
 
+Second crashes equal to earlier ones. Most first crashes never meet the clean run (a
+resume that records its recovery keeps a history of its own), but second crashes after two
+different first crashes often leave the same crash state in the same observable world
+(`convergence.world_key`: the clock, the services, the fake's counts, paused answers,
+prompt cache, request count), their histories apart (the ledger: what the memo's key
+differs by). The third incarnation starts from the same and has the same number (the same
+seeded streams, the same `env.incarnation`), so it takes the same steps; a second crash
+whose state and observable world equal one resumed after an earlier first crash is
+composed from that run as above (`compose`, with the same `Tail.reusable` condition as the
+search's: faultsim.inprocess.search_after_convergence.Known). The runs one first crash
+resumes are learned once its sweep is over (pairs.py), never while its children run, so
+what is composed does not depend on how they interleave.
+
 Assumed, as the sweep's memos and convergence already assume: a resumed run depends on
 its crash state and the world it observes, not on the killed process's memory (a fresh
 incarnation builds its agent anew); the rest as convergence.py states it.

@@ -185,7 +185,8 @@ class _Pool:
                         else:  # the clean run's first crash here (after_convergence.py)
                             settled.append((entry, composed[0]))
                             self.composed.add((model, point.id, i))
-                            aftermath = composed[1]
+                            if composed[1] is not None:  # the clean run's, there
+                                aftermath = composed[1]
         # What the kill sets off (code that catches it and goes on writing) belongs to the
         # kill point, not to the state: states shared from a judged one take it from the
         # child that dies here. Where every state is known, a first crash's point still
@@ -396,7 +397,8 @@ class _Pool:
                 w = copy.deepcopy(self.world) if n < len(self.job) - 1 else self.world
                 result = resume_and_judge(self.ex, self.sweep.golden, w, state,
                                           self.sweep.schedule(point), watch,
-                                          self.sweep.keep_traces)
+                                          self.sweep.keep_traces,
+                                          keep_tail=self.sweep.observed is not None)
                 if masked is not None and result.blind_to_content(watch):
                     by_class[(masked, watch)] = result
                 by_key[key] = result

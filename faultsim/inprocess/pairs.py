@@ -16,7 +16,7 @@ from ..world import World
 from .forking import sweep_forking
 from .replaying import sweep_replaying
 from .after_convergence import Shortcut
-from .search_after_convergence import converged_course
+from .search_after_convergence import Known, converged_course
 from .sandbox import Explorer
 
 
@@ -24,7 +24,7 @@ def sweep_after_first(ex: Explorer, golden: Golden, runs: dict[str, ModelRun], m
                       point: KillPoint, order: int, state: CrashState,
                       result: ResumeResult | None, workers: int, memo: dict,
                       insensitive: dict, equivalences: bool, guarded: dict | None = None,
-                      judged: dict | None = None) -> tuple:
+                      judged: dict | None = None, observed: Known | None = None) -> tuple:
     """Crash at `point` again, then kill the run resumed from `state` at every kill point of
     its own course; the verdicts go to `runs[model]` (its depth-2 figures and failures).
     `result` is this very state's resumed run (its trace is the course), or None: then the
@@ -32,7 +32,10 @@ def sweep_after_first(ex: Explorer, golden: Golden, runs: dict[str, ModelRun], m
     course. `memo`/`insensitive` share second crash states' verdicts between calls.
     `judged`: the single-crash sweep's verdicts by (model, event index, offset, order); a
     second crash after the resumed run met the clean run is composed from them
-    (faultsim.inprocess.after_convergence), not resumed."""
+    (faultsim.inprocess.after_convergence), not resumed. `observed`: the second crashes
+    resumed after earlier first crashes, by crash state and observable world; one equal
+    to them is composed from that run, and the runs resumed here are learned into it
+    once this first crash's sweep is over (after_convergence.py: why, and why only then)."""
     import os
 
     crashed = ex.crash(point, model)
@@ -58,11 +61,15 @@ def sweep_after_first(ex: Explorer, golden: Golden, runs: dict[str, ModelRun], m
                 earlier=(Earlier(point, order, state.persisted, course),))
     if meets is not None and judged:
         sub.shortcut = Shortcut(golden, judged, meets)
+    sub.observed = observed
     points = golden.kill_points(course)
     if workers > 0 and hasattr(os, "fork"):
         sweep_forking(ex, sub, points, [model], workers, None, start)
     else:
         sweep_replaying(ex, sub, points, [model], None, start)
+    if observed is not None:
+        for key, result in sub.fresh_observed:
+            observed.learn(key, result)
     return course
 
 
@@ -80,6 +87,9 @@ def sweep_pairs(ex: Explorer, top: Sweep, models: list[str], position: dict[str,
     """
     memo: dict = {}
     insensitive: dict = {}
+    # second crashes' runs, reused by later first crashes (after_convergence.py); off with
+    # convergence, as the pairs after convergence are: the long way to compare with
+    observed = Known(top.golden) if ex.convergence_off is None else None
     # the single crashes' verdicts, where a pair after convergence finds its own
     judged = {(j.model, j.point.index, j.point.offset, j.order): j for j in top.instances}
     for model in models:
@@ -94,7 +104,7 @@ def sweep_pairs(ex: Explorer, top: Sweep, models: list[str], position: dict[str,
             sweep_after_first(ex, top.golden, top.runs, model, rep.point, rep.order,
                               rep.state, rep.result, workers, memo, insensitive,
                               top.equivalences, top.guarded,
-                              judged if ex.convergence_off is None else None)
+                              judged if ex.convergence_off is None else None, observed)
             stats.total += rep.count * (stats.explored - before)
             if progress is not None:
                 progress(n + 1, len(reps), stage=f"pairs ({model})")

@@ -26,7 +26,7 @@ def sweep_replaying(ex: Explorer, sweep: Sweep, chosen: list[KillPoint], models:
                 key, result = known.key, known.result
                 composed = None if result is not None else sweep.compose(
                     model, point, i, state, world, key, signature, watch)
-                if composed is not None:  # the clean run's first crash here (pairs)
+                if composed is not None:  # composed, not resumed (pairs)
                     sweep.record(model, point, i, state, composed[0], after_kill, False, key,
                                  True)
                     continue
@@ -34,7 +34,8 @@ def sweep_replaying(ex: Explorer, sweep: Sweep, chosen: list[KillPoint], models:
                 if fresh:
                     w = copy.deepcopy(world) if i < len(states) - 1 else world
                     result = resume_and_judge(ex, sweep.golden, w, state,
-                                              sweep.schedule(point), watch, sweep.keep_traces)
+                                              sweep.schedule(point), watch, sweep.keep_traces,
+                                              keep_tail=sweep.observed is not None)
                     sweep.learn(key, state, signature, watch, result)
                 sweep.record(model, point, i, state, result, after_kill, fresh, key)
         sweep.done_points += 1

@@ -202,6 +202,14 @@ class Sweep:
     # second crash's verdict from the clean run's first crash there, or None (resume it);
     # called (model, point, order, state, world, schedule), faultsim.inprocess.after_convergence
     shortcut: Callable | None = None
+    # the pair stage: second crashes resumed after earlier first crashes, by crash state and
+    # observable world (search_after_convergence.Known: key, compose, learn), that a second
+    # crash here is composed from; frozen while this sweep runs, so that what is composed
+    # does not depend on how children interleave (faultsim.inprocess.after_convergence)
+    observed: Any = None
+    observed_keys: dict = field(default_factory=dict)  # memo key -> its observable key
+    fresh_observed: list = field(default_factory=list)  # (observable key, result) learned here
+    reused: set = field(default_factory=set)  # (model, point id, order) composed from `observed`
     instances: list["Judged"] = field(default_factory=list)  # first crash states judged
     resumed_from: dict = field(default_factory=dict)  # id(result) -> the key it was run for
     # --shard: whether this shard owns a first crash state, by its memo key (None: all).
@@ -249,6 +257,9 @@ class Sweep:
         # every state).
         self.memo[key] = result
         self.resumed_from.setdefault(id(result), key)
+        observed = self.observed_keys.get(key)
+        if observed is not None and result.tail is not None:
+            self.fresh_observed.append((observed, result))
         masked = masked_digest(state, watch)
         if masked is not None and result.blind_to_content(watch):
             self.insensitive[(masked, watch, signature)] = result
@@ -256,11 +267,20 @@ class Sweep:
     def compose(self, model: str, point: KillPoint, order: int, state: CrashState,
                 world, key: tuple, signature: str, watch: str | None
                 ) -> tuple[ResumeResult, list[str]] | None:
-        """A second crash's result composed without resuming it (`shortcut`), learned like
-        a resumed one; None where it must be resumed."""
-        if self.shortcut is None:
-            return None
-        found = self.shortcut(model, point, order, state, world, self.schedule(point))
+        """A second crash's result composed without resuming it (`shortcut`, then
+        `observed`), learned like a resumed one; None where it must be resumed. The second
+        item is what the kill set off where that is known (the shortcut's), else None."""
+        found = None
+        if self.shortcut is not None:
+            found = self.shortcut(model, point, order, state, world, self.schedule(point))
+        if found is None and self.observed is not None:
+            observed = self.observed.key(state, world)
+            composed = self.observed.compose(observed, self.schedule(point), state, world)
+            if composed is None:
+                self.observed_keys[key] = observed  # learnt once resumed (`learn`)
+                return None
+            found = (composed, None)
+            self.reused.add((model, point.id, order))
         if found is not None:
             self.learn(key, state, signature, watch, found[0])
         return found
@@ -284,7 +304,9 @@ class Sweep:
             depth.resumed += fresh
             depth.converged += fresh and result.converged
             depth.met += fresh and result.met
-            depth.after_convergence += composed
+            reused = (model, point.id, order) in self.reused
+            depth.after_convergence += composed and not reused
+            depth.composed += reused
             depth.resume_seconds += result.seconds if fresh else 0.0
             if violations:
                 run.deep_failures.append(verdict)
