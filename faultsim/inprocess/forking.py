@@ -182,7 +182,7 @@ class _Pool:
                                                       key, signature, watch)
                         if composed is None:
                             job.append(entry)
-                        else:  # the clean run's first crash here (after_convergence.py)
+                        else:  # composed, not resumed (after_convergence.py)
                             settled.append((entry, composed[0]))
                             self.composed.add((model, point.id, i))
                             if composed[1] is not None:  # the clean run's, there

@@ -266,7 +266,7 @@ class Sweep:
 
     def compose(self, model: str, point: KillPoint, order: int, state: CrashState,
                 world, key: tuple, signature: str, watch: str | None
-                ) -> tuple[ResumeResult, list[str]] | None:
+                ) -> tuple[ResumeResult, list[str] | None] | None:
         """A second crash's result composed without resuming it (`shortcut`, then
         `observed`), learned like a resumed one; None where it must be resumed. The second
         item is what the kill set off where that is known (the shortcut's), else None."""
