@@ -54,6 +54,7 @@ crash (tests/test_search_after_convergence.py compares the two).
 from __future__ import annotations
 
 import copy
+from dataclasses import replace
 from typing import Any
 
 from ..crashmodel import CrashState
@@ -86,6 +87,9 @@ class Known:
     def __init__(self, golden: Golden) -> None:
         self.golden = golden
         self.runs: dict[tuple, ResumeResult] = {}
+        # one object per final file content: runs that end alike share their files' bytes
+        # (a long sweep keeps thousands of tails; their final files are mostly equal)
+        self.contents: dict = {}
 
     @staticmethod
     def key(state: CrashState, world: Any) -> tuple:
@@ -93,9 +97,16 @@ class Known:
         both sides)."""
         return state.digest(), world_key(world)
 
-    def learn(self, key: tuple, result: ResumeResult) -> None:
-        if result.tail is not None and result.tail.reusable:
-            self.runs.setdefault(key, result)
+    def learn(self, key: tuple, result: ResumeResult) -> bool:
+        """Keep `result` for composing; False where it is not kept (not reusable, or a
+        run from the same state and world was learned first)."""
+        if result.tail is None or not result.tail.reusable or key in self.runs:
+            return False
+        final = {k: v if v is None else self.contents.setdefault(v, v)
+                 for k, v in result.tail.final.items()}
+        result.tail = replace(result.tail, final=final)
+        self.runs[key] = result
+        return True
 
     def compose(self, key: tuple, schedule: list, state: CrashState, world: Any
                 ) -> ResumeResult | None:

@@ -257,9 +257,12 @@ class Sweep:
         # every state).
         self.memo[key] = result
         self.resumed_from.setdefault(id(result), key)
-        observed = self.observed_keys.get(key)
-        if observed is not None and result.tail is not None:
-            self.fresh_observed.append((observed, result))
+        if self.observed is not None and result.tail is not None:
+            observed = self.observed_keys.get(key)
+            if observed is not None and result.tail.reusable:
+                self.fresh_observed.append((observed, result))
+            else:  # no later second crash can be composed from it: its tail is not kept
+                result.tail = None  # (every resumed pair's would be, with the memo's copy)
         masked = masked_digest(state, watch)
         if masked is not None and result.blind_to_content(watch):
             self.insensitive[(masked, watch, signature)] = result
