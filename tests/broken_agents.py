@@ -23,6 +23,20 @@ def hangs_on_resume(env):
     return _HangsOnResume(env)
 
 
+class _SwallowsTheLimit(Agent):
+    def _resume(self, checkpoint):
+        while True:  # stuck, and a bare `except` swallows whatever would stop it
+            try:
+                while True:
+                    pass
+            except BaseException:
+                continue
+
+
+def swallows_the_limit(env):
+    return _SwallowsTheLimit(env)
+
+
 class _Escapes(Agent):
     def run(self):
         with open("/tmp/faultsim-escape-test.log", "a") as f:  # outside env.workdir

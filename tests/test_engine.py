@@ -132,7 +132,17 @@ def test_a_hanging_agent_is_stopped_and_reported(tiny):
     failures = [v for run in report.runs for f in run.failures for v in f.violations]
     assert len(failures) == 2
     assert all(v.invariant == "completes_or_escalates" and "hung" in v.explanation
-               for v in failures)
+               for v in failures), [v.explanation for v in failures]
+
+
+def test_a_child_that_swallows_its_time_limit_is_killed_from_outside(tiny):
+    # the backstop: the parent kills a child past 3 x timeout + 5 s of time it had a CPU
+    # for (not time it waited for one: a starved child reports its own hang, above)
+    report = explore(agents.swallows_the_limit, tiny, crashes=1, timeout=1, workers=1,
+                     only=lambda p: p.id.startswith("k20-"))
+    failures = [v for run in report.runs for f in run.failures for v in f.violations]
+    assert [v.explanation for v in failures] == [
+        "the crash run did not finish within 8 s and was killed"]
 
 
 def test_writes_outside_the_workdir_are_reported_never_performed(tiny):

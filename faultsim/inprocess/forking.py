@@ -18,7 +18,7 @@ from ..errors import WorkerDied
 from ..killpoints import KillPoint
 from ..oracle import Violation
 from ..pipeline.golden import compare_traces
-from ..pipeline.incarnation import world_signature
+from ..pipeline.incarnation import starved, world_signature
 from ..pipeline.sweep import ResumeResult, Sweep, by_event
 from ..trace import Event, Killed, Tracer
 from ..world import World
@@ -289,7 +289,11 @@ class _Pool:
             ready, _, _ = select.select(list(fds), [], [], 0.5 if block else 0)
             now = _real_time.real_perf_counter()
             for pid, child in list(self.children.items()):
+                # the child's own limit (time_limit) does not count time it waited for
+                # a CPU; nor does this backstop: on a loaded machine a starved child
+                # still reports its hang itself, with where it was stuck
                 if self.deadline and now - child["started"] > self.deadline \
+                        and now - child["started"] - starved(pid) > self.deadline \
                         and child["fd"] not in ready:
                     _os.kill(pid, 9)
                     self._finish(pid, None, f"the crash run did not finish within "

@@ -219,6 +219,12 @@ def time_limit(seconds: float | None) -> Iterator[None]:
         signal.signal(signal.SIGALRM, old)
 
 
+def starved(pid: int) -> float:
+    """Seconds process `pid` (a forked child: one thread) has waited for a CPU; 0.0 where
+    that cannot be read."""
+    return _queued(str(pid)) or 0.0
+
+
 _paused = [0.0]  # seconds incarnations of this process were held by faultsim (`held`)
 
 
@@ -237,12 +243,12 @@ def held() -> Iterator[None]:
             signal.setitimer(signal.ITIMER_REAL, was[0])
 
 
-def _queued() -> float | None:
-    """Seconds this thread has waited on a run queue for a CPU (Linux's schedstat
-    run_delay), or None where that cannot be read. Read through `posix`: pyfakefs patches
-    `open` and `os` while an incarnation runs."""
+def _queued(task: str = "thread-self") -> float | None:
+    """Seconds this thread (or process `task`'s main thread) has waited on a run queue for
+    a CPU (Linux's schedstat run_delay), or None where that cannot be read. Read through
+    `posix`: pyfakefs patches `open` and `os` while an incarnation runs."""
     try:
-        fd = posix.open("/proc/thread-self/schedstat", posix.O_RDONLY)
+        fd = posix.open(f"/proc/{task}/schedstat", posix.O_RDONLY)
         try:
             fields = posix.read(fd, 256).split()
         finally:
