@@ -443,3 +443,58 @@ def test_every_kill_point_of_a_golden_trace_lands_where_it_says(sandbox):
             assert new.startswith(old)
             assert snap == {**after, path: new[:len(old) + point.offset]}, point.id
             assert len(tracer.events) == point.index - 1
+
+
+def test_a_packed_state_is_the_same_state_to_every_reader():
+    import copy
+    import pickle
+
+    from faultsim.crashmodel import LARGE, PackedState, packed
+
+    torn = NEW * 4  # a torn checkpoint of 6 KB: kept compressed
+    state = CrashState.of("process", "every completed operation",
+                          {"checkpoint.json.tmp": torn, "notes.md": b"n", "d": None})
+    kept = packed(state, "checkpoint.json.tmp")
+    assert isinstance(kept, PackedState) and len(torn) >= LARGE
+    assert len(pickle.dumps(kept)) < len(pickle.dumps(state)) // 4  # what it saves
+    for other in (kept, pickle.loads(pickle.dumps(kept)), copy.deepcopy(kept)):
+        assert other == state and state == other and hash(other) == hash(state)
+        assert other.files == state.files and other.as_dict() == state.as_dict()
+        assert other.digest() == state.digest() and other.persisted == state.persisted
+        assert other != CrashState.of("process", "every completed operation",
+                                      {**state.as_dict(), "notes.md": b"m"})
+    # small files, paths it does not hold and packed states are left as they are
+    assert packed(state, "notes.md") is state and packed(state, "missing") is state
+    assert packed(kept, "checkpoint.json.tmp") is kept
+
+
+def test_a_sweep_keeps_passing_torn_states_packed_and_judges_as_before(tmp_path, monkeypatch):
+    """The states of kill points inside a write are kept packed once judged passing (a
+    checkpoint rewritten whole each turn: O(N^2) bytes of torn copies otherwise); every
+    verdict and its state is what keeping them whole gives."""
+    import convergence_agents
+    import reference_agent
+    from faultsim import explore, load_scenario
+    from faultsim.crashmodel import PackedState
+    from faultsim.pipeline import sweep
+
+    path = tmp_path / "lookups_24.toml"
+    # the reference agent keeps the default checkpoint, not the generated agents' state.json
+    path.write_text(convergence_agents.scenario_text(24, False).replace(
+        '[checkpoint]\nfiles = ["state.json"]\n', ''))
+    scen = load_scenario(path)
+
+    def seen():
+        report = explore(reference_agent.make_agent, scen, crash_model="process", crashes=1,
+                         workers=2)
+        (run,) = report.runs
+        verdicts = [(v.kill_point.id, v.order, v.persisted, v.state.files,
+                     [x.explanation for x in v.violations]) for v in run.verdicts]
+        packs = sum(isinstance(v.state, PackedState) for v in run.verdicts)
+        return verdicts, run.judged, packs
+
+    on, judged_on, packs = seen()
+    monkeypatch.setattr(sweep, "packed", lambda state, path: state)
+    off, judged_off, none = seen()
+    assert packs > 0 and none == 0  # packing happened, and the long way kept states whole
+    assert on == off and judged_on == judged_off
