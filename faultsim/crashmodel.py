@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import hashlib
 import math
-import zlib
 from dataclasses import dataclass, field
 from typing import Mapping
 
@@ -69,43 +68,6 @@ class CrashState:
             found = files_digest(self.files)
             object.__setattr__(self, "_digest", found)
         return found
-
-
-class PackedState(CrashState):
-    """A crash state kept with one file's bytes zlib-compressed until they are read
-    (`packed`): the same state to every reader (`files`, `as_dict`, `digest`, equality)."""
-
-    def __init__(self, state: CrashState, path: str) -> None:  # noqa: D107
-        files = tuple((p, zlib.compress(d, 1) if p == path else d) for p, d in state.files)
-        for name, value in (("model", state.model), ("persisted", state.persisted),
-                            ("_packed", files), ("_path", path),
-                            ("_digest", state.digest())):
-            object.__setattr__(self, name, value)
-
-    @property
-    def files(self) -> "tuple[tuple[str, bytes | None], ...]":  # type: ignore[override]
-        return tuple((p, zlib.decompress(d) if p == self._path else d)
-                     for p, d in self._packed)
-
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, CrashState):
-            return NotImplemented
-        return (self.model, self.persisted, self.files) == (other.model, other.persisted,
-                                                            other.files)
-
-    __hash__ = CrashState.__hash__
-
-
-def packed(state: CrashState, path: str) -> CrashState:
-    """`state`, its file `path` kept compressed. For the crash states a sweep keeps after
-    judging them: a kill point inside a write leaves a torn copy of the file that no other
-    state shares (the states of a checkpoint rewritten whole every step hold O(N^2) bytes
-    of them over an N-step run: 700 MB at 200 steps), while the other files are the same
-    objects from one state to the next. Files under LARGE bytes are left as they are."""
-    data = dict(state.files).get(path)
-    if data is None or len(data) < LARGE or isinstance(state, PackedState):
-        return state
-    return PackedState(state, path)
 
 
 def files_digest(files: "tuple[tuple[str, bytes | None], ...]") -> str:

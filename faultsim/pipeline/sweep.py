@@ -7,7 +7,7 @@ import posixpath
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
-from ..crashmodel import CrashState, files_digest, packed
+from ..crashmodel import CrashState, files_digest
 from ..killpoints import KillPoint
 from ..oracle import (OUTPUTS, RESUME_GUARDS, STATE_GUARDS, CrashRun, Golden, Violation,
                       judge, no_work_after_kill)
@@ -298,9 +298,6 @@ class Sweep:
         violations = schedule_violations(self.golden, self.schedule(point), state, result,
                                          after_kill, self.guarded)
         run = self.runs[model]
-        if point.torn and not violations and not self.earlier:
-            # kept for the report and the pair stage: its torn copy compressed (packed)
-            state = packed(state, self.golden.trace[point.index - 1].subject)
         verdict = Verdict(point, model, state.persisted, violations, state, result.summary,
                           self.golden, order, earlier=self.earlier,
                           resumed_at=result.first_position, escalated=result.escalated)
