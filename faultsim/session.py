@@ -207,8 +207,8 @@ class Session:
             if result is None:
                 result = resume_and_judge(ex, self.golden, world, state, schedule, watch,
                                           keep_tail=known is not None)
-                if known is not None and not self._known.learn(known, result):
-                    result.tail = None  # not kept for composing: no need to hold it
+                if known is not None:
+                    self._known.learn(known, result)
             self._judged[key] = result
         violations = schedule_violations(self.golden, schedule, state, result, after_kill)
         self.runs += 1

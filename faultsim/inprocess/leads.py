@@ -94,14 +94,19 @@ def learn(table: dict, contents: dict, lead: Lead) -> None:
     bytes shared with equal ones of the leads kept (`contents`: one object per content)."""
     if lead.key in table:
         return
-    final = {k: v if v is None else contents.setdefault(v, v) for k, v in lead.final.items()}
-    table[lead.key] = replace(lead, final=final)
+    table[lead.key] = replace(lead, final=shared(lead.final, contents))
     while len(table) > KEEP:  # dicts keep insertion order: the oldest goes
         del table[next(iter(table))]
     if len(contents) > 8 * KEEP:  # bytes no kept lead holds any more
         held = {id(v) for x in table.values() for v in x.final.values()}
         for k in [k for k, v in contents.items() if id(v) not in held]:
             del contents[k]
+
+
+def shared(final: dict, contents: dict) -> dict:
+    """`final` (path -> bytes or None) with each content's bytes the one object `contents`
+    holds for it: runs that end alike keep one copy of their files."""
+    return {k: v if v is None else contents.setdefault(v, v) for k, v in final.items()}
 
 
 def same_memory(own: str | None, lead: Lead) -> bool:

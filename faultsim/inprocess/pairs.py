@@ -69,8 +69,7 @@ def sweep_after_first(ex: Explorer, golden: Golden, runs: dict[str, ModelRun], m
         sweep_replaying(ex, sub, points, [model], None, start)
     if observed is not None:
         for key, result in sub.fresh_observed:
-            if not observed.learn(key, result):
-                result.tail = None  # an equal run was learned first: this tail is not kept
+            observed.learn(key, result)
     return course
 
 

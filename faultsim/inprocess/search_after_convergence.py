@@ -62,6 +62,7 @@ from ..oracle import Golden
 from ..pipeline.sweep import ResumeResult
 from .after_convergence import compose
 from .convergence import course_events, world_key
+from .leads import shared
 
 
 def converged_course(ex: Any, world: Any, state: CrashState
@@ -90,6 +91,7 @@ class Known:
         # one object per final file content: runs that end alike share their files' bytes
         # (a long sweep keeps thousands of tails; their final files are mostly equal)
         self.contents: dict = {}
+        self.kept: set[int] = set()
 
     @staticmethod
     def key(state: CrashState, world: Any) -> tuple:
@@ -97,16 +99,16 @@ class Known:
         both sides)."""
         return state.digest(), world_key(world)
 
-    def learn(self, key: tuple, result: ResumeResult) -> bool:
-        """Keep `result` for composing; False where it is not kept (not reusable, or a
-        run from the same state and world was learned first)."""
+    def learn(self, key: tuple, result: ResumeResult) -> None:
+        """Keep `result` for composing; where it is not kept (not reusable, or a run from
+        the same state and world was learned first) its tail is dropped: nothing reads it."""
         if result.tail is None or not result.tail.reusable or key in self.runs:
-            return False
-        final = {k: v if v is None else self.contents.setdefault(v, v)
-                 for k, v in result.tail.final.items()}
-        result.tail = replace(result.tail, final=final)
+            if id(result) not in self.kept:  # (a run kept, learned again, keeps it)
+                result.tail = None
+            return
+        result.tail = replace(result.tail, final=shared(result.tail.final, self.contents))
         self.runs[key] = result
-        return True
+        self.kept.add(id(result))  # the runs kept are alive: their ids stay theirs
 
     def compose(self, key: tuple, schedule: list, state: CrashState, world: Any
                 ) -> ResumeResult | None:
