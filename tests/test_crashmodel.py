@@ -443,3 +443,69 @@ def test_every_kill_point_of_a_golden_trace_lands_where_it_says(sandbox):
             assert new.startswith(old)
             assert snap == {**after, path: new[:len(old) + point.offset]}, point.id
             assert len(tracer.events) == point.index - 1
+
+
+def test_a_torn_state_is_the_state_it_was_cut_from_to_every_reader():
+    import copy
+    import pickle
+
+    from faultsim.crashmodel import LARGE, TornState, kept_torn
+    from faultsim.trace import PendingWrite
+
+    old, new = NEW * 3, NEW * 6  # a checkpoint rewritten longer: the cut in its new tail
+    write = PendingWrite("checkpoint.json", old, new, lambda data: None)
+    for offset in (0, 7, len(new) - write.start - 1, len(new) - write.start):
+        torn = write.torn(offset)
+        state = CrashState.of("process", "every completed operation",
+                              {"checkpoint.json": torn, "notes.md": b"n", "d": None})
+        kept = kept_torn(state, write, offset, torn)
+        assert isinstance(kept, TornState) and len(torn) >= LARGE
+        assert len(pickle.dumps(kept)) < len(pickle.dumps(state)) + len(new) + len(old)
+        for other in (kept, pickle.loads(pickle.dumps(kept)), copy.deepcopy(kept)):
+            assert other == state and state == other and hash(other) == hash(state)
+            assert other.files == state.files and other.as_dict() == state.as_dict()
+            assert other.digest() == state.digest() == CrashState.of(
+                "process", "every completed operation", state.as_dict()).digest()
+            assert other.persisted == state.persisted and other.model == state.model
+            assert other != CrashState.of("process", "every completed operation",
+                                          {**state.as_dict(), "notes.md": b"m"})
+    # only the very bytes the write's cut made; small files are kept as they are
+    torn = write.torn(9)
+    state = CrashState.of("process", "p", {"checkpoint.json": torn})
+    assert kept_torn(state, write, 9, torn[:1] + torn[1:]) is state  # equal, not those bytes
+    small = PendingWrite("s.json", b"", b"x" * 100, lambda data: None)
+    cut = small.torn(50)
+    assert kept_torn(CrashState.of("process", "p", {"s.json": cut}), small, 50, cut).files \
+        == (("s.json", cut),)
+
+
+@pytest.mark.parametrize("save", ["atomic", "direct"])
+def test_a_sweep_keeps_torn_states_as_cuts_and_judges_as_before(tmp_path, monkeypatch, save):
+    """The states of kill points inside a write are kept as the write's cut once keyed
+    (a checkpoint rewritten whole each turn: O(N^2) bytes of torn copies otherwise); every
+    verdict and its state is what keeping them whole gives, failing ones too (`direct`
+    saves in place: a torn state.json is read by the resume)."""
+    import convergence_agents
+    from faultsim import explore, load_scenario
+    from faultsim.crashmodel import TornState
+    from faultsim.inprocess import forking
+
+    path = tmp_path / "lookups_16.toml"
+    path.write_text(convergence_agents.scenario_text(16))
+    scen = load_scenario(path)
+
+    def seen():
+        report = explore(convergence_agents.factory(save), scen, crash_model="process",
+                         crashes=1, workers=2)
+        (run,) = report.runs
+        verdicts = [(v.kill_point.id, v.order, v.persisted, v.state.files,
+                     [x.explanation for x in v.violations]) for v in run.verdicts]
+        kept = sum(isinstance(v.state, TornState) for v in run.verdicts)
+        return verdicts, run.judged, kept, report.ok
+
+    on, judged_on, kept, ok = seen()
+    monkeypatch.setattr(forking, "kept_torn", lambda state, write, offset, torn: state)
+    off, judged_off, none, _ = seen()
+    assert kept > 0 and none == 0  # cuts were kept, and the long way kept states whole
+    assert on == off and judged_on == judged_off
+    assert ok == (save == "atomic")  # an in-place save is caught, torn states and all

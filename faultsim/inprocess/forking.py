@@ -13,7 +13,7 @@ import freezegun.api as _real_time  # time.perf_counter is frozen in here; these
 
 from .. import finality
 from ..hugepages import before_fork
-from ..crashmodel import torn_versions
+from ..crashmodel import forget, kept_torn, torn_versions
 from ..errors import WorkerDied
 from ..killpoints import KillPoint
 from ..oracle import Violation
@@ -165,6 +165,8 @@ class _Pool:
                     known = self.sweep.known(state, signature, watch)
                     key, result, masked, absent = (known.key, known.result, known.masked,
                                                    known.absent)
+                    if write is not None:  # keyed: from now on kept as the write's cut
+                        state = kept_torn(state, write, point.offset, versions[n])
                     entry = (model, point, i, state, key, watch, masked)
                     busy = self.waiting.get(key) or (masked and self.waiting.get(
                         (masked, watch, signature))) or (absent and self.waiting.get(
@@ -187,6 +189,9 @@ class _Pool:
                             self.composed.add((model, point.id, i))
                             if composed[1] is not None:  # the clean run's, there
                                 aftermath = composed[1]
+        if versions:  # every state made of them is keyed, the ones kept are TornStates
+            forget(versions)
+            versions = snapshot = None
         # What the kill sets off (code that catches it and goes on writing) belongs to the
         # kill point, not to the state: states shared from a judged one take it from the
         # child that dies here. Where every state is known, a first crash's point still
