@@ -81,10 +81,12 @@ class TornState(CrashState):
     the same hash, digest and pickle round trip (tests/test_crashmodel.py)."""
 
     def __init__(self, state: CrashState, path: str, new: bytes, old: bytes,
-                 cut: int) -> None:
+                 cut: int, bases: dict | None = None) -> None:
+        base = tuple((p, None if p == path else d) for p, d in state.files)
+        if bases is not None:  # the other files, one tuple for every point of the write
+            base = bases.setdefault(base, base)
         for name, value in (("model", state.model), ("persisted", state.persisted),
-                            ("_base", tuple((p, None if p == path else d)
-                                            for p, d in state.files)),
+                            ("_base", base),
                             ("_path", path), ("_new", new), ("_old", old), ("_cut", cut),
                             ("_digest", state.digest())):
             object.__setattr__(self, name, value)
@@ -103,14 +105,16 @@ class TornState(CrashState):
     __hash__ = CrashState.__hash__
 
 
-def kept_torn(state: CrashState, write, offset: int, torn: bytes) -> CrashState:
+def kept_torn(state: CrashState, write, offset: int, torn: bytes,
+              bases: dict | None = None) -> CrashState:
     """`state` as a `TornState` where its copy of `write`'s file is `torn`, the very bytes
     `write.torn(offset)` made (`torn_versions`); otherwise `state` itself (a power loss may
-    keep another copy of the file; small files are kept as they are)."""
+    keep another copy of the file; small files are kept as they are). `bases`: a dict
+    shared by the states of one write, that share their other files too."""
     data = dict(state.files).get(write.path)
     if data is not torn or len(torn) < LARGE or isinstance(state, TornState):
         return state
-    return TornState(state, write.path, write.new, write.old, write.start + offset)
+    return TornState(state, write.path, write.new, write.old, write.start + offset, bases)
 
 
 def files_digest(files: "tuple[tuple[str, bytes | None], ...]") -> str:

@@ -469,6 +469,11 @@ def test_a_torn_state_is_the_state_it_was_cut_from_to_every_reader():
             assert other.persisted == state.persisted and other.model == state.model
             assert other != CrashState.of("process", "every completed operation",
                                           {**state.as_dict(), "notes.md": b"m"})
+    # the states of one write share one tuple of their other files
+    bases: dict = {}
+    a, b = (kept_torn(CrashState.of("process", "p", {"checkpoint.json": t, "n": b"n"}), write,
+                      o, t, bases) for o, t in ((7, write.torn(7)), (9, write.torn(9))))
+    assert a._base is b._base and a != b and a.as_dict()["n"] == b"n"
     # only the very bytes the write's cut made; small files are kept as they are
     torn = write.torn(9)
     state = CrashState.of("process", "p", {"checkpoint.json": torn})
@@ -504,7 +509,7 @@ def test_a_sweep_keeps_torn_states_as_cuts_and_judges_as_before(tmp_path, monkey
         return verdicts, run.judged, kept, report.ok
 
     on, judged_on, kept, ok = seen()
-    monkeypatch.setattr(forking, "kept_torn", lambda state, write, offset, torn: state)
+    monkeypatch.setattr(forking, "kept_torn", lambda state, *how: state)
     off, judged_off, none, _ = seen()
     assert kept > 0 and none == 0  # cuts were kept, and the long way kept states whole
     assert on == off and judged_on == judged_off

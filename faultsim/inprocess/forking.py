@@ -156,6 +156,7 @@ class _Pool:
         job, settled, parked = [], [], len(self.parked)
         aftermath = None  # a composed state's: what the kill at this point set off
         versions = torn_versions(write, [p.offset for p in points]) if write else None
+        bases: dict = {}
         for n, point in enumerate(points):
             snapshot = base if write is None else {**base, write.path: versions[n]}
             for model in self.models:
@@ -166,7 +167,7 @@ class _Pool:
                     key, result, masked, absent = (known.key, known.result, known.masked,
                                                    known.absent)
                     if write is not None:  # keyed: from now on kept as the write's cut
-                        state = kept_torn(state, write, point.offset, versions[n])
+                        state = kept_torn(state, write, point.offset, versions[n], bases)
                     entry = (model, point, i, state, key, watch, masked)
                     busy = self.waiting.get(key) or (masked and self.waiting.get(
                         (masked, watch, signature))) or (absent and self.waiting.get(
