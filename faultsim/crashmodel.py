@@ -73,11 +73,11 @@ class CrashState:
 class TornState(CrashState):
     """A crash state whose file `path` is a torn copy of one write (`PendingWrite.torn`:
     the new bytes up to `cut`, the old ones after it), kept as that recipe and made again
-    on each read of `files`. For the states a sweep keeps after judging them: every kill
-    point inside a write leaves its own torn copy of the file, so a checkpoint rewritten
-    whole each step holds O(N^2) bytes of them over an N-step run (790 MB of the 1 GB
-    peak at 200 steps), while the write's old and new bytes are one pair per write,
-    shared by all its points. To every reader it is the state it was made from: equal,
+    on each read of `files`. For the states a sweep holds once keyed (parked, judged,
+    kept in verdicts): every kill point inside a write leaves its own torn copy of the
+    file, so a checkpoint rewritten whole each step holds O(N^2) bytes of them over an
+    N-step run (790 MB of the 1 GB peak at 200 steps), while the write's old and new
+    bytes are one pair per write, shared by all its points. To every reader it is the state it was made from: equal,
     the same hash, digest and pickle round trip (tests/test_crashmodel.py)."""
 
     def __init__(self, state: CrashState, path: str, new: bytes, old: bytes,
@@ -112,7 +112,7 @@ def kept_torn(state: CrashState, write, offset: int, torn: bytes,
     keep another copy of the file; small files are kept as they are). `bases`: a dict
     shared by the states of one write, that share their other files too."""
     data = dict(state.files).get(write.path)
-    if data is not torn or len(torn) < LARGE or isinstance(state, TornState):
+    if data is not torn or len(torn) < LARGE:
         return state
     return TornState(state, write.path, write.new, write.old, write.start + offset, bases)
 
