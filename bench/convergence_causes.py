@@ -7,7 +7,10 @@ clean request: at the run's last model request (its best chance: the latest it c
 have met the clean run), and at every request of it. Each row names the first part apart
 (files, world, request, open files, memory, in that order) and, beside it, the first
 part still apart once the fake's fresh tool-use ids and per-turn answer counts are read
-as the first asking's (what a cut up to that renaming would still see).
+as the first asking's (what a cut up to that renaming would still see). Then how many of
+those runs reach, at some request, a state another resumed run was in at any of its
+requests: what convergence with earlier resumed runs at every request (faultsim.inprocess.
+leads meets them at their first only) could cut.
 
 Run: python bench/convergence_causes.py --steps 25
      python bench/convergence_causes.py --scenario scenarios/support_tickets.toml
@@ -72,9 +75,14 @@ def main() -> None:
                                                    else "") for p in end["differs"]}))] += 1
         for x in ls:
             every[(x["differs"] or ["(nothing)"])[0]] += 1
+    later = later_meetings(by_run, apart)
     name = args.scenario or f"lookups_{args.steps}_steps"
     print(f"{name}: {run.judged} resumed, {run.converged} converged; "
           f"{len(by_run)} asked the model, {len(apart)} of them not cut")
+    print(f"  of those, {later['runs']} reach at some request a state another resumed run "
+          f"was in at any of its requests ({later['requests']} of their "
+          f"{later['of_requests']} requests after it): what a lead at every request, not "
+          f"only the first, could cut (at most: the seeded streams' position is not compared)")
     for title, counts in (
             ("at a non-converged run's last request, first part apart (runs)", last),
             ("the same, after renaming fresh tool-use ids and capping answer counts",
@@ -89,7 +97,26 @@ def main() -> None:
                       "last": dict(last.most_common(12)),
                       "last_renamed": dict(last_renamed.most_common(12)),
                       "kinds": dict(sets.most_common(12)),
-                      "every": dict(every.most_common(12))}))
+                      "every": dict(every.most_common(12)), "later": later}))
+
+
+def later_meetings(by_run: dict, apart: dict) -> dict:
+    """Runs not cut that reach, at some request, the state (the probe's key: sandbox,
+    world, request, open files, memory) another run was in at any of its requests, each run
+    taken against the runs logged before it; and the requests after that meeting, which
+    such a cut would spare."""
+    seen: set = set()
+    runs = spared = total = 0
+    for r, ls in by_run.items():
+        keys = [x["key"] for x in ls]
+        if r in apart:
+            total += len(keys)
+            at = next((i for i, k in enumerate(keys) if k in seen), None)
+            if at is not None:
+                runs += 1
+                spared += len(keys) - at - 1
+        seen.update(keys)
+    return {"runs": runs, "requests": spared, "of_requests": total}
 
 
 if __name__ == "__main__":

@@ -48,8 +48,11 @@ def pytest_sessionstart(session):
 LONGEST_FIRST = (
     "tests/test_docs.py::test_first_command_prints_what_the_docs_show",
     "examples/javascript_agent/test_javascript_agent.py::test_the_sweep_finds_the_agent_clean",
+    "tests/test_search_after_convergence.py::test_double_crash_mutants_every_pair_and_the_search",
     "tests/test_printed_commands.py::test_every_printed_command_reproduces_its_counterexample",
     "tests/test_docs.py::test_five_line_example_runs_as_shown",
+    "tests/test_multicrash.py::test_search_catches_double_crash_mutants_with_two_crashes",
+    "tests/test_plugin.py::test_shards_partition_the_kill_points",
 )
 
 
