@@ -4,6 +4,7 @@ fsyncs feed the durability record of the power model."""
 from __future__ import annotations
 
 import ast
+import functools
 import inspect
 import os
 import shutil
@@ -142,10 +143,54 @@ def test_pyfakefs_internals_are_where_we_hook():
         assert wrapper.__module__ == ours, name
         assert wrapper.__wrapped__.__module__ == "pyfakefs.fake_filesystem", name
         assert wrapper.__wrapped__.__name__ == name
+    for cls in (fake_file.FakeBinaryFileWrapper, fake_file.FakeTextFileWrapper):
+        assert cls.__getattribute__.__module__ == ours, cls
+    from pyfakefs import fake_io, fake_pathlib, helpers
+
+    skipped = helpers.is_called_from_skipped_module
+    assert skipped.__module__ == ours and skipped.__wrapped__.__module__ == "pyfakefs.helpers"
+    for module in (fake_io, fake_open, fake_os, fake_path, fake_pathlib):
+        assert module.is_called_from_skipped_module is skipped, module
     # installing twice does not wrap twice
     before = fake_filesystem.FakeFilesystem.absnormpath
     install()
     assert fake_filesystem.FakeFilesystem.absnormpath is before
+
+
+def test_the_skipped_module_check_answers_as_pyfakefs_does(tmp_path, monkeypatch):
+    """faultsim answers pyfakefs's "is the caller a skipped module?" from code objects
+    instead of `traceback.extract_stack`: the same answer for callers in and out of a
+    skipped module, directly and a few frames down, and where the caller is too deep."""
+    from pyfakefs import helpers
+
+    install()
+    ours = helpers.is_called_from_skipped_module
+    theirs = ours.__wrapped__
+    (tmp_path / "skipme.py").write_text("def call(f, *args):\n    return f(*args)\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import skipme
+
+    names = {"skipme", "os", "path", "io", "genericpath"}
+
+    def deep(f, n):
+        return f(names, True) if n == 0 else deep(f, n - 1)
+
+    cases = {
+        "here": lambda f: f(names, True),
+        "in skipme": lambda f: skipme.call(f, names, True),
+        "under skipme": lambda f: skipme.call(lambda: skipme.call(f, names, True)),
+        "case-insensitive": lambda f: skipme.call(f, names, False),
+        "no names": lambda f: skipme.call(f, set(), True),
+        "skipme far up": lambda f: skipme.call(lambda: deep(f, 6)),
+        "skipme four up": lambda f: skipme.call(lambda: deep(f, 2)),
+        # called from the standard library (a frame both pass over), from skipme or not
+        "stdlib in skipme": lambda f: skipme.call(functools.singledispatch(f), names, True),
+        "stdlib here": lambda f: functools.singledispatch(f)(names, True),
+    }
+    answers = {name: (case(ours), case(theirs)) for name, case in cases.items()}
+    assert all(a == b for a, b in answers.values()), answers
+    assert answers["in skipme"] == answers["stdlib in skipme"] == (True, True)
+    assert answers["here"] == answers["stdlib here"] == (False, False)
 
 
 # -- the trace --------------------------------------------------------------------------------

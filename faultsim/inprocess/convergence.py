@@ -125,17 +125,33 @@ _SAFE_C_BASES = {object, dict, list, tuple, set, frozenset, str, int, float, byt
 LIMIT = 2_000_000  # tokens: a larger memory is not fingerprinted (no cut)
 
 
+# Where code comes from, by its file name: asked for every function and class in the
+# agent's memory, and `os.path.abspath` is pyfakefs's inside a run (a third of a
+# fingerprint's time). An absolute name's answer cannot change (normalising it reads no
+# file and no working directory); a relative one is worked out each time.
+_SOURCES: dict[str, str] = {}
+
+
+def _absolute(filename: str) -> str:
+    path = _SOURCES.get(filename)
+    if path is None:
+        path = os.path.abspath(filename)
+        if filename.startswith("/"):
+            _SOURCES[filename] = path
+    return path
+
+
 def _own_code(filename: str) -> bool:
     """The agent's own code: not the standard library, site-packages or faultsim's
     harness (faultsim's adapters are agent code)."""
-    path = os.path.abspath(filename)
+    path = _absolute(filename)
     if path.startswith(_FAULTSIM):
         return path.startswith(_ADAPTERS)
     return not filename.startswith("<") and not path.startswith(_LIBRARIES)
 
 
 def _harness(filename: str) -> bool:
-    path = os.path.abspath(filename)
+    path = _absolute(filename)
     return path.startswith(_FAULTSIM) and not path.startswith(_ADAPTERS)
 
 
@@ -185,16 +201,35 @@ class _Canon:
                 out.append(f"^{on}")
                 return
             self.path[id(obj)] = depth
+            # Strings and None, most of a conversation, are written here as `add` would
+            # write them (the same text, the same limits checked first): a call saved per
+            # leaf, two thirds of a fingerprint's calls.
+            inline = depth < 400
             try:
                 if t is list:
                     out.append(f"l{len(obj)}")
                     for x in obj:
-                        self.add(x, depth + 1)
+                        if inline and (type(x) is str or x is None):
+                            if len(out) > LIMIT:
+                                raise Refused("the agent's memory is too large to compare")
+                            out.append("None" if x is None else f"s{len(x)}:{x}")
+                        else:
+                            self.add(x, depth + 1)
                 else:
                     out.append(f"d{len(obj)}")
                     for k, v in obj.items():
-                        self.add(k, depth + 1)
-                        self.add(v, depth + 1)
+                        if inline and type(k) is str:
+                            if len(out) > LIMIT:
+                                raise Refused("the agent's memory is too large to compare")
+                            out.append(f"s{len(k)}:{k}")
+                        else:
+                            self.add(k, depth + 1)
+                        if inline and (type(v) is str or v is None):
+                            if len(out) > LIMIT:
+                                raise Refused("the agent's memory is too large to compare")
+                            out.append("None" if v is None else f"s{len(v)}:{v}")
+                        else:
+                            self.add(v, depth + 1)
             finally:
                 del self.path[id(obj)]
             return

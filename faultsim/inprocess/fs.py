@@ -186,6 +186,66 @@ def install() -> None:
                 cache[key] = found
         return found
 
+    # An open file's every attribute read, its own methods' `self._io` included, goes
+    # through the wrappers' __getattribute__, which asks `hasattr(FakeFileWrapper, name)`
+    # and `name in self.__dict__` (itself a second pass): ~200 passes per atomic write.
+    # The class's names never change, so the first answer is memoised; the rest is theirs.
+    wrapper_class = fake_file.FakeFileWrapper
+    on_class: dict[str, bool] = {}
+    plain_get = object.__getattribute__
+
+    def wrapper_getattribute(self, name):
+        known = on_class.get(name)
+        if known is None:
+            known = on_class[name] = hasattr(wrapper_class, name)
+        if known or name in plain_get(self, "__dict__"):
+            return plain_get(self, name)
+        return plain_get(self, "__getattr__")(name)
+
+    for cls in (fake_file.FakeBinaryFileWrapper, fake_file.FakeTextFileWrapper):
+        if cls.__dict__.get("__getattribute__") is not None:  # else theirs changed shape
+            cls.__getattribute__ = wrapper_getattribute
+
+    # Each faked call asks whether its caller is a module pyfakefs skips, through
+    # `traceback.extract_stack(limit=6)`, which also reads each frame's source line from
+    # linecache: a million calls per pair sweep of a dozen turns. The same question, on the
+    # same frames, answered from the code objects (the source line is only wanted for the
+    # open_code case, left to theirs).
+    slow_skipped = helpers.is_called_from_skipped_module
+    stdlib, own, own_tests = helpers.STDLIB_PATH, helpers.PYFAKEFS_PATH, \
+        tuple(helpers.PYFAKEFS_TEST_PATHS)
+
+    def is_called_from_skipped_module(skip_names, case_sensitive, check_open_code=False):
+        if not skip_names or check_open_code:
+            return slow_skipped(skip_names, case_sensitive, check_open_code)
+
+        def starts_with(path, string):
+            return path.startswith(string) if case_sensitive else \
+                path.lower().startswith(string.lower())
+
+        # theirs looks at six frames: its own (pyfakefs's, never the caller) and five more
+        frame, caller = sys._getframe(1), None
+        for _ in range(5):
+            if frame is None:
+                break
+            name = frame.f_code.co_filename
+            if not name.startswith("<frozen ") and not starts_with(name, stdlib) and (
+                    not starts_with(name, own)
+                    or any(starts_with(name, path) for path in own_tests)):
+                caller = name
+                break
+            frame = frame.f_back
+        if caller:
+            module = posixpath.splitext(caller)[0].replace("/", ".")  # os.sep: POSIX
+            return any(module == sn or module.endswith("." + sn) for sn in skip_names)
+        return False
+
+    is_called_from_skipped_module.__wrapped__ = slow_skipped
+    for module in list(sys.modules.values()):  # every pyfakefs module that imported it
+        if getattr(module, "__name__", "").startswith("pyfakefs") and \
+                getattr(module, "is_called_from_skipped_module", None) is slow_skipped:
+            module.is_called_from_skipped_module = is_called_from_skipped_module
+
     resolve_path.__wrapped__ = orig_resolve_path
     FakeFilesystem.resolve_path = resolve_path
     FakeFilesystem.get_object_from_normpath = get_object_from_normpath
