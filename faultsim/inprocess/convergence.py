@@ -73,6 +73,7 @@ import threading
 import types
 import uuid
 from dataclasses import dataclass, field, replace
+from itertools import chain
 from typing import Any
 
 from .. import agent as _agent
@@ -206,30 +207,14 @@ class _Canon:
             # leaf, two thirds of a fingerprint's calls.
             inline = depth < 400
             try:
-                if t is list:
-                    out.append(f"l{len(obj)}")
-                    for x in obj:
-                        if inline and (type(x) is str or x is None):
-                            if len(out) > LIMIT:
-                                raise Refused("the agent's memory is too large to compare")
-                            out.append("None" if x is None else f"s{len(x)}:{x}")
-                        else:
-                            self.add(x, depth + 1)
-                else:
-                    out.append(f"d{len(obj)}")
-                    for k, v in obj.items():
-                        if inline and type(k) is str:
-                            if len(out) > LIMIT:
-                                raise Refused("the agent's memory is too large to compare")
-                            out.append(f"s{len(k)}:{k}")
-                        else:
-                            self.add(k, depth + 1)
-                        if inline and (type(v) is str or v is None):
-                            if len(out) > LIMIT:
-                                raise Refused("the agent's memory is too large to compare")
-                            out.append("None" if v is None else f"s{len(v)}:{v}")
-                        else:
-                            self.add(v, depth + 1)
+                out.append(f"{'l' if t is list else 'd'}{len(obj)}")
+                for x in obj if t is list else chain.from_iterable(obj.items()):
+                    if inline and (type(x) is str or x is None):
+                        if len(out) > LIMIT:
+                            raise Refused("the agent's memory is too large to compare")
+                        out.append("None" if x is None else f"s{len(x)}:{x}")
+                    else:
+                        self.add(x, depth + 1)
             finally:
                 del self.path[id(obj)]
             return

@@ -124,10 +124,13 @@ def install() -> None:
 
     import sys
 
-    for module in list(sys.modules.values()):  # every pyfakefs module that imported it
-        if getattr(module, "__name__", "").startswith("pyfakefs") and \
-                getattr(module, "make_string_path", None) is slow:
-            module.make_string_path = make_string_path
+    def replace_everywhere(name, theirs, ours):
+        for module in list(sys.modules.values()):  # every pyfakefs module that imported it
+            if getattr(module, "__name__", "").startswith("pyfakefs") and \
+                    getattr(module, name, None) is theirs:
+                setattr(module, name, ours)
+
+    replace_everywhere("make_string_path", slow, make_string_path)
 
     # Why a pyfakefs `os.replace` costs ~1 ms where the disk takes 19 µs: it resolves each
     # path about ten times (exists, lresolve, parent dirs, islink, isdir), and every pass
@@ -241,10 +244,8 @@ def install() -> None:
         return False
 
     is_called_from_skipped_module.__wrapped__ = slow_skipped
-    for module in list(sys.modules.values()):  # every pyfakefs module that imported it
-        if getattr(module, "__name__", "").startswith("pyfakefs") and \
-                getattr(module, "is_called_from_skipped_module", None) is slow_skipped:
-            module.is_called_from_skipped_module = is_called_from_skipped_module
+    replace_everywhere("is_called_from_skipped_module", slow_skipped,
+                       is_called_from_skipped_module)
 
     resolve_path.__wrapped__ = orig_resolve_path
     FakeFilesystem.resolve_path = resolve_path
