@@ -22,6 +22,7 @@ import argparse
 import collections
 import json
 import os
+import re
 import sys
 import tempfile
 from pathlib import Path
@@ -36,7 +37,12 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=None)
     parser.add_argument("--scenario", default=None)
     parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--view", action="store_true",
+                        help="also compare under a view that hides the agent's records of "
+                        "a resume (see the docstring)")
     args = parser.parse_args()
+    if args.view:
+        install_view()
 
     import faultsim
     import reference_agent
@@ -76,6 +82,7 @@ def main() -> None:
         for x in ls:
             every[(x["differs"] or ["(nothing)"])[0]] += 1
     later = later_meetings(by_run, apart)
+    view = viewed(apart) if args.view else None
     name = args.scenario or f"lookups_{args.steps}_steps"
     print(f"{name}: {run.judged} resumed, {run.converged} converged; "
           f"{len(by_run)} asked the model, {len(apart)} of them not cut")
@@ -83,6 +90,11 @@ def main() -> None:
           f"was in at any of its requests ({later['requests']} of their "
           f"{later['of_requests']} requests after it): what a lead at every request, not "
           f"only the first, could cut (at most: the seeded streams' position is not compared)")
+    if view is not None:
+        print(f"  under the view (--view: not sound, memory not compared, so at most): "
+              f"{view['runs']} of them meet the clean run, sparing {view['requests']} of "
+              f"{view['of_requests']} requests; still apart at the last request: "
+              f"{view['apart']}")
     for title, counts in (
             ("at a non-converged run's last request, first part apart (runs)", last),
             ("the same, after renaming fresh tool-use ids and capping answer counts",
@@ -97,7 +109,49 @@ def main() -> None:
                       "last": dict(last.most_common(12)),
                       "last_renamed": dict(last_renamed.most_common(12)),
                       "kinds": dict(sets.most_common(12)),
-                      "every": dict(every.most_common(12)), "later": later}))
+                      "every": dict(every.most_common(12)), "later": later,
+                      **({"view": view} if view is not None else {})}))
+
+
+TOKENS = re.compile(rb'"tokensUsed": ?\d+')
+
+
+def install_view() -> None:
+    """Makes the diagnostic's renamed comparison the view's (the module docstring)."""
+    from faultsim.inprocess import diagnose
+
+    parts = diagnose.parts
+
+    def viewed_parts(ex, world, request, frame, renamed):
+        out = parts(ex, world, request, frame, renamed)
+        if renamed:
+            for name, data in ex.interposer.snapshot().items():
+                if data is not None and b"tokensUsed" in data:
+                    out["file:" + name] = diagnose._digest(
+                        TOKENS.sub(b'"tokensUsed": 0', diagnose.FRESH.sub(rb"\1", data)))
+            for k in [k for k in out if k.startswith("memory:") or k == "world:requests"
+                      or k.endswith("decisions.json")]:
+                del out[k]
+        return out
+
+    diagnose.parts = viewed_parts
+
+
+def viewed(apart: dict) -> dict:
+    """Uncut runs that meet the clean run under the view (nothing apart in `renamed`), and
+    the requests after that meeting."""
+    runs = spared = total = 0
+    still: collections.Counter = collections.Counter()
+    for ls in apart.values():
+        total += len(ls)
+        at = next((i for i, x in enumerate(ls) if not x["renamed"]), None)
+        if at is None:
+            still[ls[-1]["renamed"][0]] += 1
+        else:
+            runs += 1
+            spared += len(ls) - at - 1
+    return {"runs": runs, "requests": spared, "of_requests": total,
+            "apart": dict(still.most_common(4))}
 
 
 def later_meetings(by_run: dict, apart: dict) -> dict:

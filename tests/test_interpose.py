@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 import functools
+import importlib.util
 import inspect
 import os
 import shutil
@@ -157,7 +158,7 @@ def test_pyfakefs_internals_are_where_we_hook():
     assert fake_filesystem.FakeFilesystem.absnormpath is before
 
 
-def test_the_skipped_module_check_answers_as_pyfakefs_does(tmp_path, monkeypatch):
+def test_the_skipped_module_check_answers_as_pyfakefs_does(tmp_path):
     """faultsim answers pyfakefs's "is the caller a skipped module?" from code objects
     instead of `traceback.extract_stack`: the same answer for callers in and out of a
     skipped module, directly and a few frames down, and where the caller is too deep."""
@@ -167,8 +168,10 @@ def test_the_skipped_module_check_answers_as_pyfakefs_does(tmp_path, monkeypatch
     ours = helpers.is_called_from_skipped_module
     theirs = ours.__wrapped__
     (tmp_path / "skipme.py").write_text("def call(f, *args):\n    return f(*args)\n")
-    monkeypatch.syspath_prepend(str(tmp_path))
-    import skipme
+    # loaded, not imported: nothing of it stays in sys.modules after the test
+    spec = importlib.util.spec_from_file_location("skipme", tmp_path / "skipme.py")
+    skipme = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(skipme)
 
     names = {"skipme", "os", "path", "io", "genericpath"}
 
