@@ -19,6 +19,7 @@ the repository's root, `cd` honoured; the lines after it compared with its stdou
 aside, a `...` line standing for lines left out)."""
 from __future__ import annotations
 
+import difflib
 import functools
 import inspect
 import json
@@ -188,7 +189,10 @@ def test_first_command_prints_what_the_docs_show():
         shown = block.code.strip().splitlines()
         if block.page.name == "README.md":  # the table it ends with
             shown = ["...", *shown]
-        assert _shows(shown, printed), block.where
+        assert _shows(shown, printed), f"{block.where}: the shown lines against the printed " \
+            "ones, timings aside:\n" + "\n".join(difflib.unified_diff(
+                [_without_figures(x) for x in shown], [_without_figures(x) for x in printed],
+                "shown", "printed", lineterm=""))
         pages.add(block.page.name)
     assert pages == {"README.md", "cli.md"}
 
