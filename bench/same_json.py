@@ -45,7 +45,8 @@ RUNS = [
     ("stores-redis_two_writes", ["scenarios/stores/refunds_redis.toml", "--mode", "subprocess",
                                  "--agent", f"{MUTANTS}.redis_two_writes"]),
 ]
-TIMING_KEYS = {"seconds", "time", "elapsed", "duration", "wall_seconds"}
+# (timeout_seconds: an incarnation's limit, derived under "auto" from the clean runs' time)
+TIMING_KEYS = {"seconds", "time", "elapsed", "duration", "wall_seconds", "timeout_seconds"}
 # how the work was done, not what was found: resumed runs cut where they reached the clean
 # run's state (faultsim.inprocess.convergence), and why none was
 WORK_KEYS = {"crash_states_converged", "convergence", "converged"}

@@ -6,22 +6,111 @@
 `.run()` (a plain method or a coroutine) starts the task, or resumes it from the files
 under `env.workdir` if an earlier incarnation left any, and returns the outcome: a string
 (the final answer) or an object with `final_answer` and, optionally, `status`, `turns`, `tokens_used`, `steps`, `escalation`.
+
+A factory that cannot be called as `make_agent(env)` (its signature, read when a spec is
+loaded), or whose call gives no object with a callable `.run` (checked before `.run()`),
+is refused as a usage error naming it (`FactoryError`), never run as an agent that fails.
 """
 from __future__ import annotations
 
 import inspect
 import os
 import sys
+import weakref
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Mapping
+
+from .errors import UsageError
 
 
 if TYPE_CHECKING:
     import anthropic
 
     from .world import Receiver, World, WorldClock
+
+
+class FactoryError(UsageError):
+    """A factory that breaks the contract above: it cannot be called as `make_agent(env)`
+    (read from its signature when it is loaded), or what it made has no callable `.run()`
+    (checked right after the call, before `.run()`). The user's mistake, not a finding about
+    crash safety: a usage error (exit 2), one line naming the factory."""
+
+
+# the spec each factory was loaded by (`check_factory`), to name it as the user did; read
+# while the agent runs, where the working directory may be a fake one (in-process mode)
+_specs: "weakref.WeakKeyDictionary[Any, str]" = weakref.WeakKeyDictionary()
+_START = os.getcwd()  # names a factory no spec loaded, relative to where faultsim started
+
+
+def factory_name(factory: Any) -> str:
+    """The spec a factory was loaded by, else `FILE:NAME` of its code (relative to the
+    directory faultsim started in, when under it); its repr when it has no code."""
+    try:
+        return _specs[factory]
+    except (KeyError, TypeError):  # not loaded by a spec, or not weakly referable
+        pass
+    target = getattr(factory, "func", factory)  # functools.partial
+    target = getattr(target, "__init__", target) if isinstance(target, type) else target
+    code = getattr(target, "__code__", None)
+    if code is None:
+        return repr(factory)
+    path = os.path.relpath(code.co_filename, _START)
+    name = getattr(getattr(factory, "func", factory), "__qualname__", code.co_name)
+    return f"{code.co_filename if path.startswith('..') else path}:{name}"
+
+
+def _short_name(factory: Any) -> str:
+    target = getattr(factory, "func", factory)
+    return getattr(target, "__name__", None) or "make_agent"
+
+
+def check_factory(factory: Any, spec: str | None = None) -> None:
+    """Refuse a factory whose signature cannot take one positional argument, the AgentEnv
+    (`make_agent(env)`): extra parameters with defaults, `*args` and `**kwargs` are
+    allowed. A callable whose signature Python cannot read (some builtins and C types)
+    passes: its first call tells, and `check_made` checks what it makes."""
+    if spec is not None:
+        try:
+            _specs[factory] = spec
+        except TypeError:
+            pass  # not weakly referable (a bound method): named by its code instead
+    try:
+        signature = inspect.signature(factory)
+    except (TypeError, ValueError):
+        return
+    try:
+        signature.bind(None)
+    except TypeError as exc:
+        name = _short_name(factory)
+        raise FactoryError(f"agent {spec or factory_name(factory)}: {name}{signature} "
+                           f"cannot be called as {name}(env) ({exc}); a factory takes one "
+                           f"argument, the AgentEnv: def {name}(env)") from None
+
+
+def check_made(agent: Any, factory: Any) -> None:
+    """Refuse what a factory made when it is not an agent: None, no `.run`, or a `.run`
+    that cannot be called."""
+    call, kind = f"{_short_name(factory)}(env)", type(agent).__qualname__
+    if agent is None:
+        why = f"{call} returned None"
+    elif getattr(agent, "run", None) is None:
+        why = f"{call} returned an object of class {kind}, which has no .run()"
+    elif not callable(agent.run):
+        why = (f"{call} returned an object of class {kind} whose .run is a "
+               f"{type(agent.run).__qualname__}, not a method")
+    else:
+        return
+    raise FactoryError(f"agent {factory_name(factory)}: {why}; a factory returns an object "
+                       "with .run()")
+
+
+def contract_broken(exc: BaseException) -> str | None:
+    """The line to tell when what an incarnation raised is its factory's breach of the
+    contract (None: the agent's own error). Both backends send it to the clean run's
+    check, which refuses the agent with it (`pipeline.golden`)."""
+    return str(exc) if isinstance(exc, FactoryError) else None
 
 
 @dataclass
@@ -135,7 +224,13 @@ def run_incarnation(make_agent: Callable[[AgentEnv], Any], env: AgentEnv, *,
     _current.append(env)
     try:
         with guarded(allowed, record), processes:
-            return run_agent(make_agent(env))
+            try:
+                agent = make_agent(env)
+            except TypeError:  # a factory no spec loaded (a test's): is its signature wrong?
+                check_factory(make_agent)
+                raise
+            check_made(agent, make_agent)  # before run(): a bare AttributeError blames no one
+            return run_agent(agent)
     finally:
         _current.pop()
 
@@ -143,7 +238,12 @@ def run_incarnation(make_agent: Callable[[AgentEnv], Any], env: AgentEnv, *,
 def run_agent(agent: Any) -> Any:
     """`agent.run()`, awaited when it is a coroutine (an async agent), on a fresh event
     loop. (Process time is frozen to the world clock during a run; faultsim's freezers
-    keep event loops on real monotonic time, so `asyncio.sleep` still returns.)"""
+    keep event loops on real monotonic time, so `asyncio.sleep` still returns.)
+
+    An async incarnation's loop ends with it, as a process's would: a kill that ended the
+    task it was raised in, not run()'s, stops the loop at once (finality.killed: nothing
+    after that can be a finding, and a framework waiting on that task's events would wait
+    forever); the tasks left pending are closed and said nothing of (`close_leftovers`)."""
     result = agent.run()
     if not inspect.isawaitable(result):
         return result
@@ -152,17 +252,53 @@ def run_agent(agent: Any) -> Any:
     from . import finality
 
     loop = asyncio.new_event_loop()
+    ended: list = []  # set when run() is over: what its leftovers say then is no one's
+    loop.set_exception_handler(lambda lp, context: None if ended
+                               or finality.handling_kill(context.get("exception"))
+                               else lp.default_exception_handler(context))
     _loops.append(loop)
+    interrupted = False
     try:
         task = asyncio.ensure_future(result, loop=loop)
         finality.runs_in(task)  # a kill raised in another of its tasks is not run()'s
-        return loop.run_until_complete(task)
+        try:
+            return loop.run_until_complete(task)
+        except RuntimeError:
+            kill = finality.stopped_by_kill()
+            if kill is None or task.done():
+                raise
+            raise kill from None  # the loop stopped for the kill: run() ends with it
+    except (KeyboardInterrupt, SystemExit):  # Ctrl-C, SIGTERM (cli.exits.Terminated)
+        interrupted = True
+        raise
     finally:
         _loops.pop()
+        ended.append(True)
         try:
-            loop.run_until_complete(loop.shutdown_asyncgens())
+            close_leftovers(loop)
+            if not interrupted:  # run again, the loop could hang where the agent hung
+                loop.run_until_complete(loop.shutdown_asyncgens())
         finally:
             loop.close()
+
+
+def close_leftovers(loop: Any) -> None:
+    """Close the coroutines of the tasks still pending when run() ended (those a kill or a
+    time limit left, a fire-and-forget task). A killed process runs none of them again;
+    left to the garbage collector they would be closed at some later moment, in whatever
+    incarnation runs then, and print "Task was destroyed but it is pending" and "Event
+    loop is closed" after faultsim's report. Closing runs their `finally` blocks now,
+    inside this incarnation (after a kill, sealed: nothing they write lands)."""
+    import asyncio
+
+    for task in asyncio.all_tasks(loop):
+        task._log_destroy_pending = False
+        coro = task.get_coro()
+        try:
+            if coro is not None:
+                coro.close()
+        except Exception:  # a coroutine that awaits in its `finally`: left as it is
+            pass
 
 
 _loops: list = []  # the event loop an async agent runs on now, in this process

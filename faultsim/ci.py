@@ -8,7 +8,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from .report import RULES, SEVERITY, ModelRun, Report, Verdict
+from .counts import failing_in_words
+from .report import RULES, SEVERITY, TABLE_HEAD, ModelRun, Report, Verdict, shard_lines
 
 
 def escape_data(text: str) -> str:
@@ -51,10 +52,10 @@ def annotations(report: Report) -> list[str]:
             first = failing[0]
             explanation = next(x.explanation for x in first.violations
                                if x.invariant == invariant)
-            what = "schedules" if any(v.earlier for v in failing) else "crash states"
             title = (f"faultsim: {run.scenario.id} [{run.crash_model}] violates {invariant} "
                      f"({RULES[invariant]})")
-            message = (f"{len(failing)} {what} violate {invariant} ({RULES[invariant]}), "
+            message = (f"{failing_in_words(run, failing)} {invariant} "
+                       f"({RULES[invariant]}), "
                        f"agent {run.agent}: {explanation}\n"
                        f"replay: {run.replay_command(first)}")
             lines.append(f"::error file={escape_property(_workspace_path(run.scenario.path))},"
@@ -96,19 +97,25 @@ def summary_markdown(report: Report, html: str | None = None) -> str:
     counterexample of each failing run and the command that replays it; `html`, the HTML
     report's path, linked under the heading."""
     failed = [run for run in report.runs if not run.ok]
-    lines = ["## faultsim: " + (f"refused ({report.refused[0].kind})"
+    lines = ["## faultsim: " + (report.partial.headline() if report.partial else
+                                f"refused ({report.refused[0].kind})"
                                 if report.refused else "all passed" if not failed else
                                 f"{len(failed)} of {len(report.runs)} runs with violations"),
              "", *([html_link(html), ""] if html else [])]
     if report.runs or not report.refused:
-        lines += ["| scenario | crash model | kill points | passed | violations | time |",
-                  "|---|---|--:|--:|--:|--:|"]
-    for run, (name, model, points, passed, violations, _) in zip(report.runs,
-                                                                   report.rows()):
+        # the text table's columns (report.TABLE_HEAD, faultsim.counts)
+        lines += ["| " + " | ".join(TABLE_HEAD) + " |",
+                  "|---|---|" + "--:|" * (len(TABLE_HEAD) - 2)]
+    for run, (name, model, points, passed, failed_, deeper, _) in zip(report.runs,
+                                                                      report.rows()):
         # measured per exploration (crash models swept together are not timed apart)
         seconds = "" if not run.wall_seconds else f"{run.wall_seconds:.1f}s"
-        lines.append(f"| {_cell(name)} | {model} | {points} | {passed} | "
-                     f"{'**' + violations + '**' if violations != '0' else '0'} | {seconds} |")
+        bold = [c if c in ("0", "-") else f"**{c}**" for c in (failed_, deeper)]
+        lines.append(f"| {_cell(name)} | {model} | {points} | {passed} | {bold[0]} | "
+                     f"{bold[1]} | {seconds} |")
+    shards = shard_lines(report.runs)  # a shard counts what it judged: said under it
+    if shards:
+        lines += ["", *shards]
     if any(run.wall_seconds for run in report.runs):
         lines += ["", "Time is measured per scenario exploration, on its first row: the "
                   "crash models of one scenario are swept together."]
@@ -116,8 +123,10 @@ def summary_markdown(report: Report, html: str | None = None) -> str:
         first = run.failures[0]
         text = run.counterexample(first)
         fence = _fence(text)
+        counts = run.counts()
         lines += ["", f"### {_cell(run.scenario.id)} [{run.crash_model}]: "
-                  f"{len(run.failures)} violation{'s' if len(run.failures) != 1 else ''}",
+                  f"{counts.violating} violation{'s' if counts.violating != 1 else ''} "
+                  f"({counts.failing()})",
                   "", f"`{run.scenario.path}`, agent `{run.agent}`; the first counterexample:",
                   "", fence, text, fence, "", "Replay it:", "", "```sh",
                   run.replay_command(first), "```"]

@@ -16,9 +16,21 @@ one whose clean run passes where A's failed is fixed by B. B *adds failing crash
 `faultsim compare` and `faultsim run --baseline` exit 1 for) when a state is broken by B or
 fails in B and A has no such state.
 
+A kill at a sector boundary inside a write (`@512`, `@2048`) exists only where the write is
+that long: a B whose file is larger has cuts A's has not, though they tear the same write
+the same way. Such a state without a namesake on the other side is aligned by *kind of
+cut* instead (`killpoints.cut_kind`): with the other side's sector cuts of the same write
+(its file, its occurrence in the turn, the crash state's place), one that fails if this
+one fails and one does there, else one that passes; never counted as new. `@first`,
+`@half` and `@last` are kinds already and align by name.
+
+A state that fails in both but fails another way (a hang in A, HTTP 400 in B: each
+state's `how`, the report's fourth field) says so: "the failure changed".
+
 Standard library only; reads the JSON as `faultsim run --json` writes it."""
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -41,6 +53,21 @@ class StateDiff:
     b: str | None
     a_id: str | None  # the kill point id (or ids, for a schedule) on each side
     b_id: str | None
+    a_how: str = ""  # a failing verdict in words (report.states), "" where not known
+    b_how: str = ""
+    # the other side's identity, where this state was aligned with it by kind of cut
+    aligned_with: str | None = None
+
+    @property
+    def changed(self) -> str | None:
+        """For a state failing in both: how the failure changed ("A hang, B HTTP 400"),
+        None where it fails the same way (same invariants, same causes)."""
+        if self.kind != "fails in both" or (self.a, self.a_how) == (self.b, self.b_how):
+            return None
+        a, b = self.a_how or self.a, self.b_how or self.b
+        if a == b:  # same words, other invariants
+            a, b = f"{self.a} ({a})", f"{self.b} ({b})"
+        return f"A {a}, B {b}"
 
     @property
     def kind(self) -> str:
@@ -58,7 +85,9 @@ class StateDiff:
 
     def to_json(self) -> dict[str, Any]:
         return {"identity": self.identity, "kind": self.kind, "a": self.a, "b": self.b,
-                "a_id": self.a_id, "b_id": self.b_id}
+                "a_id": self.a_id, "b_id": self.b_id, "a_how": self.a_how,
+                "b_how": self.b_how, "changed": self.changed,
+                "aligned_with": self.aligned_with}
 
 
 @dataclass
@@ -113,7 +142,11 @@ class Comparison:
                 lines.append(f"{r.name()}: only in {r.side}")
                 continue
             c = r.counts()
-            lines.append(f"{r.name()}: " + ", ".join(f"{c[k]} {k}" for k in KINDS))
+            changed = sum(1 for s in r.states if s.changed)
+            lines.append(f"{r.name()}: " + ", ".join(
+                f"{c[k]} {k}" + (f" ({changed} failing another way)"
+                                 if k == "fails in both" and changed else "")
+                for k in KINDS))
             for kind in ("broken by B", "fixed by B", "only in B", "only in A",
                          "fails in both"):
                 shown = [s for s in r.states if s.kind == kind
@@ -121,7 +154,7 @@ class Comparison:
                 for s in shown[:limit]:
                     lines.append(f"  {kind}: {s.identity}  (A: {s.a_id or '-'} {s.a or ''}; "
                                  f"B: {s.b_id or '-'} {s.b or ''})".replace(" ;", ";")
-                                 .replace(" )", ")"))
+                                 .replace(" )", ")") + _aside(s))
                 if len(shown) > limit:
                     lines.append(f"  {kind}: ... {len(shown) - limit} more (--json lists all)")
         bad = self.regressions
@@ -130,6 +163,50 @@ class Comparison:
                                          for r, s in bad[:10])
                         + (" ..." if len(bad) > 10 else "") if bad else ""))
         return "\n".join(lines)
+
+
+def _aside(s: StateDiff) -> str:
+    out = ""
+    if s.aligned_with is not None:
+        out += f"; aligned by kind of cut with @{s.aligned_with.rpartition(' @')[2]}"
+    if s.changed:
+        out += f"; the failure changed: {s.changed}"
+    return out
+
+
+def _entries(run: dict) -> dict[str, tuple[str, str, str]]:
+    """A run's states: identity -> (kill point id, verdict, how it failed); a report
+    written before `how` has three fields."""
+    return {e[0]: (e[1], e[2], e[3] if len(e) > 3 else "") for e in run["states"]}
+
+
+# a kill at a sector boundary inside a write, the offset apart: `... @2048` (and ` /2`)
+_SECTOR_CUT = re.compile(r"^(.* @)\d+((?: /\d+)?)$")
+
+
+def _cut_class(identity: str) -> tuple[str, str] | None:
+    """What a sector cut's identity names but its offset: the write (its file, its
+    occurrence in the turn, turn and tool) and its place among the point's crash states;
+    None for any other state (a schedule of several crashes included)."""
+    if " then " in identity:
+        return None
+    found = _SECTOR_CUT.match(identity)
+    return (found.group(1), found.group(2)) if found else None
+
+
+def _by_kind(ident: str, verdict: str | None, other: dict) -> str | None:
+    """The state of `other` (identity -> (id, verdict, how)) that a sector cut without a
+    namesake there is aligned with: a sector cut of the same write and place, failing if
+    `verdict` fails and one there does, else passing if one passes, else the first. The
+    sector cuts of one write are one kind: the class fails on a side where any does."""
+    key = _cut_class(ident)
+    if key is None:
+        return None
+    same = [i for i in other if _cut_class(i) == key]
+    for i in same:
+        if _fails(other[i][1]) == _fails(verdict):
+            return i
+    return same[0] if same else None
 
 
 def _runs(report: dict, where: str) -> dict[tuple[str, str, str], dict]:
@@ -169,19 +246,27 @@ def compare(a: dict, b: dict, a_name: str = "A", b_name: str = "B") -> Compariso
             elif diff.side == "A" and path in refused_b:  # B's clean run fails
                 diff.side = None
                 diff.states = [StateDiff(CLEAN, "passed", refused_b[path], None, None)]
-                diff.states += [StateDiff(i, v, None, k, None)
-                                for i, k, v in runs_a[key]["states"]]
+                diff.states += [StateDiff(i, v, None, k, None, h)
+                                for i, (k, v, h) in _entries(runs_a[key]).items()]
                 continue
             if diff.side != "A":  # every failing state of a run A never had is new
-                diff.states += [StateDiff(i, None, v, None, k)
-                                for i, k, v in runs_b[key]["states"]]
+                diff.states += [StateDiff(i, None, v, None, k, "", h)
+                                for i, (k, v, h) in _entries(runs_b[key]).items()]
             continue
-        sa = {i: (k, v) for i, k, v in runs_a[key]["states"]}
-        sb = {i: (k, v) for i, k, v in runs_b[key]["states"]}
+        sa, sb = _entries(runs_a[key]), _entries(runs_b[key])
         for ident in list(sa) + [i for i in sb if i not in sa]:
-            ka, va = sa.get(ident, (None, None))
-            kb, vb = sb.get(ident, (None, None))
-            diff.states.append(StateDiff(ident, va, vb, ka, kb))
+            aligned = None
+            if ident not in sb:
+                aligned = _by_kind(ident, sa[ident][1], sb)
+                ka, va, ha = sa[ident]
+                kb, vb, hb = sb[aligned] if aligned else (None, None, "")
+            elif ident not in sa:
+                aligned = _by_kind(ident, sb[ident][1], sa)
+                ka, va, ha = sa[aligned] if aligned else (None, None, "")
+                kb, vb, hb = sb[ident]
+            else:
+                (ka, va, ha), (kb, vb, hb) = sa[ident], sb[ident]
+            diff.states.append(StateDiff(ident, va, vb, ka, kb, ha, hb, aligned))
     for path in sorted(set(refused_a) & set(refused_b)):  # no run on either side
         out.runs.append(RunDiff(path, "-", "", [StateDiff(CLEAN, refused_a[path],
                                                           refused_b[path], None, None)]))

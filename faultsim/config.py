@@ -4,7 +4,8 @@ Read, for each setting the command line leaves unset, in this order:
 
 1. the environment: `FAULTSIM_AGENT`, `FAULTSIM_SCENARIOS` (paths separated by the OS path
    separator), `FAULTSIM_CRASH_MODEL`, `FAULTSIM_CRASHES`, `FAULTSIM_SEED`,
-   `FAULTSIM_TIMEOUT`, `FAULTSIM_WORKERS`, `FAULTSIM_MODE`;
+   `FAULTSIM_TIMEOUT`, `FAULTSIM_WORKERS`, `FAULTSIM_MODE`, `FAULTSIM_PROGRESS_SECONDS`
+   (seconds between progress lines when stderr is not a terminal; 0: none);
 2. `[tool.faultsim]` in the nearest `pyproject.toml` at or above the current directory:
 
        [tool.faultsim]
@@ -34,7 +35,7 @@ from typing import Any
 from .errors import UsageError
 
 KEYS = {"agent": str, "scenarios": list, "crash_model": str, "crashes": int, "seed": str,
-        "timeout": float, "workers": int, "mode": str}
+        "timeout": float, "workers": int, "mode": str, "progress_seconds": float}
 
 
 _EXPECTED = {str: "a string", list: "a list of paths", int: "an integer", float: "seconds"}
@@ -132,6 +133,9 @@ def _checked(key: str, value: Any, where: str, from_text: bool = False) -> Any:
         value = str(value)
     if not isinstance(value, kind) or isinstance(value, bool):
         raise ConfigError(f"{where} = {value!r}: expected {_EXPECTED[kind]}")
+    if key == "progress_seconds" and not value >= 0:
+        raise ConfigError(f"{where} = {value!r}: expected seconds >= 0 (0: no progress "
+                          "lines)")
     if kind is list and not all(isinstance(s, str) and s for s in value):
         raise ConfigError(f"{where} = {value!r}: expected a list of paths")
     return value

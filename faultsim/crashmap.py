@@ -12,13 +12,10 @@ from __future__ import annotations
 import difflib
 from typing import Any, Sequence
 
+from .counts import ALPHABET as _ALPHABET, ESCALATED, PASSED, UNEXPLORED
 from .killpoints import CATEGORIES, KillPoint
 from .world.ledger import canonical, effect_difference
 
-UNEXPLORED, PASSED, ESCALATED = "unexplored", "passed", "escalated"
-# one character a kill point; past these (never seen: it takes seven invariant
-# combinations more), characters from Latin-1 on, still one a point
-_ALPHABET = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
 _DETAIL = 60  # characters of an event's detail kept in the map (the tooltip's)
 _CONTEXT = 3  # events either side of a kill in a counterexample's trace (as the text's)
 _FILE_TEXT = 4000  # bytes of a file shown in a counterexample (head and tail beyond)
@@ -53,8 +50,9 @@ def crash_map(run: Any, severity: Sequence[str], sparse: bool = False) -> dict[s
     """Every kill point of the clean run in order, with its verdict: the union of the
     invariants its crash states and the schedules starting there violate (the text table's
     rule: a kill point passed when all of them passed), else escalated when one of its
-    resumed runs escalated to a person (legal, P11), else passed; unexplored outside the
-    shard or --kill-point.
+    resumed runs escalated to a person (legal, P11), else passed; unexplored where this run
+    judged no crash state (outside --kill-point, a subprocess shard's kill points, or an
+    in-process shard's crash states).
 
     `sparse`: only the explored kill points' verdicts (`explored`, position -> character),
     without the clean run's parts: what a pytest kill-point item, which explores one kill
@@ -72,20 +70,22 @@ def crash_map(run: Any, severity: Sequence[str], sparse: bool = False) -> dict[s
         if v.earlier:
             broken.setdefault(v.earlier[0].point.id, set()).update(
                 x.invariant for x in v.violations)
-    explored = {p.id for p in run.explored}
+    # judged: a crash state there has a verdict here (an in-process shard crashes at every
+    # kill point but judges only the crash states it owns: faultsim.counts)
+    judged = {v.kill_point.id for v in run.verdicts}
 
     def label(point_id: str) -> str:
         # a failing verdict shows even where the run lists no explored point (a replay)
         if point_id in broken:
             return _label(broken[point_id], severity)
-        if point_id not in explored:
+        if point_id not in judged:
             return UNEXPLORED
         return ESCALATED if point_id in escalated else PASSED
 
     if sparse:
         positions = {p.id: n for n, p in enumerate(run.kill_points)}
         out = {"labels": codes.labels, "explored": {
-            str(positions[i]): codes(label(i)) for i in explored | set(broken)
+            str(positions[i]): codes(label(i)) for i in judged | set(broken)
             if i in positions}}
         return {**out, **_failing(run, broken, single, positions, codes, severity)}
     cats = list(CATEGORIES) + sorted({p.category for p in run.kill_points} - set(CATEGORIES))
@@ -293,6 +293,11 @@ def _lines(data: bytes) -> list[str]:
 def counterexamples(run: Any, severity: Sequence[str], rules: dict[str, str]) -> list[dict]:
     """The first crash state of each kind of failure in the run (as Report.counterexamples
     picks them, unbounded), the worst kinds first."""
+    return [counterexample(run, verdict, rules) for verdict in first_of_each_kind(run, severity)]
+
+
+def first_of_each_kind(run: Any, severity: Sequence[str]) -> list:
+    """The failing verdicts `counterexamples` shows: the first of each kind, worst first."""
     order = {k: n for n, k in enumerate(severity)}
     shown, found = set(), []
     for n, verdict in enumerate(run.failures):
@@ -305,4 +310,4 @@ def counterexamples(run: Any, severity: Sequence[str], rules: dict[str, str]) ->
         shown.add(kinds)
         found.append((min(order.get(k, len(order)) for k in kinds), n, verdict))
     found.sort(key=lambda f: f[:2])
-    return [counterexample(run, verdict, rules) for *_, verdict in found]
+    return [verdict for *_, verdict in found]

@@ -21,7 +21,7 @@ from __future__ import annotations
 import hashlib
 import math
 from dataclasses import dataclass, field
-from typing import Mapping
+from typing import Iterable, Iterator, Mapping
 
 CRASH_MODELS = ("process", "power")
 SECTOR = 512
@@ -183,18 +183,27 @@ def forget(datas: "list[bytes]") -> None:
 
 
 def torn_versions(write, offsets: "list[int]") -> list[bytes]:
-    """`write.torn(o)` for each of `offsets` (a `trace.PendingWrite`), their digests
-    memoised as they are made: one pass of the hash over the new bytes for every kill
-    point inside the write, not one pass each (a checkpoint rewritten whole has a kill
-    point every 512 bytes). Each digest is blake2b-128 of exactly that version's bytes:
-    the prefix's hash state is copied, then the old tail hashed on top."""
+    """`write.torn(o)` for each of `offsets`, all at once (`each_torn_version`)."""
+    return list(each_torn_version(write, offsets))
+
+
+def each_torn_version(write, offsets: "Iterable[int]") -> "Iterator[bytes]":
+    """`write.torn(o)` for each of `offsets` (a `trace.PendingWrite`), made one at a time
+    as they are asked for, their digests memoised as they are made: one pass of the hash
+    over the new bytes for every kill point inside the write (in ascending offsets, as
+    kill points come), not one pass each (a checkpoint rewritten whole has a kill point
+    every 512 bytes). Each digest is blake2b-128 of exactly that version's bytes: the
+    prefix's hash state is copied, then the old tail hashed on top. One at a time: a
+    caller that drops each version once used holds one copy of the file, not one a cut
+    (a new 50 MB file's 32 cut prefixes at once: 0.45 GB; an overwrite's, 50 MB each)."""
     start, new, old = write.start, write.new, write.old
-    out: dict[int, bytes] = {}
     h = hashlib.blake2b(digest_size=16)
     done = 0
     view = memoryview(new)
-    for offset in sorted(set(offsets)):
+    for offset in offsets:
         cut = start + offset
+        if cut < done:  # an offset below the last one: hash its prefix afresh
+            h, done = hashlib.blake2b(digest_size=16), 0
         h.update(view[done:cut])
         done = cut
         data = write.torn(offset)
@@ -206,8 +215,7 @@ def torn_versions(write, offsets: "list[int]") -> list[bytes]:
                 remember(data, whole.digest())
             else:
                 remember(data, h.digest())
-        out[offset] = data
-    return [out[o] for o in offsets]
+        yield data
 
 
 def process_state(snapshot: Files) -> list[CrashState]:

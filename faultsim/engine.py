@@ -22,12 +22,13 @@ from .inprocess.pairs import sweep_pairs
 from .inprocess.probes import PROBE_VERSION, version_probe  # noqa: F401
 from .inprocess.replaying import sweep_replaying
 from .inprocess.sharding import state_owner
-from .inprocess.sandbox import SANDBOX, Explorer, KillAt  # noqa: F401
+from .inprocess.sandbox import SANDBOX, Explorer, KillAt, unwound_notes  # noqa: F401
+from .interrupted import leaves
 from .killpoints import KillPoint
 from .pipeline.incarnation import Incarnation, IncarnationTimeout, world_signature  # noqa: F401
 from .options import FIXED_TIMEOUT, ExploreOptions, select
 from .pipeline.sweep import (Earlier, Plan, ResumeResult, Sweep,  # noqa: F401
-                             schedule_violations)
+                             bounded_cuts, largest_write, schedule_violations)
 from .report import ModelRun, Report
 from .scenario import Scenario
 
@@ -124,9 +125,12 @@ def explore_in_process(make_agent: Callable[[AgentEnv], Any], scenario: Scenario
     models, crashes, shard = options.models, options.crashes, options.shard
     workers = options.workers
     report = Report()
+    runs: dict[str, ModelRun] = {}
     started = _real_time.real_perf_counter()
-    with Explorer(make_agent, scenario, agent_name=name, timeout=options.timeout,
-                  seed=options.seed) as ex:
+    # Ctrl-C or SIGTERM: the verdicts judged so far go up with it (faultsim.interrupted)
+    with leaves(lambda: report.runs or list(runs.values())), \
+            Explorer(make_agent, scenario, agent_name=name, timeout=options.timeout,
+                     seed=options.seed) as ex:
         ex.convergence = options.convergence
         golden = ex.golden()
         points = golden.kill_points()
@@ -135,8 +139,10 @@ def explore_in_process(make_agent: Callable[[AgentEnv], Any], scenario: Scenario
         chosen = select(points, options.only, None)
         runs = {m: ModelRun(scenario=scenario, agent=name, crash_model=m, kill_points=points,
                             explored=chosen, seed=options.seed, crashes=crashes,
-                            timeout=options.timeout, shard=shard)
+                            timeout=options.timeout, timeout_seconds=ex.timeout,
+                            shard=shard)
                 for m in models}
+        bounded = bounded_cuts(golden, list(runs.values()))
         sweep = Sweep(golden, runs, equivalences=options.equivalences,
                       keep_traces=crashes >= 2)
         if shard is not None:
@@ -144,7 +150,9 @@ def explore_in_process(make_agent: Callable[[AgentEnv], Any], scenario: Scenario
         if plan is not None:
             plan(Plan(scenario.id, len(points), len(chosen),
                       sweep.owns.counts if sweep.owns is not None  # type: ignore[attr-defined]
-                      else count_crash_states(ex, chosen, models), crashes))
+                      else count_crash_states(ex, chosen, models), crashes,
+                      ex.clean_seconds, ex.timeout, largest_write(chosen),
+                      torn_bounded=tuple(bounded)))
         golden_seconds = _real_time.real_perf_counter() - started
         sweep_started = _real_time.real_perf_counter()
         if workers > 0 and hasattr(os, "fork"):
@@ -170,13 +178,15 @@ def explore_in_process(make_agent: Callable[[AgentEnv], Any], scenario: Scenario
         for run_ in runs.values():
             # why no resumed run could be cut (engine.md)
             run_.convergence = ex.convergence_off
+            run_.notes += unwound_notes(ex.unwound, ex.timeout)
             run_.verdicts.sort(key=lambda v: (position[v.kill_point.id], v.order))
             run_.seconds = seconds * len(run_.verdicts) / max(1, sum(len(r.verdicts)
                                                                     for r in runs.values()))
             report.runs.append(run_)
     exhaustive = 1 if options.search and crashes == 2 else min(crashes, 2)
     if crashes > exhaustive and options.first_shard:
-        _search(make_agent, scenario, report, name, options, exhaustive + 1, progress)
+        with leaves(lambda: report.runs):
+            _search(make_agent, scenario, report, name, options, exhaustive + 1, progress)
     return report
 
 
@@ -187,6 +197,9 @@ def survey(make_agent: Callable[[AgentEnv], Any], scenario: Scenario, *,
     model, without crashing anything (`faultsim list`)."""
     with Explorer(make_agent, scenario, agent_name=agent_name, timeout=timeout,
                   seed=seed) as ex:
+        # a survey cuts no resumed run: the clean run's course, fingerprinted at each
+        # model request for that (and long for a long run), is not recorded
+        ex.convergence = False
         points = ex.golden().kill_points()
         return points, count_crash_states(ex, points, list(CRASH_MODELS))
 

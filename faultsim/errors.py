@@ -7,7 +7,11 @@
     │   ├── pytest.settings.FaultsimUsageError  a pytest marker or --faultsim-* option
     │   ├── scenario.ScenarioError         (also ValueError) a scenario file
     │   ├── loading.AgentLoadError         --agent names no importable factory
+    │   ├── agent.FactoryError             a factory that cannot take `env`, or makes
+    │   │                                  no object with `.run()`
     │   ├── token.TokenError               (also ValueError) a replay token
+    │   ├── outfile.OutputError            an output path faultsim cannot write, checked
+    │   │                                  before any work
     │   ├── formats.corpus.CorpusError     (also ValueError) a format corpus
     │   ├── StoreNeedsSubprocess           (also ValueError) an SQLite/Redis store in-process
     │   ├── NoDurableState                 the clean run saves nothing (or not where declared)
@@ -33,6 +37,7 @@
     └── HarnessError          faultsim's own machinery failed: the CLI exits 3 with one
         │                     line; the plugin lets it through with its traceback
         ├── WorkerDied                     a crash-run worker died without its verdicts
+        ├── cli.output.OutputsFailed       reports not written (a full disk), a line each
         ├── real.pool.ServerFailed         a subprocess-mode fork server died or failed
         └── real.redis_server.RedisUnavailable  (also RuntimeError) no redis-server
 

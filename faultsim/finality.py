@@ -95,6 +95,7 @@ class Life:
     grace: bool = False  # run() returned; its threads' last attempts are noted
     acted: list = field(default_factory=list)  # (Thread, what it tried) in the grace
     exits: list = field(default_factory=list)  # its atexit handlers: never run (rule 4)
+    stopped: bool = False  # the kill ended its task and stopped the loop (`killed`)
 
 
 _live: Life | None = None  # the incarnation running now
@@ -115,8 +116,28 @@ def killed(exc: BaseException) -> BaseException:
     """Note the kill about to be raised in the calling thread; returns it."""
     life = _live
     if life is not None and life.kill is None:
-        life.kill, life.killer = exc, (threading.get_ident(), _task())
+        task = _task()
+        life.kill, life.killer = exc, (threading.get_ident(), task)
+        if task is not None and task is not life.runner:
+            # Raised in an asyncio task that is not run()'s: once that task has ended,
+            # nothing the incarnation does can be a finding (rule 2a watches only this
+            # task, 2b only run()'s), and the kill may never reach run() (a task ended by
+            # a BaseException says so to no one unless awaited: a framework streaming
+            # its steps' events waits forever). A real kill stops the whole process:
+            # stop the loop there (agent.run_agent ends run() with the kill).
+            task.add_done_callback(lambda done: _stop_loop(life, done))
     return exc
+
+
+def _stop_loop(life: Life, task: Any) -> None:
+    life.stopped = True
+    task.get_loop().stop()
+
+
+def stopped_by_kill() -> BaseException | None:
+    """The kill, when it stopped the event loop of the incarnation running now."""
+    life = _live
+    return life.kill if life is not None and life.stopped else None
 
 
 def runs_in(task: Any) -> None:

@@ -53,17 +53,64 @@ function decode(run) {
           deeps: m.deep ? m.deep.split(",").length : 0};
 }
 
+// the map's cells by verdict, as faultsim.counts counts kill points (the unfiltered figures
+// are the run's `counts`): judged = passed (escalated among them) + failed + deeper
 function counts(d, keep) {
-  var c = {explored: 0, passed: 0, escalated: 0, violating: 0, unexplored: 0, shown: 0};
+  var c = {judged: 0, passed: 0, escalated: 0, failed: 0, deeper: 0, unexplored: 0, shown: 0};
   for (var i = 0; i < d.n; i++) {
     if (keep && !keep(i)) continue;
     c.shown++;
     var v = d.verdict[i];
     if (v === 0) { c.unexplored++; continue; }
-    c.explored++;
-    if (v === 1) c.passed++; else if (v === 2) c.escalated++; else c.violating++;
+    c.judged++;
+    if (v === 1) c.passed++; else if (v === 2) c.escalated++;
+    else if (d.deep[i]) c.deeper++; else c.failed++;
   }
   return c;
+}
+
+// -- the counts (faultsim.counts: each defined once, its definition the tooltip) -----------
+function defined(name) { return (DATA.counts || {})[name] || [name, ""]; }
+function n(run, name, text) {
+  var v = run.counts[name];
+  return '<b class="n-' + name + '" title="' + esc(defined(name)[1]) + '">' +
+    esc(text != null ? text : v == null ? "-" : v) + "</b>";
+}
+function th(name, cls) {
+  return '<th class="' + (cls || "num") + '" title="' + esc(defined(name)[1]) + '">' +
+    esc(defined(name)[0]) + "</th>";
+}
+function killPointsCell(c) {
+  return c.kill_points_judged === c.kill_points_total ? String(c.kill_points_judged) :
+    c.kill_points_judged + " of " + c.kill_points_total;
+}
+function failingWords(c) {  // as faultsim.counts.Counts.failing
+  var parts = c.crash_states_failed ? [plural(c.crash_states_failed, "crash state")] : [];
+  Object.keys(c.schedules_failed).sort(function (a, b) { return a - b; }).forEach(function (k) {
+    parts.push(plural(c.schedules_failed[k], "schedule") + " of " + k + " crashes");
+  });
+  if (c.probes_failed) parts.push("the version probe");
+  return parts.length > 1 ? parts.slice(0, -1).join(", ") + " and " + parts[parts.length - 1] :
+    (parts[0] || "");
+}
+var TABLE = ["kill_points_judged", "kill_points_passed", "kill_points_failed",
+             "kill_points_failed_deeper"];  // faultsim.counts.TABLE
+function countsHtml(run) {
+  var c = run.counts;
+  var h = '<div class="runcounts"><span>' + n(run, "kill_points_judged", killPointsCell(c)) +
+    " kill points judged" + (c.kill_points_explored !== c.kill_points_judged ? " (" +
+    n(run, "kill_points_explored") + " explored)" : "") + ": " +
+    '<span class="ok-n">' + n(run, "kill_points_passed") + " passed</span>, " +
+    '<span class="' + (c.kill_points_failed ? "bad-n" : "") + '">' + n(run, "kill_points_failed") +
+    " failed</span>" + (c.kill_points_failed_deeper == null ? "" : ", " + '<span class="' +
+    (c.kill_points_failed_deeper ? "bad-n" : "") + '">' + n(run, "kill_points_failed_deeper") +
+    " failed only with 2+ crashes</span>") + "</span>";
+  h += "<span>" + n(run, "crash_states") + " crash states judged, " +
+    n(run, "crash_states_failed") + " failed</span>";
+  if (c.violating) h += '<span class="bad-n">' + n(run, "violating") + " violations (" +
+    esc(failingWords(c)) + ") of " + n(run, "counterexamples") + " kind" +
+    (c.counterexamples === 1 ? "" : "s") + ": a counterexample of each below</span>";
+  return h + "</div>";
 }
 
 // the text report's name of a run (report.rows)
@@ -117,23 +164,37 @@ function cmd(text) {
   return '<div class="cmd"><code>' + esc(text) + "</code>" + copyButton(text) + "</div>";
 }
 
+// the text report's table (report.TABLE_HEAD: the counts of faultsim.counts.TABLE), and
+// where each failing run's first counterexample is
 function summaryTable() {
   var h = '<table class="summary"><tr><th>scenario</th><th>crash model</th>' +
-    '<th class="num">kill points</th><th class="num">passed</th><th class="num">violations</th>' +
-    '<th class="num">time</th></tr>';
+    TABLE.map(function (name) { return th(name); }).join("") +
+    '<th class="num">time</th><th>first counterexample</th></tr>';
   R.runs.forEach(function (run, r) {
-    var c = counts(decode(run));
+    var c = run.counts;
+    var cells = [killPointsCell(c), c.kill_points_passed,
+                 c.kill_points_failed + (c.probes_failed ? " + probe" : ""),
+                 c.kill_points_failed_deeper == null ? "-" : c.kill_points_failed_deeper];
     h += '<tr data-run="' + r + '"><td><a href="#run-' + r + '">' + esc(runName(run)) +
-      "</a></td><td>" + esc(run.crash_model) + '</td><td class="num k-explored">' +
-      run.kill_points_explored + '</td><td class="num k-passed">' + (c.passed + c.escalated) +
-      '</td><td class="num k-violations' + (run.violating ? " bad-n" : "") + '">' +
-      run.violating + '</td><td class="num">' + run.seconds.toFixed(1) + "s</td></tr>";
+      "</a></td><td>" + esc(run.crash_model) + "</td>" + cells.map(function (x, k) {
+        var bad = k >= 2 && x !== 0 && x !== "-" && x !== "0";
+        return '<td class="num c-' + TABLE[k] + (bad ? " bad-n" : "") + '">' + esc(x) + "</td>";
+      }).join("") + '<td class="num">' + run.seconds.toFixed(1) + "s</td><td>" +
+      ((run.counterexamples || []).length ? '<a class="first-cx" href="#cx-' + r +
+        '-0">' + esc(run.counterexamples[0].invariants.join(" + ")) + "</a>" : "") +
+      "</td></tr>";
   });
   var failed = R.runs.filter(function (r) { return r.violating > 0 || !runOk(r); }).length;
   var scenarios = {};
   R.runs.forEach(function (r) { scenarios[r.path] = 1; });
   var ns = Object.keys(scenarios).length;
-  return h + '</table><p class="muted total">' + plural(ns, "scenario") + ", " +
+  var shards = {};
+  R.runs.forEach(function (r) { if (r.shard) shards[r.shard.index + "/" + r.shard.of] = 1; });
+  return h + "</table>" + Object.keys(shards).map(function (s) {
+    return '<p class="muted shard">shard ' + esc(s) + ": each row counts the kill points " +
+      "where this shard judged a crash state; faultsim report merge joins the shards' " +
+      "--json reports</p>";
+  }).join("") + '<p class="muted total">' + plural(ns, "scenario") + ", " +
     plural(R.runs.length, "run") + ": " + (failed ? failed + " with violations" : "all passed") +
     "</p>";
 }
@@ -171,11 +232,13 @@ function filters(d, r) {
 
 function countsLine(c) {
   return '<span>shown: <b class="c-shown">' + c.shown + "</b> kill points</span>" +
-    '<span>explored <b class="c-explored">' + c.explored + "</b></span>" +
+    '<span>judged <b class="c-judged">' + c.judged + "</b></span>" +
     '<span style="color:' + FIXED.passed + '">passed <b class="c-passed">' +
     (c.passed + c.escalated) + "</b>" + (c.escalated ? " (" + c.escalated + " escalated)" : "") +
-    "</span>" + '<span style="color:#d7263d">violating <b class="c-violating">' + c.violating +
-    "</b></span>" + (c.unexplored ? '<span class="muted">unexplored ' + c.unexplored + "</span>" : "");
+    "</span>" + '<span style="color:#d7263d">failed <b class="c-failed">' + c.failed +
+    "</b></span>" + (c.deeper ? '<span style="color:#d7263d">failed only with 2+ crashes ' +
+    '<b class="c-deeper">' + c.deeper + "</b></span>" : "") +
+    (c.unexplored ? '<span class="muted">unexplored ' + c.unexplored + "</span>" : "");
 }
 
 // A row per landmark, split every CHUNK cells (a long stretch without one stays readable).
@@ -237,7 +300,8 @@ function pairsHtml(run, r, d) {
   var pairs = run.map.pairs || [];
   var h = "<h3>Second crashes</h3><p class=\"muted\">" + s.total + " schedules of 2 crashes, " +
     s.explored + " explored (the others equal judged ones), " + s.resumed + " resumed; " +
-    '<b class="pairs-failing">' + pairs.length + "</b> violate. Each square: a first crash " +
+    n(run, "schedules_failed", run.counts.schedules_failed["2"] || 0) + " violate. Each " +
+    "square: a first crash " +
     "(across, in the clean run's order) and the second crash in the run resumed from it " +
     "(down, by that run's event); passing schedules are not drawn.</p>";
   if (!pairs.length) return h;
@@ -269,13 +333,21 @@ function pairsHtml(run, r, d) {
   return h + '<div class="pairs">' + svg.join("") + "</div>";
 }
 
+// an incarnation's limit: as asked, and under "auto" the one the clean runs gave
+function timeoutText(run) {
+  if (run.timeout == null) return "none";
+  if (run.timeout !== "auto") return run.timeout + " s";
+  return "auto (" + (run.timeout_seconds != null ? run.timeout_seconds + " s, " : "") +
+    "derived from the clean runs)";
+}
+
 function factsHtml(run) {
   var rows = (run.test ? [["pytest", run.test]] : []).concat([
     ["faultsim", R.version || "?"], ["scenario", run.path],
     ["fingerprint", run.fingerprint || "?"], ["agent", run.agent],
     ["crash model", run.crash_model], ["mode", run.mode], ["seed", run.seed],
     ["crashes per schedule", run.crashes],
-    ["timeout", run.timeout == null ? "none" : run.timeout + " s"],
+    ["timeout", timeoutText(run)],
     ["kill points", run.kill_points_explored + " explored of " + run.kill_points_total],
     ["crash states", run.crash_states + " judged, " + run.crash_states_resumed + " resumed, " +
       run.crash_states_escalated + " escalated"],
@@ -298,24 +370,69 @@ function factsHtml(run) {
   return h + "</div>";
 }
 
+// A violation's kill-point class: its category, from the map (a first crash) or its id
+// (a later crash, in a resumed run: k<event>[.<byte>]-<category>-<what>#<n>).
+function categoryOf(d, id) {
+  var m = /^k\d+(?:\.\d+)?-(.*)$/.exec(id);
+  if (!m) return id;  // the version probe
+  var best = "";
+  d.cats.forEach(function (c) {
+    if ((m[1] === c || m[1].indexOf(c + "-") === 0) && c.length > best.length) best = c;
+  });
+  return best || m[1];
+}
+// Near-identical violations (the same invariant, the same kill-point class at each crash)
+// are one group, in order of first appearance: its first row shown, the others folded.
+function groupsOf(run, d) {
+  var groups = [], at = {};
+  run.violations.forEach(function (v, i) {
+    var cls = v.schedule.map(function (id) { return categoryOf(d, id); }).join(" then ");
+    var key = v.invariant + "|" + cls;
+    if (!(key in at)) { at[key] = groups.length; groups.push({cls: cls, rows: []}); }
+    groups[at[key]].rows.push(i);
+  });
+  return groups;
+}
+var PERSISTED = "persisted: what of the agent's writes survived each crash of the schedule " +
+  "(one entry per crash, separated by /): under the process model every completed " +
+  "operation (a killed process loses nothing the kernel already has); under power loss, " +
+  "which unsynced data and directory entries the disk kept";
+function violationRow(v, i, hid) {
+  return '<tr class="violation' + (hid ? " hid" : "") + '" data-invariant="' +
+    esc(v.invariant) + '"><td class="num">' + (i + 1) + '</td><td><span class="inv">' +
+    esc(v.invariant) + "</span> " + esc(v.rule) + '</td><td class="mono">' +
+    v.schedule.map(esc).join(" then ") + "</td><td>" + esc(v.persisted_each.join(" / ")) +
+    '</td><td class="mono tok">' + (v.token ? esc(v.token) + " " + copyButton(v.replay) :
+    esc(v.replay)) + "</td></tr>";
+}
 function violationsHtml(run, r, all) {
   var vs = run.violations;
   if (!vs.length) return '<p class="muted">No violations.</p>';
-  var upto = all ? vs.length : Math.min(vs.length, SHOWN);
+  var groups = groupsOf(run, decoded[r]), drawn = 0;
   var h = '<table class="viol" id="viol-' + r + '"><tr><th>#</th><th>invariant</th>' +
-    "<th>schedule</th><th>persisted</th><th>replay</th></tr>";
-  for (var i = 0; i < upto; i++) {
-    var v = vs[i];
-    h += '<tr class="violation" data-invariant="' + esc(v.invariant) + '"><td class="num">' +
-      (i + 1) + '</td><td><span class="inv">' + esc(v.invariant) + "</span> " + esc(v.rule) +
-      '</td><td class="mono">' + v.schedule.map(esc).join(" then ") + "</td><td>" +
-      esc(v.persisted_each.join(" / ")) + '</td><td class="mono tok">' +
-      (v.token ? esc(v.token) + " " + copyButton(v.replay) : esc(v.replay)) + "</td></tr>";
-  }
+    '<th>schedule</th><th title="' + esc(PERSISTED) + '">persisted <span class="q">?</span>' +
+    "</th><th>replay</th></tr>";
+  groups.forEach(function (g, k) {
+    var first = vs[g.rows[0]], label = "show " + (g.rows.length > 1 ? "all " +
+      g.rows.length : "it");
+    h += '<tbody class="grp" id="grp-' + r + "-" + k + '"><tr class="ghead"><td colspan="5">' +
+      '<span class="inv">' + esc(first.invariant) + "</span> " +
+      esc(plural(g.rows.length, first.schedule.length > 1 ? "schedule" : "crash state")) +
+      " at " + esc(g.cls) + ' <span class="muted">· the first: <span class="mono">' +
+      first.schedule.map(esc).join(" then ") + "</span></span> " + copyButton(first.replay) +
+      ' <button class="expand" data-group="grp-' + r + "-" + k + '" data-label="' + label +
+      '">' + label + "</button></td></tr>";
+    g.rows.forEach(function (i) {
+      if (all || drawn < SHOWN) { h += violationRow(vs[i], i, true); drawn++; }
+    });
+    h += "</tbody>";
+  });
   h += "</table>";
-  if (upto < vs.length) h += '<button class="more" data-run="' + r + '">show all ' +
-    vs.length + " (" + (vs.length - upto) + " more)</button>";
-  return h;
+  if (drawn < vs.length) h += '<button class="more" data-run="' + r + '">draw all ' +
+    vs.length + " (" + (vs.length - drawn) + " more)</button>";
+  return h + '<p class="muted legend-line">' + plural(vs.length, "violation") + " (an entry " +
+    "per invariant a crash state or schedule breaks) in " + plural(groups.length, "group") +
+    " of the same invariant and kill-point class; " + esc(PERSISTED) + ".</p>";
 }
 
 function traceTable(crash) {
@@ -387,7 +504,8 @@ function counterexampleHtml(cx, r, k) {
   });
   h += "<h4>schedule</h4><ol>" + cx.crashes.map(function (c) {
     return '<li class="mono">' + esc(c.describe) + ' <span class="muted">in ' + esc(c.who) +
-      "; " + esc(c.persisted) + "</span></li>";
+      '; <span title="' + esc(PERSISTED) + '">persisted: ' + esc(c.persisted) +
+      "</span></span></li>";
   }).join("") + "</ol>";
   cx.crashes.forEach(function (c, n) {
     h += "<h4>trace of " + esc(c.who) + (n ? " (its clean course)" : "") + " around " +
@@ -421,24 +539,30 @@ function counterexampleHtml(cx, r, k) {
   return h;
 }
 
+// A run: its counts, then its counterexamples (the first drawn open, the others folded),
+// the crash map, the violations grouped, the facts.
 function runHtml(run, r, d) {
-  var c = counts(d);
   var h = '<section class="card run" id="run-' + r + '" data-run="' + r + '"><h2>' +
     esc(runName(run)) + ' <span class="muted">· ' + esc(run.crash_model) + " · " +
     esc(run.agent) + "</span></h2>" + (run.test ? '<div class="muted mono test">' + esc(run.test) +
-    "</div>" : "");
+    "</div>" : "") + countsHtml(run);
+  (run.counterexamples || []).forEach(function (cx, k) {
+    h += k === 0 ? counterexampleHtml(cx, r, k) : '<details class="cxfold"><summary>' +
+      "Counterexample " + (k + 1) + ": " + esc(cx.invariants.join(" + ")) + " at " +
+      esc(cx.schedule.join(" then ")) + "</summary>" + counterexampleHtml(cx, r, k) +
+      "</details>";
+  });
   h += "<h3>Crash map</h3><p class=\"muted\">The clean run's events in order, a row per model " +
     "turn and tool call; each square a kill point, coloured by its verdict (the worst of its " +
     "crash states and of the schedules starting there). Click a square for its details; " +
     "untick a colour or a category to dim it.</p>";
   h += legend(d, r) + filters(d, r) + '<div class="counts" id="counts-' + r + '">' +
-    countsLine(c) + "</div>" + mapHtml(d, r) +
+    countsLine(counts(d)) + "</div>" + mapHtml(d, r) +
     '<div class="pick" id="pick-' + r + '"><span class="muted">Click a kill point.</span></div>';
   h += pairsHtml(run, r, d);
-  h += "<h3>Run facts</h3>" + factsHtml(run);
   h += "<h3>Violations (" + run.violations.length + ")</h3><div id=\"violations-" + r + '">' +
-    violationsHtml(run, r, false) + "</div></section>";
-  (run.counterexamples || []).forEach(function (cx, k) { h += counterexampleHtml(cx, r, k); });
+    violationsHtml(run, r, false) + "</div>";
+  h += "<h3>Run facts</h3>" + factsHtml(run) + "</section>";
   return h;
 }
 
@@ -448,7 +572,8 @@ var decoded = R.runs.map(decode);
 mark("decode");
 var failed = R.runs.filter(function (r) { return !runOk(r); }).length;
 var html = '<header class="top"><h1>faultsim report<span class="status ' +
-  (R.ok ? "ok" : "bad") + '">' + (!R.runs.length ? "nothing explored" : R.ok ? "all passed" :
+  (R.partial ? "partial" : R.ok ? "ok" : "bad") + '">' + (R.partial ? "partial: " +
+  esc(R.partial.reason) : !R.runs.length ? "nothing explored" : R.ok ? "all passed" :
   failed + " of " + R.runs.length + " runs with violations") + '</span></h1><div class="sub">faultsim ' + esc(R.version || "?") +
   " · " + plural(R.runs.length, "run") + "</div></header><nav class=\"toc\">" +
   R.runs.map(function (run, r) {
@@ -510,6 +635,12 @@ document.addEventListener("click", function (ev) {
     else { fallbackCopy(text); done(); }
     return;
   }
+  if (t.classList && t.classList.contains("expand")) {
+    var g = document.getElementById(t.dataset.group), open = !g.classList.contains("open");
+    g.classList.toggle("open", open);
+    t.textContent = open ? "fold them" : t.dataset.label;
+    return;
+  }
   if (t.classList && t.classList.contains("more")) {
     var r0 = +t.dataset.run;
     document.getElementById("violations-" + r0).innerHTML = violationsHtml(R.runs[r0], r0, true);
@@ -550,11 +681,17 @@ function pick(r, i) {
   }
   document.getElementById("pick-" + r).innerHTML = h;
 }
-// a link to a section (#cx-0-1) reaches it: the page drew itself after the browser looked
-if (location.hash) {
-  var target = document.getElementById(decodeURIComponent(location.hash.slice(1)));
-  if (target) target.scrollIntoView();
+// a link to a section (#cx-0-1) reaches it, a folded counterexample unfolded: the page drew
+// itself after the browser looked
+function reach(hash) {
+  var target = hash && document.getElementById(decodeURIComponent(hash.slice(1)));
+  if (!target) return;
+  var fold = target.closest("details");
+  if (fold) fold.open = true;
+  target.scrollIntoView();
 }
+reach(location.hash);
+window.addEventListener("hashchange", function () { reach(location.hash); });
 mark("done");
 // how long the script took, in ms, per stage (bench/html_report.py reads it)
 document.body.dataset.drawMs = JSON.stringify(marks);

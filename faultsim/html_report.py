@@ -5,7 +5,8 @@ embedded as JSON; the page's script (html_report.js) and style (html_report.css)
 data beside this module, are inlined: nothing is loaded from anywhere, it opens offline
 from a CI artifact.
 
-Imports the standard library and faultsim.errors only.
+Imports the standard library, faultsim.errors, faultsim.outfile, faultsim.interrupted and
+faultsim.counts only.
 """
 from __future__ import annotations
 
@@ -14,7 +15,9 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from .counts import ALPHABET as _ALPHABET, DEFINED, code as _code, count
 from .errors import UsageError
+from .outfile import write_atomic
 
 # What a pass does not prove: docs/explanation/guarantees.md, "What it does not establish"
 # (tests/test_html_report.py checks that every item there is named here).
@@ -54,27 +57,54 @@ def render(report: dict[str, Any], title: str | None = None) -> str:
         raise UsageError("not a faultsim JSON report: no 'runs' list")
     # `states` (every crash state by identity) is for `faultsim compare`, not the page:
     # left out, it costs the page nothing
-    shown = {**report, "runs": [{k: v for k, v in r.items() if k != "states"}
-                                if isinstance(r, dict) else r for r in report["runs"]]}
-    page = {"report": shown, "not_proven": [list(x) for x in NOT_PROVEN]}
-    title = title or ("faultsim: " + ("nothing explored" if not report["runs"] else
+    shown = {**report, "runs": [_shown(r) if isinstance(r, dict) else r
+                                for r in report["runs"]]}
+    # the counts' definitions (faultsim.counts): the page's tooltips
+    page = {"report": shown, "not_proven": [list(x) for x in NOT_PROVEN],
+            "counts": {d.name: [d.label, d.text] for d in DEFINED}}
+    partial = _partial_banner(report)
+    title = title or ("faultsim: " + ("partial" if partial else
+                                      "nothing explored" if not report["runs"] else
                                       "all passed" if report.get("ok") else "violations"))
     return (
         "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
         "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
         f"<title>{_escape(title)}</title><style>{_asset('html_report.css')}</style></head>"
         "<body><noscript>This report draws itself with JavaScript; the data is the JSON "
-        "report embedded below.</noscript><div id=\"app\"></div>"
+        f"report embedded below.</noscript>{partial}<div id=\"app\"></div>"
         f"<script type=\"application/json\" id=\"faultsim-data\">{_embedded(page)}</script>"
         f"<script>{_asset('html_report.js')}</script></body></html>\n")
+
+
+def _partial_banner(report: dict[str, Any]) -> str:
+    """An interrupted run's page opens with a banner saying so (drawn without the script:
+    a page whose script fails still says it is partial)."""
+    partial = report.get("partial")
+    if not isinstance(partial, dict):
+        return ""
+    from .interrupted import headline
+
+    text = (f"{headline(partial)}. The crash states it did not judge show as unexplored; "
+            "a pass here is not a pass of the run.")
+    return f'<div class="partial" role="alert">{_escape(text)}</div>'
+
+
+def _shown(run: dict[str, Any]) -> dict[str, Any]:
+    """A run as the page gets it: without `states` (every crash state by identity, for
+    `faultsim compare`: left out, it costs the page nothing), with its `counts`
+    (faultsim.counts; computed here for a report written before they were kept)."""
+    shown = {k: v for k, v in run.items() if k != "states"}
+    if "counts" not in shown:
+        shown["counts"] = count(run).to_json()
+    return shown
 
 
 def _escape(text: str) -> str:
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
-def write_html(report: dict[str, Any], path: str | Path) -> None:
-    Path(path).write_text(render(report), encoding="utf-8")
+def write_html(report: dict[str, Any], path: str | Path, what: str = "--html") -> None:
+    write_atomic(path, render(report), what=what)
 
 
 def from_json_file(source: str | Path, target: str | Path) -> None:
@@ -90,18 +120,10 @@ def from_json_file(source: str | Path, target: str | Path) -> None:
         if not isinstance(run, dict) or "map" not in run:
             raise UsageError(f"{source}: runs[{n}].map: missing (a report of an older "
                              "faultsim, or not faultsim run --json's): rerun with --json")
-    write_html(data, target)
+    write_html(data, target, what="--out")
 
 
 # -- one page for a pytest session ------------------------------------------------------------
-_ALPHABET = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"  # crashmap's
-
-
-def _code(ch: str) -> int:
-    i = _ALPHABET.find(ch)
-    return i if i >= 0 else ord(ch) - 0xC0 + len(_ALPHABET)
-
-
 def _char(n: int) -> str:
     return _ALPHABET[n] if n < len(_ALPHABET) else chr(0xC0 + n - len(_ALPHABET))
 
@@ -134,6 +156,7 @@ def merge_runs(parts: list[dict[str, Any]]) -> dict[str, Any]:
     labels = list(first["map"]["labels"])
     verdict = [0] * len(first["map"]["points"]["verdict"])
     ids: dict[str, str] = {}
+    deep: set[str] = set()  # failing only when a second crash follows
     pairs = []
     shown = set()
     for p in parts:
@@ -149,6 +172,7 @@ def merge_runs(parts: list[dict[str, Any]]) -> dict[str, Any]:
         for i, ch in explored:  # the kill points this part explored
             verdict[int(i)] = remap[_code(ch)]
         ids.update(m.get("ids", {}))
+        deep |= set(m.get("deep", "").split(",")) - {""}
         for t in m.get("pairs", []):
             pos, index, offset, ch = t.split(",")
             pairs.append(f"{pos},{index},{offset},{_char(remap[_code(ch)])}")
@@ -159,7 +183,8 @@ def merge_runs(parts: list[dict[str, Any]]) -> dict[str, Any]:
                 out["counterexamples"].append(cx)
     points = {**first["map"]["points"], "verdict": "".join(_char(c) for c in verdict)}
     out["map"] = {**first["map"], "labels": labels, "points": points, "ids": ids,
-                  "pairs": pairs}
+                  "deep": ",".join(sorted(deep, key=int)), "pairs": pairs}
+    out["counts"] = count(out).to_json()  # faultsim.counts, of the items together
     return out
 
 

@@ -29,20 +29,15 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from .killpoints import KillPoint, label
+from .killpoints import KillPoint, cut_kind, label
 from .trace import Event
 
 _TOOL_STARTS = ("mark.tool.start", "mark.pa.tool.start")
 
 
 def _where_torn(size: int, offset: int) -> str:
-    if offset == 1:
-        return "@first"
-    if offset == size - 1:
-        return "@last"
-    if offset == size // 2:
-        return "@half"
-    return f"@{offset}"
+    kind = cut_kind(size, offset)
+    return f"@{offset}" if kind == "sector" else f"@{kind}"
 
 
 def context(trace: Sequence[Event]) -> list[tuple[int, str, str]]:

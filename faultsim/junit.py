@@ -10,6 +10,8 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
+from .counts import failing_in_words
+from .outfile import write_atomic
 from .report import RULES, SEVERITY, ModelRun, Report
 
 
@@ -24,16 +26,31 @@ def _case(suite: ET.Element, run: ModelRun, invariant: str, seconds: float) -> b
         return False
     first = failing[0]
     explanation = next(x.explanation for x in first.violations if x.invariant == invariant)
-    what = "schedules" if any(v.earlier for v in failing) else "crash states"
     failure = ET.SubElement(case, "failure", {
         "type": invariant,
-        "message": f"{len(failing)} {what} violate {invariant} ({RULES[invariant]}): "
-                   f"{explanation}"})
+        "message": f"{failing_in_words(run, failing)} {invariant} "
+                   f"({RULES[invariant]}): {explanation}"})
     failure.text = run.counterexample(first)
     return True
 
 
+def _counts(run: ModelRun) -> list[tuple[str, object]]:
+    """The run's counts (faultsim.counts) as properties, named as the JSON's `counts`
+    (`schedules_failed.2`: per number of crashes; an empty value: null)."""
+    out: list[tuple[str, object]] = []
+    for name, value in run.counts().to_json().items():
+        if isinstance(value, dict):
+            out += [(f"{name}.{k}", n) for k, n in value.items()]
+        else:
+            out.append((name, "" if value is None else value))
+    return out
+
+
 def write_junit(report: Report, path: str | Path) -> None:
+    write_atomic(path, junit_xml(report), what="--junit")
+
+
+def junit_xml(report: Report) -> bytes:
     root = ET.Element("testsuites", {"name": "faultsim"})
     total = failed = 0
     seconds = 0.0
@@ -44,7 +61,7 @@ def write_junit(report: Report, path: str | Path) -> None:
         for name, value in (("scenario", run.scenario.path), ("agent", run.agent),
                             ("crash_model", run.crash_model), ("seed", run.seed),
                             ("crashes", run.crashes), ("kill_points", len(run.explored)),
-                            ("crash_states", len(run.verdicts))):
+                            *_counts(run)):
             ET.SubElement(props, "property", {"name": name, "value": str(value)})
         measured = run.wall_seconds or 0.0
         suite.set("time", f"{measured:.3f}")
@@ -71,9 +88,32 @@ def write_junit(report: Report, path: str | Path) -> None:
         suite.set("failures", "1" if tag == "failure" else "0")
         suite.set("errors", "1" if tag == "error" else "0")
         total, failed, errors = total + 1, failed + (tag == "failure"), errors + (tag == "error")
+    if report.partial:  # cut short: an error case says so, or CI would read a green run
+        _partial_suite(root, report.partial)
+        total, errors = total + 1, errors + 1
     root.set("tests", str(total))
     root.set("failures", str(failed))
     root.set("errors", str(errors))
     root.set("time", f"{seconds:.3f}")
     ET.indent(root)
-    Path(path).write_bytes(ET.tostring(root, encoding="utf-8", xml_declaration=True) + b"\n")
+    return ET.tostring(root, encoding="utf-8", xml_declaration=True) + b"\n"
+
+
+def _partial_suite(root: ET.Element, partial) -> None:
+    """First among the suites: the run was interrupted, with what it judged of its plan
+    (faultsim.interrupted.Partial) as the suite's properties."""
+    suite = ET.Element("testsuite", {"name": "faultsim [partial]", "tests": "1",
+                                     "failures": "0", "errors": "1", "time": "0.000"})
+    root.insert(0, suite)
+    props = ET.SubElement(suite, "properties")
+    for name, value in partial.to_json().items():
+        if isinstance(value, list):
+            value = ", ".join(value)
+        ET.SubElement(props, "property", {"name": f"partial.{name}",
+                                          "value": "" if value is None else str(value)})
+    case = ET.SubElement(suite, "testcase", {"classname": "faultsim.run",
+                                             "name": "the run ended", "time": "0.000"})
+    error = ET.SubElement(case, "error", {"type": "Interrupted",
+                                          "message": partial.headline()})
+    error.text = (partial.headline() + ": the suites below hold only the crash states "
+                  "judged before it")

@@ -13,7 +13,7 @@ import importlib
 from pathlib import Path
 from typing import Any, Callable
 
-from .agent import AgentEnv
+from .agent import AgentEnv, check_factory
 from .errors import UsageError
 
 
@@ -41,8 +41,17 @@ def _import_file(spec: str, path: str) -> Any:
 
 
 def load_factory(spec: str) -> Callable[[AgentEnv], Any]:
-    """`package.module` (attribute `make_agent`), `package.module:attr`, or a file:
-    `path/to/agent.py[:attr]`."""
+    """The agent factory `spec` names: `package.module` (attribute `make_agent`),
+    `package.module:attr`, or a file: `path/to/agent.py[:attr]`; refused (one line, exit 2)
+    when its signature cannot take `make_agent(env)`, before anything runs."""
+    factory = load_callable(spec)
+    check_factory(factory, spec)
+    return factory
+
+
+def load_callable(spec: str) -> Callable[..., Any]:
+    """The callable `spec` names (as `load_factory`), whatever it takes: an adapter's
+    spec names other callables (a Claude Agent SDK coroutine, a LangGraph graph builder)."""
     module_name, _, attr = spec.rpartition(":") if spec.count(":") else (spec, "", "")
     attr = attr or "make_agent"
     if not module_name:

@@ -8,9 +8,9 @@ from typing import Any, Callable, Sequence
 from .agent import Outcome
 from .checkpoints import DEFAULT, CheckpointSpec, progress, settled, whole
 from .crashmodel import CrashState
-from .killpoints import KillPoint, kill_points
+from .killpoints import KillPoint, kill_points, torn_bounded
 from .world import World, effect_difference
-from .world.ledger import Ledger
+from .world.ledger import RECOGNISED, Ledger, canonical
 
 EFFECT_OPS = ("submit", "apply", "send")  # attempts that may change the world
 OUTPUTS = "workspace/"  # the agent's outputs, compared with the golden run's at the end
@@ -62,12 +62,20 @@ REGISTRY: tuple[Rule, ...] = (
     Rule("no_process_left_behind", "sandbox", "resume", "a process the agent started "
          "left its incarnation's process group and outlived it (subprocess mode; then "
          "SIGKILLed)"),
-    Rule("one_step_repeated_per_crash", "P2/P5", "resume", "extra effect attempts + "
-         "re-asked model turns (beyond the clean run's own) exceed the number of crashes"),
+    Rule("one_step_repeated_per_crash", "P2/P5", "resume", "repeated steps exceed the "
+         "number of crashes: each re-asked model turn (with the calls it re-sent that the "
+         "receiver recognised) and each other extra effect attempt, beyond the clean run's "
+         "own"),
     Rule("counters_continue", "P1/P5", "resume", "final `turns` differ from the golden "
          "run's, or `tokensUsed` is below the golden spend or above what was billed"),
     Rule("progress_recorded_once", "P7/P9", "resume", "the agent reports a different number "
          "of completed steps"),
+    Rule("kill_point_judged", "harness", "point", "faultsim could not judge the kill point: "
+         "its crash run took another course there twice (the agent is not deterministic "
+         "there), its kill could not be proven landed twice, the process judging it died "
+         "without a verdict twice (the agent ended its process, a signal), or the in-process "
+         "kill did not unwind and its process had to be stopped (try `--mode subprocess`); "
+         "the explanation says which, and the sweep went on"),
 )
 RULE_OF = {r.invariant: r for r in REGISTRY}
 
@@ -122,10 +130,11 @@ class Golden:
     # conversation that asks a turn twice by design (a user message the fake places at the
     # same turn) repeats it in every run, and no crash is to blame for that
     answered: dict = field(default_factory=dict)
+    torn_cuts: str = "bounded"  # the scenario's: a large write's cuts bounded, or "all"
 
     @classmethod
     def of(cls, outcome: Outcome, world: World, final: dict, trace: list,
-           checkpoint: CheckpointSpec = DEFAULT) -> "Golden":
+           checkpoint: CheckpointSpec = DEFAULT, torn_cuts: str = "bounded") -> "Golden":
         answers = tuple(i.encode() for q in world.model.requests if q.ok
                         for i in q.tool_use_ids)
         sent: dict = {}
@@ -133,12 +142,19 @@ class Golden:
             if q.ok and q.position is not None and not getattr(q, "reaction", None):
                 sent.setdefault((q.script, q.position), tuple(q.sent))
         return cls(outcome, world.ledger, outputs_of(final), effect_attempts(world.ledger),
-                   trace, checkpoint, answers, sent, turns_answered(world.model.requests))
+                   trace, checkpoint, answers, sent, turns_answered(world.model.requests),
+                   torn_cuts)
 
     def kill_points(self, trace: Sequence | None = None) -> list[KillPoint]:
         """The kill points of the clean run (or of `trace`, a resumed run's course), its
-        checkpoint saves named by the scenario's declaration."""
-        return kill_points(self.trace if trace is None else trace, self.checkpoint)
+        checkpoint saves named by the scenario's declaration, a large write's torn cuts
+        bounded unless it asks for all (killpoints.torn_offsets)."""
+        return kill_points(self.trace if trace is None else trace, self.checkpoint,
+                           self.torn_cuts)
+
+    def torn_bounded(self) -> list[dict]:
+        """The clean run's writes whose torn cuts are bounded (killpoints.torn_bounded)."""
+        return torn_bounded(self.trace, self.torn_cuts)
 
 
 @dataclass
@@ -181,21 +197,31 @@ def checkpoints_in(files: dict, spec: CheckpointSpec = DEFAULT) -> dict[str, byt
 
 # -- the guards --------------------------------------------------------------------------
 def completes_or_escalates(g: Golden, r: CrashRun) -> Violation | None:
+    # `cause`: how it failed, in a word or two (faultsim compare says when it changed)
     if r.timed_out:
-        return _violated("completes_or_escalates", f"the resumed agent hung: {r.error}")
+        return _violated("completes_or_escalates", f"the resumed agent hung: {r.error}",
+                         cause="hang")
     if r.error is not None:
         return _violated("completes_or_escalates",
-                         f"the resumed run failed instead of completing: {r.error}")
+                         f"the resumed run failed instead of completing: {r.error}",
+                         cause=_raised(r.error))
     out = r.outcome
     if out.status == "escalated":
         return None  # an explicit escalation (P11) is a legal stop
     if out.status != "completed":
-        return _violated("completes_or_escalates", f"the run ended as {out.status!r}")
+        return _violated("completes_or_escalates", f"the run ended as {out.status!r}",
+                         cause=f"ended as {out.status}")
     if out.final_answer != g.outcome.final_answer:
         return _violated("completes_or_escalates",
                          f"final answer {_short(out.final_answer)} differs from the clean "
-                         f"run's {_short(g.outcome.final_answer)}")
+                         f"run's {_short(g.outcome.final_answer)}", cause="another answer")
     return None
+
+
+def _raised(error: str) -> str:
+    """`raised KeyError` for an error written `KeyError: ...`, else its first words."""
+    name = error.partition(":")[0]
+    return f"raised {name}" if name.isidentifier() else error[:40]
 
 
 def no_silent_restart(g: Golden, r: CrashRun) -> Violation | None:
@@ -250,24 +276,67 @@ def turns_answered(requests: Sequence) -> dict:
     return out
 
 
+def reasks(g: Golden, requests: Sequence) -> set[int]:
+    """The indices of the requests that asked a model turn again beyond what the clean run
+    asked it again: per turn, the re-asks past the clean run's own (the later ones). With a
+    clean run that re-asks nothing these are the answers with `repeat > 0`."""
+    seen: dict = {}
+    out = set()
+    for q in requests:
+        if q.ok and q.repeat > 0 and q.position is not None and \
+                not getattr(q, "reaction", None):
+            slot = (q.script, q.position)
+            seen[slot] = seen.get(slot, 0) + 1
+            if seen[slot] > g.answered.get(slot, 0):
+                out.add(q.index)
+    return out
+
+
 def reasked_turns(g: Golden, requests: Sequence) -> int:
-    """Model turns asked again beyond what the clean run asked again: per turn, the
-    re-asks past the clean run's own. With a clean run that re-asks nothing this is the
-    count of answers with `repeat > 0`, the rule as it always was."""
-    return sum(max(0, n - g.answered.get(slot, 0))
-               for slot, n in turns_answered(requests).items())
+    """How many model turns were asked again beyond the clean run's own re-asks."""
+    return len(reasks(g, requests))
+
+
+def resent_by_reasked_turns(ledger: Ledger, reasked: set[int]) -> int:
+    """Effect attempts that are part of a re-asked turn's repeat: each carries out a
+    re-asked answer (the last request before it is one of `reasked`), repeats an attempt
+    an earlier incarnation made (same service, operation and arguments), and was
+    recognised by the receiver (deduplicated by its key, or a set the record already
+    held), so it did nothing new. A turn is one step: its answer and the calls it names,
+    redone together (docs/reference/invariants.md). A re-sent call the receiver applied
+    again stays a step of its own (and a duplicate, `effects_exactly_once`).
+    Bound: the turn an attempt belongs to is the last one asked before it, which holds for
+    a loop that asks one turn at a time; a call of a sub-agent interleaved with its
+    parent's turns may be given to the wrong turn, and then counts as a step of its own
+    (stricter, never laxer)."""
+    first_seen: dict = {}  # (service, op, arguments) -> the first incarnation that tried it
+    n = 0
+    for e in ledger.entries:
+        if e.op not in EFFECT_OPS:
+            continue
+        first = first_seen.setdefault((e.service, e.op, canonical(e.params)), e.incarnation)
+        if e.after_request in reasked and first < e.incarnation and e.outcome in RECOGNISED:
+            n += 1
+    return n
 
 
 def one_step_repeated_per_crash(g: Golden, r: CrashRun) -> Violation | None:
-    attempts = effect_attempts(r.world.ledger) - g.effect_attempts
-    reasked = reasked_turns(g, r.world.model.requests)
-    repeated = max(0, attempts) + reasked
+    """At most one step redone per crash. A step is a model turn: a re-asked turn counts
+    once, with the calls it re-sent that the receiver recognised
+    (`resent_by_reasked_turns`); every other extra effect attempt (a call re-run without
+    asking its turn again, or re-sent and applied again) counts once."""
+    asked_again = reasks(g, r.world.model.requests)
+    resent = resent_by_reasked_turns(r.world.ledger, asked_again)
+    extra = max(0, effect_attempts(r.world.ledger) - g.effect_attempts - resent)
+    repeated = extra + len(asked_again)
     if repeated > r.crashes:
+        with_resent = f", which re-sent {resent} of their calls" if resent else ""
         return _violated("one_step_repeated_per_crash",
-                         f"{repeated} steps were repeated ({max(0, attempts)} extra effect "
-                         f"attempts, {reasked} re-asked model turns) after {r.crashes} "
-                         "crash(es); at most one per crash is allowed",
-                         extra_attempts=max(0, attempts), reasked=reasked, crashes=r.crashes)
+                         f"{repeated} steps were repeated ({extra} extra effect "
+                         f"attempts, {len(asked_again)} re-asked model turns{with_resent}) "
+                         f"after {r.crashes} crash(es); at most one per crash is allowed",
+                         extra_attempts=extra, reasked=len(asked_again), resent=resent,
+                         crashes=r.crashes)
     return None
 
 
@@ -323,7 +392,7 @@ def api_valid(g: Golden, r: CrashRun) -> Violation | None:
     bad = r.world.model.invalid_requests
     if bad:
         return _violated("api_valid", f"the API refused {len(bad)} request(s) with 400 "
-                         f"invalid_request_error: {bad[0].message}")
+                         f"invalid_request_error: {bad[0].message}", cause="HTTP 400")
     return None
 
 

@@ -18,7 +18,7 @@ import tempfile
 from .errors import UsageError
 
 __all__ = ["OutputError", "write_atomic", "append_atomic", "check_writable",
-           "replace_folder"]
+           "check_replaceable", "replace_folder"]
 
 
 class OutputError(UsageError):
@@ -41,8 +41,13 @@ def _fsync_dir(folder: str) -> None:
 def write_atomic(path: str | os.PathLike, data: bytes | str, *, what: str = "") -> None:
     """Replace `path`'s content with `data` atomically (temp file, fsync, rename, folder
     fsync). On any OSError the temp file is removed, `path` keeps its old content, and an
-    OutputError names `what` (an option such as --json) and the path."""
+    OutputError names `what` (an option such as --json) and the path. A symbolic link is
+    followed: the file it names is replaced, the link kept (a renamed temp file would
+    replace the link itself)."""
     path = os.fspath(path)
+    said = path
+    if os.path.islink(path):
+        path = os.path.realpath(path)
     raw = data.encode("utf-8") if isinstance(data, str) else data
     folder = os.path.dirname(os.path.abspath(path))
     tmp = None
@@ -66,7 +71,7 @@ def write_atomic(path: str | os.PathLike, data: bytes | str, *, what: str = "") 
         tmp = None
         _fsync_dir(folder)
     except OSError as exc:
-        raise OutputError(_say(what, path, exc)) from exc
+        raise OutputError(_say(what, said, exc)) from exc
     finally:
         if tmp is not None:
             try:
@@ -105,6 +110,27 @@ def check_writable(path: str | os.PathLike, what: str) -> None:
         raise OutputError(f"{what} {path}: the file is not writable")
 
 
+def check_replaceable(out: str | os.PathLike, marker: str, what: str = "") -> bool:
+    """Refuse, before any work, an output folder `replace_folder` would refuse: a file, a
+    link, a folder holding files without `marker`, or one in a missing or read-only
+    folder. True: `out` exists (and may be replaced); False: it is new."""
+    out = os.fspath(out)
+    say = f"{what} {out}".lstrip()
+    if os.path.lexists(out):
+        if not os.path.isdir(out) or os.path.islink(out):
+            raise OutputError(f"{say}: exists and is not a folder; not replaced")
+        entries = os.listdir(out)
+        if entries and marker not in entries:
+            raise OutputError(f"{say}: the folder holds files faultsim did not make "
+                              f"(no {marker}); not replaced: name a new or empty folder")
+    parent = os.path.dirname(os.path.abspath(out))
+    if not os.path.isdir(parent):
+        raise OutputError(f"{say}: the folder {parent} does not exist")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise OutputError(f"{say}: the folder {parent} is not writable")
+    return os.path.lexists(out)
+
+
 def replace_folder(staging: str | os.PathLike, out: str | os.PathLike, marker: str, *,
                    what: str = "") -> None:
     """Put the finished folder `staging` at `out`. An existing `out` is replaced only if
@@ -114,14 +140,7 @@ def replace_folder(staging: str | os.PathLike, out: str | os.PathLike, marker: s
     whole."""
     staging, out = os.fspath(staging), os.fspath(out)
     aside = None
-    if os.path.lexists(out):
-        if not os.path.isdir(out) or os.path.islink(out):
-            raise OutputError(f"{what} {out}: exists and is not a folder; not replaced".lstrip())
-        entries = os.listdir(out)
-        if entries and marker not in entries:
-            raise OutputError(f"{what} {out}: the folder holds files faultsim did not make "
-                              f"(no {marker}); not replaced: name a new or empty folder"
-                              .lstrip())
+    if check_replaceable(out, marker, what):
         aside = out.rstrip(os.sep) + ".old-" + str(os.getpid())
         os.rename(out, aside)
     try:

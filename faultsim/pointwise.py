@@ -23,6 +23,7 @@ from .inprocess.replaying import sweep_replaying
 from .inprocess.sandbox import Explorer
 from .killpoints import KillPoint
 from .options import ExploreOptions
+from .outfile import OutputError, write_atomic
 from .pipeline.sweep import Earlier, Sweep
 from .report import ModelRun, Report
 from .scenario import Scenario
@@ -112,14 +113,10 @@ class PointwiseExplorer:
     def _share_golden(self) -> None:
         if self.golden_cache is None:
             return
-        tmp = f"{self.golden_cache}.{os.getpid()}.tmp"
-        try:
-            with open(tmp, "wb") as f:
-                pickle.dump((self.golden, self.timeout), f)
-            os.replace(tmp, self.golden_cache)  # whole or absent for the other workers
-        except (OSError, pickle.PicklingError, TypeError, AttributeError):
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
+        try:  # whole or absent for the other workers, as every file faultsim writes
+            write_atomic(self.golden_cache, pickle.dumps((self.golden, self.timeout)))
+        except (OutputError, pickle.PicklingError, TypeError, AttributeError):
+            pass  # a cache: the other workers run the clean runs themselves
 
     def point(self, point_id: str) -> KillPoint:
         for point in self.record_golden():

@@ -20,9 +20,15 @@ def replay(token: str | ReplayToken, make_agent: Callable | None = None,
 
     if isinstance(token, str):
         token = ReplayToken.decode(token)
+    check_replayable(token)
+    fix = Agent(agent, make_agent) if agent is not None or make_agent is not None else None
+    return replay_on_backend(token, fix, timeout=timeout)
+
+
+def check_replayable(token: ReplayToken) -> None:
+    """Refuse, before anything is imported, a token whose scenario file is not here or
+    changed since the token was made."""
     if not Path(token.scenario).exists():
         raise FileNotFoundError(f"{token.scenario}: the token's scenario file is not here; "
                                 "replay from the directory the report was made in")
     token.check_scenario()
-    fix = Agent(agent, make_agent) if agent is not None or make_agent is not None else None
-    return replay_on_backend(token, fix, timeout=timeout)

@@ -6,7 +6,8 @@ import shlex
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from .crashmap import counterexamples, crash_map, why_of
+from .counts import HEADER, Counts, all_failing_in_words, count
+from .crashmap import counterexamples, crash_map, first_of_each_kind, why_of
 from .killpoints import KillPoint, categories
 from .oracle import REGISTRY
 from .scenario import MAIN_TAG
@@ -175,6 +176,9 @@ class ModelRun:
     mode: str = "in-process"  # or "subprocess": real processes, real files, SIGKILL
     # an incarnation's limit as asked: seconds, None, or "auto" (derived from the clean runs)
     timeout: float | str | None = "auto"
+    # the limit a resumed incarnation had (under "auto", derived from how long the clean
+    # runs took: pipeline.incarnation.resumed_limit); None: no limit, or not known
+    timeout_seconds: float | None = None
     # the measured wall time of the whole exploration this run came from (clean runs, every
     # crash model, the search), on its first run; 0 on the others (the crash models are
     # swept together, not timed apart); None: not measured (`seconds` is apportioned)
@@ -185,6 +189,9 @@ class ModelRun:
     # lines a backend adds to the console summary after this run (not in the JSON report):
     # what only it can say, e.g. how many of its kills landed
     notes: list[str] = field(default_factory=list)
+    # the clean run's writes whose torn cuts were bounded (killpoints.torn_bounded):
+    # {"file", "bytes", "cuts", "of"} each
+    torn_bounded: list[dict] = field(default_factory=list)
 
     def depth(self, crashes: int) -> DepthStats:
         return self.depths.setdefault(crashes, DepthStats(crashes))
@@ -242,20 +249,49 @@ class ModelRun:
             key += [position.get(e.point.id, -1) if k == 0 else e.point.index, e.order]
         return key + [verdict.kill_point.index, verdict.kill_point.offset or 0, verdict.order]
 
+    def counts(self) -> Counts:
+        """The run's counts (faultsim.counts), computed as from its JSON report: from the
+        crash map and the failing verdicts. Kept until the run judges more."""
+        key = (len(self.verdicts), len(self.deep_failures), len(self.probes),
+               len(self.explored), self.crashes)
+        kept = self.__dict__.get("_counts")
+        if kept is None or kept[0] != key:
+            kept = (key, count(self._for_counts(crash_map(self, SEVERITY),
+                                                len(first_of_each_kind(self, SEVERITY)))))
+            self.__dict__["_counts"] = kept
+        return kept[1]
+
+    def _for_counts(self, found_map: dict[str, Any], counterexamples: int) -> dict[str, Any]:
+        """What faultsim.counts reads of a JSON run, as `to_json` writes it."""
+        return {"kill_points_total": len(self.kill_points),
+                "kill_points_explored": len(self.explored), "crash_states": len(self.verdicts),
+                "crashes": self.crashes, "map": found_map,
+                "counterexamples": [None] * counterexamples,
+                "violations": [{"rank": self.rank(verdict),
+                                "schedule": [p.id for p in verdict.schedule]}
+                               for verdict in self.failures]}
+
     def to_json(self, sparse_map: bool = False) -> dict[str, Any]:
         """`sparse_map`: the map's explored kill points only (faultsim.crashmap)."""
+        found = self._json(sparse_map)
+        found["counts"] = count(found).to_json()  # faultsim.counts: each count defined once
+        return found
+
+    def _json(self, sparse_map: bool) -> dict[str, Any]:
         return {
             "scenario": self.scenario.id, "path": self.scenario.path, "agent": self.agent,
             "crash_model": self.crash_model, "mode": self.mode,
             "kill_points_total": len(self.kill_points),
             "kill_points_explored": len(self.explored),
+            "torn_bounded": self.torn_bounded,
             "categories": categories(self.explored), "seconds": round(self.seconds, 3),
             "crash_states": len(self.verdicts), "crash_states_resumed": self.judged,
             "crash_states_escalated": self.escalated,
             "crash_states_converged": self.converged, "convergence": self.convergence,
             "probes": [{"id": p.kill_point.id, "ok": p.ok} for p in self.probes],
             "seed": self.seed, "crashes": self.crashes,
-            "timeout": self.timeout, "wall_seconds": None if self.wall_seconds is None
+            "timeout": self.timeout, "timeout_seconds": self.timeout_seconds,
+            "wall_seconds": None if self.wall_seconds is None
             else round(self.wall_seconds, 3),
             "fingerprint": scenario_fingerprint(self.scenario.path),
             "shard": None if self.shard is None else {"index": self.shard[0],
@@ -382,10 +418,12 @@ class ModelRun:
 
 
 def states(run: ModelRun) -> list[list[str]]:
-    """`[identity, kill point id, verdict]` per crash state of `run` (verdict: `passed`,
-    `escalated`, or the invariants violated joined with `+`), then each failing schedule of
-    several crashes, its crashes' identities joined with ` then ` (a crash after the first
-    named on the course of the run it killed, where the sweep kept it)."""
+    """`[identity, kill point id, verdict, how]` per crash state of `run` (verdict:
+    `passed`, `escalated`, or the invariants violated joined with `+`; how: a failure in
+    words, each invariant's cause where its guard names one, "" for a pass), then each
+    failing schedule of several crashes, its crashes' identities joined with ` then ` (a
+    crash after the first named on the course of the run it killed, where the sweep kept
+    it)."""
     from .identity import identities, identity
 
     def verdict_of(v: Verdict) -> str:
@@ -393,17 +431,21 @@ def states(run: ModelRun) -> list[list[str]]:
             return "+".join(dict.fromkeys(x.invariant for x in v.violations))
         return "escalated" if v.escalated else "passed"
 
+    def how(v: Verdict) -> str:  # "hang", "HTTP 400, raised BadRequestError": compare's
+        return ", ".join(dict.fromkeys(x.fact("cause") or x.invariant for x in v.violations))
+
     if not run.verdicts:
         names = []
     else:
         names = identities([(v.kill_point, v.order) for v in run.verdicts],
                            run.verdicts[0].golden.trace, run.crash_model)
-    out = [[n, v.kill_point.id, verdict_of(v)] for n, v in zip(names, run.verdicts)]
+    out = [[n, v.kill_point.id, verdict_of(v), how(v)] for n, v in zip(names, run.verdicts)]
     for v in run.deep_failures:
         traces = [v.golden.trace] + [e.next_trace for e in v.earlier]
         steps = [(e.point, e.order) for e in v.earlier] + [(v.kill_point, v.order)]
         parts = [identity(p, t, run.crash_model, o) for (p, o), t in zip(steps, traces)]
-        out.append([" then ".join(parts), " ".join(p.id for p, _ in steps), verdict_of(v)])
+        out.append([" then ".join(parts), " ".join(p.id for p, _ in steps), verdict_of(v),
+                    how(v)])
     return out
 
 
@@ -449,6 +491,18 @@ def _preview(data: bytes | None) -> str:
     return f"{data[:80]!r} ... {data[-60:]!r}"
 
 
+# the summary table's columns (text, Markdown and HTML alike)
+TABLE_HEAD = ("scenario", "crash model", *HEADER, "time")
+
+
+def shard_lines(runs: list) -> list[str]:
+    """What a shard's table counts, said under it (a shard judges part of the run)."""
+    shards = sorted({tuple(run.shard) for run in runs if getattr(run, "shard", None)})
+    return [f"shard {i}/{n}: each row counts the kill points where this shard judged a "
+            "crash state; `faultsim report merge` joins the shards' --json reports"
+            for i, n in shards]
+
+
 @dataclass(frozen=True)
 class Refusal:
     """A scenario faultsim stopped before any verdict (the clean run failed, escaped, was
@@ -474,10 +528,13 @@ class Report:
     golden_seconds: float = 0.0  # the two clean runs and set-up
     sweep_seconds: float = 0.0  # the crash runs (all crash models together)
     refused: list[Refusal] = field(default_factory=list)
+    # an interrupted run's report (faultsim.interrupted.Partial): never ok, whatever it
+    # judged, since what it did not judge is unknown
+    partial: Any = None
 
     @property
     def ok(self) -> bool:
-        return all(run.ok for run in self.runs) and not self.refused
+        return all(run.ok for run in self.runs) and not self.refused and not self.partial
 
     def to_json(self) -> dict[str, Any]:
         from ._version import __version__
@@ -486,6 +543,8 @@ class Report:
                  "runs": [run.to_json() for run in self.runs]}
         if self.refused:  # a run stopped before its verdicts: what stopped it
             found["refused"] = [r.to_json() for r in self.refused]
+        if self.partial:  # cut short: what it judged, of what it planned
+            found["partial"] = self.partial.to_json()
         return found
 
     def dumps(self) -> str:
@@ -511,42 +570,42 @@ class Report:
         return [run.counterexample(verdict) for *_, run, verdict in found[:limit]]
 
     def rows(self) -> list[tuple[str, ...]]:
-        """Per run, the cells of the summary table: scenario, crash model, kill points
-        explored, passed, violations, seconds."""
+        """Per run, the cells of the summary table (`TABLE_HEAD`): scenario, crash model,
+        the counts of faultsim.counts.TABLE, seconds."""
         rows = []
         for run in self.runs:
-            bad = {v.kill_point.id for v in run.verdicts if not v.ok}
-            bad |= {v.earlier[0].point.id for v in run.deep_failures if v.earlier}
-            explored = {p.id for p in run.explored}
             name = run.scenario.id + (f" [{run.agent.partition(':')[2]}]"
                                       if run.agent.startswith("langgraph:") else "")
-            rows.append((name, run.crash_model, str(len(run.explored)),
-                         str(len(explored - bad)), str(len(run.failures)),
+            rows.append((name, run.crash_model, *run.counts().cells(),
                          f"{run.seconds:.1f}s"))
         return rows
 
     def summary(self) -> str:
-        """The table `faultsim run` ends with: per scenario and crash model, the kill points
-        explored, how many of them passed (every crash state there, and every schedule
-        starting there), the violating crash states and schedules, and the seconds."""
-        head = ("scenario", "crash model", "kill points", "passed", "violations", "time")
+        """The table `faultsim run` ends with: per scenario and crash model, its kill points
+        by verdict (faultsim.counts: judged, then passed, failed with one crash, failed
+        only with 2 or more) and the seconds; the failing crash states and schedules are
+        counted in each run's header above it."""
+        head = TABLE_HEAD
         rows = self.rows()
         widths = [max(len(r[i]) for r in [head, *rows]) for i in range(len(head))]
-        lines = []
+        lines = [self.partial.headline()] if self.partial else []
         for row in [head, *rows]:
             cells = [c.ljust(w) if i < 2 else c.rjust(w)
                      for i, (c, w) in enumerate(zip(row, widths))]
             lines.append("  ".join(cells).rstrip())
+        lines += shard_lines(self.runs)
         failed = sum(1 for run in self.runs if not run.ok)
         scenarios = len({run.scenario.path for run in self.runs})
         lines.append(f"{scenarios} scenario{'s' if scenarios != 1 else ''}, "
                      f"{len(self.runs)} run{'s' if len(self.runs) != 1 else ''}: "
-                     + ("all passed" if not failed else f"{failed} with violations"))
+                     + ("partial: " if self.partial else "")
+                     + ("all passed" if not failed else f"{failed} with violations")
+                     + (" so far" if self.partial else ""))
         return "\n".join(lines)
 
     def assert_ok(self) -> None:
         if not self.ok:
-            failures = sum(len(r.failures) for r in self.runs)
-            raise AssertionError(f"faultsim: {failures} crash state(s) violate the protocol; "
+            failing = all_failing_in_words([r.counts() for r in self.runs])
+            raise AssertionError(f"faultsim: {failing} the protocol; "
                                  "the first of each kind:\n\n" +
                                  "\n\n".join(self.counterexamples()))

@@ -7,8 +7,9 @@ point's verdict is the union of the shards' (a point passes when it passes in ev
 shard), and failures interleave by their `rank`. Shards of kill points (subprocess mode)
 add up their explored kill points too. With pairs, `schedules[n].resumed` is the shards'
 sum: second crash states are shared within a shard only (see engine.explore_in_process). Reports of different runs, or shards that overlap
-or leave one out, are refused in one line naming the file and the field. Standard library,
-errors, the report's severity order and the crash map's encoding only."""
+or leave one out, are refused in one line naming the file and the field, as is a partial
+report (an interrupted run's). Standard library, errors, the report's severity order, the
+crash map's encoding, faultsim.counts and faultsim.interrupted only."""
 from __future__ import annotations
 
 import json
@@ -16,14 +17,15 @@ import math
 import re
 from typing import Any, Sequence
 
+from .counts import ESCALATED, PASSED, UNEXPLORED, code as _index, count
 from .errors import UsageError
+from .interrupted import partial_reason
 
 # what must be equal in every shard of one run (anything else is another run)
 _SAME = ("scenario", "path", "agent", "crash_model", "mode", "kill_points_total", "seed",
          "crashes", "timeout", "fingerprint")
 _MAP_SAME = ("event_kinds", "events", "categories")
 _POINTS_SAME = ("event", "torn", "category")
-UNEXPLORED, PASSED, ESCALATED = "unexplored", "passed", "escalated"
 
 
 class MergeError(UsageError):
@@ -53,6 +55,11 @@ def merge(reports: list[tuple[str, dict]]) -> dict[str, Any]:
     """The whole run's report from its shards' (`(file, report)` pairs, any order)."""
     if not reports:
         raise MergeError("report merge: no reports given")
+    for path, report in reports:  # its missing crash states would pass for a shard's
+        why = partial_reason(report)
+        if why:
+            raise MergeError(f"{path}: partial: the report of a run cut short ({why}); "
+                             "merge needs whole shards")
     first_path, first = reports[0]
     for path, report in reports[1:]:
         if report.get("version") != first.get("version"):
@@ -111,6 +118,11 @@ def _merge_run(parts: list[tuple[str, dict]], n: int) -> dict[str, Any]:
     if "states" in run0:
         out["states"] = _merge_states(parts, out["violations"])
     out["map"] = _merge_map([(path, run["map"]) for path, run in parts], n)
+    # each shard's own limit (its clean runs were timed apart): the largest
+    limits = [run.get("timeout_seconds") for _, run in parts]
+    out["timeout_seconds"] = None if None in limits else max(limits, default=None)
+    if "counts" in run0:  # faultsim.counts, of the whole run
+        out["counts"] = count(out).to_json()
     return out
 
 
@@ -199,13 +211,6 @@ def _merge_map(maps: list[tuple[str, dict]], n: int) -> dict[str, Any]:
             "pairs": [",".join(map(str, where)) + "," + codes(label) for where, label in pairs]}
 
 
-def _index(char: str) -> int:
-    from .crashmap import ALPHABET
-
-    found = ALPHABET.find(char)
-    return found if found >= 0 else ord(char) - 0xC0 + len(ALPHABET)
-
-
 class _Failure:
     """A failing verdict as the JSON report keeps it (its violations share one rank)."""
 
@@ -227,8 +232,9 @@ class _Run:
 
         self.json = run
         self.scenario = SimpleNamespace(id=run["scenario"], path=run["path"])
-        for key in ("agent", "crash_model", "seed", "crashes", "wall_seconds"):
-            setattr(self, key, run[key])
+        for key in ("agent", "crash_model", "seed", "crashes", "wall_seconds", "seconds",
+                    "shard"):
+            setattr(self, key, run.get(key))
         self.explored = range(run["kill_points_explored"])
         self.verdicts = range(run["crash_states"])
         self.failures: list[_Failure] = []
@@ -250,28 +256,19 @@ class _Run:
     def replay_command(self, failure: _Failure) -> str:
         return failure.replay
 
+    def rank(self, failure: _Failure) -> list:
+        return failure.rank
+
+    def counts(self):
+        return count(self.json)  # faultsim.counts, as of a report.ModelRun
+
 
 def as_report(merged: dict[str, Any]):
     """The merged JSON report as the JUnit and Markdown writers read a `report.Report`."""
     from .report import Refusal, Report
 
-    class _Merged(Report):
-        def rows(self) -> list[tuple[str, ...]]:
-            # as Report.rows: a kill point passed when every state and schedule there did
-            rows = []
-            for run in self.runs:
-                m = run.json["map"]
-                labels = [m["labels"][_index(c)] for c in m["points"]["verdict"]]
-                explored = sum(label != UNEXPLORED for label in labels)
-                bad = sum(label not in (UNEXPLORED, PASSED, ESCALATED) for label in labels)
-                name = run.scenario.id + (f" [{run.agent.partition(':')[2]}]"
-                                          if run.agent.startswith("langgraph:") else "")
-                rows.append((name, run.crash_model, str(explored), str(explored - bad),
-                             str(len(run.failures)), f"{run.json['seconds']:.1f}s"))
-            return rows
-
-    return _Merged(runs=[_Run(r) for r in merged["runs"]],  # type: ignore[misc]
-                   refused=[Refusal(**r) for r in merged.get("refused", [])])
+    return Report(runs=[_Run(r) for r in merged["runs"]],  # type: ignore[misc]
+                  refused=[Refusal(**r) for r in merged.get("refused", [])])
 
 
 def _merge_states(parts: list[tuple[str, dict]], violations: list[dict]) -> list[list]:

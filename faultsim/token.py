@@ -6,6 +6,12 @@ each crash of the schedule where it
 landed (event index, byte offset inside a torn write) and which crash state it left.
 Kill points are addressed by position, not by id, because a later incarnation's ids only
 exist once that incarnation has run; the replay prints the ids again.
+
+A token names code that a replay imports and runs (its agent): `show` says what, from the
+token alone. Versions: the format is the prefix (fs1); a token of another format is
+refused, one of this format made by another faultsim release replays with a warning
+(`other_version`): its positions mean the same where that release placed kill points as
+this one does, which a changed engine may not.
 """
 from __future__ import annotations
 
@@ -14,6 +20,7 @@ import functools
 import hashlib
 import json
 import os
+import re
 import zlib
 from dataclasses import dataclass
 
@@ -56,6 +63,11 @@ class ReplayToken:
     @classmethod
     def decode(cls, token: str) -> "ReplayToken":
         token = token.strip()
+        other = re.match(r"fs(\d+)_", token)
+        if other and not token.startswith(PREFIX):
+            raise TokenError(f"a replay token of format fs{other.group(1)} (made by another "
+                             f"faultsim release); this faultsim reads {PREFIX[:-1]} tokens: "
+                             "replay it with the release that made it")
         if not token.startswith(PREFIX):
             raise TokenError(f"{token[:20]!r} is not a faultsim replay token (they start "
                              f"with {PREFIX!r}; copy it whole from a report)")
@@ -79,6 +91,41 @@ class ReplayToken:
                              "newer faultsim?)")
         return cls(scenario, agent, model, seed, parsed, mode, version, fingerprint)
 
+    def other_version(self, current: str) -> str | None:
+        """One line when a faultsim release other than `current` made this token (None:
+        the same, or a token from before versions were stamped)."""
+        if not self.version or self.version == current:
+            return None
+        return (f"this token was made by faultsim {self.version}, this is faultsim "
+                f"{current}: it replays the same positions, which name the same kill points "
+                "only if the two place them alike (a verdict that differs from the report "
+                "may be the version)")
+
+    def show(self, current: str) -> list[str]:
+        """What a replay of this token would import and run, from the token alone."""
+        if not os.path.exists(self.scenario):
+            state = "not here: replay from the folder the report was made in"
+        elif not self.fingerprint:
+            state = "found (the token holds no fingerprint to compare)"
+        elif scenario_fingerprint(self.scenario) == self.fingerprint:
+            state = "unchanged since the token was made"
+        else:
+            state = "CHANGED since the token was made: a replay refuses it"
+        lines = [f"a {PREFIX[:-1]} replay token made by faultsim {self.version or '(unknown)'}"
+                 f"{'' if self.version == current else f' (this is faultsim {current})'}",
+                 f"  scenario:     {self.scenario} ({state})",
+                 f"  agent:        {self.agent} (imported and run by a replay unless --agent "
+                 "names another)",
+                 f"  crash model:  {self.crash_model}",
+                 f"  seed:         {self.seed}",
+                 f"  mode:         {self.mode}"]
+        for k, step in enumerate(self.steps, 1):
+            where = (f"after event #{step.index}" if step.offset is None else
+                     f"inside the write of event #{step.index}, after {step.offset} bytes")
+            lines.append(f"  crash {k}:      {where}, of incarnation {k}"
+                         + (f", crash state {step.order}" if step.order else ""))
+        return lines
+
     def check_scenario(self) -> None:
         """Refuse, in one line, a scenario file that changed since the token was made: the
         same positions would name other kill points (a silent replay of something else)."""
@@ -86,10 +133,14 @@ class ReplayToken:
             return  # a token from before fingerprints
         now = scenario_fingerprint(self.scenario)
         if now != self.fingerprint:
+            from ._version import __version__
+
+            made = f"faultsim {self.version or '?'}" + (
+                f"; this is {__version__}" if self.version != __version__ else "")
             raise TokenError(
                 f"{self.scenario}: the scenario changed since this token was made (by "
-                f"faultsim {self.version or '?'}): it would replay other kill points; rerun "
-                "faultsim run for fresh tokens")
+                f"{made}): it would replay other kill points; rerun faultsim run for fresh "
+                "tokens")
 
 
 def scenario_fingerprint(path: str) -> str:

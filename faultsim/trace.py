@@ -34,6 +34,9 @@ class Event:
     subject: str  # the path, service call or mark name it concerns
     detail: str = ""  # stable extra facts (sizes, digests, keys)
     size: int = 0  # bytes written, for writes
+    # what a digest in `detail` stands for, shortened (an SQL statement): shown where two
+    # runs part on it, never compared (the digest is)
+    text: str = field(default="", compare=False)
 
     def signature(self) -> tuple:
         """What two deterministic runs must agree on."""
@@ -69,8 +72,9 @@ class Tracer:
     def next_index(self) -> int:
         return len(self.events) + 1
 
-    def emit(self, kind: str, subject: str, detail: str = "", size: int = 0) -> Event:
-        event = Event(self.next_index, kind, subject, detail, size)
+    def emit(self, kind: str, subject: str, detail: str = "", size: int = 0,
+             text: str = "") -> Event:
+        event = Event(self.next_index, kind, subject, detail, size, text)
         self.events.append(event)
         if self.policy is not None:
             self.policy.after(self, event)

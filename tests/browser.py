@@ -60,9 +60,9 @@ def _run(binary: str, page: Path, *extra: str, timeout: float = 90) -> str:
     return stdout
 
 
-def dump_dom(binary: str, page: Path) -> str:
-    """The page's DOM once it loaded and its scripts ran."""
-    return _run(binary, page, "--dump-dom")
+def dump_dom(binary: str, page: Path, size: str | None = None) -> str:
+    """The page's DOM once it loaded and its scripts ran (in a window of `size`, "W,H")."""
+    return _run(binary, page, "--dump-dom", *([f"--window-size={size}"] if size else []))
 
 
 def screenshot(binary: str, page: Path, png: Path, size: str = "1400,1800") -> None:

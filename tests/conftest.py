@@ -40,6 +40,10 @@ def pytest_sessionstart(session):
     # `faultsim run` prints ::error annotations under GitHub Actions: the tests that want
     # them ask (tests/test_ci.py), whichever CI runs the suite
     os.environ.pop("GITHUB_ACTIONS", None)
+    # progress lines are timed (faultsim.console): on a loaded machine any run may cross
+    # their interval, so the tests that compare stderr see none; tests/test_progress.py
+    # asks for them
+    os.environ["FAULTSIM_PROGRESS_SECONDS"] = "0"
 
 
 # The longest tests go first: xdist hands tests out in collection order, so one that starts

@@ -2,7 +2,9 @@
 ...])`), as agents run `curl`, `git` or a Node script. What the helper does is the probe,
 chosen by CONTAIN_PROBE: `net` connects to 127.0.0.1:CONTAIN_PORT (a counting server the
 test started), `write` writes into CONTAIN_WATCH (a directory outside the sandbox),
-`inside` writes its answer into the agent's workdir (a correct helper), `daemon` leaves a
+`inside` writes its answer into the agent's workdir (a correct helper), `shell` shells out
+to keep a cache file in CONTAIN_WATCH (as a user's tool keeps one under /tmp or $HOME),
+`shell-inside` shells out to write it into the workdir (correct), `daemon` leaves a
 helper running in a session of its own, `python` computes the answer without any helper
 (a correct agent in either mode). CONTAIN_ONLY_ON_RESUME=1: the helper runs only when the
 agent resumes (the clean runs compute in Python)."""
@@ -32,6 +34,12 @@ def run_check(workdir: str, resumed: bool) -> str:
     if os.environ.get("CONTAIN_ONLY_ON_RESUME") == "1" and not resumed:
         probe = "python"
     answer = os.path.join(workdir, "check.txt")
+    if probe in ("shell", "shell-inside"):  # as users write it: a shell line, unchecked
+        cache = os.environ["CONTAIN_WATCH"] if probe == "shell" else workdir
+        subprocess.run(f"echo checked > {cache}/cache.txt; echo {MARKER}", shell=True)
+        with open(answer, "w") as f:
+            f.write("checked")
+        return "checked"
     if probe == "python":
         with open(answer, "w") as f:
             f.write("checked")

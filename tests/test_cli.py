@@ -7,6 +7,7 @@ import os
 import signal
 import threading
 import json
+import re
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -110,11 +111,30 @@ def test_an_agent_that_fails_without_a_crash_is_one_clear_line(tmp_path, capsys)
     assert "Traceback" in capsys.readouterr().err
 
 
+def test_kill_point_takes_several_ids_after_one_flag_or_the_flag_repeated(tmp_path, capsys):
+    report = tmp_path / "r.json"
+    for ids in (["--kill-point", "k0-start", "k1-start-runs#1"],
+                ["--kill-point", "k0-start", "--kill-point", "k1-start-runs#1"]):
+        assert main(["run", TINY, *ids, "--crashes", "1", "--json", str(report)]) == 0
+        assert json.loads(report.read_text())["runs"][0]["kill_points_explored"] == 2
+    capsys.readouterr()
+    # every word up to the next option is an id: a scenario written after them is refused
+    with pytest.raises(SystemExit) as info:
+        main(["run", "--kill-point", "k0-start", TINY])
+    assert info.value.code == 2
+    assert "is a scenario, not a kill point id: give the scenarios before --kill-point" \
+        in capsys.readouterr().err
+
+
 def test_progress_bar_only_on_a_terminal(capsys):
     assert main(["run", TINY, "--kill-point", "k0-start", "--crashes", "1"]) == 0
     err = capsys.readouterr().err
-    assert "ETA" not in err  # not a tty: no bar, only the plan
-    assert err == "tiny: 1 of 315 kill points, 1 crash state to judge (1 process)\n"
+    assert "ETA" not in err  # not a tty: no bar, only the plan and its forecast
+    plan, costs = err.splitlines()
+    assert plan == "tiny: 1 of 315 kill points, 1 crash state to judge (1 process)"
+    # the one kill point is before any write: no write's torn kill points to name
+    assert re.fullmatch(r"tiny: largest costs: a clean incarnation took [\d.]+ s; a crash "
+                        r"run counts as hung after [\d.]+ s", costs), costs
 
 
 class _Terminal(io.StringIO):
@@ -142,21 +162,22 @@ def test_the_plan_counts_what_the_run_then_judges(tmp_path, capsys):
     assert main(["run", TINY, "--crash-model", "all", "--crashes", "1", "--json",
                  str(out_json)]) == 0
     runs = {r["crash_model"]: r for r in json.loads(out_json.read_text())["runs"]}
-    err = capsys.readouterr().err
+    plan, costs = capsys.readouterr().err.splitlines()
     total = runs["process"]["crash_states"] + runs["power"]["crash_states"]
-    assert err == (f"tiny: {runs['process']['kill_points_total']} kill points, {total} crash "
-                   f"states to judge ({runs['process']['crash_states']} process, "
-                   f"{runs['power']['crash_states']} power)\n")
+    assert plan == (f"tiny: {runs['process']['kill_points_total']} kill points, {total} crash "
+                    f"states to judge ({runs['process']['crash_states']} process, "
+                    f"{runs['power']['crash_states']} power)")
+    assert costs.startswith("tiny: largest costs: ")
 
 
 def test_summary_table_per_scenario_and_crash_model(capsys):
     assert main(["run", TINY, "--crash-model", "all", "--crashes", "1"]) == 0
     out = capsys.readouterr().out
     table = out[out.index("scenario  crash model"):].splitlines()
-    assert table[0].split() == ["scenario", "crash", "model", "kill", "points", "passed",
-                                "violations", "time"]
-    assert [row.split()[:5] for row in table[1:3]] == [["tiny", "process", "315", "315", "0"],
-                                                       ["tiny", "power", "315", "315", "0"]]
+    assert table[0].split("  ") == ["scenario", "crash model", "kill points", "passed",
+                                     "failed", "failed with 2+ crashes", "time"]
+    assert [row.split()[:6] for row in table[1:3]] == [["tiny", "process", "315", "315", "0", "-"],
+                                                       ["tiny", "power", "315", "315", "0", "-"]]
     assert table[3] == "1 scenario, 2 runs: all passed"
 
 
@@ -245,9 +266,10 @@ def test_an_agent_typed_on_the_command_line_wins_over_a_scenarios_langgraph_grap
 def test_a_worker_that_dies_is_one_line_naming_its_kill_point(capsys):
     assert main(["run", TINY, "--agent", "tests.broken_agents:dies_on_resume", "--crashes", "1"]) == 3
     err = capsys.readouterr().err.splitlines()
-    assert len(err) == 2 and "Traceback" not in err[1]  # the plan, then the error
-    assert err[1].startswith(f"faultsim: error: {TINY}: the worker judging kill point k1-")
-    assert "was killed by SIGKILL" in err[1] and "verdict is unknown" in err[1]
+    # the plan and its forecast, then the error
+    assert len(err) == 3 and "Traceback" not in err[2]
+    assert err[2].startswith(f"faultsim: error: {TINY}: the worker judging kill point k1-")
+    assert "was killed by SIGKILL" in err[2] and "verdict is unknown" in err[2]
     assert main(["--debug", "run", TINY, "--agent", "tests.broken_agents:dies_on_resume",
                  "--crashes", "1"]) == 3
     assert "Traceback" in capsys.readouterr().err

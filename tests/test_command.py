@@ -13,7 +13,7 @@ import pytest
 
 from faultsim.command import explore, outcome
 from faultsim.command.syscalls import parse, strace_unavailable
-from faultsim.errors import KillDidNotLand, NonDeterminismError
+from faultsim.errors import NonDeterminismError
 from faultsim.scenario import load_scenario
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -151,13 +151,17 @@ def test_a_key_drawn_afresh_per_process_pays_twice_after_a_crash():
     assert caught == {(KINDS[3], "process"), (KINDS[3], "power")}  # after the payment only
 
 
-def test_a_kill_that_does_not_land_is_an_error(monkeypatch):
+def test_a_kill_that_does_not_land_twice_is_its_points_finding(monkeypatch):
     import faultsim.command.incarnation as inc
 
     real = inc.kill_group
     monkeypatch.setattr(inc, "kill_group", lambda p, *a: (real(p), False)[1])
-    with pytest.raises(KillDidNotLand, match="did not land"):
-        explore(_command(), load_scenario(SCENARIO), only=lambda p: p.id == KINDS[1])
+    found = explore(_command(), load_scenario(SCENARIO), only=lambda p: p.id == KINDS[1])
+    (verdict,) = found.runs["process"].verdicts
+    (violation,) = verdict.violations
+    assert found.kills_landed == 0 and violation.invariant == "kill_point_judged"
+    assert "did not land" in violation.explanation
+    assert violation.explanation.endswith("(on a second try too)")
 
 
 NAMED_BY_PID = """
@@ -184,9 +188,14 @@ def test_two_clean_runs_that_part_are_named_in_the_agents_terms(tmp_path):
         [[turns]]
         final = "done"
     """))
-    with pytest.raises(NonDeterminismError, match=r"it created file checkpoint-\d+\.json"):
+    with pytest.raises(NonDeterminismError, match=r"it created file checkpoint-\d+\.json") \
+            as caught:
         explore(f"cmd:{sys.executable} {tmp_path / 'agent.py'}",
                 load_scenario(tmp_path / "s.toml"))
+    # faultsim seeds nothing inside a command's process: it must not say it does
+    assert "already made deterministic" not in str(caught.value)
+    assert "inside the command's own process it makes nothing deterministic" in \
+        str(caught.value) and "$FAULTSIM_SEED" in str(caught.value)
 
 
 def test_the_command_runs_in_the_sandbox_with_the_contracts_environment(tmp_path,

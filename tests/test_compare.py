@@ -36,14 +36,14 @@ def reports() -> dict[str, dict]:
 
 
 def _failing(report: dict) -> set[str]:
-    return {i for run in report["runs"] for i, _, v in run["states"]
+    return {i for run in report["runs"] for i, _, v, _ in run["states"]
             if v not in ("passed", "escalated")}
 
 
 def test_identities_are_distinct_and_name_every_crash_state(reports):
     for report in reports.values():
         (run,) = report["runs"]
-        names = [i for i, _, _ in run["states"]]
+        names = [i for i, _, _, _ in run["states"]]
         assert len(names) == len(set(names)) == run["crash_states"]
 
 
@@ -77,10 +77,10 @@ def test_an_extra_write_shifts_every_index_and_the_identity_still_aligns(reports
     extra = [s for s in run.states if s.kind == "only in B"]
     assert extra and all("started.txt" in s.identity and s.b == "passed" for s in extra)
     # aligned by kill-point id (index included), almost no state finds itself
-    ids_b = {k: v for _, k, v in b["runs"][0]["states"]}
-    same = [k for _, k, v in a["runs"][0]["states"] if ids_b.get(k) == v]
+    ids_b = {k: v for _, k, v, _ in b["runs"][0]["states"]}
+    same = [k for _, k, v, _ in a["runs"][0]["states"] if ids_b.get(k) == v]
     assert len(same) < len(a["runs"][0]["states"]) // 4
-    missing = [k for k in (k for _, k, v in a["runs"][0]["states"]
+    missing = [k for k in (k for _, k, v, _ in a["runs"][0]["states"]
                            if v != "passed") if k not in ids_b]
     assert missing  # an index-based alignment loses the failing states
 
@@ -265,3 +265,98 @@ def test_compare_on_a_scenario_runs_on_when_one_agent_fails_its_clean_run(capsys
     assert "broken_agents:raises_on_start: " in out and "the agent fails without any " \
         "crash: RuntimeError: cannot read my configuration" in out
     assert "broken by B: the clean run" in out
+
+
+# -- torn cuts aligned by kind of cut; a failure that changed (issue 51) -------------------
+
+_WRITE = "process:checkpoint-mid-write fs.write checkpoint.json.tmp#2 turn 1"
+
+
+def _torn_report(cuts: dict[str, str], how: dict[str, str] | None = None) -> dict:
+    """A report of one run whose states are the kills inside one write (`@CUT` ->
+    verdict), and the kill after it, passing."""
+    how = how or {}
+    states = [[f"{_WRITE} @{cut}", f"k9.{cut}-checkpoint-mid-write-checkpoint.json.tmp#2@{cut}",
+               verdict, how.get(cut, "" if verdict == "passed" else verdict)]
+              for cut, verdict in cuts.items()]
+    states.append(["process:checkpoint-rename fs.write checkpoint.json.tmp#2 turn 1",
+                   "k9-checkpoint-rename-checkpoint.json.tmp#2", "passed", ""])
+    return {"ok": False, "runs": [{"scenario": "s", "crash_model": "process", "agent": "a",
+                                   "path": "s.toml", "states": states}]}
+
+
+def test_torn_cuts_that_exist_only_because_b_writes_more_align_by_kind_of_cut():
+    """B's checkpoint is larger: its write has sector cuts @1536 and @2048 that A's has
+    not. They tear the same write the same way A's @512 and @1024 do: fails in both, not
+    "B adds 2 failing crash states" (which an alignment by byte offset said)."""
+    bad = "checkpoint_whole"
+    a = _torn_report({"first": bad, "half": bad, "last": "passed", "512": bad, "1024": bad})
+    b = _torn_report({"first": bad, "half": bad, "last": "passed", "512": bad, "1024": bad,
+                      "1536": bad, "2048": bad})
+    diff = compare(a, b)
+    assert diff.ok and "B adds 0 failing crash states" in diff.text()
+    (run,) = diff.runs
+    extra = {s.identity: s for s in run.states if s.aligned_with is not None}
+    assert set(extra) == {f"{_WRITE} @1536", f"{_WRITE} @2048"}
+    assert all(s.kind == "fails in both" and s.a == bad and s.a_id.endswith("@512")
+               for s in extra.values())
+    assert run.counts()["only in B"] == 0 and run.counts()["fails in both"] == 6
+    assert "aligned by kind of cut with @512" in diff.text()
+    # the other way round: A's extra cuts are B's kind too, nothing "only in A"
+    back = compare(b, a)
+    assert back.ok and back.runs[0].counts()["only in A"] == 0
+    # a real regression still is one: B's extra cuts fail where every sector cut of A's
+    # write passed
+    passing = _torn_report({"first": bad, "half": bad, "last": "passed", "512": "passed",
+                            "1024": "passed"})
+    broken = compare(passing, b)
+    assert not broken.ok
+    assert {s.identity for _, s in broken.regressions} == {
+        f"{_WRITE} @{c}" for c in ("512", "1024", "1536", "2048")}
+    # first, half and last are kinds of their own: never aligned with a sector cut
+    only_half = compare(_torn_report({"1024": bad}), _torn_report({"half": bad}))
+    assert not only_half.ok and only_half.runs[0].counts()["only in B"] == 1
+
+
+def test_a_failure_that_changed_between_a_and_b_says_so():
+    """A hang that became a 400 is still "fails in both", and the line says the failure
+    changed; the same failure on both sides says nothing more."""
+    a = _torn_report({"first": "completes_or_escalates"}, {"first": "hang"})
+    b = _torn_report({"first": "api_valid+completes_or_escalates"},
+                     {"first": "HTTP 400, raised BadRequestError"})
+    diff = compare(a, b)
+    assert diff.ok  # no state B adds: it failed before
+    (state,) = [s for s in diff.runs[0].states if s.kind == "fails in both"]
+    assert state.changed == "A hang, B HTTP 400, raised BadRequestError"
+    text = diff.text()
+    assert "1 fails in both (1 failing another way)" in text
+    assert "; the failure changed: A hang, B HTTP 400, raised BadRequestError" in text
+    assert diff.to_json()["runs"][0]["states"][0]["changed"] == state.changed
+    same = compare(a, a)
+    assert "changed" not in same.text() and "another way" not in same.text()
+    # a hang that became a raise: the same invariant, another cause
+    raised = _torn_report({"first": "completes_or_escalates"}, {"first": "raised KeyError"})
+    assert compare(a, raised).runs[0].states[0].changed == "A hang, B raised KeyError"
+    # a report written before `how` (three fields): told by its invariants alone
+    old = _torn_report({"first": "completes_or_escalates"})
+    for entry in old["runs"][0]["states"]:
+        del entry[3]
+    assert compare(old, b).runs[0].states[0].changed == \
+        "A completes_or_escalates, B HTTP 400, raised BadRequestError"
+    assert compare(old, old).runs[0].states[0].changed is None
+
+
+def test_the_guard_names_how_a_resumed_run_failed():
+    """The `how` of a report's state comes from the guard's cause: a hang, a raise,
+    HTTP 400 (what compare's "the failure changed" reads)."""
+    from types import SimpleNamespace
+
+    from faultsim.oracle import api_valid, completes_or_escalates
+
+    hung = SimpleNamespace(timed_out=True, error="no answer in 30 s")
+    assert completes_or_escalates(None, hung).fact("cause") == "hang"
+    raised = SimpleNamespace(timed_out=False, error="BadRequestError: Error code: 400")
+    assert completes_or_escalates(None, raised).fact("cause") == "raised BadRequestError"
+    refused = SimpleNamespace(world=SimpleNamespace(model=SimpleNamespace(
+        invalid_requests=[SimpleNamespace(message="messages: bad")])))
+    assert api_valid(None, refused).fact("cause") == "HTTP 400"

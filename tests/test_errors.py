@@ -6,6 +6,7 @@ import pytest
 
 from faultsim import cli, errors
 from faultsim.cli import parser
+from faultsim.agent import FactoryError
 from faultsim.loading import AgentLoadError
 from faultsim.pytest.fixture import known_errors
 from faultsim.pytest.settings import FaultsimUsageError
@@ -24,7 +25,7 @@ KINDS = {
                         TokenError, CorpusError, errors.StoreNeedsSubprocess,
                         SubprocessModeError, NoSuchKillPoint, OptionError, ConfigError,
                         errors.ScriptMismatch, errors.UnreachedService,
-                        errors.NoDurableState],
+                        errors.NoDurableState, FactoryError],
     errors.AgentFinding: [errors.NonDeterminismError, errors.AgentFailedCleanly,
                           errors.KillDidNotLand, errors.UnroutedEffect,
                           errors.UncontainedProcess],

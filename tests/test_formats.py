@@ -10,10 +10,12 @@ from pathlib import Path
 import pytest
 
 import reference_agent
-from conftest import DATA
+from conftest import DATA, ROOT
 from faultsim import load_scenario
 from faultsim.cli import main
+from faultsim.errors import UsageError
 from faultsim.formats import Corpus, CorpusError, check_corpus, record_corpus
+from faultsim.formats.hostile import Attack, fixed_cases, large_case
 from tests.broken_agents import no_v1_migration
 
 CORPORA = Path(__file__).parent / "corpora"
@@ -159,3 +161,70 @@ def test_a_lossy_save_is_caught():
     doc = next(s for s in SAMPLES if json.loads(s)["tokensUsed"] > 0)
     with pytest.raises(AssertionError, match="not lossless"):
         assert_round_trip(loads, lossy, doc)
+
+
+# -- a corpus folder is replaced only if it is one; the scenario's checkpoint is the one ----
+def test_recording_replaces_its_own_corpus_and_nothing_else(tmp_path):
+    scenario = load_scenario(DATA / "tiny.toml")
+    out = tmp_path / "corpus"
+    first = record_corpus(reference_agent.make_agent, scenario, out, agent="reference_agent",
+                          only=lambda p: p.index <= 3)
+    again = record_corpus(reference_agent.make_agent, scenario, out, agent="reference_agent",
+                          only=lambda p: p.index <= 6)  # its own corpus: replaced whole
+    assert len(Corpus.open(out).entries) == len(again.entries) > len(first.entries)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["corpus"]  # no staging left
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    (notes / "notes.txt").write_text("mine")
+    with pytest.raises(UsageError, match="did not make"):
+        record_corpus(reference_agent.make_agent, scenario, notes, agent="reference_agent")
+    assert [p.name for p in notes.iterdir()] == ["notes.txt"]
+
+
+@pytest.fixture
+def receipts(monkeypatch):
+    """The tutorial's agent, written as a team writes one: its state is `state.json`,
+    declared by its scenario's `[checkpoint] files`."""
+    monkeypatch.syspath_prepend(str(ROOT / "examples" / "receipts"))
+    import receipts_agent
+
+    return receipts_agent, load_scenario(ROOT / "examples" / "receipts" / "scenario.toml")
+
+
+def test_the_declared_checkpoint_gives_the_format_version(tmp_path, receipts):
+    agent, scenario = receipts
+    corpus = record_corpus(agent.make_agent, scenario, tmp_path / "c", agent="receipts_agent",
+                           only=lambda p: p.index <= 12)
+    assert corpus.format_versions == [1]  # state.json's "version", not checkpoint.json's
+
+
+def test_hostile_files_replace_the_declared_checkpoint(receipts):
+    agent, scenario = receipts
+    with Attack(agent.make_agent, scenario) as attack:
+        assert attack.path == "state.json"
+        future = next(c for c in fixed_cases(attack.sample) if c.name == "future version")
+        verdict = attack(future)
+        # the guard's other side: this agent reads any size of state.json, and the very
+        # large file (to be refused unread) gets through it
+        large = attack(large_case(attack.sample))
+    assert verdict.ok and "unknown version 999" in verdict.error
+    assert not large.ok and "accepted it" in large.problems[0]
+
+
+def test_formats_check_hostile_0_hands_over_the_fixed_cases(tmp_path, capsys):
+    out = tmp_path / "c"
+    record_corpus(reference_agent.make_agent, load_scenario(DATA / "tiny.toml"), out,
+                  agent="reference_agent", only=lambda p: p.index <= 3)
+    assert main(["formats", "check", str(out), "--hostile", "0"]) == 0
+    said = capsys.readouterr().out
+    assert f"{out}: hostile checkpoint files (17 fixed, 0 drawn) given to reference_agent: " \
+        "all refused" in said, said
+
+
+def test_a_checkpoint_the_hostile_cases_cannot_be_built_from_is_said():
+    from faultsim.formats.hostile import NoHostileCases
+    from tests.thinking_jsonl_agent import make_agent
+
+    with pytest.raises(NoHostileCases, match=r"no checkpoint \(conversation.jsonl\) that is "
+                       "one JSON object"):
+        Attack(make_agent, load_scenario(DATA / "thinking_jsonl.toml")).__enter__()

@@ -26,7 +26,7 @@ from faultsim import load_scenario
 from faultsim.adapters.langgraph import (CHECKPOINTER_KEY, DURABILITY_MODES, effect,
                                          graph_agent)
 from faultsim.adapters.langgraph.verdicts import classify, rows, table
-from faultsim.loading import factory_for
+from faultsim.loading import factory_for, load_callable
 from faultsim.engine import explore
 from faultsim.inprocess.sandbox import Explorer
 from faultsim.killpoints import kill_points
@@ -278,7 +278,7 @@ def test_a_finished_superstep_call_is_not_run_again():
 
 def test_an_interrupt_without_a_reply_is_a_legal_stop():
     sc = load_scenario(BUNDLED / "human_approval.toml")
-    run = explore(graph_agent(faultsim.load_factory(sc.langgraph.graph), durability="sync"),
+    run = explore(graph_agent(load_callable(sc.langgraph.graph), durability="sync"),
                   sc, crashes=1).runs[0]
     assert run.verdicts[0].golden.outcome.status == "escalated"
     assert run.escalated > 0
@@ -289,7 +289,7 @@ def test_explore_modes_names_each_run_by_its_mode():
     from faultsim.adapters.langgraph import explore_modes
 
     sc = load_scenario(KEYED)
-    reports = explore_modes(faultsim.load_factory(sc.langgraph.graph), sc,
+    reports = explore_modes(load_callable(sc.langgraph.graph), sc,
                             modes=["sync", "exit"])
     assert reports["sync"].ok and not reports["exit"].ok
     assert reports["exit"].runs[0].agent == "langgraph:exit"
@@ -601,13 +601,13 @@ def test_async_sqlite_saver_statements_are_kill_points_in_subprocess_mode():
 def test_a_graph_driven_with_stream_runs_as_with_invoke():
     """`method = "stream"`: the sync `graph.stream(...)` read to the end, not `invoke`;
     the same run."""
-    from faultsim.loading import load_factory
+    from faultsim.loading import load_callable
 
     sc = load_scenario(BUNDLED / "react_payments.toml")
     outcomes, called = {}, []
 
     def build(checkpointer, model):  # the bundled graph, its invoke watched
-        graph = load_factory(sc.langgraph.graph)(checkpointer=checkpointer, model=model)
+        graph = load_callable(sc.langgraph.graph)(checkpointer=checkpointer, model=model)
         invoke = graph.invoke
         graph.invoke = lambda *a, **k: called.append(method) or invoke(*a, **k)
         return graph

@@ -154,7 +154,7 @@ def test_a_failing_agent_fails_exactly_the_kill_points_the_engine_condemns(pytes
     assert outcomes(result) == {p: "PASSED" if ok else "FAILED" for p, ok in expected.items()}
     text = result.stdout.str()
     # a plain assertion failure carrying the counterexample, without faultsim's frames
-    assert "E       AssertionError: faultsim: 1 crash state(s) violate the protocol at " \
+    assert "E       AssertionError: faultsim: 1 crash state violates the protocol at " \
            f"kill point {failing[0]}" in text
     assert "VIOLATED effects_exactly_once" in text
     assert f"rerun this test alone: pytest 'test_agent.py::test_agent[{failing[0]}]'" in text
@@ -162,7 +162,7 @@ def test_a_failing_agent_fails_exactly_the_kill_points_the_engine_condemns(pytes
                      "faultsim/fixture.py", "faultsim/plugin.py"):
         assert internal not in text
     lines = summary(result)
-    assert f"violations: {len(failing)} crash state(s); the first of each kind per test, " \
+    assert f"violations: {len(failing)} crash states; the first of each kind per test, " \
            "with the commands that rerun and replay it" in lines
     tokens = re.findall(r"faultsim replay (fs1_\S+)", "\n".join(lines))
     assert len(tokens) == min(len(failing), 20)
@@ -536,3 +536,34 @@ def test_xdist_workers_share_one_runs_clean_runs(pytester):
     finally:
         counter.close()
     assert seen == 2  # the two clean runs, in one worker; not two per worker
+
+
+def test_the_rerun_line_carries_the_sessions_faultsim_settings(pytester):
+    """"rerun this test alone" once said `pytest 'ID'`: without the --faultsim-* settings
+    the failure was found with (here a seed and a crash model from the command line, the
+    crash count from an ini key) a rerun explores another run. The line and the summary
+    now carry them (a second session to run the line would double the test's time: the
+    replay token the failure printed shows the settings it ran with)."""
+    import shlex
+
+    make_project(pytester, agent="reference_agent.mutants.save_b_only",
+                 categories=("after-effect",))
+    pytester.makeini("[pytest]\nfaultsim_crashes = 1\n")
+    result = run(pytester, "--faultsim-seed=7", "--faultsim-crash-model=process",
+                 "-k", "payments")  # one item: kept cheap
+    result.assert_outcomes(failed=1)
+    text = result.stdout.str()
+    found = re.search(r"rerun this test alone: (pytest .+)$", text, re.M)
+    assert found, text[-3000:]
+    command = found[1]
+    words = shlex.split(command)
+    assert words[:-1] == ["pytest", "--faultsim-seed=7", "--faultsim-crash-model=process",
+                          "--faultsim-crashes=1"]
+    assert words[-1].startswith("test_agent.py::test_agent[")
+    assert f"  {command}" in summary(result)
+    # the failure's replay token carries the same seed and crash model
+    token = re.findall(r"faultsim replay (fs1_\S+)", text[:found.start()])[-1]
+    from faultsim.token import ReplayToken
+
+    decoded = ReplayToken.decode(token)
+    assert (decoded.seed, decoded.crash_model) == ("7", "process")

@@ -110,3 +110,31 @@ def test_merged_shard_reports_are_the_whole_runs_report(tmp_path):
     assert refused([named[0], ("other.json", other), named[2]]) == (
         f"other.json: runs[0].seed: '7', but '0' in {shards[0]}")
     assert refused([named[0], ("whole.json", whole)]).startswith("whole.json: runs[0].")
+
+
+def test_a_shards_table_counts_only_the_kill_points_it_judged(tmp_path, capsys):
+    """A shard crashes at every kill point but judges only the crash states it owns: its
+    table once said every kill point passed. It counts the kill points where it judged a
+    crash state, of all, and says it is a shard."""
+    import json
+
+    from faultsim.cli import main
+
+    spec, scenario = CASES["receipts"]
+    out = tmp_path / "s2.json"
+    assert main(["run", str(scenario), "--agent", spec, "--crash-model", "process",
+                 "--crashes", "1", "--workers", "1", "--shard", "2/3", "--json",
+                 str(out)]) == 0
+    text = capsys.readouterr().out
+    (run,) = json.loads(out.read_text())["runs"]
+    judged = {state[1] for state in run["states"]}  # the kill points of its crash states
+    total = run["kill_points_total"]
+    assert 0 < len(judged) < total == run["kill_points_explored"]
+    lines = text.splitlines()
+    head = next(n for n, line in enumerate(lines) if line.startswith("scenario  crash model"))
+    assert re.split(r"\s{2,}", lines[head + 1])[:5] == [
+        "receipts", "process", f"{len(judged)} of {total}", str(len(judged)), "0"]
+    assert lines[head + 2].startswith("shard 2/3: each row counts the kill points where "
+                                      "this shard judged a crash state")
+    assert "explored (" in text and f"; a crash state judged here at {len(judged)} of them" \
+        in text

@@ -159,12 +159,32 @@ def test_queryable_query_of_missing_record_is_none_and_not_found():
         "query", "not_found", {"record_id": "NOPE"}, False)
 
 
-def test_queryable_same_apply_twice_is_a_duplicate():
+def test_queryable_setting_the_values_a_record_holds_is_no_second_effect():
+    # a write sets the record's fields: a repeat that leaves it as it was changes nothing
+    # (issue 51: it used to count as the effect applied twice)
     w = world(records="queryable")
     records = w.service("records")
     records.apply("R", {"status": "done"})
     records.apply("R", {"status": "done"})
-    assert list(w.ledger.duplicates().values()) == [2]
+    assert outcomes(w) == ["applied", "unchanged"]
+    assert w.ledger.duplicates() == {} and len(w.ledger.applied()) == 1
+
+
+@pytest.mark.parametrize("writes", [
+    [{"status": "done"}, {"status": "done", "by": "run 2"}],  # another value beside it
+    [{"status": "done"}, {"status": "open"}, {"status": "done"}],  # set back: a change
+])
+def test_queryable_a_set_that_changes_the_record_is_applied(writes):
+    w = world(records="queryable")
+    for fields in writes:
+        w.service("records").apply("R", fields)
+    assert outcomes(w) == ["applied"] * len(writes)
+
+
+def test_queryable_creating_a_record_is_applied_even_with_no_fields():
+    w = world(records="queryable")
+    w.service("records").apply("NEW", {})
+    assert outcomes(w) == ["applied"]
 
 
 def test_queryable_apply_result_does_not_alias_the_stored_record():

@@ -29,7 +29,7 @@ FACTORIES = [
     ("session_agent:make_agent_thinking_trimmed", "scenario.toml",
      "planted: thinking on, history read back without reasoning items"),
     ("session_agent:make_agent_reprompts", "scenario.toml", "task re-sent on restart"),
-    ("session_agent:make_agent_without_lookup", "scenario.toml", "planted: payment not looked up"),
+    ("session_agent:make_agent_without_lookup", "scenario.toml", "payment not looked up: the keyed re-submission is the step in flight"),
     ("session_agent:make_agent_blind_email", "scenario.toml", "planted: email without intent"),
     ("approval_agent:make_agent", "approval.toml", "RunState pause, approved; refund looked up"),
     ("approval_agent:make_agent_streamed", "approval.toml", "the same, Runner.run_streamed"),

@@ -41,9 +41,15 @@ def test_the_blind_email_is_caught(crash_safety):
 
 @pytest.mark.faultsim("scenario.toml", agent="session_agent:make_agent_without_lookup",
                       categories=AROUND_EFFECTS)
-def test_the_payment_without_lookup_is_caught(crash_safety):
-    # the SDK saves a turn after its tools: the re-asked turn pays again (deduplicated)
-    assert _broken(crash_safety.explore()) == {"one_step_repeated_per_crash"}
+def test_the_payment_without_lookup_repeats_only_the_step_in_flight(crash_safety):
+    # the SDK saves a turn after its tools: the re-asked turn pays again, and the provider
+    # recognises the key: one repeated step, the turn in flight with its re-submission
+    # (docs/reference/invariants.md, "What counts as repeated"); the approval agent's
+    # resume, which re-runs the tool without re-asking, is still caught (below)
+    report = crash_safety.explore()
+    assert _broken(report) == set()
+    assert any(v.kill_point.category == "after-effect" for run in report.runs
+               for v in run.verdicts)  # the kills right after the payment landed
 
 
 def _broken(report) -> set:

@@ -2,14 +2,18 @@
 
 Each step is one transaction: the model's answer and the tool calls it asks for are
 committed together; so are the tool results and the end of those calls. Its only effect,
-adding a note to a CRM record, goes through `faultsim.effect` to the scenario's queryable
-`crm` service, and the agent looks the record up before writing it again after a crash.
+adding a note to a CRM record's notes, goes through `faultsim.effect` to the scenario's
+queryable `crm` service: the agent reads the record, and writes its notes with the new one
+added unless the note is there already (a crash may have come after the write).
 
 The scenario puts the database under `[store] kind = "sqlite"`: faultsim runs it in
 subprocess mode (real processes, SIGKILL, a real file), where SQLite's own writes show.
 
-`make_agent_without_lookup` is the planted mistake: after a crash between adding a note
-and committing its result, the resumed run adds the note again instead of finding it.
+`make_agent_without_lookup` is the planted mistake: it does not look for its note among
+the record's notes, so after a crash between adding a note and committing its result the
+resumed run adds the note a second time. (Writing the record again with the notes it
+already holds would be no second effect: docs/reference/invariants.md, "What counts as
+repeated".)
 """
 from __future__ import annotations
 
@@ -24,9 +28,9 @@ TOOLS = [{"name": "add_note", "description": "Add a note to a customer's CRM rec
               "required": ["customer", "note"]}}]
 
 
-@faultsim.effect("crm", key=lambda customer, note: customer,
+@faultsim.effect("crm", key=lambda customer, notes: customer,
                  query=lambda record_id: None)
-def add_note(customer: str, note: str) -> dict:
+def add_note(customer: str, notes: list) -> dict:
     raise NotImplementedError("production: crm.records.update(...)")
 
 
@@ -68,9 +72,10 @@ class NotesAgent:
             results = []
             for call_id, raw in pending:
                 args = json.loads(raw)
-                record = add_note.query(args["customer"]) if self.lookup else None
-                done = record if record and record.get("note") == args["note"] else \
-                    add_note(args["customer"], args["note"])
+                record = add_note.query(args["customer"]) or {}
+                notes = list(record.get("notes") or [])
+                done = record if self.lookup and args["note"] in notes else \
+                    add_note(args["customer"], notes + [args["note"]])
                 results.append({"type": "tool_result", "tool_use_id": call_id,
                                 "content": json.dumps(done)})
             db.execute("BEGIN")

@@ -7,7 +7,7 @@ import argparse
 from ..errors import UsageError
 from .args import explore_options, scenario_paths
 from .exits import EXIT_OK, EXIT_VIOLATION
-from .output import read_report
+from .output import Output, check_outputs, read_report, write_outputs
 
 
 def cmd_compare(ns: argparse.Namespace) -> int:
@@ -17,6 +17,7 @@ def cmd_compare(ns: argparse.Namespace) -> int:
 
     from ..compare import compare
 
+    check_outputs(ns, [("json", "--json")])  # before any run of the agents
     items, agents = ns.items, ns.agent or []
     if len(items) == 2 and all(i.endswith(".json") for i in items) and not agents:
         a, b = (read_report(i) for i in items)
@@ -57,6 +58,6 @@ def cmd_compare(ns: argparse.Namespace) -> int:
     diff = compare(a, b, *names)
     print(diff.text(limit=ns.limit))
     if ns.json:
-        with open(ns.json, "w", encoding="utf-8") as f:
-            json.dump(diff.to_json(), f, indent=2)
+        write_outputs([Output("--json", ns.json, lambda: json.dumps(diff.to_json(),
+                                                                    indent=2))])
     return EXIT_OK if diff.ok else EXIT_VIOLATION

@@ -18,8 +18,17 @@ from ..errors import AgentFinding, HarnessError, UsageError
 EXIT_OK, EXIT_VIOLATION, EXIT_USAGE, EXIT_ERROR = 0, 1, 2, 3
 
 
-class Terminated(BaseException):
-    """SIGTERM, raised like KeyboardInterrupt so that no `except Exception` stops it."""
+class Terminated(SystemExit):
+    """SIGTERM, raised like KeyboardInterrupt so that no `except Exception` stops it. A
+    SystemExit, because asyncio lets only those and KeyboardInterrupt out of a task's step:
+    any other BaseException raised there only ends that task, and a run whose driver is an
+    async agent's step (the forking executor forks inside the agent's own code) would go
+    on as if never terminated, waiting on that task's events (issue 51: SIGTERM was ignored
+    for 13 minutes on an async workflow agent). Its code is SIGTERM's (143), so that one
+    escaping every handler still ends the process as a SIGTERM would, never with 0."""
+
+    def __init__(self, *args: object) -> None:
+        super().__init__(*(args or (128 + signal.SIGTERM,)))
 
 
 @contextmanager
@@ -173,7 +182,8 @@ def run_command(ns: argparse.Namespace) -> int:
     except HarnessError as exc:
         if ns.debug:
             traceback.print_exc()
-        print(f"faultsim: error: {exc}", file=sys.stderr)
+        for line in str(exc).splitlines() or [""]:  # several reports unwritten: one each
+            print(f"faultsim: error: {line}", file=sys.stderr)
         return EXIT_ERROR
     except KeyboardInterrupt:
         print("faultsim: interrupted", file=sys.stderr)

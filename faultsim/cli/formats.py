@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 
+from ..errors import UsageError
 from .exits import EXIT_OK, EXIT_VIOLATION
 
 
@@ -27,8 +28,10 @@ def _agent_version(spec: str) -> str:
 def cmd_formats_record(ns: argparse.Namespace) -> int:
     from ..backends import python_factory
     from ..formats import record_corpus
+    from ..formats.record import check_out
     from ..scenario import load_scenario
 
+    check_out(ns.out)  # before the agent is imported and run: a typo costs nothing
     scenario = load_scenario(ns.scenario)
     factory = python_factory(ns.agent, scenario)  # a Python factory (a backend may refuse)
     corpus = record_corpus(factory, scenario, ns.out, agent=ns.check_agent or ns.agent,
@@ -45,10 +48,19 @@ def cmd_formats_record(ns: argparse.Namespace) -> int:
 def cmd_formats_check(ns: argparse.Namespace) -> int:
     from ..backends import python_factory
     from ..formats import Corpus, check_corpus
+    from ..formats.hostile import NoHostileCases, attack_all
+    from ..scenario import load_scenario
 
+    if ns.hostile < 0:
+        raise UsageError(f"--hostile {ns.hostile}: expected N >= 0 (drawn cases beside the "
+                         "fixed ones)")
+    corpora = [Corpus.open(path) for path in ns.corpora]  # every one readable, first
+    if ns.show:  # what a check would import and run, from the manifests alone
+        for corpus in corpora:
+            print("\n".join(corpus.show(ns.agent)))
+        return EXIT_OK
     failed = 0
-    for path in ns.corpora:
-        corpus = Corpus.open(path)
+    for path, corpus in zip(ns.corpora, corpora):
         agent = ns.agent or corpus.agent
         factory = python_factory(agent, corpus.scenario_path)  # a backend may refuse
         verdicts = check_corpus(factory, corpus, timeout=ns.timeout)
@@ -61,13 +73,13 @@ def cmd_formats_check(ns: argparse.Namespace) -> int:
               + ("ok" if not bad else f"{len(bad)} FAIL"))
         for v in bad[:ns.examples]:
             print("\n" + v.describe())
-        if ns.hostile:
-            from ..formats.hostile import attack_all
-            from ..scenario import load_scenario
-
+        try:  # --hostile 0 still hands over the fixed cases, as its help says
             report = attack_all(python_factory(agent, corpus.scenario_path),
                                 load_scenario(corpus.scenario_path),
                                 drawn=ns.hostile, timeout=ns.timeout)
+        except NoHostileCases as why:
+            print(f"{path}: hostile checkpoint files: not tried: {why}")
+        else:
             failed += len(report.failures)
             print(f"{path}: hostile checkpoint files ({len(report.fixed)} fixed, "
                   f"{report.drawn} drawn) given to {agent}: "

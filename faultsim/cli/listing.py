@@ -10,6 +10,7 @@ from .exits import EXIT_OK
 
 def cmd_list(ns: argparse.Namespace) -> int:
     from ..backends import Agent, survey
+    from ..console import Progress
     from ..killpoints import categories
     from ..loading import load_factory, names_graph, prefix_of
     from ..scenario import format_duration, load_scenario
@@ -19,8 +20,13 @@ def cmd_list(ns: argparse.Namespace) -> int:
     factory = None if prefix_of(ns.agent) else load_factory(ns.agent)
     for n, sc in enumerate(scenarios):
         agent = agents_for(sc, ns, ["sync"])[0]  # a graph's: the kill points under sync
-        found = survey(Agent(agent, factory if agent == ns.agent else None, agent), sc,
-                       timeout=ns.timeout)
+        # its clean runs may be long (or hung): said on stderr while they run
+        progress = Progress(sc.id, every=ns.progress_seconds).start()
+        try:
+            found = survey(Agent(agent, factory if agent == ns.agent else None, agent), sc,
+                           timeout=ns.timeout)
+        finally:
+            progress.close()
         if found.lines is not None:  # a backend that describes itself (its budget)
             print(("\n" if n else "") + f"{sc.id}  {sc.path}")
             print("\n".join(found.lines))

@@ -33,6 +33,24 @@ def scenarios_and_agent(parser: argparse.ArgumentParser, agent_help: str) -> Non
     parser.add_argument("--agent", default=None, help=agent_help)
 
 
+class KillPoints(argparse.Action):
+    """--kill-point ID ...: every id after the flag, and the flag repeatable (argparse's
+    "extend"). nargs="+" takes every word up to the next option, so a scenario written
+    after the ids would be read as one: refused by name instead (exit 2)."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        import os
+
+        for value in values:
+            if value.endswith(".toml") or os.path.isdir(value):
+                raise argparse.ArgumentError(self, f"{value!r} is a scenario, not a kill "
+                                             "point id: give the scenarios before "
+                                             "--kill-point (it takes every word up to "
+                                             "the next option)")
+        setattr(namespace, self.dest, [*(getattr(namespace, self.dest, None) or []),
+                                       *values])
+
+
 def debug_flag(parser: argparse.ArgumentParser) -> None:
     # `faultsim --debug run ...` is the documented spelling; after the verb works too
     parser.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
@@ -89,9 +107,10 @@ def build_parser() -> argparse.ArgumentParser:
                           "hash gives it (subprocess mode: every Nth kill point); the N "
                           "shards partition them, `faultsim report merge` joins their "
                           "--json reports; the search runs in shard 1")
-    run.add_argument("--kill-point", action="append", metavar="ID",
-                     help="explore only this kill point (repeatable): replays a "
-                          "counterexample")
+    run.add_argument("--kill-point", action=KillPoints, nargs="+", metavar="ID",
+                     help="explore only these kill points (ids a report printed): several "
+                          "after one flag (--kill-point k3 k7), or the flag repeated; "
+                          "replays a counterexample")
     run.add_argument("--workers", type=int, default=None,
                      help="crash runs at once (default: one per core; 0 = one after "
                           "another in this process)")
@@ -119,7 +138,8 @@ def build_parser() -> argparse.ArgumentParser:
                      help="compare this run with a saved --json report, crash state by "
                      "crash state, and exit 1 only when this run adds failing crash states")
     debug_flag(run)
-    run.set_defaults(func=cmd_run)
+    # FAULTSIM_PROGRESS_SECONDS, [tool.faultsim] progress_seconds (faultsim.config): no flag
+    run.set_defaults(func=cmd_run, progress_seconds=None)
     cmp = sub.add_parser("compare", help="differential verdicts: which crash states B fixes "
                          "and breaks, from two JSON reports or a scenario on two agents")
     cmp.add_argument("items", nargs="+", metavar="REPORT_OR_SCENARIO",
@@ -144,18 +164,21 @@ def build_parser() -> argparse.ArgumentParser:
                          "crash states each crash model leaves, fault profile")
     scenarios_and_agent(lst, "the agent whose clean run gives the kill points "
                          "(default: as for run)")
-    lst.add_argument("--timeout", type=float, default=FIXED_TIMEOUT,
-                     help=argparse.SUPPRESS)
+    lst.add_argument("--timeout", type=float, default=None,
+                     help="seconds a clean run may take, of the agent's own time (faultsim's "
+                          "own work in it not counted; default: 300 s, as for run's clean "
+                          "runs)")
     debug_flag(lst)
-    lst.set_defaults(func=cmd_list)
+    lst.set_defaults(func=cmd_list, progress_seconds=None)
     fmt = sub.add_parser("formats", help="checkpoint-format regression: record a corpus of "
                          "durable states, check a later release against it")
     fsub = fmt.add_subparsers(dest="formats_command", required=True)
     rec = fsub.add_parser("record", help="record the agent's durable state (files and world) "
                           "at each kill point of a scenario into a corpus folder")
     rec.add_argument("scenario", help="the scenario file")
-    rec.add_argument("--out", required=True, metavar="CORPUS", help="the corpus folder "
-                     "(replaced: recording is explicit)")
+    rec.add_argument("--out", required=True, metavar="CORPUS", help="the corpus folder: "
+                     "new, empty, or an earlier corpus (replaced whole); any other folder "
+                     "is refused and kept")
     rec.add_argument("--agent", default=None, help="the agent factory that "
                      "writes the states (default: reference_agent)")
     rec.add_argument("--check-agent", default=None, metavar="AGENT",
@@ -175,6 +198,9 @@ def build_parser() -> argparse.ArgumentParser:
     chk.add_argument("--hostile", type=int, default=100, metavar="N",
                      help="also hand the agent the hostile checkpoint files: the fixed "
                           "cases and N drawn ones (default 100; 0 = only the fixed cases)")
+    chk.add_argument("--show", action="store_true",
+                     help="print what each corpus would run (the agent its manifest names, "
+                          "the scenario, the states) without importing or running anything")
     chk.add_argument("--timeout", type=float, default=FIXED_TIMEOUT,
                      help=argparse.SUPPRESS)
     debug_flag(chk)
@@ -225,6 +251,10 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("token", help="the token a report printed (fs1_...)")
     rep.add_argument("--agent", default=None,
                      help="replay on this agent factory instead of the token's (a fix)")
+    rep.add_argument("--show", action="store_true",
+                     help="print what the token would run (scenario, agent, crash model, "
+                          "seed, each kill, the faultsim that made it) without importing or "
+                          "running anything")
     rep.add_argument("--json", metavar="FILE", help="write the verdict as a JSON report")
     rep.add_argument("--timeout", type=float, default=None,
                      help="seconds an incarnation may run (default: as faultsim run's, "

@@ -1,7 +1,9 @@
-"""`faultsim replay`: re-run a counterexample's token exactly."""
+"""`faultsim replay`: re-run a counterexample's token exactly, or `--show` what it would
+run without importing or running anything."""
 from __future__ import annotations
 
 import argparse
+import sys
 
 from .exits import EXIT_OK, EXIT_VIOLATION
 
@@ -9,10 +11,22 @@ from .exits import EXIT_OK, EXIT_VIOLATION
 def cmd_replay(ns: argparse.Namespace) -> int:
     import json
 
-    from ..replayer import replay
+    from .._version import __version__
     from ..token import ReplayToken
+    from .output import Output, check_outputs, write_outputs
 
     token = ReplayToken.decode(ns.token)
+    if ns.show:  # the token alone: its agent is named, never imported
+        print("\n".join(token.show(__version__)))
+        return EXIT_OK
+    from ..replayer import check_replayable, replay
+
+    check_replayable(token)  # before the agent is imported and run, as is the --json path
+    check_outputs(ns, [("json", "--json")])
+    other = token.other_version(__version__)
+    if other:
+        print(f"faultsim: warning: {other}", file=sys.stderr)
+
     # the token's backend imports --agent (a fixed version) as it needs it
     result = replay(token, timeout="auto" if ns.timeout is None else ns.timeout,
                     agent=ns.agent)
@@ -26,6 +40,6 @@ def cmd_replay(ns: argparse.Namespace) -> int:
     if ns.json:
         result.run.deep_failures = [result.verdict] if result.verdict.earlier else []
         result.run.verdicts = [] if result.verdict.earlier else [result.verdict]
-        with open(ns.json, "w", encoding="utf-8") as f:
-            json.dump({"ok": result.ok, "runs": [result.run.to_json()]}, f, indent=2)
+        write_outputs([Output("--json", ns.json, lambda: json.dumps(
+            {"ok": result.ok, "runs": [result.run.to_json()]}, indent=2))])
     return EXIT_OK if result.ok else EXIT_VIOLATION

@@ -5,13 +5,16 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from ..outfile import check_writable
 from .exits import EXIT_OK, EXIT_VIOLATION
+from .output import Output, check_outputs, write_outputs
 
 
 def cmd_report_html(ns: argparse.Namespace) -> int:
     from ..html_report import from_json_file
 
     out = ns.out or str(Path(ns.report).with_suffix(".html"))
+    check_writable(out, "--out")
     from_json_file(ns.report, out)
     print(f"faultsim: wrote {out}")
     return EXIT_OK
@@ -22,27 +25,27 @@ def cmd_report_merge(ns: argparse.Namespace) -> int:
 
     from ..report_merge import load, merge
 
+    check_outputs(ns)
     merged = merge(load(ns.reports))
+    outputs = []
     if ns.json:
-        with open(ns.json, "w", encoding="utf-8") as f:
-            json.dump(merged, f, indent=2)
+        outputs.append(Output("--json", ns.json, lambda: json.dumps(merged, indent=2)))
     if ns.html:
-        from ..html_report import write_html
+        from ..html_report import render
 
-        write_html(merged, ns.html)
+        outputs.append(Output("--html", ns.html, lambda: render(merged)))
     if ns.junit or ns.summary_md:
+        from ..ci import summary_markdown
+        from ..junit import junit_xml
         from ..report_merge import as_report
 
         report = as_report(merged)
         if ns.junit:
-            from ..junit import write_junit
-
-            write_junit(report, ns.junit)
-        if ns.summary_md:
-            from ..ci import summary_markdown
-
-            with open(ns.summary_md, "a", encoding="utf-8") as f:  # as run --summary-md
-                f.write(summary_markdown(report, html=ns.html))
+            outputs.append(Output("--junit", ns.junit, lambda: junit_xml(report)))
+        if ns.summary_md:  # appended, as run --summary-md
+            outputs.append(Output("--summary-md", ns.summary_md,
+                                  lambda: summary_markdown(report, html=ns.html), append=True))
+    write_outputs(outputs)
     runs = merged["runs"]
     print(f"faultsim: merged {len(ns.reports)} reports: {len(runs)} run"
           f"{'s' if len(runs) != 1 else ''}, " + ("all passed" if merged["ok"] else

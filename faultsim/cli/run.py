@@ -8,8 +8,9 @@ import os
 import sys
 
 from .args import agents_for, check_plan, durability_modes, explore_options, scenario_paths
-from .exits import EXIT_OK, EXIT_VIOLATION
-from .output import read_report, refusals_reported, write_reports
+from .exits import EXIT_OK, EXIT_VIOLATION, Terminated
+from .output import (OutputsFailed, check_outputs, read_baseline, refusals_reported,
+                     write_reports, write_reports_saying)
 
 
 def cmd_run(ns: argparse.Namespace) -> int:
@@ -27,6 +28,9 @@ def cmd_run(ns: argparse.Namespace) -> int:
         wanted = set(ns.kill_point)
         only = lambda point: point.id in wanted  # noqa: E731
     options = explore_options(ns, only)
+    # before any work: a typo in an output path or a bad baseline must not cost the sweep
+    check_outputs(ns)
+    baseline = read_baseline(ns.baseline) if ns.baseline else None
     scenarios = [load_scenario(p) for p in scenario_paths(ns.scenarios)]
     # a plain spec is imported once, here (a prefixed one by its backend, per scenario)
     factory = None if prefix_of(ns.agent) else load_factory(ns.agent)
@@ -34,28 +38,41 @@ def cmd_run(ns: argparse.Namespace) -> int:
     modes = durability_modes(ns.durability)
     report = Report()
     graphs = []  # runs of LangGraph scenarios: summed up per durability mode at the end
-    for sc, agent in ((sc, agent) for sc in scenarios for agent in agents_for(sc, ns, modes)):
-        progress = Progress(sc.id if agent == ns.agent else f"{sc.id} [{agent}]")
-        check = lambda plan, sc=sc, progress=progress: check_plan(  # noqa: E731
-            plan, sc, ns, progress)
-        started = time.perf_counter()
-        try:
-            with refusals_reported(ns, report, sc.path, agent):
-                part = explore_one(Agent(agent, factory if agent == ns.agent else None,
-                                         agent), sc, options, progress=progress,
-                                   plan=check, settings=settings)
-        finally:
-            progress.close()
-        for n, run in enumerate(part.runs):  # measured once, on the first (faultsim.junit)
-            run.wall_seconds = time.perf_counter() - started if n == 0 else 0.0
-        for run in part.runs:
-            report.runs.append(run)
-            print_run(run)
-            for line in run.notes:  # what only its backend can say
-                print(line)
-            if names_graph(agent):  # not another agent run on a graph's scenario
-                graphs.append(run)
-        sys.stdout.flush()
+    jobs = [(sc, agent) for sc in scenarios for agent in agents_for(sc, ns, modes)]
+    names = [sc.id if agent == ns.agent else f"{sc.id} [{agent}]" for sc, agent in jobs]
+    plans: dict = {}  # job -> its Plan, told before its sweep (an interrupt's "planned")
+    current, started = 0, time.perf_counter()
+    try:
+        for current, (sc, agent) in enumerate(jobs):
+            progress = Progress(names[current], every=ns.progress_seconds).start()
+
+            def check(plan, sc=sc, progress=progress, job=current) -> None:
+                plans[job] = plan
+                check_plan(plan, sc, ns, progress)
+
+            started = time.perf_counter()
+            try:
+                with refusals_reported(ns, report, sc.path, agent):
+                    part = explore_one(Agent(agent, factory if agent == ns.agent else None,
+                                             agent), sc, options, progress=progress,
+                                       plan=check, settings=settings)
+            finally:
+                progress.close()
+            for n, run in enumerate(part.runs):  # measured once, on the first (faultsim.junit)
+                run.wall_seconds = time.perf_counter() - started if n == 0 else 0.0
+            for run in part.runs:
+                report.runs.append(run)
+                print_run(run)
+                for line in run.notes:  # what only its backend can say
+                    print(line)
+                if names_graph(agent):  # not another agent run on a graph's scenario
+                    graphs.append(run)
+            sys.stdout.flush()
+    except (KeyboardInterrupt, Terminated) as exc:
+        # what was judged is still a report: printed and written, marked partial; the
+        # interrupt then ends the run with its own exit code (130, 143)
+        leave_partial(ns, report, exc, names, current, plans.get(current), started)
+        raise
     if graphs:
         from ..adapters.langgraph.verdicts import breaks, table
 
@@ -74,19 +91,57 @@ def cmd_run(ns: argparse.Namespace) -> int:
         print("\n\n".join(report.counterexamples(limit=ns.examples)))
     print()
     print(report.summary())
-    write_reports(ns, report)
+    unwritten = None
+    try:
+        write_reports(ns, report)
+    except OutputsFailed as exc:  # each report was tried; the failed ones end the run (3)
+        unwritten = exc
     if ns.annotations or (ns.annotations is None
                           and os.environ.get("GITHUB_ACTIONS") == "true"):
         from ..ci import annotations
 
         for line in annotations(report):
             print(line)
-    if ns.baseline:  # the verdict is the difference: only crash states B adds fail the run
+    verdict = EXIT_OK if report.ok else EXIT_VIOLATION
+    if baseline is not None:  # the verdict is the difference: only crash states B adds fail
         from ..compare import compare
 
-        diff = compare(read_report(ns.baseline), report.to_json(), ns.baseline, "this run")
+        diff = compare(baseline, report.to_json(), ns.baseline, "this run")
         print()
         print(diff.text())
-        return EXIT_OK if diff.ok else EXIT_VIOLATION
-    return EXIT_OK if report.ok else EXIT_VIOLATION
+        verdict = EXIT_OK if diff.ok else EXIT_VIOLATION
+    if unwritten is not None:
+        raise unwritten
+    return verdict
+
+
+def leave_partial(ns: argparse.Namespace, report, exc: BaseException, names: list[str],
+                  current: int, plan, started: float) -> None:
+    """An interrupted run's report: the runs finished, and the interrupted one's verdicts
+    judged so far (carried by the interrupt, faultsim.interrupted), printed as the table
+    and written to every report asked for, marked partial."""
+    import time
+
+    from ..interrupted import Partial, judged, reason, settle
+
+    finished = sum(len(run.verdicts) for run in report.runs)
+    cut = [settle(run) for run in judged(exc)]
+    seconds = time.perf_counter() - started
+    for n, run in enumerate(cut):  # the crash models were swept together: time apportioned
+        run.wall_seconds = seconds if n == 0 else 0.0
+        run.seconds = seconds * len(run.verdicts) / max(1, sum(len(r.verdicts) for r in cut))
+        report.runs.append(run)
+    report.partial = Partial(
+        reason(exc), crash_states_judged=sum(len(run.verdicts) for run in report.runs),
+        crash_states_planned=None if plan is None else finished + sum(
+            plan.crash_states.values()),
+        finished=names[:current], interrupted=names[current] if names else None,
+        not_started=names[current + 1:])
+    if not report.ok and ns.examples > 0 and any(run.failures for run in report.runs):
+        print()
+        print("\n\n".join(report.counterexamples(limit=ns.examples)))
+    print()
+    print(report.summary())
+    sys.stdout.flush()
+    write_reports_saying(ns, report)
 

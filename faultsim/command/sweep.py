@@ -15,7 +15,7 @@ from ..crashmodel import CrashState
 from ..errors import UsageError
 from ..killpoints import KillPoint
 from ..oracle import CrashRun, Golden, judge, unknown_version_refused
-from ..pipeline.golden import CleanRun, golden_checked
+from ..pipeline.golden import COMMAND_ADVICE, CleanRun, golden_checked
 from ..pipeline.probes import PROBE_VERSION, tamper_versions
 from ..pipeline.incarnation import clean_limit, resumed_limit, world_signature
 from ..pipeline.crashes import Found, Kill, landed, sweep, verdicts
@@ -115,7 +115,8 @@ def explore(command: str, scenario: Scenario, *, crash_models: Sequence[str] = (
         limit = resumed_limit(timeout, [r.seconds for r in clean])
         calls, paths = filtered_calls(argv, scenario, base, first, limit, seed, services)
         runs = {m: ModelRun(scenario=scenario, agent=agent, crash_model=m, kill_points=points,
-                            explored=chosen, seed=seed, mode=MODE, timeout=timeout)
+                            explored=chosen, seed=seed, mode=MODE, timeout=timeout,
+                            timeout_seconds=limit)
                 for m in crash_models}
         result = Exploration(scenario, agent, golden, points, runs, clean=clean)
         backend = _Backend(argv, scenario, base, first, calls, paths, limit, seed,
@@ -184,7 +185,8 @@ def clean_runs(argv: list[str], scenario: Scenario, base: Path, *, timeout: Any 
                         files=regular(run.work), left_behind=tuple(run.left_behind),
                         details=run.stderr)
 
-    golden_checked(scenario, clean_run, str(base / "sandbox" / "work"), name)
+    golden_checked(scenario, clean_run, str(base / "sandbox" / "work"), name,
+                   COMMAND_ADVICE)
     first = clean[0]
     golden = Golden.of(first.outcome, first.world, regular(first.work), first.events,
                        scenario.checkpoint)

@@ -4,7 +4,10 @@ file as it found it, apply no effect and ask the model nothing on the strength o
 never quote the file's content (a secret planted in it) in its error.
 
 Fixed cases, derived from one real checkpoint, plus hypothesis-drawn ones (cut at any byte,
-junk spliced in anywhere, a field given a value of the wrong type).
+junk spliced in anywhere, a field given a value of the wrong type). The checkpoint is the
+one the scenario declares (`[checkpoint] files`, else checkpoint.json); the cases are built
+from one JSON object holding a tool result, and an agent whose checkpoint is none (JSONL,
+SQLite, opaque bytes) is told so (NoHostileCases), not failed.
 """
 from __future__ import annotations
 
@@ -13,10 +16,15 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
 from ..draws import seed_only
+from ..errors import UsageError
 from ..options import FIXED_TIMEOUT
 
 SECRET = "sk-ant-faultsim-canary-7f3a9c2e51d84b06"  # planted; must never be echoed
 LARGE = 64 * 1024 * 1024 + 1  # "a very large file": just over 64 MiB
+
+
+class NoHostileCases(UsageError):
+    """The agent's checkpoint is not one the hostile cases can be built from."""
 
 
 @dataclass(frozen=True)
@@ -121,37 +129,60 @@ class HostileVerdict:
 
 
 class Attack:
-    """One explorer session: a real crash state in mid-run, whose checkpoint files are
-    replaced by each hostile file in turn and resumed by a fresh agent."""
+    """One explorer session: a real crash state in mid-run, whose checkpoint file (the
+    scenario's `[checkpoint]`) is replaced by each hostile file in turn and resumed by a
+    fresh agent."""
 
-    def __init__(self, make_agent: Callable, scenario, *, checkpoint_name: str =
-                 "checkpoint.json", timeout: float | None = FIXED_TIMEOUT, seed: str = "0"
-                 ) -> None:
-        self.make_agent, self.scenario, self.name = make_agent, scenario, checkpoint_name
+    def __init__(self, make_agent: Callable, scenario, *, timeout: float | None =
+                 FIXED_TIMEOUT, seed: str = "0") -> None:
+        self.make_agent, self.scenario = make_agent, scenario
         self.timeout, self.seed = timeout, seed
 
     def __enter__(self) -> "Attack":
         import copy
 
         from ..inprocess.sandbox import Explorer
-        from ..killpoints import KillPoint
 
         self._copy = copy.deepcopy
         self.ex = Explorer(self.make_agent, self.scenario, timeout=self.timeout,
                            seed=self.seed).__enter__()
+        try:
+            self._crash_where_a_checkpoint_is()
+        except BaseException:
+            self.ex.__exit__(None, None, None)
+            raise
+        return self
+
+    def _crash_where_a_checkpoint_is(self) -> None:
+        from ..killpoints import KillPoint
+
+        spec = self.scenario.checkpoint
         golden = self.ex.golden(every_service=False)  # a corpus keeps its own scenario
         saves = [e.index for e in golden.trace if e.kind == "mark.checkpoint.B"]
-        index = saves[min(1, len(saves) - 1)] if saves else len(golden.trace) // 2
-        point = KillPoint(index, None, "hostile", "hostile-checkpoint", f"#{index}")
-        crashed = self.ex.crash(point, "process")
-        self.world, self.files = crashed.world, crashed.states[0].as_dict()
-        self.paths = [p for p, d in self.files.items()
-                      if p.rsplit("/", 1)[-1] == self.name and d]
-        if not self.paths:
-            raise ValueError(f"{self.scenario.path}: no {self.name} on disk at #{index}; "
-                             "the agent keeps its checkpoint under another name?")
-        self.sample = self.files[self.paths[0]]
-        return self
+        # the second save of an agent that marks its saves (the reference agent), else the
+        # middle of the run; then the clean run's last checkpoint write, whose file holds
+        # the most (a tool result to plant the secret in)
+        written = [e.index for e in golden.trace if e.kind in ("fs.write", "fs.rename")
+                   and spec.matches(e.subject.split(" from ")[0])]
+        first = saves[min(1, len(saves) - 1)] if saves else len(golden.trace) // 2
+        for index in dict.fromkeys([first, *written[-1:]]):
+            point = KillPoint(index, None, "hostile", "hostile-checkpoint", f"#{index}")
+            crashed = self.ex.crash(point, "process")
+            files = crashed.states[0].as_dict()
+            for path in sorted(p for p, d in files.items() if spec.matches(p) and d):
+                if spec.format_of(path) != "json":
+                    continue
+                try:
+                    _planted(json.loads(files[path]))
+                except (ValueError, AttributeError, TypeError):
+                    continue  # not one JSON object with a tool result
+                self.world, self.files, self.path = crashed.world, files, path
+                self.sample = files[path]
+                return
+        raise NoHostileCases(
+            f"{self.scenario.path}: no checkpoint ({spec.describe()}) that is one JSON "
+            f"object holding a tool result at #{first} or at the last checkpoint write: the "
+            "hostile cases are built from one")
 
     def __exit__(self, *exc) -> None:
         self.ex.__exit__(*exc)
@@ -160,7 +191,7 @@ class Attack:
         from ..crashmodel import CrashState
 
         world = self._copy(self.world)
-        files = {**self.files, self.paths[0]: case.data}
+        files = {**self.files, self.path: case.data}
         effects = len(world.ledger.applied())
         asked = len(world.model.requests)
         run = self.ex.resume(world, CrashState.of("process", case.name, files), [])
@@ -172,8 +203,8 @@ class Attack:
         if applied or asked:
             problems.append(f"acted on it: {applied} effect(s) applied, {asked} model "
                             "request(s) sent")
-        if run.final.get(self.paths[0]) != case.data:
-            problems.append(f"{self.paths[0]} was overwritten or removed")
+        if run.final.get(self.path) != case.data:
+            problems.append(f"{self.path} was overwritten or removed")
         text = " ".join(filter(None, [run.error, run.outcome and run.outcome.final_answer,
                                       run.outcome and run.outcome.escalation]))
         if SECRET in text:
@@ -194,17 +225,21 @@ class HostileReport:
 
 
 def attack_all(make_agent: Callable, scenario, *, drawn: int = 100, timeout: float | None =
-               FIXED_TIMEOUT, checkpoint_name: str = "checkpoint.json") -> HostileReport:
+               FIXED_TIMEOUT) -> HostileReport:
     """Every fixed case, the very large file, and `drawn` hypothesis-drawn cases
     (derandomized: the same cases every run; a failure is shrunk)."""
     from hypothesis import HealthCheck, given, settings
     from hypothesis import strategies as st
 
-    with Attack(make_agent, scenario, checkpoint_name=checkpoint_name,
-                timeout=timeout) as attack:
+    with Attack(make_agent, scenario, timeout=timeout) as attack:
         verdicts = [attack(c) for c in fixed_cases(attack.sample) + [large_case(attack.sample)]]
         failing: list[HostileVerdict] = []
         tried = [0]
+
+        # hypothesis refuses max_examples=0 when the test is made: with --hostile 0 it is
+        # made for one and not run. (`refused`'s source, decorators included, seeds its
+        # derandomized draws: keep it as it is, or the drawn cases change.)
+        asked, drawn = drawn, max(drawn, 1)
 
         @settings(max_examples=drawn, database=None, derandomize=True, deadline=None,
                   suppress_health_check=list(HealthCheck), report_multiple_bugs=False)
@@ -217,7 +252,7 @@ def attack_all(make_agent: Callable, scenario, *, drawn: int = 100, timeout: flo
                     failing.append(verdict)  # the last one appended is the shrunk one
                     raise AssertionError(case.name)
 
-        if drawn > 0:
+        if asked > 0:
             try:
                 with seed_only():  # the same cases whatever code is loaded (faultsim.draws)
                     refused()

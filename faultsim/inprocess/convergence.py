@@ -597,9 +597,15 @@ class Recorder:
         self.keys: list[str] = []
 
     def __call__(self, request: Any) -> None:
+        # faultsim's own work (fingerprinting the agent's memory and state, which grows
+        # with a long run): held, so it never counts against the clean run's time limit
+        with held():
+            self._record(request, sys._getframe(1))
+
+    def _record(self, request: Any, caller: Any) -> None:
         ip, course = self.ex.interposer, self.course
         course.segments.append(_segment(ip))
-        memory, why = _memory(sys._getframe(1))
+        memory, why = _memory(caller)
         if threading.get_ident() != self.runner:
             memory, why = None, "the request came from a thread of the agent's"
         key = _key(self.ex, self.world, request)
@@ -612,7 +618,7 @@ class Recorder:
         course.by_key.setdefault(key, []).append(n)
         if diagnostic is not None:
             course.diagnosis = course.diagnosis or diagnostic.Clean()
-            course.diagnosis.record(self.ex, self.world, request, sys._getframe(1))
+            course.diagnosis.record(self.ex, self.world, request, caller)
 
     def end(self) -> None:
         """Inside the incarnation, as run() returned."""

@@ -3,6 +3,7 @@ from one clean run that kills nothing (so a long run can say up front what it ex
 from __future__ import annotations
 
 from ..killpoints import KillPoint
+from ..pipeline.incarnation import held
 from ..pipeline.sweep import by_event
 from ..trace import Event, Tracer
 from .sandbox import Explorer, crash_states
@@ -21,13 +22,19 @@ class _CountAt:
         for model in self.models:
             self.counts[model] += len(crash_states(self.ex, model, snapshot))
 
+    # faultsim's own work, held: it never counts against the incarnation's time limit
     def after(self, tracer: Tracer, event: Event) -> None:
         if event.index in self.boundary:
-            self._count(self.ex.interposer.snapshot())
+            with held():
+                self._count(self.ex.interposer.snapshot())
 
     def before_write(self, tracer: Tracer, write) -> bytes | None:
-        for point in self.torn.get(tracer.next_index, ()):
-            self._count({**self.ex.interposer.snapshot(), write.path: write.torn(point.offset)})
+        points = self.torn.get(tracer.next_index, ())
+        if points:
+            with held():
+                for point in points:
+                    self._count({**self.ex.interposer.snapshot(),
+                                 write.path: write.torn(point.offset)})
         return None
 
 

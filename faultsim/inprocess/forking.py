@@ -13,12 +13,12 @@ import freezegun.api as _real_time  # time.perf_counter is frozen in here; these
 
 from .. import finality
 from ..hugepages import before_fork
-from ..crashmodel import forget, kept_torn, torn_versions
-from ..errors import WorkerDied
+from ..crashmodel import each_torn_version, forget, kept_torn
 from ..killpoints import KillPoint
 from ..oracle import Violation
 from ..pipeline.golden import compare_traces
-from ..pipeline.incarnation import starved, world_signature
+from ..pipeline.incarnation import CLEAN_LIMIT, starved, time_limit, world_signature
+from ..pipeline import unjudged
 from ..pipeline.sweep import ResumeResult, Sweep, by_event
 from ..trace import Event, Killed, Tracer
 from ..world import World
@@ -27,12 +27,6 @@ from .leads import learn
 from .replaying import sweep_replaying
 from .sandbox import Explorer, crash_states, resume_and_judge
 from . import unwind
-
-
-class _WorkerDiedSignal(BaseException):
-    # Raised inside the driver incarnation, where an agent's `except Exception` must not
-    # swallow it; `_drive` turns it into WorkerDied.
-    pass
 
 
 class ForkAt:
@@ -74,18 +68,26 @@ def sweep_forking(ex: Explorer, sweep: Sweep, chosen: list[KillPoint], models: l
     boundary, torn = by_event(chosen)
     if any(p.index == 0 for p in chosen):  # before the first event: nothing to fork from
         sweep_replaying(ex, sweep, [p for p in chosen if p.index == 0], models, None, start)
+    died: dict[str, str] = {}  # point id -> how its child died, in the first pass
     revisit = _drive(ex, sweep, models, workers, progress, len(chosen), boundary, torn, False,
-                     start)
-    if revisit:  # second pass: only the states whose class turned out to read the file
-        sweep.done_points -= len(revisit)
-        boundary_again, torn_again = by_event(revisit)
+                     start, died)
+    # Second pass: the states whose class turned out to read the file, and the points whose
+    # child died without a verdict, each with a fresh child (a child that dies there again
+    # makes it that point's finding, `pipeline.unjudged`; the sweep goes on).
+    again = [p for p in chosen if p in revisit or p.id in died]
+    if again:
+        sweep.done_points -= len(again)
+        boundary_again, torn_again = by_event(again)
         _drive(ex, sweep, models, workers, progress, len(chosen), boundary_again, torn_again,
                True, start)
 
 
 def _drive(ex: Explorer, sweep: Sweep, models, workers, progress, total, boundary, torn,
-           no_parking: bool, start: Callable[[], World] | None = None) -> list[KillPoint]:
-    """One driver run: the agent runs clean while children fork off at the kill points."""
+           no_parking: bool, start: Callable[[], World] | None = None,
+           died: dict[str, str] | None = None) -> list[KillPoint]:
+    """One driver run: the agent runs clean while children fork off at the kill points.
+    `died` collects the points whose child died without a verdict, to be tried again;
+    None: a child that dies makes its points' finding."""
     import gc
 
     if start is None:
@@ -97,6 +99,7 @@ def _drive(ex: Explorer, sweep: Sweep, models, workers, progress, total, boundar
     pool.board = Board.create()
     pool.no_parking = no_parking
     pool.every_kill = start is None  # first crashes; pairs: see _Pool.fork_for
+    pool.died = died
     # Children share the parent's memory copy-on-write; a garbage collection in a child
     # would touch (and so copy) every page. Freeze what exists now out of the collector
     # (no collection first: with the memos of a pair sweep it costs more than it saves).
@@ -106,14 +109,12 @@ def _drive(ex: Explorer, sweep: Sweep, models, workers, progress, total, boundar
     try:
         inc = ex.incarnation(world, policy, timed=False)  # the driver: children have limits
         if pool.in_child:  # only a child gets here: it died at its kill point
-            pool.child_main([inc.went_on] if inc.went_on else [])
+            pool.child_main([inc.went_on] if inc.went_on else [], inc.unwound)
         compare_traces(sweep.trace, inc.events)
         again = pool.wait_all()
         if policy.elsewhere:
             sweep_replaying(ex, sweep, policy.elsewhere, models, None, start)
         return again
-    except _WorkerDiedSignal as exc:
-        raise WorkerDied(f"{ex.scenario.path}: {exc}") from None
     finally:
         pool.kill_all()
         if pool.board is not None and not pool.in_child:
@@ -131,6 +132,10 @@ class _Pool:
         self.ex, self.sweep, self.models, self.world = ex, sweep, models, world
         self.workers, self.total, self.progress = max(1, workers), total, progress
         self.deadline = None if not timeout else 3 * timeout + 5
+        # how long a child's killed incarnation may take to end (with no limit asked, the
+        # clean runs' own): a child whose kill never unwinds ends all the same
+        self.unwind_limit = timeout or CLEAN_LIMIT
+        self.unwinding = None  # in a child: the limit on that (`time_limit`)
         self.children: dict[int, dict] = {}
         self.waiting: dict[tuple, int] = {}  # masked class or exact key -> child pid
         self.in_child = False
@@ -142,6 +147,9 @@ class _Pool:
         self.every_kill = True  # a child at every point, even where every state is known
         self.composed: set[tuple] = set()  # (model, point id, order) composed, not resumed
         self.board: Board | None = None  # leads shared while children run (board.py)
+        # point id -> how its child died without a verdict (`_finish`), to be tried again
+        # with a fresh child; None: this is the second try, and a death is the finding
+        self.died: dict[str, str] | None = None
         # Children waiting on the board for a sibling's remainder hold no worker's place
         # (the parent forks another meanwhile), up to this many children in all.
         self.most = 4 * self.workers
@@ -155,10 +163,16 @@ class _Pool:
         base = self.ex.interposer.snapshot()
         job, settled, parked = [], [], len(self.parked)
         aftermath = None  # a composed state's: what the kill at this point set off
-        versions = torn_versions(write, [p.offset for p in points]) if write else None
+        # one torn version at a time, dropped once its states are keyed (kept_torn)
+        versions = each_torn_version(write, [p.offset for p in points]) if write else None
         bases: dict = {}
-        for n, point in enumerate(points):
-            snapshot = base if write is None else {**base, write.path: versions[n]}
+        torn = None
+        for point in points:
+            if versions is not None:
+                if torn is not None:
+                    forget([torn])  # the last point's: every state of it is keyed
+                torn = next(versions)
+            snapshot = base if write is None else {**base, write.path: torn}
             for model in self.models:
                 for i, state in enumerate(crash_states(self.ex, model, snapshot)):
                     if not self.sweep.mine(state, signature):
@@ -167,7 +181,7 @@ class _Pool:
                     key, result, masked, absent = (known.key, known.result, known.masked,
                                                    known.absent)
                     if write is not None:  # keyed: from now on kept as the write's cut
-                        state = kept_torn(state, write, point.offset, versions[n], bases)
+                        state = kept_torn(state, write, point.offset, torn, bases)
                     entry = (model, point, i, state, key, watch, masked)
                     busy = self.waiting.get(key) or (masked and self.waiting.get(
                         (masked, watch, signature))) or (absent and self.waiting.get(
@@ -190,9 +204,9 @@ class _Pool:
                             self.composed.add((model, point.id, i))
                             if composed[1] is not None:  # the clean run's, there
                                 aftermath = composed[1]
-        if versions:  # every state made of them is keyed, the ones kept are TornStates
-            forget(versions)
-            versions = snapshot = None
+        if torn is not None:  # every state made of it is keyed, the ones kept are TornStates
+            forget([torn])
+            torn = snapshot = None
         # What the kill sets off (code that catches it and goes on writing) belongs to the
         # kill point, not to the state: states shared from a judged one take it from the
         # child that dies here. Where every state is known, a first crash's point still
@@ -226,6 +240,11 @@ class _Pool:
         pid = _os.fork()
         if pid == 0:  # the child: die here, then resume from what is left
             _os.close(read_fd)
+            _dies_with_parent()
+            # the killed incarnation must end within the limit (`child_main` lifts it): a
+            # kill some code holds up is named, and its states judged as it left them
+            self.unwinding = time_limit(self.unwind_limit)
+            self.unwinding.__enter__()
             self.in_child, self.job, self.fd, self.children = True, job, write_fd, {}
             self.dies_at = job[0][1] if job else points[0]
             if self.board is not None:
@@ -235,30 +254,15 @@ class _Pool:
         _os.close(write_fd)
         self.children[pid] = {"fd": read_fd, "buf": bytearray(), "job": job,
                               "settled": settled, "points": points, "signature": signature,
-                              "started": _real_time.real_perf_counter(), "waiting": False}
+                              "started": _real_time.real_perf_counter(), "waiting": False,
+                              "unwound": False}
         for entry in job:
             self.waiting[entry[4]] = pid
             if entry[6] is not None:
                 self.waiting[(entry[6], entry[5], signature)] = pid
-        if not job:
-            self._read_all(pid)
+        if not job:  # waited for at once, under the same deadlines as any child
+            self._wait_for(pid)
         return False
-
-    def _read_all(self, pid: int) -> None:
-        """Block on one child until it has sent everything, then settle it."""
-        import pickle
-
-        child = self.children[pid]
-        while True:
-            chunk = _os.read(child["fd"], 1 << 16)
-            if not chunk:
-                break
-            self._take(child, chunk)
-        try:
-            result = pickle.loads(bytes(child["buf"])) if child["buf"] else None
-        except Exception:
-            result = None
-        self._finish(pid, result, None if result is not None else _DIED)
 
     @staticmethod
     def _take(child: dict, chunk: bytes) -> None:
@@ -266,8 +270,11 @@ class _Pool:
         waits on the board (W) or runs again (R). A pickle starts with \x80 (PROTO), so
         the notes can only come before it."""
         if not child["buf"]:
-            while chunk[:1] in (b"W", b"R"):
-                child["waiting"] = chunk[:1] == b"W"
+            while chunk[:1] in (b"W", b"R", b"U"):
+                if chunk[:1] == b"U":  # its kill has unwound: it resumes from here
+                    child["unwound"], child["started"] = True, _real_time.real_perf_counter()
+                else:
+                    child["waiting"] = chunk[:1] == b"W"
                 chunk = chunk[1:]
         child["buf"] += chunk
 
@@ -298,12 +305,22 @@ class _Pool:
                 # the child's own limit (time_limit) does not count time it waited for
                 # a CPU; nor does this backstop: on a loaded machine a starved child
                 # still reports its hang itself, with where it was stuck
-                if self.deadline and now - child["started"] > self.deadline \
-                        and now - child["started"] - starved(pid) > self.deadline \
+                # Every child has a deadline: until its kill has unwound (its U), twice
+                # the limit it sets itself on that; then `deadline` for each state it
+                # resumes (each resumed run has its own limit too).
+                limit = self.deadline * max(1, len(child["job"])) if child["unwound"] \
+                    and self.deadline else None if child["unwound"] \
+                    else 2 * self.unwind_limit + 5
+                if limit and now - child["started"] > limit \
+                        and now - child["started"] - starved(pid) > limit \
                         and child["fd"] not in ready:
                     _os.kill(pid, 9)
                     self._finish(pid, None, f"the crash run did not finish within "
-                                 f"{self.deadline:g} s and was killed")
+                                 f"{limit:g} s and was killed" if child["unwound"] else
+                                 _Unjudged(f"the kill did not unwind: its crash run's "
+                                           f"process had not ended {limit:g} s after it and "
+                                           "was stopped; try --mode subprocess, where a "
+                                           "kill stops every thread at once"))
             for fd in ready:
                 pid = fds[fd]
                 if pid not in self.children:
@@ -328,16 +345,31 @@ class _Pool:
             _, status = _os.waitpid(pid, 0)
         except ChildProcessError:
             status = 0
-        if problem is _DIED:
-            raise _WorkerDiedSignal(_death(status, child["job"], child["points"][0]))
         for key in [k for k, p in self.waiting.items() if p == pid]:
             del self.waiting[key]
+        if problem is _DIED:  # its states stay unknown: tried again, or the finding
+            for point in child["points"]:
+                why = _death(status, point)
+                if self.died is not None:
+                    self.died[point.id] = why
+                else:
+                    for model in self.models:
+                        unjudged.record(self.sweep, model, point, why)
+                self._done_point()
+            return
         if result is None:
-            failure = ResumeResult([Violation.of("completes_or_escalates",
-                                                 problem or "no verdict")], None, None)
+            rule = "kill_point_judged" if isinstance(problem, _Unjudged) \
+                else "completes_or_escalates"
+            failure = ResumeResult([Violation.of(rule, str(problem or "no verdict"))], None,
+                                   None)
+            # the states known already are this point's too: its finding stands for them
             result = {"after_kill": [], "results": [failure] * len(child["job"])}
+            if isinstance(problem, _Unjudged):
+                child["settled"] = [(entry, failure) for entry, _ in child["settled"]]
         for point in child["points"]:
             self.aftermath[point.id] = result["after_kill"]
+            if result.get("unwound"):
+                self.ex.unwound.setdefault(point.id, result["unwound"])
         for entry, known in child["settled"]:
             model, point, i, state, key, _, _ = entry
             self.sweep.record(model, point, i, state, known, result["after_kill"], False, key,
@@ -366,7 +398,9 @@ class _Pool:
         for entry, signature in self.parked:
             model, point, i, state, key, watch, masked = entry
             result = self.sweep.known(state, signature, watch).result
-            if result is not None:
+            if self.died and point.id in self.died:
+                pass  # tried again as a whole, on any worker count
+            elif result is not None:
                 self.sweep.record(model, point, i, state, result,
                                   self.aftermath.get(point.id, []), False)
             elif point not in again:
@@ -387,11 +421,13 @@ class _Pool:
         self.children.clear()
 
     # -- child ----------------------------------------------------------------------------
-    def child_main(self, after_kill: list[str]) -> None:
+    def child_main(self, after_kill: list[str], unwound: str | None = None) -> None:
         import pickle
 
         status = 0
         try:
+            self.unwinding.__exit__(None, None, None)  # the kill has unwound
+            _os.write(self.fd, b"U")
             self.world.sealed = False
             results, by_class, by_key = [], {}, {}
             for n, (model, point, i, state, key, watch, masked) in enumerate(self.job):
@@ -413,7 +449,8 @@ class _Pool:
                     by_class[(masked, watch)] = result
                 by_key[key] = result
                 results.append(result)
-            data = pickle.dumps({"after_kill": after_kill, "results": results})
+            data = pickle.dumps({"after_kill": after_kill, "results": results,
+                                 "unwound": unwound})
             view = memoryview(data)
             while view:
                 written = _os.write(self.fd, view)
@@ -427,8 +464,29 @@ class _Pool:
 _DIED = "the crash run's process died without a verdict"
 
 
-def _death(status: int, job: list, point: KillPoint) -> str:
-    model = job[0][0] if job else "its kill only"
+class _Unjudged(str):
+    """Why a child's point could not be judged (`kill_point_judged`), not a hang."""
+
+
+def _dies_with_parent() -> None:
+    """The kernel SIGKILLs this child when the process that forked it ends (Linux's
+    PR_SET_PDEATHSIG), however it ends: a faultsim stopped by SIGKILL or a CI timeout
+    leaves no crash run behind, stuck in an agent's hung event loop. Elsewhere: the
+    parent's own `kill_all` on its way out is the only guard."""
+    import ctypes
+
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        return
+    if _os.getppid() == 1:  # the parent died before the call: no signal will come
+        _os._exit(70)
+
+
+def _death(status: int, point: KillPoint) -> str:
+    """How the child judging `point` died without a verdict, in words (the same on any
+    worker count: what the agent did, never which child or job)."""
     if _os.WIFSIGNALED(status):
         sig = _os.WTERMSIG(status)
         try:
@@ -440,7 +498,5 @@ def _death(status: int, job: list, point: KillPoint) -> str:
     elif _os.WIFEXITED(status) and _os.WEXITSTATUS(status) != 70:
         how = f"exited with status {_os.WEXITSTATUS(status)} (did the agent end the process?)"
     else:
-        how = "failed inside faultsim before sending its verdicts"
-    return (f"the worker judging kill point {point.id} ({model}) {how}; its verdict is "
-            "unknown. `--workers 0` runs that kill point in this process "
-            f"(add --kill-point {point.id})")
+        how = "failed inside faultsim"
+    return f"the process judging kill point {point.id} {how} before it sent a verdict"

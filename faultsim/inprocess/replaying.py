@@ -1,4 +1,5 @@
-"""The plain executor: for each kill point, run the prefix again, kill, resume, judge."""
+"""The plain executor: for each kill point, run the prefix again, kill, resume, judge; a
+point whose crash run misses it twice is that point's finding (`pipeline.unjudged`)."""
 from __future__ import annotations
 
 import copy
@@ -6,7 +7,9 @@ from typing import Callable
 
 from ..killpoints import KillPoint
 from ..pipeline.incarnation import world_signature
+from ..pipeline import unjudged
 from ..pipeline.sweep import Sweep
+from ..pipeline.unjudged import twice
 from ..world import World
 from .sandbox import Explorer, resume_and_judge
 
@@ -16,7 +19,12 @@ def sweep_replaying(ex: Explorer, sweep: Sweep, chosen: list[KillPoint], models:
     """The plain executor: for each kill point, run the prefix again, kill, resume."""
     for n, point in enumerate(chosen):
         for model in models:
-            crashed = ex.crash(point, model, start)
+            # a crash run that misses its point is tried once more; twice: the point's
+            # finding (`kill_point_judged`), and the sweep goes on
+            crashed, why = twice(lambda: ex.crash(point, model, start))
+            if crashed is None:
+                unjudged.record(sweep, model, point, why)
+                continue
             world, states, after_kill = crashed.world, crashed.states, crashed.after_kill
             signature, watch = world_signature(world), ex.interposer.last_touched
             for i, state in enumerate(states):

@@ -15,7 +15,7 @@ from typing import Any, Callable
 import freezegun.api as _real_time  # time.perf_counter is frozen in here; these are not
 from pyfakefs.fake_filesystem_unittest import Patcher
 
-from ..agent import AgentEnv, outcome_of, run_incarnation
+from ..agent import AgentEnv, contract_broken, outcome_of, run_incarnation
 from .. import finality
 from ..crashmodel import CrashState, power_states, process_state
 from ..errors import KillDidNotLand, StoreNeedsSubprocess
@@ -30,8 +30,8 @@ from ..killpoints import KillPoint
 from ..oracle import RESUME_GUARDS, CrashRun, Golden, judge
 from ..pipeline.golden import CleanRun, golden_checked, routed_only
 from ..pipeline.incarnation import (AUTO, Incarnation, IncarnationTimeout, captured_output,
-                                    clean_limit, failure_details, resumed_limit, time_limit,
-                                    traced_world)
+                                    clean_hang, clean_limit, failure_details, held_seconds,
+                                    not_unwound, resumed_limit, time_limit, traced_world)
 from ..pipeline.sweep import ResumeResult
 from ..report import ResumeSummary
 from ..runner import make_env
@@ -86,6 +86,7 @@ class Explorer:
         self.asked_timeout = timeout
         self.timeout = clean_limit(timeout)  # derived from the clean runs by golden()
         self.seed = seed
+        self.clean_seconds: float | None = None  # the slower clean incarnation (golden())
         self._patcher: Patcher | None = None
         self._freezer = None
         # Convergence (faultsim.inprocess.convergence): the clean run's course, recorded by
@@ -103,6 +104,9 @@ class Explorer:
         self.last_lead: Any = None
         self.last_met: Any = None
         self.board: Any = None  # in a forked child: leads shared while they run (board.py)
+        # kill point id -> how its kill did not unwind in time (pipeline.incarnation's
+        # `not_unwound`): its states were judged all the same, as the kill left them
+        self.unwound: dict[str, str] = {}
 
     # -- set-up ---------------------------------------------------------------------------
     def __enter__(self) -> "Explorer":
@@ -170,7 +174,7 @@ class Explorer:
         try:
             with ip, seeded(f"{self.seed}:{world.incarnation}"), \
                     world.model.serving_new_clients(), captured_output() as output, \
-                    time_limit(self.timeout if timed else None):
+                    time_limit(self.timeout if timed else None, world):
                 drawn, read = draws(), _agent.incarnation_reads[0]
                 try:
                     result.outcome = outcome_of(run_incarnation(self.make_agent, env))
@@ -189,6 +193,7 @@ class Explorer:
                 except Exception as exc:
                     ended = exc
                     result.error = f"{type(exc).__name__}: {exc}"
+                    result.contract = contract_broken(exc)
                     result.details = failure_details(exc, output.getvalue())
                 # it drew no random number and never read env.incarnation: what it did
                 # did not depend on which incarnation it was (after_convergence.py)
@@ -205,6 +210,8 @@ class Explorer:
             fs.open_files[:], fs._free_fd_heap[:] = self._open0[0], self._open0[1]
         result.killed = ip.killed or world.sealed
         result.went_on, result.strays = life.went_on, life.strays
+        if result.killed and isinstance(ended, IncarnationTimeout):  # the kill held up
+            result.unwound = not_unwound(life.kill, ended.seconds, ended.stuck)
         if result.killed:
             result.outcome = None
             result.error = None
@@ -232,7 +239,10 @@ class Explorer:
                 recorders.append(recorder)
                 self.interposer.start_tracking(None)
             try:
+                held_before = held_seconds()
                 inc = self.incarnation(world, watcher=recorder)
+                if inc.timed_out:  # whose time it was (faultsim's own work is not counted)
+                    inc.error = clean_hang(inc.error, held_seconds() - held_before)
             finally:
                 self.interposer.stop_tracking()
             strays.extend(inc.strays)
@@ -240,10 +250,11 @@ class Explorer:
             files = self.interposer.snapshot()
             return CleanRun(inc.outcome, inc.error, inc.events, (world, files),
                             details=inc.details, world=world, files=files,
-                            escapes=list(self.interposer.escapes))
+                            escapes=list(self.interposer.escapes), contract=inc.contract)
 
         first = golden_checked(self.scenario, clean_run, SANDBOX)
         self.timeout = resumed_limit(self.asked_timeout, took)
+        self.clean_seconds = max(took)  # the slower clean incarnation (the plan's forecast)
         world, final = first.kept
         self.course, self.convergence_off = None, None
         if not self.convergence:
@@ -264,7 +275,8 @@ class Explorer:
             self.course = course
         if every_service:
             routed_only(self.scenario, world, first.outcome)
-        return Golden.of(first.outcome, world, final, first.events, self.scenario.checkpoint)
+        return Golden.of(first.outcome, world, final, first.events, self.scenario.checkpoint,
+                         self.scenario.profile.torn_cuts)
 
     # -- one crash run --------------------------------------------------------------------
     def crash(self, point: KillPoint, model: str, start: Callable[[], World] | None = None
@@ -288,6 +300,8 @@ class Explorer:
                                      "agent is not deterministic across runs")
         elif start is not None:
             world.begin_incarnation()  # a restart killed before its first event still began
+        if point.index > 0 and inc.unwound:
+            self.unwound.setdefault(point.id, inc.unwound)
         states = crash_states(self, model, self.interposer.snapshot())
         world.sealed = False
         return Crashed(world, states, [inc.went_on] if point.index > 0 and inc.went_on
@@ -366,6 +380,17 @@ class Explorer:
                         escapes=list(self.interposer.escapes), strays=list(inc.strays),
                         resume_positions=[inc.first_position] if inc.first_position is not None
                         else [], events=inc.events)
+
+
+def unwound_notes(unwound: dict[str, str], limit: float | None) -> list[str]:
+    """The summary's lines for the kill points whose kill did not unwind within the time
+    limit (`Explorer.unwound`): each cost the limit, and was judged as the kill left it."""
+    if not unwound:
+        return []
+    first = min(unwound)  # the same line on any worker count
+    return [f"{len(unwound)} kill point(s) waited out the time limit ({limit or 0:g} s) "
+            f"after their kill, e.g. {first}: {unwound[first]}; their states were judged as "
+            "the kill left them"]
 
 
 def readable_real_dirs() -> list[str]:

@@ -15,7 +15,7 @@ from typing import Any, Callable
 
 from ..trace import digest
 
-Emit = Callable[..., None]
+Emit = Callable[..., None]  # (kind, subject, detail="", text=""): fstrace.emit
 _emit: Emit | None = None
 _original_connect = sqlite3.connect
 _READS = {"SELECT", "PRAGMA", "EXPLAIN", "WITH"}
@@ -60,7 +60,17 @@ def _statement(sql: str, params: Any = (), conn: Any = None, changed: bool = Tru
         _emit("sqlite.begin", "")
     else:
         _emit("sqlite.exec", f"{verb} {target}".strip(),
-              digest(repr((sql, params)).encode()))
+              digest(repr((sql, params)).encode()), shown(sql, params))
+
+
+SHOWN = 240  # characters of a statement kept to show (the digest tells the rest apart)
+
+
+def shown(sql: str, params: Any) -> str:
+    """A statement as a message shows it: its whitespace collapsed, its parameters after
+    it, cut at SHOWN characters with the cut said (`...`)."""
+    text = " ".join(sql.split()) + (f" {params!r}" if params not in ((), None) else "")
+    return text if len(text) <= SHOWN else text[:SHOWN - 3] + "..."
 
 
 class TracedCursor(sqlite3.Cursor):

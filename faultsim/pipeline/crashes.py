@@ -3,8 +3,10 @@
 report: one copy for both (issue 34 item 6).
 
 For each chosen kill point: the backend's crash run; the landed check (the run reached its
-point and the kill is proven landed, else `KillDidNotLand`: a crash test proves its kill
-before it judges anything); the crash states the kill left; each judged by the memo
+point and the kill is proven landed: a crash test proves its kill before it judges
+anything; else the crash run is tried once more, and a point whose second try fails too
+is that point's finding, `kill_point_judged`, and the sweep goes on: `unjudged`); the
+crash states the kill left; each judged by the memo
 (`sweep.Shared`: a state whose key equals one resumed already shares its resumed run, and
 is judged on its own bytes all the same), resumed by the backend where it is new; one
 progress line per state. What differs between the backends is behind `Backend`: how a
@@ -15,12 +17,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Protocol
 
-from ..crashmodel import CrashState
+from ..crashmodel import CRASH_MODELS, CrashState
 from ..errors import KillDidNotLand
 from ..killpoints import KillPoint
 from ..oracle import Golden, Violation
 from ..report import ModelRun, Verdict
 from .sweep import ResumeResult, Shared
+from .unjudged import NO_STATE, finding, twice
 
 
 @dataclass
@@ -61,6 +64,7 @@ class Judged:
     shared: str | None  # the state that run was resumed for, when shared; None: its own
     key: tuple | None  # its memo key (equal states share it; None: not shared)
     kill: Kill
+    unjudged: bool = False  # the point could not be judged: this is its finding (`sweep`)
 
 
 class Backend(Protocol):
@@ -96,7 +100,7 @@ class Swept:
 
     @property
     def resumes(self) -> int:
-        return sum(1 for j in self.judged if j.shared is None)
+        return sum(1 for j in self.judged if j.shared is None and not j.unjudged)
 
 
 def landed(backend: Backend, point: Any, kill: Kill) -> bool:
@@ -123,6 +127,31 @@ def judge_state(backend: Backend, memo: Shared, point: Any, kill: Kill, found: F
     return Judged(point, found, orders, violations, result, shared, exact, kill)
 
 
+def _crash(backend: Backend, point: Any) -> tuple[Kill, str | None]:
+    """The crash run at `point`, tried again once when it did not reach its point or its
+    kill could not be proven landed (`unjudged.twice`): the last try's kill, and its
+    trouble (None: it landed, or is missed by design) when the second try has it too."""
+    kills: list[Kill] = []
+
+    def attempt() -> Kill:
+        kills.append(backend.crash(point))
+        landed(backend, point, kills[-1])
+        return kills[-1]
+
+    why = twice(attempt)[1]
+    return kills[-1], why
+
+
+def unjudged(backend: Backend, point: Any, kill: Kill, why: str) -> Judged:
+    """A point whose crash run failed twice: its verdict, under every crash model, is the
+    finding `kill_point_judged` with why (`KillDidNotLand`'s words), on no crash state."""
+    violation = finding(why)
+    found = Found(NO_STATE, tuple(CRASH_MODELS), "not judged",
+                  {})  # no files: no state was left to judge
+    return Judged(point, found, {m: 0 for m in CRASH_MODELS}, [violation],
+                  ResumeResult([violation], None, None), None, None, kill, unjudged=True)
+
+
 def line(j: Judged) -> str:
     """A state's progress line."""
     return (f"{j.point.id} [{j.found.label}]: "
@@ -138,7 +167,13 @@ def sweep(backend: Backend, points: Iterable[Any], golden: Golden, *, share: boo
     swept = swept if swept is not None else Swept()
     memo = Shared(golden, share=share)
     for point in points:
-        kill = backend.crash(point)
+        kill, why = _crash(backend, point)
+        if why is not None:  # twice: the point's finding, and the sweep goes on
+            j = unjudged(backend, point, kill, why)
+            swept.judged.append(j)
+            if progress is not None:
+                progress(line(j))
+            continue
         if not landed(backend, point, kill):
             swept.missed.append(point)
             if progress is not None:
@@ -171,7 +206,7 @@ def verdicts(runs: dict[str, ModelRun], judged: Iterable[Judged], golden: Golden
                 engine_point(j.point), model, j.found.state.persisted, j.violations,
                 j.found.state, r.summary if j.violations else None, golden, order=order,
                 resumed_at=r.first_position, escalated=r.escalated))
-            run.judged += j.shared is None
+            run.judged += j.shared is None and not j.unjudged
             run.reused += j.shared is not None
             run.escalated += r.escalated
 

@@ -7,7 +7,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
-from ..agent import Outcome
+from ..agent import FactoryError, Outcome
 from ..errors import (AgentFailedCleanly, NoDurableState, NonDeterminismError,
                       SandboxEscape, ScriptMismatch, UncontainedProcess,
                       UnreachedService, UnroutedEffect)
@@ -32,19 +32,24 @@ class CleanRun:
     world: Any = None  # the world after the run (what it asked the model, the services)
     files: dict | None = None  # the files it left (path -> bytes), to name what differs
     left_behind: tuple = ()  # processes it left running (subprocess mode)
+    contract: str | None = None  # its factory broke the contract: agent.FactoryError's line
 
 
 def golden_checked(scenario: Scenario, clean_run: Callable[[int], CleanRun],
                    sandbox: str = "", name: Callable[[Event, Sequence[Event]], str] | None
-                   = None) -> CleanRun:
+                   = None, advice: str | None = None) -> CleanRun:
     """The flake guard of a golden run, in both modes. `clean_run(n)` gives clean run n
     (1, then 2): each must end with an outcome and no error, the two must do the same
     things, and a completed run must give the scenario's expected final answer. Returns
     the first run. `sandbox` is the agent's workdir, named when runs differ below it;
-    `name` names an event in the agent's terms, to say where the runs part (`agree`)."""
+    `name` names an event in the agent's terms, to say where the runs part (`agree`);
+    `advice` what to look for when they part (default: an agent faultsim seeds, `ADVICE`;
+    a command is told `COMMAND_ADVICE`)."""
     runs = []
     for n in (1, 2):
         run = clean_run(n)
+        if run.contract is not None:  # no agent ran: nothing else about the run is its own
+            raise FactoryError(run.contract)
         script_fits(scenario, run.world)
         no_connection_refused(scenario, run.world)
         no_process_refused(scenario, run.world, run.left_behind)
@@ -53,7 +58,7 @@ def golden_checked(scenario: Scenario, clean_run: Callable[[int], CleanRun],
             raise AgentFailedCleanly(scenario, run.error or "no outcome", run.details)
         runs.append(run)
     first, second = runs
-    agree(first.events, second.events, name, (first.files, second.files), sandbox)
+    agree(first.events, second.events, name, (first.files, second.files), sandbox, advice)
     keeps_state(scenario, first.events)
     expected = scenario.expected_final_answer.strip()
     got = (first.outcome.final_answer or "").strip()
@@ -167,7 +172,7 @@ def routed_only(scenario: Scenario, world: Any, outcome: Outcome | None = None) 
 
 def compare_traces(a: Sequence[Event], b: Sequence[Event],
                    files: tuple[dict | None, dict | None] = (None, None),
-                   sandbox: str = "") -> None:
+                   sandbox: str = "", advice: str | None = None) -> None:
     """Two runs must do the same things. The error names the first event they part at,
     the values that differ (from the event itself, or from the files the runs left when
     the event is a write, which shows only a digest) and, for paths under the agent's
@@ -176,7 +181,8 @@ def compare_traces(a: Sequence[Event], b: Sequence[Event],
         if x.signature() != y.signature():
             raise NonDeterminismError(
                 f"two clean runs part at event #{x.index}: the first did {x.describe()!r}, "
-                f"the second {y.describe()!r}" + _why(x, y, files, sandbox))
+                f"the second {y.describe()!r}" + _why(x, y, files, sandbox,
+                                                      advice or ADVICE))
     if len(a) != len(b):
         longer = a if len(a) > len(b) else b
         raise NonDeterminismError(
@@ -186,13 +192,14 @@ def compare_traces(a: Sequence[Event], b: Sequence[Event],
 
 def agree(a: Sequence[Event], b: Sequence[Event],
           name: Callable[[Event, Sequence[Event]], str] | None = None,
-          files: tuple[dict | None, dict | None] = (None, None), sandbox: str = "") -> None:
+          files: tuple[dict | None, dict | None] = (None, None), sandbox: str = "",
+          advice: str | None = None) -> None:
     """Two clean runs must do the same things (`compare_traces`); with `name`, the
     one-line error also says where they part in the agent's terms (`where_runs_part`):
     the check of both real-process backends, the command's events and the Claude Agent
     SDK adapter's kill points."""
     try:
-        compare_traces(a, b, files, sandbox)
+        compare_traces(a, b, files, sandbox, advice)
     except NonDeterminismError as exc:
         if name is None:
             raise
@@ -215,27 +222,38 @@ def where_runs_part(a: Sequence[Event], b: Sequence[Event],
     return "the runs do not part"
 
 
-_ADVICE = (". faultsim needs a deterministic agent (the model, the services, time, uuid4, "
-           "random and tempfile names are already made deterministic; look for iteration "
-           "over sets, os.urandom, threads)")
+ADVICE = (". faultsim needs a deterministic agent (the model, the services, time, uuid4, "
+          "random and tempfile names are already made deterministic; look for iteration "
+          "over sets, os.urandom, threads)")
+# A command runs in a process of its own, where faultsim seeds and freezes nothing: only
+# what it serves (the model, the services) is the same in every run.
+COMMAND_ADVICE = (". faultsim needs a deterministic agent: it serves the model and the "
+                  "services the same way in every run, but inside the command's own process "
+                  "it makes nothing deterministic (uuid4, random, tempfile names, the clock "
+                  "and process ids are the process's own); derive ids and random choices "
+                  "from $FAULTSIM_SEED and $FAULTSIM_INCARNATION, and look for the time of "
+                  "day, iteration over sets, os.urandom, threads")
 # what separates values in a description or a file: paths stay whole (no "/" here)
 _SEPARATORS = re.compile(r"""([\s"'`,:;=(){}\[\]<>|]+)""")
 
 
-def _why(x: Event, y: Event, files: tuple, sandbox: str) -> str:
+def _why(x: Event, y: Event, files: tuple, sandbox: str, advice: str) -> str:
+    if x.text != y.text and x.kind == y.kind:  # a digest stands for them: show both
+        return (f". They differ in what they ran: the first {x.text or '(not shown)'!r}, the "
+                f"second {y.text or '(not shown)'!r}" + advice)
     first, second, where = _first_difference(x, y, files)
     if first is None:
-        return _ADVICE
+        return advice
     said = f". They differ in {_short(first, 120)} vs {_short(second, 120)}{where}"
     if sandbox and _under(first, sandbox) and _under(second, sandbox):
         return (f"{said}: both are paths under the agent's workdir {sandbox}, which is the "
                 "same in every run and every incarnation, so the part that differs is the "
                 "agent's own (a process id, a counter or clock kept outside the workdir?)")
     if sandbox and (_under(first, sandbox) or _under(second, sandbox)):
-        return f"{said}: one of them is a path under the agent's workdir {sandbox}" + _ADVICE
+        return f"{said}: one of them is a path under the agent's workdir {sandbox}" + advice
     if x.kind.startswith("fs.") and first in x.subject and second in y.subject:
-        return f"{said}: file names in the agent's workdir" + _ADVICE
-    return said + _ADVICE
+        return f"{said}: file names in the agent's workdir" + advice
+    return said + advice
 
 
 def _under(value: str, sandbox: str) -> bool:

@@ -9,6 +9,7 @@ import io
 import os
 import posix
 import signal
+import sys
 import threading
 import traceback
 from contextlib import contextmanager, redirect_stderr, redirect_stdout
@@ -18,7 +19,7 @@ from typing import Any, Callable, Iterator
 import freezegun.api as _real_time  # time is frozen while an incarnation runs; these are not
 
 from .. import finality
-from ..agent import Outcome
+from ..agent import Outcome, close_leftovers, run_agent, run_incarnation
 from ..scenario import Scenario
 from ..trace import Event, Tracer, digest
 from ..world import World
@@ -27,6 +28,9 @@ from ..world.ledger import canonical
 
 class IncarnationTimeout(BaseException):
     """An incarnation ran past its time limit (an agent that hangs)."""
+
+    seconds: float | None = None  # the limit
+    stuck: str = ""  # where it was stuck (`stuck_at`)
 
 
 # The per-incarnation time limit, by default derived from the clean runs (`timeout="auto"`):
@@ -70,6 +74,7 @@ def _not_the_agents() -> tuple[str, ...]:
 
 
 _NOT_THE_AGENTS = _not_the_agents()
+_STDLIB = tuple(p for p in _NOT_THE_AGENTS[1:] if "-packages" not in p)
 
 
 def stuck_at(frame: Any) -> str:
@@ -77,27 +82,102 @@ def stuck_at(frame: Any) -> str:
     own frames (below faultsim's call of it, outside the standard library and
     site-packages), innermost first, at most four. The innermost is named without its
     line: a loop interrupted at a random moment may sit on any of its lines, and the
-    report must be the same on every run."""
+    report must be the same on every run. An async agent waiting in its event loop has
+    none of its frames on the stack: its tasks' suspended coroutines are read instead
+    (`_suspended`), run()'s own first."""
     ours = _NOT_THE_AGENTS[0]
     shown: list = []
     while frame is not None and len(shown) < 4:
         name = frame.f_code.co_filename
-        if name.startswith(ours) and shown:
+        if frame.f_code is _RUN_AGENT or (name.startswith(ours) and shown):
             break  # faultsim's own call of the agent: what is above is not the agent's
-        if not name.startswith(("<", *_NOT_THE_AGENTS)):
+        if _agents(frame.f_code):
             shown.append(frame)
         frame = frame.f_back
     if not shown:
+        shown = _suspended()
+    if not shown:
         return ""
-    cwd = posix.getcwd().rstrip("/") + "/"  # the real one (see netguard._short)
-
-    def where(f: Any, line: bool) -> str:
-        path = f.f_code.co_filename
-        path = path[len(cwd):] if path.startswith(cwd) else path
-        return f"{f.f_code.co_name} ({path}{f':{f.f_lineno}' if line else ''})"
-
     return "stuck in " + ", called from ".join(
-        where(f, n > 0) for n, f in enumerate(shown))
+        _where(f.f_code, f.f_lineno if n > 0 else None) for n, f in enumerate(shown))
+
+
+_RUN_AGENT = run_agent.__code__
+_CLOSING = close_leftovers.__code__
+
+
+def _agents(code: Any) -> bool:
+    return not code.co_filename.startswith(("<", *_NOT_THE_AGENTS))
+
+
+def _where(code: Any, line: int | None) -> str:
+    """`name (path:line)`, the path relative to the directory faultsim runs in."""
+    cwd = posix.getcwd().rstrip("/") + "/"  # the real one (see netguard._short)
+    path = code.co_filename
+    path = path[len(cwd):] if path.startswith(cwd) else path
+    return f"{code.co_name} ({path}{f':{line}' if line is not None else ''})"
+
+
+def _suspended() -> list:
+    """The agent's frames where an async agent's tasks wait, innermost first, at most
+    four: run()'s task first, then the others by name, the first that has any. Read from
+    each task's coroutine down the chain of what it awaits (`cr_await`; an `async for`
+    awaits its generator through an `asend` object, whose generator is its referent)."""
+    from .. import agent
+
+    aio = sys.modules.get("asyncio")
+    if aio is None or not agent._loops:
+        return []
+    runner = getattr(finality._live, "runner", None)
+    try:
+        tasks = sorted(aio.all_tasks(agent._loops[-1]),
+                       key=lambda t: (t is not runner, t.get_name()))
+    except RuntimeError:  # the loop's task set changed while read (another thread)
+        return []
+    for task in tasks:
+        mine = [f for f in reversed(_awaiting(task.get_coro())) if _agents(f.f_code)]
+        if mine:
+            return mine[:4]
+    return []
+
+
+def _awaiting(coro: Any) -> list:
+    """The frames of a suspended coroutine and of what it awaits, outermost first."""
+    frames: list = []
+    while coro is not None and len(frames) < 64:
+        frame = getattr(coro, "cr_frame", None) or getattr(coro, "gi_frame", None) \
+            or getattr(coro, "ag_frame", None)
+        if frame is None:
+            if type(coro).__name__ in ("async_generator_asend", "async_generator_athrow"):
+                coro = next((r for r in gc.get_referents(coro)
+                             if type(r).__name__ == "async_generator"), None)
+                continue
+            break
+        frames.append(frame)
+        coro = getattr(coro, "cr_await", None) or getattr(coro, "gi_yieldfrom", None) \
+            or getattr(coro, "ag_await", None)
+    return frames
+
+
+def not_unwound(kill: BaseException | None, limit: float | None, stuck: str) -> str:
+    """The kill was raised and the incarnation had not ended `limit` seconds later: in
+    process the kill is an exception, which code on its way (a framework's `except
+    BaseException`, a task or thread it ended while run() waits on that task's events)
+    can hold up. Named by the outermost frame of the agent's or its framework's that the
+    kill went through, and where run() then waited; never the agent's hang: a real kill
+    (subprocess mode) stops every thread at once."""
+    through = ""
+    tb = kill.__traceback__ if kill is not None else None
+    while tb is not None:
+        code = tb.tb_frame.f_code
+        if not code.co_filename.startswith(("<", _NOT_THE_AGENTS[0], *_STDLIB)):
+            through = _where(code, tb.tb_lineno)
+            break  # the outermost: the traceback starts where the kill stopped
+        tb = tb.tb_next
+    waiting = ", waiting in " + stuck.removeprefix("stuck in ") if stuck else ""
+    return (f"the kill did not unwind{' through ' + through if through else ''}: run() "
+            f"had not ended {limit or 0:g} s after it{waiting}; try --mode subprocess, "
+            "where a kill stops every thread at once")
 
 
 @dataclass
@@ -112,6 +192,8 @@ class Incarnation:
     went_on: str | None = None  # killed, it caught the kill and went on (finality.py)
     strays: list[str] = field(default_factory=list)  # its threads working after run()
     blind: bool = False  # it drew no random number and never read env.incarnation
+    unwound: str | None = None  # killed, it had not ended within its limit (`not_unwound`)
+    contract: str | None = None  # its factory broke the contract (agent.FactoryError's line)
 
 
 class _Capped(io.StringIO):
@@ -185,8 +267,9 @@ def traced_world(tracer: Tracer, scenario: Scenario, world: World, result: Incar
 
 
 @contextmanager
-def time_limit(seconds: float | None) -> Iterator[None]:
-    """Stop a hanging incarnation (main thread only; elsewhere no limit can be set)."""
+def time_limit(seconds: float | None, world: World | None = None) -> Iterator[None]:
+    """Stop a hanging incarnation (main thread only; elsewhere no limit can be set). While
+    it runs, `running_now` can say how far it is (`world`: its model requests)."""
     if not seconds or threading.current_thread() is not threading.main_thread():
         yield
         return
@@ -206,17 +289,96 @@ def time_limit(seconds: float | None) -> Iterator[None]:
         if left > 0.01 or _in_finaliser(frame):
             signal.setitimer(signal.ITIMER_REAL, max(left, 0.05))
             return
-        stuck = stuck_at(frame)
-        raise IncarnationTimeout(f"no answer within {seconds:g} s"
-                                 + (f"; {stuck}" if stuck else ""))
+        if raised and not _in_run(frame):
+            return  # run() has ended: faultsim is handling the first one
+        # Raised again every AGAIN s while run() has not ended: an asyncio task swallows
+        # what is not an Exception raised in its step (it ends the task only), and a
+        # framework's `except BaseException` may too; the run would hang on unlimited.
+        signal.setitimer(signal.ITIMER_REAL, AGAIN)
+        if not raised:
+            raised.append(stuck_at(frame))
+        exc = IncarnationTimeout(f"no answer within {seconds:g} s"
+                                 + (f"; {raised[0]}" if raised[0] else ""))
+        exc.seconds, exc.stuck = seconds, raised[0]
+        raise exc
+
+    raised: list = []  # where it was stuck, once raised
 
     old = signal.signal(signal.SIGALRM, expire)
     signal.setitimer(signal.ITIMER_REAL, seconds)
+    _running[0] = (threading.get_ident(), world)
     try:
         yield
     finally:
+        _running[0] = None
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, old)
+
+
+# the incarnation under a time limit in this process now: (its thread, its world or None)
+_running: list = [None]
+AGAIN = 0.1  # s between two raises of one expired limit (`time_limit`)
+
+
+def _in_run(frame: Any) -> bool:
+    """`frame` runs inside the agent's run() (faultsim's `run_agent` is on its stack)."""
+    while frame is not None:
+        if frame.f_code is _CLOSING:
+            return False  # closing what it left: the run is over
+        if frame.f_code is _RUN_AGENT:
+            return True
+        frame = frame.f_back
+    return False
+
+
+def running_now() -> str:
+    """How far the incarnation running in this process under a time limit is (a clean
+    run, a resumed run of `--workers 0`), for a progress line of another thread: its model
+    requests so far and where it is, the agent's own frames or faultsim's work; "" when
+    none runs here (forked children's runs are in other processes, never named here)."""
+    now = _running[0]
+    if now is None:
+        return ""
+    ident, world = now
+    parts = []
+    model = getattr(world, "model", None)
+    if model is not None:
+        turns = sum(len(s.turns) for s in model.scripts.values())
+        parts.append(f"{len(model.requests)} model requests made ({turns} turns scripted)")
+    frame = sys._current_frames().get(ident)
+    if not _holding[0] and _in_the_agent(frame):
+        parts.append("the agent " + stuck_at(frame).replace("stuck in ", "in ", 1))
+    else:
+        parts.append("in faultsim's own work (not counted against the agent's time limit)")
+    del frame
+    return ", ".join(parts)
+
+
+def _in_the_agent(frame: Any) -> bool:
+    """Whether the thread of `frame` runs the agent's own code now: a frame of it below
+    faultsim's call of the agent (`run_incarnation`); not faultsim's work around it."""
+    seen = False
+    while frame is not None:
+        code = frame.f_code
+        if code is run_incarnation.__code__:
+            return seen
+        seen = seen or not code.co_filename.startswith(("<", *_NOT_THE_AGENTS))
+        frame = frame.f_back
+    return False
+
+
+def held_seconds() -> float:
+    """Seconds incarnations of this process have been held by faultsim so far (`held`)."""
+    return _paused[0]
+
+
+def clean_hang(error: str, ours: float) -> str:
+    """A clean run past its limit, said as whose time it was. The limit is on the agent's
+    own time: faultsim's work inside the run (fingerprinting its state at each model
+    request, counting crash states) is `held`, and said apart here, so that a slow faultsim
+    is never reported as the agent's hang."""
+    return (f"the clean run hung: {error} (of the agent's own time: faultsim's own work "
+            f"during the run, {ours:.1f} s, was not counted; --timeout S sets the limit)")
 
 
 def starved(pid: int) -> float:
@@ -226,18 +388,26 @@ def starved(pid: int) -> float:
 
 
 _paused = [0.0]  # seconds incarnations of this process were held by faultsim (`held`)
+_holding = [0]  # 1 while faultsim holds the running incarnation (`held`)
 
 
 @contextmanager
 def held() -> Iterator[None]:
     """faultsim holds the running incarnation (a resumed run waiting for an earlier run's
-    remainder, faultsim.inprocess.board): the time does not count against its limit."""
+    remainder, faultsim.inprocess.board; faultsim's own work inside a run: fingerprinting
+    the clean run's states, counting crash states): the time does not count against its
+    limit."""
+    if _holding[0]:  # held already: the outer hold counts this time
+        yield
+        return
     was = signal.setitimer(signal.ITIMER_REAL, 0) \
         if threading.current_thread() is threading.main_thread() else (0.0, 0.0)
     started = _real_time.real_monotonic()
+    _holding[0] += 1
     try:
         yield
     finally:
+        _holding[0] -= 1
         _paused[0] += _real_time.real_monotonic() - started
         if was[0] > 0:
             signal.setitimer(signal.ITIMER_REAL, was[0])

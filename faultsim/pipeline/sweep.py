@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
 from ..crashmodel import CrashState, files_digest
-from ..killpoints import KillPoint
+from ..killpoints import KillPoint, torn_bounded_line
 from ..oracle import (OUTPUTS, RESUME_GUARDS, STATE_GUARDS, CrashRun, Golden, Violation,
                       judge, no_work_after_kill)
 from ..report import ModelRun, ResumeSummary, Verdict
@@ -363,6 +363,41 @@ class Plan:
     explored: int  # of those, the ones this run crashes at (all, or a shard, or --kill-point)
     crash_states: dict[str, int]  # first crash states, per crash model
     crashes: int  # the most crashes in one schedule
+    # the forecast of its largest costs (None: not known to this backend): what one
+    # incarnation may take, and the write with the most torn kill points
+    clean_seconds: float | None = None  # the slower clean incarnation took
+    timeout: float | None = None  # a crash run's limit (None: none)
+    largest_write: tuple[int, int, str] | None = None  # `largest_write` of the explored
+    # the clean run's writes whose torn cuts are bounded (killpoints.torn_bounded):
+    # {"file", "bytes", "cuts", "of"} each
+    torn_bounded: tuple[dict, ...] = ()
+
+
+def largest_write(points: Sequence[KillPoint]) -> tuple[int, int, str] | None:
+    """The write with the most torn kill points among `points`: (its torn kill points, its
+    length in bytes, the write in words); None without any. Its length is its last cut
+    plus one: every torn write is cut one byte short of its end (killpoints.torn_offsets),
+    so this is exact for a write explored whole and a lower bound for one narrowed."""
+    torn: dict[int, list[KillPoint]] = {}
+    for p in points:
+        if p.torn:
+            torn.setdefault(p.index, []).append(p)
+    if not torn:
+        return None
+    cuts = max(torn.values(), key=len)  # the first of the largest, in event order
+    return len(cuts), max(p.offset for p in cuts) + 1, cuts[0].where  # type: ignore
+
+
+def bounded_cuts(golden: Golden, runs: list[ModelRun]) -> list[dict]:
+    """The clean run's writes whose torn cuts are bounded (killpoints.torn_offsets), put
+    on every run's report and said once on the console: no cut is skipped unsaid."""
+    bounded = golden.torn_bounded()
+    for run in runs:
+        run.torn_bounded = bounded
+    line = torn_bounded_line(bounded)
+    if line is not None and runs:
+        runs[0].notes.append(line)
+    return bounded
 
 
 def by_event(points: Sequence[KillPoint]) -> tuple[dict[int, KillPoint],

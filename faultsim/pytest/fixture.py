@@ -22,7 +22,7 @@ import pytest
 from ..errors import KNOWN
 from .settings import (FaultsimUsageError, Settings, resolve_scenario, settings_for,
                        settings_for_options)
-from .state import BrokenParam, PluginState, PointParam, group_of, rerun_id
+from .state import BrokenParam, PluginState, PointParam, group_of, rerun_command, rerun_id
 
 if TYPE_CHECKING:
     from ..killpoints import KillPoint
@@ -192,6 +192,7 @@ class FaultsimFixture:
             if self.record:
                 settings = self._settings_for(scenario)
                 factory, name = settings.resolve_agent(make_agent)
+                folder.parent.mkdir(parents=True, exist_ok=True)  # corpora/ on first record
                 record_corpus(factory, load_scenario(settings.scenario), folder, agent=name,
                               seed=settings.seed, timeout=settings.timeout)
             if not (folder / "manifest.json").exists():
@@ -234,12 +235,15 @@ class FaultsimFixture:
 
     # -- what the summary and the failure say ---------------------------------------------
     def _failure_text(self, report: "Report") -> str:
-        states = sum(len(r.failures) for r in report.runs)
+        from ..counts import all_failing_in_words
+
+        failing = all_failing_in_words([r.counts() for r in report.runs])
         where = (f"kill point {self._param.id}" if isinstance(self._param, PointParam)
                  else f"{len(report.runs[0].explored)} kill points" if report.runs else "")
-        return (f"faultsim: {states} crash state(s) violate the protocol at {where}; the "
+        return (f"faultsim: {failing} the protocol at {where}; the "
                 "first of each kind:\n\n" + "\n\n".join(report.counterexamples())
-                + f"\n\nrerun this test alone: pytest '{rerun_id(self._request.node)}'")
+                + "\n\nrerun this test alone: "
+                + rerun_command(self._request.node, self._state.options))
 
     def _note(self, report: "Report", mode: str) -> None:
         from ..killpoints import categories
@@ -250,6 +254,7 @@ class FaultsimFixture:
         entry = {
             "mode": mode, "nodeid": self._request.node.nodeid,
             "rerun": rerun_id(self._request.node),
+            "command": rerun_command(self._request.node, self._state.options),
             "group": group_of(self._request.node),
             "scenario": first.scenario.id if first else None,
             "agent": first.agent if first else None,
@@ -257,15 +262,16 @@ class FaultsimFixture:
             "models": {r.crash_model: {
                 "kill_points": len(r.explored),
                 "categories": {k: n for k, n in categories(r.explored).items() if n},
-                "crash_states": len(r.verdicts), "violating": sum(not v.ok for v in r.verdicts),
+                # faultsim.counts: the figures every report shows
+                "crash_states": len(r.verdicts), "violating": r.counts().crash_states_failed,
                 "resumed": r.judged,
                 "pairs": {"total": r.depth(2).total, "explored": r.depth(2).explored,
                           "resumed": r.depth(2).resumed,
-                          "violating": sum(len(v.earlier) == 1 for v in r.deep_failures)}
+                          "violating": r.counts().schedules_failed.get("2", 0)}
                 if r.crashes >= 2 else None,
                 "probes": [p.ok for p in r.probes],
                 "seconds": round(r.seconds, 3)} for r in report.runs},
-            "failures": [{"crash_model": r.crash_model,
+            "failures": [{"crash_model": r.crash_model, "rank": r.rank(v),
                           "schedule": [p.id for p in v.schedule],
                           "invariants": [x.invariant for x in v.violations],
                           "replay": r.replay_command(v)}

@@ -112,11 +112,16 @@ def read_options(config: Any) -> Options:
     if budget is not None and budget <= 0:  # the plugin's own setting: no exploration has it
         raise FaultsimUsageError(f"--faultsim-budget={budget:g}: expected seconds > 0")
     shard, shard_at = setting("faultsim_shard")
+    html = config.getoption("faultsim_html")
+    if html:  # before any test: a typo must not cost the session's sweeps
+        from ..outfile import check_writable
+
+        check_writable(html, "--faultsim-html")
     return Options(seed=None if seed is None else str(seed), crash_model=crash_model,
                    crashes=crashes, budget=budget,
                    shard=parse_shard(shard, shard_at) if shard is not None else None,
                    record=config.getoption("faultsim_record"),
-                   html=config.getoption("faultsim_html"),
+                   html=html,
                    baseline=config.getoption("faultsim_baseline"))
 
 

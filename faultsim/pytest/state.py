@@ -119,6 +119,23 @@ def rerun_id(node: Any) -> str:
     return f"{path}{sep}{rest}"
 
 
+def rerun_command(node: Any, options: Options) -> str:
+    """The command that runs the test alone with the session's faultsim settings that
+    decide its verdict (seed, crash model, crashes, shard, baseline), however they were
+    given: the command line, an ini key, or the project's FAULTSIM_* or [tool.faultsim],
+    which a shell elsewhere may lack. The budget, the HTML page and --faultsim-record
+    decide no verdict and are left out."""
+    import shlex
+
+    given = (("seed", options.seed), ("crash-model", options.crash_model),
+             ("crashes", options.crashes),
+             ("shard", options.shard and "%d/%d" % options.shard),
+             ("baseline", options.baseline))
+    return " ".join(["pytest", *(f"--faultsim-{name}={shlex.quote(str(value))}"
+                                 for name, value in given if value is not None),
+                     shlex.quote(rerun_id(node))])
+
+
 def group_of(node: Any) -> str:
     """The test's id without its parameters: one line of the summary."""
     return rerun_id(node).split("[", 1)[0]

@@ -32,12 +32,20 @@ class Summary:
             self.runs += [json.loads(value) for name, value in report.user_properties
                           if name == "faultsim_run"]
 
-    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         path = self.state.options.html
         if path and self.controller:
             from ..html_report import session_report, write_html
 
-            write_html(session_report(self.runs), path)
+            page = session_report(self.runs)
+            if exitstatus == pytest.ExitCode.INTERRUPTED:  # Ctrl-C: the tests that ended
+                from ..interrupted import Partial
+
+                page["ok"] = False
+                page["partial"] = Partial(
+                    "interrupted (SIGINT)", sum(r["crash_states"] for _, _, r in self.runs),
+                    finished=sorted({test for test, _, _ in self.runs})).to_json()
+            write_html(page, path, what="--faultsim-html")
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         if not self.entries:
@@ -58,6 +66,7 @@ def summary_lines(entries: list, budget: float | None) -> list[str]:
     the commands that rerun and replay it."""
     groups: dict[str, dict] = {}
     failures = []
+    commands: dict[str, str | None] = {}
     for nodeid, entry in entries:
         g = groups.setdefault(entry["group"], {"models": {}, "skipped": 0, "items": 0,
                                                "mode": entry["mode"]})
@@ -80,6 +89,8 @@ def summary_lines(entries: list, budget: float | None) -> list[str]:
                 pairs.update(m["pairs"])
                 agg["pairs"] = pairs
         failures += [(entry.get("rerun", nodeid), f) for f in entry["failures"]]
+        # the command that reruns it with the session's --faultsim-* settings
+        commands[entry.get("rerun", nodeid)] = entry.get("command")
     lines = []
     for group, g in sorted(groups.items()):  # xdist reports in completion order
         if not g["items"]:
@@ -106,8 +117,10 @@ def summary_lines(entries: list, budget: float | None) -> list[str]:
             lines.append(f"  budget   {g['skipped']} kill points skipped: the budget of "
                          f"{budget:g} s was spent")
     if failures:
-        lines.append(f"violations: {len(failures)} crash state(s); the first of each kind per "
-                     "test, with the commands that rerun and replay it")
+        from ..counts import entries_in_words  # what each failure is, counted apart
+
+        lines.append(f"violations: {entries_in_words([f for _, f in failures])}; the first "
+                     "of each kind per test, with the commands that rerun and replay it")
         by_test: dict[str, list] = {}
         for nodeid, f in sorted(failures, key=lambda nf: (nf[0].split("[")[0],
                                                           _place(nf[1]["schedule"][0]))):
@@ -117,7 +130,7 @@ def summary_lines(entries: list, budget: float | None) -> list[str]:
             if shown >= _MAX_FAILURES_SHOWN:
                 lines.append(f"  ... and {len(by_test) - n} more failing tests")
                 break
-            lines.append(f"  pytest '{nodeid}'")
+            lines.append("  " + (commands.get(nodeid) or f"pytest '{nodeid}'"))
             kinds: set = set()
             for f in found:
                 kind = (f["crash_model"], tuple(f["invariants"]))

@@ -19,7 +19,7 @@ from typing import Any
 import freezegun.api as _real_time  # perf_counter is frozen in here; this is not
 
 from .. import finality
-from ..agent import outcome_of, run_incarnation
+from ..agent import contract_broken, outcome_of, run_incarnation
 from ..interpose.determinism import seeded
 from ..killpoints import registered_phases
 from ..pipeline.incarnation import (Incarnation, IncarnationTimeout, captured_output,
@@ -139,7 +139,7 @@ def run_job(job: dict, ctx: Any, out_fd: int) -> None:
     env = make_env(scenario, world, Path(ctx.root), mark)
     env.store = ctx.store
     world.subscribe(on_world)
-    outcome = error = None
+    outcome = error = contract = None
     timed_out, details = False, ""
     with seeded(f"{ctx.seed}:{world.incarnation}"), world.model.serving_new_clients(), \
             captured_output() as output, \
@@ -156,10 +156,11 @@ def run_job(job: dict, ctx: Any, out_fd: int) -> None:
             details = failure_details(exc, output.getvalue())
         except Exception as exc:
             ended, error = exc, f"{type(exc).__name__}: {exc}"
+            contract = contract_broken(exc)
             details = failure_details(exc, output.getvalue())
     seconds = _real_time.real_perf_counter() - started  # the bare run: what limits derive from
     finality.end(life, False, ended)  # outside the time limit: faultsim's own wait
     fstrace.deactivate()
     report("done", outcome=outcome, error=error, timed_out=timed_out, details=details,
-           seconds=seconds, strays=life.strays)
+           seconds=seconds, strays=life.strays, contract=contract)
     os._exit(0)

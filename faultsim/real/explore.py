@@ -24,9 +24,10 @@ import freezegun.api as _real_time
 
 # the errors of this mode, imported from here by tests and users
 from ..errors import KillDidNotLand, SubprocessModeError, WorkerDied  # noqa: F401
+from ..interrupted import leaves
 from ..killpoints import KillPoint
 from ..options import FIXED_TIMEOUT, ExploreOptions, select
-from ..pipeline.sweep import Plan, Sweep
+from ..pipeline.sweep import Plan, Sweep, bounded_cuts, largest_write
 from ..report import ModelRun, Report
 from ..scenario import Scenario
 from .crashes import Target, crash_targets
@@ -74,8 +75,10 @@ def explore_resolved(agent: str, scenario: Scenario, options: ExploreOptions, *,
             f"{scenario.path}: subprocess mode enumerates schedules of at most 2 crashes, "
             f"not {crashes}: the search of longer schedules runs in-process")
     report = Report()
+    run: ModelRun | None = None
     started = _real_time.real_perf_counter()
-    with ExitStack() as stack:
+    # Ctrl-C or SIGTERM: the verdicts judged so far go up with it (faultsim.interrupted)
+    with leaves(lambda: [run] if run is not None else []), ExitStack() as stack:
         redis_url = redis_for(stack, scenario)
         try:
             pool = stack.enter_context(ForkServers(agent, scenario.path, workers=workers,
@@ -90,17 +93,20 @@ def explore_resolved(agent: str, scenario: Scenario, options: ExploreOptions, *,
         name = agent_name or agent
         run = ModelRun(scenario=scenario, agent=name, crash_model="process",
                        kill_points=points, explored=chosen, seed=seed, crashes=crashes,
-                       mode="subprocess", timeout=timeout, shard=shard,
+                       mode="subprocess", timeout=timeout, timeout_seconds=pool.timeout,
+                       shard=shard,
                        shard_by="kill point",  # its crash states are known only by killing
                        # convergence compares the agent's memory, which lives in the
                        # subprocess here and is not read (engine.md): every resumed run
                        # goes to its end
                        convergence="not tried in subprocess mode: the agent's memory is in "
                                    "another process")
+        bounded = bounded_cuts(golden, [run])
         sweep = Sweep(golden, {"process": run}, equivalences=False, keep_traces=crashes >= 2)
         if plan is not None:
             plan(Plan(scenario.id, len(points), len(chosen), {"process": len(chosen)},
-                      crashes))
+                      crashes, timeout=pool.timeout, largest_write=largest_write(chosen),
+                      torn_bounded=tuple(bounded)))
         golden_seconds = _real_time.real_perf_counter() - started
         first = Target((), sweep, chosen)
         landed = _sweep(pool, scenario, [first], progress, drive=fork_server,

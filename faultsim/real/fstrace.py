@@ -470,7 +470,8 @@ def restore(root: str, files: dict[str, bytes | None]) -> None:
                 f.write(data)
 
 
-def emit(kind: str, subject: str, detail: str = "") -> None:
-    """For the store interposers (SQLite, Redis): an event into the running trace."""
+def emit(kind: str, subject: str, detail: str = "", text: str = "") -> None:
+    """For the store interposers (SQLite, Redis): an event into the running trace (`text`:
+    what its digest stands for, shown where two runs part on it)."""
     if _state is not None:
-        _state.tracer.emit(kind, subject, detail)
+        _state.tracer.emit(kind, subject, detail, text=text)

@@ -29,7 +29,8 @@ def golden_of(pool: ForkServers, scenario: Scenario) -> Golden:
                         (report["world"], result.files), details=report.get("details", ""),
                         world=with_refused(pickle.loads(report["world"]), result),
                         files=result.files, left_behind=tuple(result.left_behind),
-                        escapes=report.get("escapes", []))
+                        escapes=report.get("escapes", []),
+                        contract=report.get("contract"))
 
     first = golden_checked(scenario, clean_run, pool.workdir)
     pool.timeout = resumed_limit(pool.asked_timeout,
@@ -38,4 +39,5 @@ def golden_of(pool: ForkServers, scenario: Scenario) -> Golden:
     world, files = first.kept
     world = pickle.loads(world)
     routed_only(scenario, world, first.outcome)
-    return Golden.of(first.outcome, world, files, first.events, scenario.checkpoint)
+    return Golden.of(first.outcome, world, files, first.events, scenario.checkpoint,
+                     scenario.profile.torn_cuts)

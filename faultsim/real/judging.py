@@ -1,6 +1,8 @@
 """Judging crash states left by real processes: each distinct state resumed once in a
 child and judged by the resume guards, states equal (or equivalent) to one judged
-sharing its verdict (`Memo`), the verdicts recorded in each target's sweep.
+sharing its verdict (`Memo`), the verdicts recorded in each target's sweep. A resumed child
+that dies without reporting is run once more; twice, and its point is that point's finding
+(`pipeline.unjudged`), as is a point whose kill failed twice (`Target.unjudged`).
 
 Part of the subprocess backend: may import `pipeline/`, the oracle, `pool`, `jobs` and
 `crashes`."""
@@ -11,10 +13,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..crashmodel import process_state
+from ..errors import WorkerDied
 from ..killpoints import KillPoint
 from ..oracle import RESUME_GUARDS, CrashRun, Golden, judge
 from ..pipeline.incarnation import world_signature
+from ..pipeline import unjudged
 from ..pipeline.sweep import ResumeResult, Sweep, masked_digest
+from ..pipeline.unjudged import twice
 from ..report import ResumeSummary
 from ..scenario import Scenario
 from .crashes import Target
@@ -44,6 +49,7 @@ class Memo:
     classes: dict = field(default_factory=dict)  # masked class -> exact key of its first
     fresh_for: dict = field(default_factory=dict)  # exact key -> (target tag, point id)
     ran_for: dict = field(default_factory=dict)  # id(result) -> the exact key it ran for
+    failed: dict = field(default_factory=dict)  # exact key -> why its resumed child died twice
 
     def blind(self, cls: tuple | None) -> ResumeResult | None:
         """The class's verdict, if its first state's resumed run destroyed the watched file
@@ -65,6 +71,8 @@ def judge_states(pool: ForkServers, scenario: Scenario, targets: list[Target], p
         trace = target.sweep.trace
         watch_of = _last_written(trace)
         for point in target.points:
+            if point.id in target.unjudged:  # no state to judge: its finding (below)
+                continue
             world_bytes, files = target.crashed[point.id]
             state = process_state(files)[0]
             signature = world_signature(pickle.loads(world_bytes))
@@ -89,15 +97,41 @@ def judge_states(pool: ForkServers, scenario: Scenario, targets: list[Target], p
                 progress(done_before + done * len(targets) // max(1, total), units,
                          stage=stage)
 
+    died: list = []  # (entry, why) of resumed children that died: tried once more
+    failed = memo.failed
+
     def resume_done(job: dict, result: JobResult) -> None:
         entry = entry_of.pop(job["id"])
         sweep = entry.target.sweep
-        resumed = _resumed(golden, sweep.schedule(entry.point), entry.state, result,
-                           entry.watch, sweep.keep_traces)
+        try:
+            resumed = _resumed(golden, sweep.schedule(entry.point), entry.state, result,
+                               entry.watch, sweep.keep_traces)
+        except WorkerDied as exc:
+            died.append((entry, str(exc)))
+            return
+        settle(entry, resumed)
+
+    def settle(entry: _Entry, resumed: ResumeResult) -> None:
         results[entry.exact] = resumed
         ran_for[id(resumed)] = entry.exact
         settled[0] += 1
         tell(min(settled[0], total))
+
+    def run_wave(batch: list[_Entry]) -> None:
+        pool.run(resume_jobs(batch), resume_done)
+        for entry, why in died:  # once more, alone (the same on any worker count)
+            def again(entry: _Entry = entry) -> ResumeResult:
+                sweep = entry.target.sweep
+                return judged_resume(pool, scenario, sweep, entry.point, entry.state,
+                                     entry.world, sweep.keep_traces, entry.watch)
+
+            resumed, why = twice(again, why)
+            if resumed is None:
+                failed[entry.exact] = why
+                settled[0] += 1
+            else:
+                settle(entry, resumed)
+        died.clear()
 
     def resume_jobs(batch: list[_Entry]) -> list[dict]:
         jobs = []
@@ -122,11 +156,19 @@ def judge_states(pool: ForkServers, scenario: Scenario, targets: list[Target], p
         if entry.cls is not None:
             memo.classes[entry.cls] = entry.exact
         first_wave.append(entry)
-    pool.run(resume_jobs(first_wave), resume_done)
-    second_wave = [e for e in deferred if e.exact not in results and memo.blind(e.cls) is None]
-    pool.run(resume_jobs(second_wave), resume_done)
+    run_wave(first_wave)
+    second_wave = [e for e in deferred if e.exact not in results and memo.blind(e.cls) is None
+                   and e.exact not in failed]
+    run_wave(second_wave)
 
+    for target in targets:
+        for point in target.points:
+            if point.id in target.unjudged:
+                unjudged.record(target.sweep, "process", point, target.unjudged[point.id])
     for entry in entries:
+        if entry.exact in failed:  # its resumed child died twice: the point's finding
+            unjudged.record(entry.target.sweep, "process", entry.point, failed[entry.exact])
+            continue
         result = results.get(entry.exact) or memo.blind(entry.cls)
         fresh = fresh_for.get(entry.exact) == (entry.target.tag, entry.point.id)
         sweep = entry.target.sweep
@@ -167,12 +209,14 @@ def _resumed(golden: Golden, schedule: list[KillPoint], state: Any, result: JobR
 
 
 def judged_resume(pool: ForkServers, scenario: Scenario, sweep: Sweep, point: KillPoint,
-                  state: Any, world: bytes, keep_trace: bool = False) -> ResumeResult:
+                  state: Any, world: bytes, keep_trace: bool = False,
+                  watch: str | None = None) -> ResumeResult:
     """Resume `state` (left by a crash at `point`) once, and judge the run (a replay)."""
     job = new_job(("resume",), files=state.as_dict(), world=world,
                   downtime=scenario.profile.downtime)
+    job["watch"] = watch
     result = pool.run([job])[job["id"]]
-    return _resumed(sweep.golden, sweep.schedule(point), state, result, None, keep_trace)
+    return _resumed(sweep.golden, sweep.schedule(point), state, result, watch, keep_trace)
 
 
 def _last_written(trace: list) -> dict[int, str]:

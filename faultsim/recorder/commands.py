@@ -10,6 +10,7 @@ from pathlib import Path
 from ..config import load
 from ..errors import UsageError
 from ..loading import LANGGRAPH, load_factory
+from ..outfile import check_writable
 from ..scenario import show_value
 from .messages import load_messages, scenario_from_messages
 from .record import DEFAULT_UPSTREAM, parse_service_flags, services_file
@@ -32,6 +33,8 @@ def _services_given(ns: argparse.Namespace) -> dict:
 
 
 def from_messages(ns: argparse.Namespace) -> int:
+    if ns.out:
+        check_writable(ns.out, "--out")
     messages, rest = load_messages(ns.file)
     model = ns.model or (rest.get("model") if isinstance(rest.get("model"), str) else None)
     doc = scenario_from_messages(messages, ns.file, services=_services_given(ns) or None,
@@ -57,6 +60,8 @@ def record(ns: argparse.Namespace) -> int:
     if agent.startswith(LANGGRAPH):
         raise UsageError(f"--agent {agent}: a LangGraph scenario's graph cannot be recorded "
                          "yet; record an agent factory")
+    if ns.out:
+        check_writable(ns.out, "--out")  # before the agent runs against a paid endpoint
     upstream = ns.upstream or os.environ.get("ANTHROPIC_BASE_URL") or DEFAULT_UPSTREAM
     given = _services_given(ns)
     rec = record_run(load_factory(agent), ns.task, upstream=upstream,

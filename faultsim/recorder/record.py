@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping
 
-from ..agent import AgentEnv, outcome_of, run_incarnation
+from ..agent import AgentEnv, FactoryError, outcome_of, run_incarnation
 from ..effects import Effect
 from ..errors import AgentFinding, UsageError
 from ..scenario import SECTIONS, ScenarioError, parse_scenario
@@ -176,6 +176,8 @@ def record(make_agent: Callable[[AgentEnv], Any], task: str, *, upstream: str,
                        async_factory=lambda: anthropic.AsyncAnthropic(base_url=proxy.base_url))
         try:
             outcome = outcome_of(run_incarnation(make_agent, env))
+        except FactoryError:
+            raise  # the factory breaks the contract: a usage error naming it, as it is
         except Exception as exc:
             raise RecordingFailed(f"the agent failed while recording: {type(exc).__name__}: "
                                   f"{exc}") from exc

@@ -13,10 +13,10 @@ import json
 import math
 import re
 import tomllib
-from pathlib import Path
 from typing import Any
 
 from ..errors import UsageError
+from ..outfile import write_atomic
 from ..scenario import SECTIONS, Field
 from ..scenario.validate import problems
 
@@ -142,5 +142,5 @@ def write(doc: dict, out: str | None, *, comments: list[str] = (),
         raise UsageError(f"{source}: the scenario made from it does not validate: "
                          + "; ".join(found[:3]))
     if out is not None:
-        Path(out).write_text(text, encoding="utf-8")
+        write_atomic(out, text, what="--out")  # whole or not at all, never a torn scenario
     return text

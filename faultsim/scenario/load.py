@@ -17,6 +17,7 @@ from typing import Any, Iterable
 from ..checkpoints import DEFAULT as DEFAULT_CHECKPOINT
 from ..checkpoints import FORMATS as CP_FORMATS
 from ..checkpoints import CheckpointSpec
+from ..killpoints import TORN_CUTS
 from ..netguard import parse_allowed
 from ..model import ApiFault, Script, ToolCall, Turn
 from ..model.script import FAULT_KINDS, ON_ERROR
@@ -135,6 +136,9 @@ SECTIONS: dict[str, dict[str, Field]] = {
         "api_faults": Field("array", "a list of {at = TURN, kind = ..., times = N, "
                             "script = NAME}", [], of="api_fault"),
         "powersafe_overwrite": Field("boolean", "true or false", True),
+        "torn_cuts": Field("string", _one_of(TORN_CUTS), "bounded", enum=TORN_CUTS,
+                           doc="a kill inside a write of over 64 KiB: a bounded set of "
+                               "representative cuts, or every sector boundary"),
     },
     "api_fault": {
         "at": Field("integer", "a turn position", minimum=0,
@@ -310,7 +314,11 @@ class _Reader:
                                   self, f"{where}.downtime")
         powersafe = self.get(profile, "powersafe_overwrite", where, bool, "true or false",
                              default(where, "powersafe_overwrite"))
-        return FaultProfile(tuple(models), crashes, downtime, powersafe)
+        cuts = self.get(profile, "torn_cuts", where, str, _one_of(TORN_CUTS),
+                        default(where, "torn_cuts"))
+        if cuts not in TORN_CUTS:
+            raise self.fail(f"{where}.torn_cuts", _one_of(TORN_CUTS), cuts)
+        return FaultProfile(tuple(models), crashes, downtime, powersafe, cuts)
 
 
 DURATION_EXPECTED = 'a duration such as "90s", "45m", "25h", "2d", "1h30m", or seconds'
@@ -371,9 +379,18 @@ def load_scenario(path: str | Path) -> Scenario:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise ScenarioError(path, "(file)", "an existing scenario file", "no such file") from None
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-        raise ScenarioError(path, "(syntax)", "valid TOML", str(exc)) from None
+    except UnicodeDecodeError as exc:
+        raise ScenarioError(path, "(syntax)", "UTF-8 text", exc.reason) from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ScenarioError(path, "(syntax)", "valid TOML", str(exc),
+                            line=toml_error_line(exc)) from None
     return parse_scenario(data, path)
+
+
+def toml_error_line(exc: Exception) -> int | None:
+    """The line a TOML syntax error is on (tomllib says it only in its message)."""
+    found = re.search(r"at line (\d+)", str(exc))
+    return int(found.group(1)) if found else None
 
 
 def parse_scenario(data: dict, path: str | Path = "<scenario>") -> Scenario:

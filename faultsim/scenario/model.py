@@ -24,10 +24,13 @@ MAIN_TAG = "s"  # the main script's tag in tool-use ids (toolu_s_03_1)
 class ScenarioError(UsageError, ValueError):
     """A scenario file is malformed. `str()` names the file, the key and what was expected."""
 
-    def __init__(self, path: str | Path, key: str, expected: str, got: Any = None) -> None:
-        self.path, self.key, self.expected = str(path), key, expected
+    def __init__(self, path: str | Path, key: str, expected: str, got: Any = None, *,
+                 line: int | None = None) -> None:
+        self.path, self.key, self.expected, self.line = str(path), key, expected, line
         detail = "" if got is None else f", got {show_value(got)}"
-        super().__init__(f"{self.path}: {key}: expected {expected}{detail}")
+        # FILE:LINE: as `faultsim validate` prints it, when the line is known (a syntax error)
+        where = self.path if line is None else f"{self.path}:{line}"
+        super().__init__(f"{where}: {key}: expected {expected}{detail}")
 
 
 @dataclass(frozen=True)
@@ -110,6 +113,9 @@ class FaultProfile:
     downtime: float = 0.0  # seconds the world's clock moves between a crash and the restart
     # power model: a torn write damages only the bytes it wrote (see crashmodel)
     powersafe_overwrite: bool = True
+    # a kill inside a write over 64 KiB: representative cuts ("bounded") or every one
+    # ("all"); killpoints.torn_offsets
+    torn_cuts: str = "bounded"
 
     @property
     def crash_model(self) -> str:

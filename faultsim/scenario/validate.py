@@ -24,7 +24,8 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from ..world import parse_instant
-from .load import MOVED_FAULTS, SECTIONS, Field, parse_duration, parse_scenario
+from .load import (MOVED_FAULTS, SECTIONS, Field, parse_duration, parse_scenario,
+                   toml_error_line)
 from .model import MAIN_TAG, Problem, ScenarioError
 from .rules import (checkpoint_declared, checkpoint_glob, distinct_tasks, ends_with_final,
                     fault_position, fault_script, final_is_last, langgraph_graph,
@@ -384,9 +385,6 @@ def _related(a: str, b: str) -> bool:
     return a == b or a.startswith((b + ".", b + "[")) or b.startswith((a + ".", a + "["))
 
 
-_TOML_LINE = re.compile(r"at line (\d+)")
-
-
 def validate_file(path: str | Path) -> list[Located]:
     """The problems of one scenario file (none: valid)."""
     name = str(path)
@@ -399,8 +397,7 @@ def validate_file(path: str | Path) -> list[Located]:
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
-        m = _TOML_LINE.search(str(exc))
-        return [Located(name, int(m.group(1)) if m else 1, "(syntax)",
+        return [Located(name, toml_error_line(exc) or 1, "(syntax)",
                         f"expected valid TOML, got {exc}")]
     lines = locate(text)
     found = [Located(name, line_of(key, lines), key, message)

@@ -8,7 +8,11 @@ from typing import Any, Iterable
 
 # Outcomes that changed the world; everything else was only an attempt.
 APPLIED = "applied"
+DEDUPLICATED = "deduplicated"  # a keyed repeat: the receiver answered the first result
+UNCHANGED = "unchanged"  # a queryable set whose fields the record already held: no effect
 EFFECT_OUTCOMES = frozenset({APPLIED})
+# a repeat the receiver recognised as one it had (by its key, or its record): nothing applied
+RECOGNISED = frozenset({DEDUPLICATED, UNCHANGED})
 
 
 def canonical(value: Any) -> str:
@@ -22,12 +26,16 @@ class LedgerEntry:
     service: str
     receiver_kind: str  # keyed | queryable | blind | readonly
     op: str  # submit | apply | send | query | read
-    outcome: str  # applied | deduplicated | conflict | expired_key | found | not_found | read
+    # applied | deduplicated | unchanged | conflict | expired_key | found | not_found | read
+    outcome: str
     params: dict
     key: str | None
     result: Any
     incarnation: int
     at: str  # ISO instant on the world clock
+    # how many model requests the world had logged when this call arrived: the model turn
+    # whose answer the call carries out (the last one asked before it)
+    after_request: int = 0
 
     @property
     def applied(self) -> bool:

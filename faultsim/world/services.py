@@ -5,7 +5,9 @@ what a resumed agent can learn from them, which is what the protocol's reconcili
 (P5, P8, P11) depends on:
 
 - keyed:      takes an idempotency key; a repeat with the same key applies nothing
-- queryable:  no key, but the effect can be looked up before writing
+- queryable:  no key, but the effect can be looked up before writing; a write sets the
+              record's fields, so a repeat that leaves the record as it was changes
+              nothing (outcome `unchanged`, like a keyed repeat's `deduplicated`)
 - blind:      neither; every call is a new effect
 - readonly:   no effect at all (lookups of fixed data)
 """
@@ -17,7 +19,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Mapping
 
 from .. import finality
-from .ledger import APPLIED, canonical
+from .ledger import APPLIED, DEDUPLICATED, UNCHANGED, canonical
 
 if TYPE_CHECKING:
     from .world import World
@@ -60,7 +62,8 @@ class Receiver:
         entry = self._world.ledger.record(
             service=self.name, receiver_kind=self.kind, op=op, outcome=outcome,
             params=copy.deepcopy(dict(params)), key=key, result=copy.deepcopy(result),
-            incarnation=self._world.incarnation, at=self._world.clock.now().isoformat())
+            incarnation=self._world.incarnation, at=self._world.clock.now().isoformat(),
+            after_request=len(self._world.model.requests))
         self._world.emit("effect." + outcome, entry=entry)
         return entry
 
@@ -100,7 +103,7 @@ class KeyedReceiver(Receiver):
                 raise IdempotencyConflict(
                     f"{self.name}: idempotency key {key!r} was first used with different "
                     f"parameters {stored.params}")
-            self._record("submit", "deduplicated", params, key, stored.result)
+            self._record("submit", DEDUPLICATED, params, key, stored.result)
             return copy.deepcopy(stored.result)
         result = {"id": self._next_id(self.name), **dict(params)}
         self._keys[key] = StoredKey(canonical(params), copy.deepcopy(result),
@@ -128,11 +131,19 @@ class QueryableReceiver(Receiver):
                                                         (records or {}).items()})
 
     def apply(self, record_id: str, fields: Mapping[str, Any]) -> dict:
+        """Set the record's fields (creating it if new). Setting is idempotent: a write
+        whose fields the record already holds, with the same values, changes nothing and
+        is recorded `unchanged`, not applied (protocol P8: the effect is already there). A
+        write that changes a value, or creates the record, is applied, whatever came
+        before (a set back to an older value is a change)."""
         self._guard("apply")
+        existed = record_id in self._records
         record = self._records.setdefault(record_id, {})
+        before = copy.deepcopy(record)
         record.update(copy.deepcopy(dict(fields)))
         result = {"record_id": record_id, **record}
-        self._record("apply", APPLIED, {"record_id": record_id, "fields": dict(fields)},
+        outcome = UNCHANGED if existed and canonical(record) == canonical(before) else APPLIED
+        self._record("apply", outcome, {"record_id": record_id, "fields": dict(fields)},
                      None, result)
         return copy.deepcopy(result)
 

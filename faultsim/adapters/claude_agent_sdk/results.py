@@ -50,7 +50,8 @@ class Verdict:
         return cls(j.point, j.found.label, j.violations, j.result.first_position,
                    summary.error if summary is not None else None, orphaned(files),
                    j.result.seconds if j.shared is None else 0.0,
-                   sum(len(killed.ledger.applied(n)) for n in killed.services),
+                   sum(len(killed.ledger.applied(n)) for n in killed.services)
+                   if killed is not None else 0,  # a point not judged: no kill landed
                    j.orders["power"], j.found.state, summary, shared=j.shared, key=j.key,
                    judged=j)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Callable, Sequence
 
-from ...loading import CLAUDE_AGENT_SDK, load_factory
+from ...loading import CLAUDE_AGENT_SDK, load_callable
 from ...pipeline.crashes import judge_state, landed
 from ...pipeline.sweep import Shared
 from ...scenario import Scenario, load_scenario
@@ -25,7 +25,7 @@ CRASH_MODELS = ("process", "power")
 
 def load(spec: str) -> AgentRun:
     """The coroutine an agent spec `claude-agent-sdk:FILE.py:ATTR` names."""
-    return load_factory(spec.removeprefix(CLAUDE_AGENT_SDK))
+    return load_callable(spec.removeprefix(CLAUDE_AGENT_SDK))
 
 
 def run(agent: str, scenario: Scenario, crash_models: Sequence[str], *, timeout: float,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Callable
 
-from ...loading import LANGGRAPH, AgentLoadError, load_factory
+from ...loading import LANGGRAPH, AgentLoadError, load_callable
 from . import graph_agent
 
 
@@ -20,7 +20,7 @@ def factory(spec: str, scenario: Any = None) -> Callable[..., Any]:
         raise AgentLoadError(f"agent {spec!r} runs a scenario's [langgraph] graph; "
                              f"{getattr(scenario, 'path', 'this scenario')} has none")
     try:
-        return graph_agent(load_factory(spec_lg.graph), durability=spec[len(LANGGRAPH):],
+        return graph_agent(load_callable(spec_lg.graph), durability=spec[len(LANGGRAPH):],
                            human_reply=spec_lg.human_reply, method=spec_lg.method)
     except ValueError as exc:
         raise AgentLoadError(f"agent {spec!r}: {exc}") from None

@@ -1,0 +1,1 @@
+"""A package for tests/lazy_ids_agent.py."""
