@@ -268,8 +268,8 @@ def test_a_worker_that_dies_is_one_line_naming_its_kill_point(capsys):
     err = capsys.readouterr().err.splitlines()
     # the plan and its forecast, then the error
     assert len(err) == 3 and "Traceback" not in err[2]
-    assert err[2].startswith(f"faultsim: error: {TINY}: the worker judging kill point k1-")
-    assert "was killed by SIGKILL" in err[2] and "verdict is unknown" in err[2]
+    assert err[2].startswith(f"faultsim: error: {TINY}: the process judging kill point k1-")
+    assert "was killed by SIGKILL" in err[2] and "before it sent a verdict" in err[2]
     assert main(["--debug", "run", TINY, "--agent", "tests.broken_agents:dies_on_resume",
                  "--crashes", "1"]) == 3
     assert "Traceback" in capsys.readouterr().err

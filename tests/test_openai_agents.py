@@ -431,7 +431,7 @@ def test_a_crash_in_either_user_turn_resumes_to_the_last_answer():
                                 workers=1, only=lambda p: not p.torn)
     [run] = report.runs
     assert len(run.verdicts) == len(run.explored) >= 30  # every kill landed
-    turns = {ident.split(" turn ")[1].split()[0] for ident, _, _ in states(run)
+    turns = {ident.split(" turn ")[1].split()[0] for ident, *_ in states(run)
              if " turn " in ident}
     assert {"1", "2", "3"} <= turns  # the pause, the refund's answer, the follow-up's
     assert run.failures == []

@@ -18,7 +18,7 @@ from ..killpoints import KillPoint
 from ..oracle import Violation
 from ..pipeline.golden import compare_traces
 from ..pipeline.incarnation import CLEAN_LIMIT, starved, time_limit, world_signature
-from ..pipeline import unjudged
+from ..errors import WorkerDied
 from ..pipeline.sweep import ResumeResult, Sweep, by_event
 from ..trace import Event, Killed, Tracer
 from ..world import World
@@ -27,6 +27,12 @@ from .leads import learn
 from .replaying import sweep_replaying
 from .sandbox import Explorer, crash_states, resume_and_judge
 from . import unwind
+
+
+class _WorkerDiedSignal(BaseException):
+    # Raised inside the driver incarnation, where an agent's `except Exception` must not
+    # swallow it; `_drive` turns it into WorkerDied.
+    pass
 
 
 class ForkAt:
@@ -68,13 +74,17 @@ def sweep_forking(ex: Explorer, sweep: Sweep, chosen: list[KillPoint], models: l
     boundary, torn = by_event(chosen)
     if any(p.index == 0 for p in chosen):  # before the first event: nothing to fork from
         sweep_replaying(ex, sweep, [p for p in chosen if p.index == 0], models, None, start)
-    died: dict[str, str] = {}  # point id -> how its child died, in the first pass
+    # A forked child that dies without a verdict still ends the sweep (WorkerDied, `died`
+    # None): retried or made its points' finding, an agent that ends its process on every
+    # resume (tests/broken_agents.py:dies_on_resume) was seen to end faultsim itself, a
+    # resume having run in this process. The retry waits for that to be understood.
+    died: dict[str, str] | None = None
     revisit = _drive(ex, sweep, models, workers, progress, len(chosen), boundary, torn, False,
                      start, died)
     # Second pass: the states whose class turned out to read the file, and the points whose
     # child died without a verdict, each with a fresh child (a child that dies there again
     # makes it that point's finding, `pipeline.unjudged`; the sweep goes on).
-    again = [p for p in chosen if p in revisit or p.id in died]
+    again = [p for p in chosen if p in revisit or (died is not None and p.id in died)]
     if again:
         sweep.done_points -= len(again)
         boundary_again, torn_again = by_event(again)
@@ -115,6 +125,8 @@ def _drive(ex: Explorer, sweep: Sweep, models, workers, progress, total, boundar
         if policy.elsewhere:
             sweep_replaying(ex, sweep, policy.elsewhere, models, None, start)
         return again
+    except _WorkerDiedSignal as exc:
+        raise WorkerDied(f"{ex.scenario.path}: {exc}") from None
     finally:
         pool.kill_all()
         if pool.board is not None and not pool.in_child:
@@ -352,10 +364,9 @@ class _Pool:
                 why = _death(status, point)
                 if self.died is not None:
                     self.died[point.id] = why
+                    self._done_point()
                 else:
-                    for model in self.models:
-                        unjudged.record(self.sweep, model, point, why)
-                self._done_point()
+                    raise _WorkerDiedSignal(why)
             return
         if result is None:
             rule = "kill_point_judged" if isinstance(problem, _Unjudged) \
