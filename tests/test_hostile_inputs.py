@@ -42,9 +42,10 @@ def listing(folder: Path) -> dict[str, tuple]:
     return out
 
 
-def refused(argv: list[str], folder: Path, capsys, *names: str, argparse: bool = False
-            ) -> str:
-    """Run `faultsim ARGV`; the one error line, after checking the promise."""
+def refused(argv: list[str], folder: Path, capsys, argparse: bool = False
+            ) -> tuple[int, list[str], dict, dict]:
+    """Run `faultsim ARGV` in `folder`: its exit code, its error lines, and the folder's
+    listing before and after."""
     before = listing(folder)
     try:
         code = main(argv)
@@ -54,13 +55,7 @@ def refused(argv: list[str], folder: Path, capsys, *names: str, argparse: bool =
     lines = err.strip().splitlines()
     if argparse:  # argparse prints its usage first; the error is its last line
         lines = [line for line in lines if "error:" in line]
-    assert len(lines) == 1, err
-    line = lines[0]
-    assert code == 2, (code, line)
-    for name in names:
-        assert name in line, (name, line)
-    assert listing(folder) == before, "a file was left behind, changed or removed"
-    return line
+    return code, lines, before, listing(folder)
 
 
 # -- inputs ----------------------------------------------------------------------------------
@@ -414,7 +409,12 @@ def folder(tmp_path, monkeypatch):
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
 def test_a_bad_input_is_one_line_naming_it_exit_2_and_nothing_left(case, folder, capsys):
     argv, names = case.make(folder)
-    refused(argv, folder, capsys, *names, argparse=case.argparse)
+    code, lines, before, after = refused(argv, folder, capsys, argparse=case.argparse)
+    assert len(lines) == 1, lines
+    assert code == 2, (code, lines[0])
+    for name in names:
+        assert name in lines[0], (name, lines[0])
+    assert after == before, "a file was left behind, changed or removed"
 
 
 def test_the_class_is_wide():

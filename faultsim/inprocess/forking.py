@@ -74,30 +74,22 @@ def sweep_forking(ex: Explorer, sweep: Sweep, chosen: list[KillPoint], models: l
     boundary, torn = by_event(chosen)
     if any(p.index == 0 for p in chosen):  # before the first event: nothing to fork from
         sweep_replaying(ex, sweep, [p for p in chosen if p.index == 0], models, None, start)
-    # A forked child that dies without a verdict still ends the sweep (WorkerDied, `died`
-    # None): retried or made its points' finding, an agent that ends its process on every
-    # resume (tests/broken_agents.py:dies_on_resume) was seen to end faultsim itself, a
-    # resume having run in this process. The retry waits for that to be understood.
-    died: dict[str, str] | None = None
+    # A forked child that dies without a verdict ends the sweep (WorkerDied, `_finish`):
+    # retried in the second pass below, an agent that ends its process on every resume
+    # (tests/broken_agents.py:dies_on_resume) was seen to end faultsim itself, a resume
+    # having run in this process. The retry waits for that to be understood.
     revisit = _drive(ex, sweep, models, workers, progress, len(chosen), boundary, torn, False,
-                     start, died)
-    # Second pass: the states whose class turned out to read the file, and the points whose
-    # child died without a verdict, each with a fresh child (a child that dies there again
-    # makes it that point's finding, `pipeline.unjudged`; the sweep goes on).
-    again = [p for p in chosen if p in revisit or (died is not None and p.id in died)]
-    if again:
-        sweep.done_points -= len(again)
-        boundary_again, torn_again = by_event(again)
+                     start)
+    if revisit:  # second pass: only the states whose class turned out to read the file
+        sweep.done_points -= len(revisit)
+        boundary_again, torn_again = by_event(revisit)
         _drive(ex, sweep, models, workers, progress, len(chosen), boundary_again, torn_again,
                True, start)
 
 
 def _drive(ex: Explorer, sweep: Sweep, models, workers, progress, total, boundary, torn,
-           no_parking: bool, start: Callable[[], World] | None = None,
-           died: dict[str, str] | None = None) -> list[KillPoint]:
-    """One driver run: the agent runs clean while children fork off at the kill points.
-    `died` collects the points whose child died without a verdict, to be tried again;
-    None: a child that dies makes its points' finding."""
+           no_parking: bool, start: Callable[[], World] | None = None) -> list[KillPoint]:
+    """One driver run: the agent runs clean while children fork off at the kill points."""
     import gc
 
     if start is None:
@@ -109,7 +101,6 @@ def _drive(ex: Explorer, sweep: Sweep, models, workers, progress, total, boundar
     pool.board = Board.create()
     pool.no_parking = no_parking
     pool.every_kill = start is None  # first crashes; pairs: see _Pool.fork_for
-    pool.died = died
     # Children share the parent's memory copy-on-write; a garbage collection in a child
     # would touch (and so copy) every page. Freeze what exists now out of the collector
     # (no collection first: with the memos of a pair sweep it costs more than it saves).
@@ -159,9 +150,6 @@ class _Pool:
         self.every_kill = True  # a child at every point, even where every state is known
         self.composed: set[tuple] = set()  # (model, point id, order) composed, not resumed
         self.board: Board | None = None  # leads shared while children run (board.py)
-        # point id -> how its child died without a verdict (`_finish`), to be tried again
-        # with a fresh child; None: this is the second try, and a death is the finding
-        self.died: dict[str, str] | None = None
         # Children waiting on the board for a sibling's remainder hold no worker's place
         # (the parent forks another meanwhile), up to this many children in all.
         self.most = 4 * self.workers
@@ -359,15 +347,8 @@ class _Pool:
             status = 0
         for key in [k for k, p in self.waiting.items() if p == pid]:
             del self.waiting[key]
-        if problem is _DIED:  # its states stay unknown: tried again, or the finding
-            for point in child["points"]:
-                why = _death(status, point)
-                if self.died is not None:
-                    self.died[point.id] = why
-                    self._done_point()
-                else:
-                    raise _WorkerDiedSignal(why)
-            return
+        if problem is _DIED:  # its states stay unknown: the sweep cannot go on without them
+            raise _WorkerDiedSignal(_death(status, child["points"][0]))
         if result is None:
             rule = "kill_point_judged" if isinstance(problem, _Unjudged) \
                 else "completes_or_escalates"
@@ -409,9 +390,7 @@ class _Pool:
         for entry, signature in self.parked:
             model, point, i, state, key, watch, masked = entry
             result = self.sweep.known(state, signature, watch).result
-            if self.died and point.id in self.died:
-                pass  # tried again as a whole, on any worker count
-            elif result is not None:
+            if result is not None:
                 self.sweep.record(model, point, i, state, result,
                                   self.aftermath.get(point.id, []), False)
             elif point not in again:
