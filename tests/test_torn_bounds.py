@@ -106,13 +106,19 @@ def test_torn_cuts_all_tries_every_cut_and_says_nothing_was_bounded(tmp_path):
     assert run.torn_bounded == [] and plan.torn_bounded == () and not run.notes
 
 
+# The peak is counted in live Python bytes (tracemalloc), not the process's resident size:
+# glibc keeps freed torn copies below its mmap threshold in the heap, so the resident peak
+# depends on the allocation order (a CI run of this test saw 935 MB where this machine sees
+# 527 MB for the same sweep). Live bytes: 474 MB one copy at a time, 912 MB with every cut's
+# copy made at once (each_torn_version wrapped in a list).
 RUN = """
-import resource, sys, time
+import sys, time, tracemalloc
+tracemalloc.start()
 started = time.perf_counter()
 from faultsim.cli import main
 code = main(sys.argv[1:])
 print("seconds", time.perf_counter() - started)
-print("peak_mb", resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024)
+print("peak_mb", tracemalloc.get_traced_memory()[1] >> 20)
 sys.exit(code)
 """
 
@@ -122,7 +128,8 @@ def test_a_50_mb_write_sweeps_in_seconds_one_torn_copy_at_a_time(tmp_path):
     os.replace), swept by `faultsim run` in a process of its own: 32 torn kill points for
     its 102,403 cuts, said on the console and in the JSON; it passes, in seconds (before:
     no output for 600 s), and the parent holds one torn copy at a time, not one per cut
-    (the 32 prefixes at once, 0.45 GB more: a peak near 0.95 GB against 0.53 GB)."""
+    (the 32 prefixes at once, 0.44 GB more: a peak of live bytes near 0.91 GB against
+    0.47 GB)."""
     out = tmp_path / "report.json"
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(
         [str(ROOT / "tests"), os.environ.get("PYTHONPATH", "")])}
@@ -132,8 +139,8 @@ def test_a_50_mb_write_sweeps_in_seconds_one_torn_copy_at_a_time(tmp_path):
         capture_output=True, text=True, env=env, timeout=240, cwd=tmp_path)
     assert done.returncode == 0, done.stdout + done.stderr
     found = dict(line.split() for line in done.stdout.splitlines()[-2:])
-    assert float(found["seconds"]) < 120  # about 10 s on a shared 2-core machine
-    assert int(found["peak_mb"]) < 750
+    assert float(found["seconds"]) < 120  # about 13 s traced, on a shared 2-core machine
+    assert int(found["peak_mb"]) < 700
     (run,) = json.loads(out.read_text())["runs"]
     assert run["torn_bounded"] == [{"file": "index.json.tmp", "bytes": 52_428_890,
                                     "cuts": 32, "of": 102_403}]
