@@ -14,7 +14,8 @@ enter right after the fork (`enter`), and the kernel holds the whole tree to the
   on a machine without a network (ECONNREFUSED on loopback, ENETUNREACH elsewhere).
 - **Writes**: a new mount namespace where every mount is read-only but the sandbox (the
   run's one workdir path, `samepath`): a write elsewhere fails with EROFS (the agent's own
-  Python writes are refused and reported by `fstrace` before that).
+  Python writes are refused and reported by `fstrace` before that; its programs' failed
+  writes are read from strace and reported by `real.helpers`).
 - **Processes**: each child leads its own process group; its kill is `killpg` (the tree
   dies with it at the same instant, so what the tree wrote is the crash state), and the
   server, a child subreaper, SIGKILLs whatever outlived the incarnation and reports it

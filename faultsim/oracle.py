@@ -51,7 +51,8 @@ REGISTRY: tuple[Rule, ...] = (
          "went on: asked the model, applied an effect or returned from `run()` (cleanup "
          "that re-raises is no finding: what it writes never lands)"),
     Rule("no_sandbox_escape", "sandbox", "resume", "the agent wrote outside its workdir "
-         "(refused with a PermissionError before it landed, in both modes)"),
+         "(refused with a PermissionError before it landed, in both modes; in subprocess "
+         "mode, a process it started too: the write failed against the read-only mount)"),
     Rule("no_stray_thread", "sandbox", "resume", "a thread the agent started was still "
          "working after `run()` returned (stopped; nothing it did after landed)"),
     Rule("no_unrouted_effect", "sandbox", "resume", "the agent reached for a network "

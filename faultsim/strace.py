@@ -95,6 +95,7 @@ class Call:
     words: list[str] = field(default_factory=list)  # its other arguments (flags, numbers)
     result: int | None = None  # None: it never returned (held, or killed inside)
     result_path: str | None = None  # the path of a returned descriptor
+    error: str | None = None  # a failed call's errno name (EROFS)
     ordinal: int = 0  # the how-manieth call of `name` by thread `tid` (strace's `when`)
 
     @property
@@ -124,6 +125,7 @@ def _finish(call: Call, rest: str) -> None:
         call.result = int(m.group(1))
     if m.group(2):
         call.result_path = unhex(m.group(2)[1:-1]).decode("utf-8", "surrogateescape")
+    call.error = m.group(3)
 
 
 class LogReader:

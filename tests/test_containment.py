@@ -5,7 +5,8 @@ In-process, a process the agent starts is refused before it runs and reported
 (faultsim/real/jail.py): its network is the jail's loopback, where a connection to anything
 faultsim does not serve is refused and reported as the network guard's own finding
 (`no_unrouted_effect`); its writes outside the sandbox fail (every mount read-only but the
-sandbox); it dies with its incarnation; one that outlives it is killed and reported
+sandbox) and are reported as the agent's own (`no_sandbox_escape`, read from strace); it
+dies with its incarnation; one that outlives it is killed and reported
 (`no_process_left_behind`). Where the kernel gives no namespace, subprocess mode refuses
 process starts as in-process (forced here with FAULTSIM_JAIL=off).
 
@@ -21,6 +22,7 @@ import asyncio
 import multiprocessing
 import os
 import pty
+import re
 import subprocess
 import sys
 import time
@@ -29,13 +31,14 @@ import pytest
 
 import faultsim
 from faultsim import procguard
-from faultsim.errors import UncontainedProcess, UnroutedEffect
+from faultsim.errors import SandboxEscape, UncontainedProcess, UnroutedEffect
 from faultsim.loading import load_factory
 
 from conftest import DATA
 from helpers import CountingServer
 
 AGENT = "tests.contain_agent"
+AGENT_FILE = "tests/contain_agent.py"  # as the call sites name it (run from the repository)
 SCENARIO = DATA / "contain.toml"
 linux = pytest.mark.skipif(not sys.platform.startswith("linux"),
                            reason="subprocess mode: Linux")
@@ -224,6 +227,46 @@ def test_subprocess_a_helper_writing_outside_the_sandbox_changes_nothing(probe):
     run = report.runs[0]
     assert stats["kills_landed"] == len(run.explored) > 5
     assert not any(watch.iterdir())  # read-only outside the sandbox, in every incarnation
+    # and each resumed run's helper is reported, as the agent's own write would be
+    assert _violations(report) == {"no_sandbox_escape"}
+
+
+@linux
+def test_subprocess_a_shell_line_writing_a_cache_outside_is_a_sandbox_escape(probe):
+    _expect_refusal_where_uncontained()
+    server, watch = probe("shell")
+    line = next(n for n, text in enumerate(open(AGENT_FILE), 1) if "shell=True" in text)
+    with pytest.raises(SandboxEscape) as info:
+        _subprocess({})
+    cache = re.escape(f"{watch}/cache.txt")  # the write, its command line, the agent's call
+    assert re.search(rf"the clean run wrote outside its workdir: open for writing {cache} "
+                     rf"\(by /bin/sh -c 'echo checked > {cache}.*, a process the agent "
+                     rf"started at {AGENT_FILE}:{line}\); faultsim refused it "
+                     r"\(no_sandbox_escape\)", str(info.value)), info.value
+    assert not any(watch.iterdir())
+
+
+@linux
+def test_subprocess_a_shell_line_writing_into_the_workdir_stays_clean(probe):
+    _expect_refusal_where_uncontained()
+    server, watch = probe("shell-inside")
+    report = _subprocess({})
+    assert report.ok, report.counterexamples(limit=1)
+    assert not any("unwatched" in n for n in report.runs[0].notes)
+
+
+@linux
+def test_subprocess_without_strace_a_helper_runs_unwatched_and_the_run_says_so(
+        probe, monkeypatch, tmp_path):
+    _expect_refusal_where_uncontained()
+    server, watch = probe("shell")
+    monkeypatch.setenv("PATH", str(tmp_path))  # no strace (the shell is /bin/sh)
+    report = _subprocess({})
+    (note,) = [n for n in report.runs[0].notes if "unwatched" in n]
+    assert note == ("a process the agent started ran unwatched (strace is not installed "
+                    "(apt-get install strace)): its writes outside the workdir failed "
+                    "(read-only) but are not reported")
+    assert not any(watch.iterdir())
 
 
 @linux
@@ -268,3 +311,31 @@ def test_subprocess_without_namespaces_refuses_as_in_process(probe, monkeypatch)
     assert "FAULTSIM_JAIL=off" in str(info.value)
     assert "contain_agent.py:" in str(info.value)
     assert server.count == 0
+
+
+HELPER_SHAPES = r"""
+import subprocess, sys
+from faultsim.real import helpers
+helpers.watch()
+named = subprocess.run(["busyname", "-c", "echo $0 $$"], executable="/bin/sh",
+                       capture_output=True, text=True)
+p = subprocess.Popen(["sh", "-c", "echo $$; exit 3"], stdout=subprocess.PIPE, text=True)
+out, _ = p.communicate()
+print(named.stdout.split()[0], int(named.stdout.split()[1]) > 0,
+      int(out) == p.pid, p.returncode, len(helpers._watches), helpers.unwatched())
+helpers.stop()
+"""
+
+
+@linux
+def test_a_watched_program_keeps_its_argv0_its_pid_and_its_exit_status(tmp_path):
+    """What strace's watch must not change: the argv[0] the agent gave (bash's exec -a),
+    the pid Popen hands out (the shell that stops itself execs the program in place), the
+    exit status; and every program started is watched."""
+    import shutil
+    if shutil.which("strace") is None:
+        pytest.skip("strace is not installed")
+    done = subprocess.run([sys.executable, "-c", HELPER_SHAPES], capture_output=True,
+                          text=True, timeout=60, cwd=tmp_path)
+    assert done.stdout.split() == ["busyname", "True", "True", "3", "2", "None"], \
+        done.stdout + done.stderr

@@ -18,7 +18,7 @@ from typing import Any
 
 import freezegun.api as _real_time  # perf_counter is frozen in here; this is not
 
-from .. import finality
+from .. import finality, procguard
 from ..agent import contract_broken, outcome_of, run_incarnation
 from ..interpose.determinism import seeded
 from ..killpoints import registered_phases
@@ -26,7 +26,7 @@ from ..pipeline.incarnation import (Incarnation, IncarnationTimeout, captured_ou
                                     failure_details, time_limit, traced_world)
 from ..runner import make_env
 from ..trace import Event, Tracer
-from . import fstrace, wire
+from . import fstrace, helpers, wire
 
 
 class RealKill:
@@ -99,13 +99,19 @@ def run_job(job: dict, ctx: Any, out_fd: int) -> None:
     tracer = Tracer()
     sandbox = fstrace.activate(ctx.root, tracer)
     sandbox.watch = job.get("watch")
+    if procguard.contained():  # the programs it starts: their writes outside, reported
+        helpers.watch()
     result = Incarnation()  # what the world listener notes: the first main turn asked
 
     def report(kind: str, **extra: Any) -> None:
         world.clock.detach()
         world._listeners = []
+        escapes = sandbox.escapes + helpers.escapes()
+        helpers.stop()
         wire.send(out_fd, {"job": job["id"], "kind": kind, "events": tracer.events,
-                           "world": pickle.dumps(world), "escapes": sandbox.escapes,
+                           "world": pickle.dumps(world),
+                           "escapes": escapes,
+                           "unwatched": helpers.unwatched(),
                            "first_position": result.first_position,
                            "first_touch": sandbox.first_touch,
                            # the phases the agent's adapter declared (this process imported it)

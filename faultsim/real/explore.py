@@ -121,6 +121,10 @@ def explore_resolved(agent: str, scenario: Scenario, options: ExploreOptions, *,
             probe = version_probe(pool, scenario, golden)
             if probe is not None:
                 run.probes.append(probe)
+        if pool.unwatched:  # said, never a silent pass (faultsim.real.helpers)
+            run.notes.append(f"a process the agent started ran unwatched ({pool.unwatched}): "
+                             "its writes outside the workdir failed (read-only) but are "
+                             "not reported")
         run.seconds = _real_time.real_perf_counter() - started
         report.runs.append(run)
         report.golden_seconds += golden_seconds

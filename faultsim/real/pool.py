@@ -102,6 +102,8 @@ class ForkServers:
         self._spawned = 0
         self.same_path: list[str] = []  # how each server gives the one path (see samepath)
         self.jail: list[str] = []  # each server's containment: "contained", or why not
+        # why a program an incarnation started ran unwatched by `real.helpers` (the first)
+        self.unwatched: str | None = None
 
     def __enter__(self) -> "ForkServers":
         # the run folder: faultsim removes it on the way out; if faultsim is killed, the
@@ -302,6 +304,7 @@ class ForkServers:
                 server.crashes.append(message)
             else:
                 server.report = message  # the child's own: killed | done | crashed
+                self.unwatched = self.unwatched or message.get("unwatched")
         return False
 
     @property
