@@ -170,7 +170,9 @@ def explore_in_process(make_agent: Callable[[AgentEnv], Any], scenario: Scenario
             # are resumed in both (the depth-2 `resumed` figures may sum to more than the
             # whole run's; `explored` and the verdicts add up exactly).
             sweep_pairs(ex, sweep, models, position, workers, progress)
-        probe = version_probe(ex, golden) if options.first_shard else None
+        # forked where the sweep forks: an agent that ends its process on resume ends a child
+        probe = version_probe(ex, golden, forked=workers > 0 and hasattr(os, "fork")) \
+            if options.first_shard else None
         seconds = _real_time.real_perf_counter() - started
         first = runs[models[0]]
         if probe is not None:

@@ -74,7 +74,8 @@ REGISTRY: tuple[Rule, ...] = (
     Rule("kill_point_judged", "harness", "point", "faultsim could not judge the kill point: "
          "its crash run took another course there twice (the agent is not deterministic "
          "there), its kill could not be proven landed twice, the process judging it died "
-         "without a verdict twice (the agent ended its process, a signal), or the in-process "
+         "without a verdict (twice in subprocess mode; the agent ended its process, a "
+         "signal), or the in-process "
          "kill did not unwind and its process had to be stopped (try `--mode subprocess`); "
          "the explanation says which, and the sweep went on"),
 )

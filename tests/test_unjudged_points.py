@@ -129,21 +129,20 @@ DIES_AT = "k21-after-model-response-state.json#4"  # resumed, it finds the final
 
 
 @pytest.mark.parametrize("workers", [1, 2])
-def test_a_forked_child_that_dies_ends_the_in_process_sweep_naming_its_point(workers):
-    """In-process, a forked child that dies without a verdict still ends the sweep, naming
-    the point and what the agent did, the same on any worker count (its retry is not in:
-    an agent that ends its process on every resume ended faultsim itself there; subprocess
-    mode, below, retries and goes on)."""
+def test_a_forked_child_that_dies_is_its_points_finding_in_process(workers):
+    """In-process, a forked child that dies without a verdict is its point's finding,
+    naming what the agent did, and the other points are judged, the same on any worker
+    count (not retried in process: subprocess mode, below, retries in a fresh process)."""
     from unjudged_agents import ends_its_process
 
     from faultsim.engine import explore
-    from faultsim.errors import WorkerDied
 
-    with pytest.raises(WorkerDied) as info:
-        explore(ends_its_process, ONE_CHARGE, workers=workers)
-    assert str(info.value).endswith(
-        f"the process judging kill point {DIES_AT} exited with status 3 (did the agent end "
-        "the process?) before it sent a verdict")
+    report = explore(ends_its_process, ONE_CHARGE, workers=workers)
+    (run,) = report.runs
+    assert len({v.kill_point.id for v in run.verdicts}) == len(run.kill_points)
+    assert _failing(report) == {DIES_AT: [(
+        "kill_point_judged", f"the process judging kill point {DIES_AT} exited with status 3 "
+        "(did the agent end the process?) before it sent a verdict")]}
 
 
 @pytest.mark.parametrize("workers", [0, 1, 2])

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import copy
 import posix as _os  # the real OS: pyfakefs patches every module's `os`, not `posix`
-import signal
 import sys
 import threading
 from typing import Callable
@@ -18,21 +17,15 @@ from ..killpoints import KillPoint
 from ..oracle import Violation
 from ..pipeline.golden import compare_traces
 from ..pipeline.incarnation import CLEAN_LIMIT, starved, time_limit, world_signature
-from ..errors import WorkerDied
 from ..pipeline.sweep import ResumeResult, Sweep, by_event
 from ..trace import Event, Killed, Tracer
 from ..world import World
 from .board import Board
+from .isolated import death, dies_with_parent
 from .leads import learn
 from .replaying import sweep_replaying
 from .sandbox import Explorer, crash_states, resume_and_judge
 from . import unwind
-
-
-class _WorkerDiedSignal(BaseException):
-    # Raised inside the driver incarnation, where an agent's `except Exception` must not
-    # swallow it; `_drive` turns it into WorkerDied.
-    pass
 
 
 class ForkAt:
@@ -74,10 +67,9 @@ def sweep_forking(ex: Explorer, sweep: Sweep, chosen: list[KillPoint], models: l
     boundary, torn = by_event(chosen)
     if any(p.index == 0 for p in chosen):  # before the first event: nothing to fork from
         sweep_replaying(ex, sweep, [p for p in chosen if p.index == 0], models, None, start)
-    # A forked child that dies without a verdict ends the sweep (WorkerDied, `_finish`):
-    # retried in the second pass below, an agent that ends its process on every resume
-    # (tests/broken_agents.py:dies_on_resume) was seen to end faultsim itself, a resume
-    # having run in this process. The retry waits for that to be understood.
+    # A forked child that dies without a verdict is its point's finding (`_finish`), not
+    # retried in the second pass below: an agent that ends its process on every resume
+    # (tests/broken_agents.py:dies_on_resume) was seen to end faultsim itself there.
     revisit = _drive(ex, sweep, models, workers, progress, len(chosen), boundary, torn, False,
                      start)
     if revisit:  # second pass: only the states whose class turned out to read the file
@@ -116,8 +108,6 @@ def _drive(ex: Explorer, sweep: Sweep, models, workers, progress, total, boundar
         if policy.elsewhere:
             sweep_replaying(ex, sweep, policy.elsewhere, models, None, start)
         return again
-    except _WorkerDiedSignal as exc:
-        raise WorkerDied(f"{ex.scenario.path}: {exc}") from None
     finally:
         pool.kill_all()
         if pool.board is not None and not pool.in_child:
@@ -240,7 +230,7 @@ class _Pool:
         pid = _os.fork()
         if pid == 0:  # the child: die here, then resume from what is left
             _os.close(read_fd)
-            _dies_with_parent()
+            dies_with_parent()
             # the killed incarnation must end within the limit (`child_main` lifts it): a
             # kill some code holds up is named, and its states judged as it left them
             self.unwinding = time_limit(self.unwind_limit)
@@ -347,8 +337,12 @@ class _Pool:
             status = 0
         for key in [k for k, p in self.waiting.items() if p == pid]:
             del self.waiting[key]
-        if problem is _DIED:  # its states stay unknown: the sweep cannot go on without them
-            raise _WorkerDiedSignal(_death(status, child["points"][0]))
+        if problem is _DIED:
+            # The point's own finding, and the sweep goes on (kill_point_judged). Not retried
+            # in process: a retry needs a second driver pass to fork there again, and an
+            # agent that ends its process on every resume was seen to end faultsim itself
+            # in one. Subprocess mode retries in a fresh process (real/explore.py).
+            problem = _Unjudged(death(status, child["points"][0]))
         if result is None:
             rule = "kill_point_judged" if isinstance(problem, _Unjudged) \
                 else "completes_or_escalates"
@@ -456,37 +450,3 @@ _DIED = "the crash run's process died without a verdict"
 
 class _Unjudged(str):
     """Why a child's point could not be judged (`kill_point_judged`), not a hang."""
-
-
-def _dies_with_parent() -> None:
-    """The kernel SIGKILLs this child when the process that forked it ends (Linux's
-    PR_SET_PDEATHSIG), however it ends: a faultsim stopped by SIGKILL or a CI timeout
-    leaves no crash run behind, stuck in an agent's hung event loop. Elsewhere: the
-    parent's own `kill_all` on its way out is the only guard."""
-    import ctypes
-
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        return
-    if _os.getppid() == 1:  # the parent died before the call: no signal will come
-        _os._exit(70)
-
-
-def _death(status: int, point: KillPoint) -> str:
-    """How the child judging `point` died without a verdict, in words (the same on any
-    worker count: what the agent did, never which child or job)."""
-    if _os.WIFSIGNALED(status):
-        sig = _os.WTERMSIG(status)
-        try:
-            name = signal.Signals(sig).name
-        except ValueError:
-            name = f"signal {sig}"
-        how = f"was killed by {name}" + (" (out of memory?)" if sig == signal.SIGKILL
-                                         else "")
-    elif _os.WIFEXITED(status) and _os.WEXITSTATUS(status) != 70:
-        how = f"exited with status {_os.WEXITSTATUS(status)} (did the agent end the process?)"
-    else:
-        how = "failed inside faultsim"
-    return f"the process judging kill point {point.id} {how} before it sent a verdict"
