@@ -12,21 +12,22 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import freezegun.api as _real_time  # time.perf_counter is frozen in here; this is not
 
+from ..errors import WorkerDied
+
 if TYPE_CHECKING:
     from ..killpoints import KillPoint
 
 
-class ChildDied(Exception):
-    """The child died (or overran `limit`) before it sent its result: `status` as waitpid
-    gives it (-1: stopped by faultsim at the limit)."""
-
-    def __init__(self, status: int) -> None:
-        super().__init__(status)
-        self.status = status
+def _died(status: int) -> WorkerDied:
+    """The child died (or overran its limit) before it sent its result: `status` as
+    waitpid gives it (-1: stopped by faultsim at the limit)."""
+    error = WorkerDied(f"the child died without its result (status {status})")
+    error.status = status  # type: ignore[attr-defined]
+    return error
 
 
 def in_child(call: Callable[[], Any], limit: float | None) -> Any:
-    """`call()` in a forked child; its result (pickled) or ChildDied. The child's changes to
+    """`call()` in a forked child; its result (pickled), or WorkerDied with its `status`. The child's changes to
     memory and the sandbox stay in the child: only for work whose result is all that
     matters. `limit`: seconds after which the child is killed (None: no backstop)."""
     sys.stdout.flush()
@@ -53,7 +54,7 @@ def in_child(call: Callable[[], Any], limit: float | None) -> Any:
             if left is not None and left <= 0:
                 _os.kill(pid, signal.SIGKILL)
                 _os.waitpid(pid, 0)
-                raise ChildDied(-1)
+                raise _died(-1)
             ready, _, _ = select.select([read_fd], [], [], left)
             if not ready:
                 continue
@@ -72,7 +73,7 @@ def in_child(call: Callable[[], Any], limit: float | None) -> Any:
         _os.close(read_fd)
     _, status = _os.waitpid(pid, 0)
     if status != 0 or not data:
-        raise ChildDied(status)
+        raise _died(status)
     return pickle.loads(bytes(data))
 
 

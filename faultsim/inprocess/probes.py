@@ -43,15 +43,16 @@ def version_probe(ex: Explorer, golden: Golden, forked: bool = False) -> Verdict
     if not forked:
         violations, summary = judged()
     else:
-        from .isolated import ChildDied, death, in_child
+        from ..errors import WorkerDied
+        from .isolated import death, in_child
 
         limit = 3 * ex.timeout + 5 if ex.timeout else None
         try:
             violations, summary = in_child(judged, limit)
-        except ChildDied as died:
+        except WorkerDied as died:
+            status = getattr(died, "status", 0)
             how = (f"the process judging kill point {point.id} did not finish within "
-                   f"{limit:g} s and was stopped") if died.status == -1 \
-                else death(died.status, point)
+                   f"{limit:g} s and was stopped") if status == -1 else death(status, point)
             violations, summary = [Violation.of("kill_point_judged", how)], None
     return Verdict(point, "process", "a checkpoint from a future release", violations, state,
                    summary, golden, 0)
