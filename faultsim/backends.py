@@ -104,6 +104,7 @@ class Survey:
     kill_points: list[Any]
     crash_states: dict[str, Any]
     lines: list[str] | None = None
+    forecasts: tuple = ()  # the single-crash sweep's, per coverage (pipeline/forecast.py)
 
 
 class Backend(Protocol):

@@ -9,7 +9,8 @@ import os
 from pathlib import Path
 
 from .counts import failing_in_words
-from .report import RULES, SEVERITY, TABLE_HEAD, ModelRun, Report, Verdict, shard_lines
+from .report import (RULES, SEVERITY, TABLE_HEAD, ModelRun, Report, Verdict, coverage_lines,
+                     shard_lines)
 
 
 def escape_data(text: str) -> str:
@@ -116,6 +117,8 @@ def summary_markdown(report: Report, html: str | None = None) -> str:
     shards = shard_lines(report.runs)  # a shard counts what it judged: said under it
     if shards:
         lines += ["", *shards]
+    for line in coverage_lines(report.runs):  # a representative run says what it left out
+        lines += ["", line]
     if any(run.wall_seconds for run in report.runs):
         lines += ["", "Time is measured per scenario exploration, on its first row: the "
                   "crash models of one scenario are swept together."]

@@ -5,7 +5,9 @@ Read, for each setting the command line leaves unset, in this order:
 1. the environment: `FAULTSIM_AGENT`, `FAULTSIM_SCENARIOS` (paths separated by the OS path
    separator), `FAULTSIM_CRASH_MODEL`, `FAULTSIM_CRASHES`, `FAULTSIM_SEED`,
    `FAULTSIM_TIMEOUT`, `FAULTSIM_WORKERS`, `FAULTSIM_MODE`, `FAULTSIM_PROGRESS_SECONDS`
-   (seconds between progress lines when stderr is not a terminal; 0: none);
+   (seconds between progress lines when stderr is not a terminal; 0: none),
+   `FAULTSIM_COVERAGE`, `FAULTSIM_PER_CLASS`, `FAULTSIM_BUDGET` (`--coverage`,
+   `--per-class`, `--budget`);
 2. `[tool.faultsim]` in the nearest `pyproject.toml` at or above the current directory:
 
        [tool.faultsim]
@@ -35,7 +37,8 @@ from typing import Any
 from .errors import UsageError
 
 KEYS = {"agent": str, "scenarios": list, "crash_model": str, "crashes": int, "seed": str,
-        "timeout": float, "workers": int, "mode": str, "progress_seconds": float}
+        "timeout": float, "workers": int, "mode": str, "progress_seconds": float,
+        "coverage": str, "per_class": int, "budget": float}
 
 
 _EXPECTED = {str: "a string", list: "a list of paths", int: "an integer", float: "seconds"}

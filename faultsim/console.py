@@ -11,6 +11,8 @@ import sys
 import threading
 from typing import Callable, TextIO
 
+from .pipeline.forecast import words
+
 # Seconds between progress lines when stderr is not a terminal (a CI log, a pipe). CI
 # services end a job after some minutes without output (10 on several), and a person
 # watching a log wants to see it move: a line every 10 s says so in every stretch of a long
@@ -100,9 +102,11 @@ class Progress:
             plan.crashes, f"; then every second crash in each resumed run, and longer "
                           f"schedules up to {plan.crashes} crashes searched")
         with _WRITING:
+            # pipeline/forecast.py: from the clean run, before any crash run
+            sweep = words(plan.forecasts)
             self._say(f"{self.label}: {scope} kill points, "
                       f"{_plural(sum(plan.crash_states.values()), 'crash state')} to judge "
-                      f"({states}){then}")
+                      f"({states}){then}" + (f"; {sweep}" if sweep else ""))
             costs = forecast(plan)
             if costs:
                 self._say(f"{self.label}: largest costs: {costs}")
@@ -240,6 +244,9 @@ def print_run(run) -> None:
         f"; a crash state judged here at {counts.kill_points_judged} of them"
     print(f"  kill points   {data['kill_points_explored']}/{data['kill_points_total']} "
           f"explored ({cats}){judged}")
+    covered = run.coverage_line()
+    if covered is not None:  # never passes for an exhaustive sweep (faultsim.classes)
+        print(f"  coverage      {covered}")
     downtime = run.scenario.profile.downtime
     if downtime:
         from .scenario import format_duration

@@ -14,9 +14,9 @@ import freezegun.api as _real_time  # time.perf_counter is frozen in here; these
 
 from .agent import AgentEnv
 from .crashmodel import CRASH_MODELS
-from .errors import (AgentFailedCleanly, KillDidNotLand, NonDeterminismError,  # noqa: F401
+from .errors import (AgentFailedCleanly, OverBudget, KillDidNotLand, NonDeterminismError,  # noqa: F401
                      StoreNeedsSubprocess, UsageError, WorkerDied)
-from .inprocess.counting import count_crash_states
+from .inprocess.counting import census, count_crash_states
 from .inprocess.forking import ForkAt, sweep_forking  # noqa: F401
 from .inprocess.pairs import sweep_pairs
 from .inprocess.probes import PROBE_VERSION, version_probe  # noqa: F401
@@ -42,6 +42,7 @@ def explore(make_agent: Callable[[AgentEnv], Any] | str, scenario: Scenario | st
             crashes: int | None = None, search: int | None = None,
             search_seconds: float | None = None,
             database: Any = None, shard: tuple[int, int] | None = None,
+            coverage: str | None = None, per_class: int | None = None,
             progress: Callable[..., None] | None = None,
             plan: Callable[["Plan"], None] | None = None) -> Report:
     """Crash `make_agent`'s agent at every kill point of `scenario`, resume it, judge it.
@@ -58,7 +59,12 @@ def explore(make_agent: Callable[[AgentEnv], Any] | str, scenario: Scenario | st
     `shard=(i, n)` resumes the distinct crash states a stable hash gives shard i (a
     deterministic split for CI matrices: every shard crashes at every kill point, the n
     shards partition the states, their resumed runs add up to the whole run's, and pairs
-    go with their first crash; the version probe and the search run in shard 1). `workers` is how many crash runs go at once (default: one
+    go with their first crash; the version probe and the search run in shard 1).
+    `coverage` ("exhaustive" or "representative") and `per_class` default to the
+    scenario's fault profile: representative coverage crashes each kill-point class at
+    its first and last occurrence and `per_class` seeded others, and every kill point of
+    the first and last step (`faultsim.classes`); its report says what was left out.
+    `workers` is how many crash runs go at once (default: one
     per core; 0 runs them one after another in this process, replaying the prefix each
     time); `equivalences=False` resumes every distinct crash state instead of sharing
     verdicts between states a resumed run could not tell apart (slower; the verdicts are
@@ -85,6 +91,7 @@ def explore(make_agent: Callable[[AgentEnv], Any] | str, scenario: Scenario | st
                              timeout=timeout, workers=workers, shard=shard, only=only,
                              search=search, search_seconds=search_seconds, database=database,
                              equivalences=equivalences, convergence=convergence,
+                             coverage=coverage, per_class=per_class,
                              mode="auto" if isinstance(make_agent, str) else "in-process")
     if isinstance(make_agent, str):
         from .backends import Agent, explore as explore_on_backend
@@ -135,24 +142,35 @@ def explore_in_process(make_agent: Callable[[AgentEnv], Any], scenario: Scenario
         golden = ex.golden()
         points = golden.kill_points()
         # Shards split crash states, not kill points (faultsim.inprocess.sharding): every
-        # shard crashes at every kill point and resumes the states it owns.
-        chosen = select(points, options.only, None)
+        # shard crashes at every kill point its coverage chooses and resumes the states
+        # it owns. The choice is made here, from the clean run, before any crash.
+        coverage = options.cover(points, golden.trace)
+        chosen = select(points, options.only, None, coverage)
         runs = {m: ModelRun(scenario=scenario, agent=name, crash_model=m, kill_points=points,
                             explored=chosen, seed=options.seed, crashes=crashes,
                             timeout=options.timeout, timeout_seconds=ex.timeout,
-                            shard=shard)
+                            shard=shard, coverage=coverage)
                 for m in models}
         bounded = bounded_cuts(golden, list(runs.values()))
         sweep = Sweep(golden, runs, equivalences=options.equivalences,
                       keep_traces=crashes >= 2)
         if shard is not None:
             sweep.owns = state_owner(ex, chosen, models, shard)
-        if plan is not None:
-            plan(Plan(scenario.id, len(points), len(chosen),
-                      sweep.owns.counts if sweep.owns is not None  # type: ignore[attr-defined]
-                      else count_crash_states(ex, chosen, models), crashes,
-                      ex.clean_seconds, ex.timeout, largest_write(chosen),
-                      torn_bounded=tuple(bounded)))
+        if plan is not None or options.budget is not None:
+            counted = census(ex, points, models)
+            forecast = _forecasts(
+                counted, points, golden.trace, models, only=options.only,
+                per_class=options.per_class, seed=options.seed,
+                first="representative" if options.representative else "exhaustive",
+                clean_seconds=ex.clean_seconds)
+            if plan is not None:
+                plan(Plan(scenario.id, len(points), len(chosen),
+                          sweep.owns.counts if sweep.owns is not None  # type: ignore
+                          else counted.counts_at(chosen), crashes,
+                          ex.clean_seconds, ex.timeout, largest_write(chosen),
+                          torn_bounded=tuple(bounded), forecasts=forecast))
+            if options.budget is not None:
+                within_budget(scenario.path, forecast, options.budget, workers)
         golden_seconds = _real_time.real_perf_counter() - started
         sweep_started = _real_time.real_perf_counter()
         if workers > 0 and hasattr(os, "fork"):
@@ -194,16 +212,25 @@ def explore_in_process(make_agent: Callable[[AgentEnv], Any], scenario: Scenario
 
 def survey(make_agent: Callable[[AgentEnv], Any], scenario: Scenario, *,
            agent_name: str = "agent", timeout: float | None = FIXED_TIMEOUT, seed: str = "0"
-           ) -> tuple[list[KillPoint], dict[str, int]]:
-    """The clean run's kill points and the first crash states they leave under each crash
-    model, without crashing anything (`faultsim list`)."""
+           ) -> tuple[list[KillPoint], dict[str, int], tuple]:
+    """The clean run's kill points, the first crash states they leave under each crash
+    model and the forecast of a sweep's cost, without crashing anything (`faultsim
+    list`)."""
     with Explorer(make_agent, scenario, agent_name=agent_name, timeout=timeout,
                   seed=seed) as ex:
         # a survey cuts no resumed run: the clean run's course, fingerprinted at each
         # model request for that (and long for a long run), is not recorded
         ex.convergence = False
-        points = ex.golden().kill_points()
-        return points, count_crash_states(ex, points, list(CRASH_MODELS))
+        golden = ex.golden()
+        points = golden.kill_points()
+        counted = census(ex, points, list(CRASH_MODELS))
+        # the forecast of the sweep `faultsim run` would make by the scenario's profile
+        profile = scenario.profile
+        return points, counted.counts, _forecasts(
+            counted, points, golden.trace, list(profile.crash_models),
+            per_class=getattr(profile, "per_class", None), seed=seed,
+            first="representative" if getattr(profile, "coverage", None) == "representative"
+            else "exhaustive", clean_seconds=ex.clean_seconds, fingerprinted=False)
 
 
 def _search(make_agent, scenario, report: Report, name: str, options: ExploreOptions,
@@ -231,3 +258,51 @@ def _search(make_agent, scenario, report: Report, name: str, options: ExploreOpt
             (run.deep_failures if verdict.earlier else run.verdicts).append(verdict)
         if progress is not None:
             progress(1, 1, stage=f"search ({run.crash_model})")
+
+
+
+def _forecasts(counted, points: list[KillPoint], trace, models: list[str], *, only=None,
+               per_class: int | None = None, seed: str = "0", first: str = "exhaustive",
+               clean_seconds: float | None, fingerprinted: bool = True) -> tuple:
+    """The single-crash sweep's forecast (pipeline/forecast.py) under each coverage, `first`
+    first, narrowed as the run is (`only`: `--kill-point`). A pair stage is not forecast."""
+    from .classes import PER_CLASS, cover
+    from .pipeline.forecast import estimate
+
+    if not clean_seconds:
+        return ()
+    out = []
+    for mode in ("exhaustive", "representative"):
+        coverage = cover(points, trace, mode, PER_CLASS if per_class is None else per_class,
+                         seed)
+        chosen = select(points, only, None, coverage)
+        out.append(estimate(mode, len(chosen), counted.classes_at(chosen, models),
+                            clean_seconds, counted.events, fingerprinted))
+    return tuple(sorted(out, key=lambda f: f.coverage != first))
+
+
+def within_budget(where: Any, forecasts: tuple, budget: float, workers: int) -> None:
+    """Stop before any crash run (OverBudget, exit 2) when the run's own forecast is over
+    `budget` wall seconds, naming the coverage that fits; never a silent switch. Wall time
+    is the forecast CPU over the crash runs that go at once (`workers`, at most the cores)."""
+    from .pipeline.forecast import duration
+
+    if not forecasts:
+        return
+    cpus = os.cpu_count() or 1
+    own, *others = forecasts
+    wall = own.wall_seconds(workers, cpus)
+    if wall <= budget:
+        return
+    fits = [f for f in others if f.wall_seconds(workers, cpus) <= budget]
+    said = (f"{fits[0].coverage} coverage fits, about "
+            f"{duration(fits[0].wall_seconds(workers, cpus))} ({fits[0].kill_points} kill "
+            f"points): --coverage {fits[0].coverage}") if fits else (
+        "no coverage fits (" + "; ".join(
+            f"{f.coverage}: about {duration(f.wall_seconds(workers, cpus))}"
+            for f in others) + ")" if others else "no coverage fits")
+    raise OverBudget(f"{where}: the {own.coverage} sweep is forecast at about "
+                     f"{duration(wall)} of wall time ({own.kill_points} kill points, "
+                     f"{max(1, min(workers, cpus))} at once), over --budget {budget:g} s; "
+                     f"{said}")
+

@@ -15,6 +15,7 @@
     │   ├── formats.corpus.CorpusError     (also ValueError) a format corpus
     │   ├── StoreNeedsSubprocess           (also ValueError) an SQLite/Redis store in-process
     │   ├── NoDurableState                 the clean run saves nothing (or not where declared)
+    │   ├── OverBudget                     the sweep's forecast is over --budget
     │   ├── ScriptMismatch                 the script cannot answer the agent's request
     │   ├── UnreachedService               a scenario service the clean run never reached
     │   ├── SubprocessModeError            (also ValueError) e.g. power loss there
@@ -101,6 +102,11 @@ class AgentFailedCleanly(AgentFinding):
 
 class NoDurableState(UsageError):
     """The clean run wrote nothing durable, or never the checkpoint its scenario declares."""
+
+
+class OverBudget(UsageError):
+    """The sweep's forecast (pipeline/forecast.py) is over `--budget`: stopped before any
+    crash run, naming the coverage that fits, if one does."""
 
 
 class ScriptMismatch(UsageError):

@@ -27,6 +27,10 @@ NOT_PROVEN = (
     ("Three or more crashes, exhaustively", "schedules of three or more crashes (and pairs "
      "under --search) are searched with hypothesis, not enumerated: a search that finds "
      "nothing is evidence, not proof."),
+    ("The kill points a representative run left out", "--coverage representative judges "
+     "each kill-point class at its first, last and --per-class seeded occurrences and the "
+     "first and last step: a mistake that shows only in the data of a step it did not crash "
+     "can pass; the report says how many kill points were not crashed."),
     ("Crash models beyond the two", "process keeps every completed operation; power is "
      "ALICE-style and bounded: reordered writes beyond its outcomes, firmware that lies "
      "about fsync and bit rot are not modelled."),

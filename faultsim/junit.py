@@ -46,6 +46,13 @@ def _counts(run: ModelRun) -> list[tuple[str, object]]:
     return out
 
 
+def _coverage(run) -> list[tuple[str, object]]:
+    """What a representative run covered (faultsim.classes): its line, so a CI page never
+    shows it as an exhaustive sweep; nothing for an exhaustive run (as before)."""
+    line = run.coverage_line()
+    return [] if line is None else [("coverage", line)]
+
+
 def write_junit(report: Report, path: str | Path) -> None:
     write_atomic(path, junit_xml(report), what="--junit")
 
@@ -61,7 +68,7 @@ def junit_xml(report: Report) -> bytes:
         for name, value in (("scenario", run.scenario.path), ("agent", run.agent),
                             ("crash_model", run.crash_model), ("seed", run.seed),
                             ("crashes", run.crashes), ("kill_points", len(run.explored)),
-                            *_counts(run)):
+                            *_counts(run), *_coverage(run)):
             ET.SubElement(props, "property", {"name": name, "value": str(value)})
         measured = run.wall_seconds or 0.0
         suite.set("time", f"{measured:.3f}")

@@ -9,7 +9,8 @@ the one mode dispatch (`engine.run`) reads a resolved object only.
 Also here, what every front end shares about settings: the choices (crash models, modes),
 the fixed timeout, how a shard `I/N` is written; and the rules the options hold: which
 crash models a request names, the shard formula and the kill points a run keeps.
-Standard library, errors and crashmodel only: the plugin imports this at load time."""
+Standard library, errors, crashmodel and classes only: the plugin imports this at load
+time."""
 from __future__ import annotations
 
 import dataclasses
@@ -17,6 +18,7 @@ import os
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Sequence, TypeVar
 
+from .classes import COVERAGES, PER_CLASS, cover  # noqa: F401 (the front ends' choices)
 from .crashmodel import CRASH_MODELS
 from .errors import StoreNeedsSubprocess, SubprocessModeError, UsageError
 
@@ -27,6 +29,10 @@ MODES = ("auto", "in-process", "subprocess")
 CRASH_MODEL_CHOICES = (*CRASH_MODELS, "all")
 CRASH_MODEL_EXPECTED = "process, power or all"
 SHARD_EXPECTED = "I/N with 1 <= I <= N, for example 2/4"
+# the coverage settings, for every front end (the CLI, [tool.faultsim], the scenario's
+# [fault_profile], the pytest option and ini key): the choices are faultsim.classes'
+COVERAGE_EXPECTED = " or ".join(COVERAGES)
+PER_CLASS_EXPECTED = "an integer >= 0"
 # seconds an incarnation may run where no limit is derived from clean runs: a survey's clean
 # run (`faultsim list`), recording and checking checkpoint corpora
 FIXED_TIMEOUT = 30.0
@@ -66,6 +72,13 @@ class ExploreOptions:
     # cut a resumed run where it reaches the clean run's state (faultsim.inprocess.convergence)
     convergence: bool = True
     mode: str = "auto"
+    # every kill point ("exhaustive") or each class's first, last and `per_class` seeded
+    # others ("representative", faultsim.classes); None: the scenario's fault profile
+    coverage: str | None = None
+    per_class: int | None = None
+    # wall seconds the single-crash sweep may be forecast to take (pipeline/forecast.py):
+    # over it, the run stops before any crash run and says which coverage fits; None: any
+    budget: float | None = None
 
     def __post_init__(self) -> None:
         set_ = lambda name, value: object.__setattr__(self, name, value)  # noqa: E731
@@ -100,6 +113,14 @@ class ExploreOptions:
             raise OptionError("search_seconds", self.search_seconds, "seconds >= 0")
         if self.mode not in MODES:
             raise OptionError("mode", self.mode, ", ".join(MODES))
+        if self.budget is not None and not self.budget > 0:
+            raise OptionError("budget", self.budget, "seconds > 0")
+        if self.coverage is not None and self.coverage not in COVERAGES:
+            raise OptionError("coverage", self.coverage, COVERAGE_EXPECTED)
+        if self.per_class is not None and (isinstance(self.per_class, bool)
+                                           or not isinstance(self.per_class, int)
+                                           or self.per_class < 0):
+            raise OptionError("per_class", self.per_class, PER_CLASS_EXPECTED)
 
     @property
     def models(self) -> list[str]:
@@ -123,8 +144,28 @@ class ExploreOptions:
                 "use the in-process mode")
         crashes = self.crashes if self.crashes is not None else scenario.profile.crashes
         workers = self.workers if self.workers is not None else (os.cpu_count() or 1)
+        profile = scenario.profile
+        coverage = self.coverage or profile.coverage
+        per_class = self.per_class if self.per_class is not None else \
+            profile.per_class
         return dataclasses.replace(self, crash_model=tuple(models), crashes=crashes,
-                                   mode=mode, workers=workers)
+                                   mode=mode, workers=workers, coverage=coverage,
+                                   per_class=per_class)
+
+    @property
+    def representative(self) -> bool:
+        """Whether this run crashes a representative choice of its kill points (after
+        `resolve`); a replay (`only`) crashes exactly the points it names instead."""
+        return self.coverage == "representative" and self.only is None
+
+    def cover(self, points: Sequence[Any], trace: Sequence[Any]) -> Any:
+        """The `classes.Coverage` of the clean run's `points` under these (resolved)
+        options: the kill points the run crashes at before `only` and the shard, which
+        then narrow or split those (`select`). A replay covers what it names, so under
+        `only` the coverage is exhaustive: `--kill-point` reaches any point."""
+        return cover(points, trace, "representative" if self.representative
+                     else "exhaustive", self.per_class if self.per_class is not None
+                     else PER_CLASS, self.seed)
 
     @property
     def first_shard(self) -> bool:
@@ -193,6 +234,10 @@ def in_shard(position: int, shard: tuple[int, int] | None) -> bool:
 
 
 def select(points: Sequence[P], only: Callable[[P], bool] | None,
-           shard: tuple[int, int] | None) -> list[P]:
-    """The kill points a run explores: those `only` keeps (a replay), in its shard."""
+           shard: tuple[int, int] | None, coverage: Any = None) -> list[P]:
+    """The kill points a run explores: those its `coverage` (a `classes.Coverage`; None:
+    every one) crashes at, then those `only` keeps (a replay), in its shard (counted over
+    the covered points, so the shards partition them)."""
+    if coverage is not None and len(coverage.chosen) != len(points):
+        points = [points[n] for n in coverage.chosen]
     return [p for n, p in enumerate(points) if (only is None or only(p)) and in_shard(n, shard)]

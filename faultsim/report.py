@@ -192,6 +192,9 @@ class ModelRun:
     # the clean run's writes whose torn cuts were bounded (killpoints.torn_bounded):
     # {"file", "bytes", "cuts", "of"} each
     torn_bounded: list[dict] = field(default_factory=list)
+    # the kill points' classes and which of them the run's coverage crashes at
+    # (faultsim.classes.Coverage); None from a backend that does not class them
+    coverage: Any = None
 
     def depth(self, crashes: int) -> DepthStats:
         return self.depths.setdefault(crashes, DepthStats(crashes))
@@ -320,7 +323,23 @@ class ModelRun:
             # every crash state by its stable identity, for `faultsim compare`
             "states": states(self),
             "counterexamples": counterexamples(self, SEVERITY, RULES),
+            # exhaustive or representative, the kill points' classes and what was judged
+            # of each (faultsim.classes)
+            "coverage": None if self.coverage is None else self.coverage.to_json(
+                self._judged_positions()),
         }
+
+    def _judged_positions(self) -> set[int]:
+        """Positions (in `kill_points`) of the kill points with a verdict here."""
+        position = {p.id: n for n, p in enumerate(self.kill_points)}
+        return {position[v.kill_point.id] for v in self.verdicts
+                if v.kill_point.id in position}
+
+    def coverage_line(self) -> str | None:
+        """What a representative run covered, in one line (None: exhaustive)."""
+        if self.coverage is None or not self.coverage.representative:
+            return None
+        return self.coverage.line()  # faultsim.classes.line_of, as a merged report's
 
     def first_request(self, verdict: Verdict) -> dict[str, Any] | None:
         return first_request(verdict)
@@ -495,6 +514,17 @@ def _preview(data: bytes | None) -> str:
 TABLE_HEAD = ("scenario", "crash model", *HEADER, "time")
 
 
+def coverage_lines(runs: list) -> list[str]:
+    """What each representative run covered, said under the table (faultsim.classes): a
+    representative run never passes for an exhaustive one."""
+    out = []
+    for run in runs:
+        line = run.coverage_line()
+        if line is not None:
+            out.append(f"{run.scenario.id} [{run.crash_model}]: {line}")
+    return out
+
+
 def shard_lines(runs: list) -> list[str]:
     """What a shard's table counts, said under it (a shard judges part of the run)."""
     shards = sorted({tuple(run.shard) for run in runs if getattr(run, "shard", None)})
@@ -594,6 +624,7 @@ class Report:
                      for i, (c, w) in enumerate(zip(row, widths))]
             lines.append("  ".join(cells).rstrip())
         lines += shard_lines(self.runs)
+        lines += coverage_lines(self.runs)
         failed = sum(1 for run in self.runs if not run.ok)
         scenarios = len({run.scenario.path for run in self.runs})
         lines.append(f"{scenarios} scenario{'s' if scenarios != 1 else ''}, "

@@ -9,7 +9,8 @@ add up their explored kill points too. With pairs, `schedules[n].resumed` is the
 sum: second crash states are shared within a shard only (see engine.explore_in_process). Reports of different runs, or shards that overlap
 or leave one out, are refused in one line naming the file and the field, as is a partial
 report (an interrupted run's). Standard library, errors, the report's severity order, the
-crash map's encoding, faultsim.counts and faultsim.interrupted only."""
+crash map's encoding, faultsim.counts, faultsim.classes (a representative run's line)
+and faultsim.interrupted only."""
 from __future__ import annotations
 
 import json
@@ -17,6 +18,7 @@ import math
 import re
 from typing import Any, Sequence
 
+from .classes import line_of
 from .counts import ESCALATED, PASSED, UNEXPLORED, code as _index, count
 from .errors import UsageError
 from .interrupted import partial_reason
@@ -123,7 +125,27 @@ def _merge_run(parts: list[tuple[str, dict]], n: int) -> dict[str, Any]:
     out["timeout_seconds"] = None if None in limits else max(limits, default=None)
     if "counts" in run0:  # faultsim.counts, of the whole run
         out["counts"] = count(out).to_json()
+    if run0.get("coverage") is not None:
+        out["coverage"] = _merge_coverage(parts, n, out["map"])
     return out
+
+
+def _merge_coverage(parts: list[tuple[str, dict]], n: int, joined: dict) -> dict:
+    """The shards' `coverage` block (faultsim.classes): one choice of kill points, made
+    alike in every shard from the clean run; each class's `judged` counted again from the
+    joined map (a kill point two shards judged, crash states apart, counts once)."""
+    path0, run0 = parts[0]
+    cov = dict(run0["coverage"])
+    for path, run in parts:
+        for key in ("mode", "per_class", "chosen", "class_of"):
+            if (run.get("coverage") or {}).get(key) != cov.get(key):
+                raise MergeError(f"{path}: runs[{n}].coverage.{key}: not the one in {path0}")
+    labels = [joined["labels"][_index(c)] for c in joined["points"]["verdict"]]
+    done = [0] * len(cov["classes"])
+    for c, label in zip(map(int, cov["class_of"].split(",")), labels):
+        done[c] += label != UNEXPLORED
+    cov["classes"] = [{**k, "judged": d} for k, d in zip(cov["classes"], done)]
+    return cov
 
 
 def _check_shards(parts: list[tuple[str, dict]], n: int) -> str:
@@ -261,6 +283,9 @@ class _Run:
 
     def counts(self):
         return count(self.json)  # faultsim.counts, as of a report.ModelRun
+
+    def coverage_line(self) -> str | None:
+        return line_of(self.json.get("coverage"))  # as a report.ModelRun says it
 
 
 def as_report(merged: dict[str, Any]):

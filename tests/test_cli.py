@@ -131,7 +131,10 @@ def test_progress_bar_only_on_a_terminal(capsys):
     err = capsys.readouterr().err
     assert "ETA" not in err  # not a tty: no bar, only the plan and its forecast
     plan, costs = err.splitlines()
-    assert plan == "tiny: 1 of 315 kill points, 1 crash state to judge (1 process)"
+    # and the sweep's forecast (pipeline/forecast.py), of the one kill point asked for
+    assert re.fullmatch(r"tiny: 1 of 315 kill points, 1 crash state to judge \(1 process\); "
+                        r"single-crash forecast: about \d+ s of CPU \(representative: "
+                        r"about \d+ s, 1 kill points\)", plan), plan
     # the one kill point is before any write: no write's torn kill points to name
     assert re.fullmatch(r"tiny: largest costs: a clean incarnation took [\d.]+ s; a crash "
                         r"run counts as hung after [\d.]+ s", costs), costs
@@ -164,9 +167,10 @@ def test_the_plan_counts_what_the_run_then_judges(tmp_path, capsys):
     runs = {r["crash_model"]: r for r in json.loads(out_json.read_text())["runs"]}
     plan, costs = capsys.readouterr().err.splitlines()
     total = runs["process"]["crash_states"] + runs["power"]["crash_states"]
-    assert plan == (f"tiny: {runs['process']['kill_points_total']} kill points, {total} crash "
-                    f"states to judge ({runs['process']['crash_states']} process, "
-                    f"{runs['power']['crash_states']} power)")
+    assert plan.startswith(
+        f"tiny: {runs['process']['kill_points_total']} kill points, {total} crash "
+        f"states to judge ({runs['process']['crash_states']} process, "
+        f"{runs['power']['crash_states']} power); single-crash forecast: about ")
     assert costs.startswith("tiny: largest costs: ")
 
 
@@ -221,7 +225,10 @@ def test_list_gives_turns_services_kill_points_and_crash_states(tmp_path, capsys
     assert out[3] == (f"  kill points  {runs['process']['kill_points_total']}: crash states "
                       f"process {runs['process']['crash_states']}, power "
                       f"{runs['power']['crash_states']}")
-    assert out[5] == ("  profile      crash models process; 2 crashes; downtime 0s; "
+    # the forecast of the sweep `run` would make (pipeline/forecast.py), each coverage
+    assert re.fullmatch(r"  forecast     single-crash forecast: about \d+ s of CPU "
+                        r"\(representative: about \d+ s, \d+ kill points\)", out[5]), out[5]
+    assert out[6] == ("  profile      crash models process; 2 crashes; downtime 0s; "
                       "API faults none")
 
 

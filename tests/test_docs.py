@@ -138,6 +138,8 @@ def test_ci_runs_readmes_test_command_and_fails_on_exit_5():
 
 def _without_figures(line: str) -> str:
     # timings vary, and with them a table's column widths
+    # (and a forecast's: "about 6 s of CPU", pipeline/forecast.py)
+    line = re.sub(r"\babout \d+(\.\d+)? (s|min|h)\b", "about <t>", line)
     return " ".join(re.sub(r"\b\d+(\.\d+)?s\b", "<t>", line).split())
 
 

@@ -16,7 +16,8 @@ ROOT = Path(__file__).resolve().parent.parent / "faultsim"
 # Imported by no faultsim module at import time from the bottom layer: the standard library.
 BOTTOM = {"faultsim.errors", "faultsim._version", "faultsim.trace", "faultsim.killpoints",
           "faultsim.crashmodel", "faultsim.token", "faultsim.netguard",
-          "faultsim.procguard", "faultsim.finality", "faultsim.outfile", "faultsim.counts"}
+          "faultsim.procguard", "faultsim.finality", "faultsim.outfile", "faultsim.counts",
+          "faultsim.classes"}
 
 
 def _name(path: Path) -> str:

@@ -259,5 +259,5 @@ def test_faultsim_list_gives_clean_runs_the_limit_run_gives_and_fingerprints_not
         raise AssertionError("a survey records no course to cut resumed runs against")
 
     monkeypatch.setattr(convergence.Recorder, "__call__", fingerprint)
-    points, states = survey(state_agent.make_agent, faultsim.load_scenario(ONE_CHARGE))
+    points, states, _ = survey(state_agent.make_agent, faultsim.load_scenario(ONE_CHARGE))
     assert len(points) == states["process"] > 0

@@ -123,7 +123,8 @@ def explore_options(ns: argparse.Namespace, only=None):
                               timeout=ns.timeout, workers=ns.workers, only=only,
                               shard=shard(ns.shard),
                               search=ns.search, search_seconds=ns.search_seconds,
-                              mode=ns.mode)
+                              mode=ns.mode, coverage=ns.coverage,
+                              per_class=ns.per_class, budget=ns.budget)
     except OptionError as exc:
         raise UsageError(f"--{exc.field.replace('_', '-')} {exc.value}: expected "
                          f"{exc.expected}") from None

@@ -55,6 +55,10 @@ def cmd_list(ns: argparse.Namespace) -> int:
               f"power {states['power']}")
         cats = categories(points)
         print("               " + ", ".join(f"{c} {k}" for c, k in cats.items() if k))
+        if found.forecasts:  # pipeline/forecast.py: an estimate, said as one
+            from ..pipeline.forecast import words
+
+            print(f"  forecast     {words(found.forecasts)}")
         print(f"  profile      crash models {', '.join(profile.crash_models)}; "
               f"{profile.crashes} crash{'es' if profile.crashes > 1 else ''}; downtime "
               f"{format_duration(profile.downtime)}; API faults "

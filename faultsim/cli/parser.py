@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from .._version import __version__
-from ..options import CRASH_MODEL_CHOICES, FIXED_TIMEOUT
+from ..options import COVERAGES, CRASH_MODEL_CHOICES, FIXED_TIMEOUT, PER_CLASS
 from .compare import cmd_compare
 from .formats import cmd_formats_check, cmd_formats_record
 from .listing import cmd_list
@@ -114,6 +114,21 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--workers", type=int, default=None,
                      help="crash runs at once (default: one per core; 0 = one after "
                           "another in this process)")
+    run.add_argument("--coverage", default=None, choices=COVERAGES,
+                     help="exhaustive: every kill point; representative: each kill-point "
+                          "class (its category, event, tool, write size and cut, without "
+                          "the step) at its first and last occurrence and --per-class "
+                          "seeded others, and every kill point of the first and last step; "
+                          "the report says how many were not crashed (default: the "
+                          "scenario's fault profile, else exhaustive)")
+    run.add_argument("--budget", type=float, default=None, metavar="SECONDS",
+                     help="stop before any crash run when the single-crash sweep's forecast "
+                          "(printed on the plan line) is over SECONDS of wall time, and say "
+                          "which coverage fits (default: no limit)")
+    run.add_argument("--per-class", type=int, default=None, metavar="K",
+                     help=f"representative coverage: seeded kill points judged per class "
+                          f"beside its first and last (default: the scenario's fault "
+                          f"profile, else {PER_CLASS})")
     run.add_argument("--timeout", type=float, default=None,
                      help="seconds an incarnation may run before it counts as hung "
                           "(default: derived from the clean runs, 10x the slower clean "
@@ -159,7 +174,8 @@ def build_parser() -> argparse.ArgumentParser:
                      help="states listed per kind and run in the text (default: 20)")
     debug_flag(cmp)
     cmp.set_defaults(func=cmd_compare, timeout=None, shard=None, search=None,
-                     search_seconds=None, mode=None)
+                     search_seconds=None, mode=None, coverage=None, per_class=None,
+                     budget=None)
     lst = sub.add_parser("list", help="the scenarios: turns, services, kill points and the "
                          "crash states each crash model leaves, fault profile")
     scenarios_and_agent(lst, "the agent whose clean run gives the kill points "

@@ -40,9 +40,9 @@ class InProcess:
                timeout: float | str | None = 30.0) -> Survey:
         from ..engine import survey
 
-        points, states = survey(agent.factory_for(scenario), scenario,
-                                agent_name=agent.label, timeout=timeout)
-        return Survey(points, states)
+        points, states, forecasts = survey(agent.factory_for(scenario), scenario,
+                                           agent_name=agent.label, timeout=timeout)
+        return Survey(points, states, forecasts=forecasts)
 
     def replay(self, token: Any, agent: Agent | None, *,
                timeout: float | str | None = "auto") -> Any:

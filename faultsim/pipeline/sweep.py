@@ -371,6 +371,9 @@ class Plan:
     # the clean run's writes whose torn cuts are bounded (killpoints.torn_bounded):
     # {"file", "bytes", "cuts", "of"} each
     torn_bounded: tuple[dict, ...] = ()
+    # the sweep's cost forecast per coverage (pipeline/forecast.py), exhaustive first; ()
+    # where this backend makes none
+    forecasts: tuple = ()
 
 
 def largest_write(points: Sequence[KillPoint]) -> tuple[int, int, str] | None:

@@ -133,7 +133,8 @@ class FaultsimFixture:
         scenario_ = load_scenario(settings.scenario)
         options = settings.options(
             shard=state.options.shard, search_seconds=left,
-            only=(lambda p: p.category in categories) if categories else None)
+            only=(lambda p: p.category in categories) if categories else None,
+            coverage=state.options.coverage, per_class=state.options.per_class)
         # the backend faultsim.backends chooses: subprocess mode and the Claude Agent SDK's
         # import the agent by name, so a factory without one (an adapter's factory bound
         # to no module-level name: "<...>") cannot go there

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from ..errors import UsageError
-from ..options import CRASH_MODEL_CHOICES
+from ..options import COVERAGES, CRASH_MODEL_CHOICES, PER_CLASS
 from .fixture import FaultsimFixture, known_errors, told as _told
 from .settings import INI_KEYS, MARKER, FaultsimUsageError, Options, read_options, settings_for
 from .state import BrokenParam, PluginState, PointParam
@@ -34,6 +34,17 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--faultsim-crashes", metavar="N", type=int, default=None,
                     help="crashes per schedule: 1, 2 (every pair, the default) or more "
                          "(longer schedules searched with hypothesis, in whole-scenario tests)")
+    group.addoption("--faultsim-coverage", metavar="COVERAGE", default=None,
+                    choices=COVERAGES,
+                    help="whole-scenario tests: exhaustive (every kill point) or "
+                         "representative (each kill-point class at its first, last and "
+                         "--faultsim-per-class seeded occurrences, every kill point of the "
+                         "first and last step; the rest not crashed, and said) (default: "
+                         "the scenario's fault profile, else exhaustive)")
+    group.addoption("--faultsim-per-class", metavar="K", type=int, default=None,
+                    help="representative coverage: seeded kill points judged per class "
+                         f"beside its first and last (default: the scenario's, else "
+                         f"{PER_CLASS})")
     group.addoption("--faultsim-budget", metavar="SECONDS", type=float, default=None,
                     help="seconds this session (each xdist worker) may spend exploring: "
                          "kill-point items past it are skipped and counted in the summary")
@@ -78,6 +89,8 @@ def pytest_report_header(config: pytest.Config) -> list[str] | None:
     given = [f"{k}={v}" for k, v in (("seed", options.seed),
                                       ("crash-model", options.crash_model),
                                       ("crashes", options.crashes),
+                                      ("coverage", options.coverage),
+                                      ("per-class", options.per_class),
                                       ("budget", options.budget),
                                       ("shard", options.shard and "%d/%d" % options.shard))
              if v is not None]

@@ -11,7 +11,8 @@ from typing import Any, Callable
 import pytest
 
 from ..errors import UsageError
-from ..options import CRASH_MODEL_EXPECTED, SHARD_EXPECTED, ExploreOptions, OptionError
+from ..options import (COVERAGE_EXPECTED, CRASH_MODEL_EXPECTED, PER_CLASS_EXPECTED,
+                       SHARD_EXPECTED, ExploreOptions, OptionError)
 from ..options import parse_shard as _parse_shard
 
 
@@ -51,6 +52,9 @@ class Options:
     record: bool = False
     html: str | None = None  # --faultsim-html: the session's one HTML page
     baseline: str | None = None  # --faultsim-baseline: a JSON report the run is judged against
+    # whole-scenario tests: every kill point, or a representative choice (faultsim.classes)
+    coverage: str | None = None
+    per_class: int | None = None
 
 
 def parse_shard(text: str, where: str | None = None) -> tuple[int, int]:
@@ -64,10 +68,13 @@ def parse_shard(text: str, where: str | None = None) -> tuple[int, int]:
 # the session settings that are ini keys too, and what each holds (pytest --help says)
 INI_KEYS = {"faultsim_seed": "the seed", "faultsim_crash_model": CRASH_MODEL_EXPECTED,
             "faultsim_crashes": "crashes per schedule", "faultsim_budget":
-            "seconds each session may spend exploring", "faultsim_shard": "I/N"}
+            "seconds each session may spend exploring", "faultsim_shard": "I/N",
+            "faultsim_coverage": COVERAGE_EXPECTED,
+            "faultsim_per_class": "seeded kill points per class (representative)"}
 # those a project sets for `faultsim run` too: FAULTSIM_* and [tool.faultsim] (faultsim.config)
 PROJECT_KEYS = {"faultsim_seed": "seed", "faultsim_crash_model": "crash_model",
-                "faultsim_crashes": "crashes"}
+                "faultsim_crashes": "crashes", "faultsim_coverage": "coverage",
+                "faultsim_per_class": "per_class"}
 
 
 def read_options(config: Any) -> Options:
@@ -103,10 +110,14 @@ def read_options(config: Any) -> Options:
     seed, _ = setting("faultsim_seed")
     crash_model, crash_model_at = setting("faultsim_crash_model")
     crashes, crashes_at = number("faultsim_crashes", int)
+    coverage, coverage_at = setting("faultsim_coverage")
+    per_class, per_class_at = number("faultsim_per_class", int)
     try:
-        ExploreOptions(crash_model=crash_model, crashes=crashes)
+        ExploreOptions(crash_model=crash_model, crashes=crashes, coverage=coverage,
+                       per_class=per_class)
     except OptionError as exc:
-        where = {"crash_model": crash_model_at, "crashes": crashes_at}[exc.field]
+        where = {"crash_model": crash_model_at, "crashes": crashes_at,
+                 "coverage": coverage_at, "per_class": per_class_at}[exc.field]
         raise FaultsimUsageError(f"{where}: expected {exc.expected}") from None
     budget, _ = number("faultsim_budget", float)
     if budget is not None and budget <= 0:  # the plugin's own setting: no exploration has it
@@ -122,7 +133,8 @@ def read_options(config: Any) -> Options:
                    shard=parse_shard(shard, shard_at) if shard is not None else None,
                    record=config.getoption("faultsim_record"),
                    html=html,
-                   baseline=config.getoption("faultsim_baseline"))
+                   baseline=config.getoption("faultsim_baseline"),
+                   coverage=coverage, per_class=per_class)
 
 
 @dataclass(frozen=True)

@@ -121,14 +121,15 @@ def rerun_id(node: Any) -> str:
 
 def rerun_command(node: Any, options: Options) -> str:
     """The command that runs the test alone with the session's faultsim settings that
-    decide its verdict (seed, crash model, crashes, shard, baseline), however they were
-    given: the command line, an ini key, or the project's FAULTSIM_* or [tool.faultsim],
-    which a shell elsewhere may lack. The budget, the HTML page and --faultsim-record
-    decide no verdict and are left out."""
+    decide its verdict (seed, crash model, crashes, coverage, shard, baseline), however
+    they were given: the command line, an ini key, or the project's FAULTSIM_* or
+    [tool.faultsim], which a shell elsewhere may lack. The budget, the HTML page and
+    --faultsim-record decide no verdict and are left out."""
     import shlex
 
     given = (("seed", options.seed), ("crash-model", options.crash_model),
              ("crashes", options.crashes),
+             ("coverage", options.coverage), ("per-class", options.per_class),
              ("shard", options.shard and "%d/%d" % options.shard),
              ("baseline", options.baseline))
     return " ".join(["pytest", *(f"--faultsim-{name}={shlex.quote(str(value))}"

@@ -17,6 +17,10 @@ class Subprocess:
         if agent.spec is None and job in ("explore", "survey"):
             return (f"{scenario.path}: subprocess mode imports the agent by name: give a "
                     "module-level factory or 'module:attr'")
+        if job == "explore" and getattr(options, "budget", None) is not None:
+            # pipeline/forecast.py is fitted on the in-process sweep only
+            return ("--budget: subprocess mode makes no forecast to weigh it against "
+                    "(in-process mode only; drop --budget)")
         return None
 
     def explore(self, agent: Agent, scenario: Any, options: Any, *,

@@ -46,7 +46,8 @@ def explore_subprocess(agent: str, scenario: Scenario, *, agent_name: str | None
                        crash_model: Any = None, crashes: int | None = None,
                        progress: Callable[..., None] | None = None,
                        plan: Callable[[Plan], None] | None = None,
-                       equivalences: bool = True, stats: dict | None = None) -> Report:
+                       equivalences: bool = True, stats: dict | None = None,
+                       coverage: str | None = None, per_class: int | None = None) -> Report:
     """`agent` is an importable spec (MODULE[:ATTR] or FILE.py[:ATTR]): the fork servers
     import it themselves. `crashes=2` also kills each resumed run at every kill point of
     its own course (crashes during recovery; None or 1: single crashes). The version probe
@@ -55,7 +56,8 @@ def explore_subprocess(agent: str, scenario: Scenario, *, agent_name: str | None
     options = ExploreOptions(crash_model=crash_model or "process",
                              crashes=1 if crashes is None else crashes, seed=seed,
                              timeout=timeout, workers=workers, shard=shard, only=only,
-                             equivalences=equivalences, mode="subprocess")
+                             equivalences=equivalences, mode="subprocess",
+                             coverage=coverage, per_class=per_class)
     return explore_resolved(agent, scenario, options.resolve(scenario),
                             agent_name=agent_name, progress=progress, plan=plan,
                             fork_server=fork_server, stats=stats)
@@ -89,12 +91,14 @@ def explore_resolved(agent: str, scenario: Scenario, options: ExploreOptions, *,
             raise WorkerDied(f"{scenario.path}: {exc}") from None
         golden = golden_of(pool, scenario)
         points = golden.kill_points()
-        chosen = select(points, only, shard)
+        # the coverage's choice first (from the clean run), then a shard of it
+        coverage = options.cover(points, golden.trace)
+        chosen = select(points, only, shard, coverage)
         name = agent_name or agent
         run = ModelRun(scenario=scenario, agent=name, crash_model="process",
                        kill_points=points, explored=chosen, seed=seed, crashes=crashes,
                        mode="subprocess", timeout=timeout, timeout_seconds=pool.timeout,
-                       shard=shard,
+                       shard=shard, coverage=coverage,
                        shard_by="kill point",  # its crash states are known only by killing
                        # convergence compares the agent's memory, which lives in the
                        # subprocess here and is not read (engine.md): every resumed run

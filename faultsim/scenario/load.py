@@ -17,6 +17,7 @@ from typing import Any, Iterable
 from ..checkpoints import DEFAULT as DEFAULT_CHECKPOINT
 from ..checkpoints import FORMATS as CP_FORMATS
 from ..checkpoints import CheckpointSpec
+from ..classes import COVERAGES, PER_CLASS
 from ..killpoints import TORN_CUTS
 from ..netguard import parse_allowed
 from ..model import ApiFault, Script, ToolCall, Turn
@@ -139,6 +140,13 @@ SECTIONS: dict[str, dict[str, Field]] = {
         "torn_cuts": Field("string", _one_of(TORN_CUTS), "bounded", enum=TORN_CUTS,
                            doc="a kill inside a write of over 64 KiB: a bounded set of "
                                "representative cuts, or every sector boundary"),
+        "coverage": Field("string", _one_of(COVERAGES), "exhaustive", enum=COVERAGES,
+                          doc="every kill point, or each kill-point class at its first "
+                              "and last occurrence and per_class seeded others, and every "
+                              "kill point of the first and last step"),
+        "per_class": Field("integer", "an integer >= 0", PER_CLASS, minimum=0,
+                           doc="representative coverage: seeded kill points judged per "
+                               "class beside its first and last"),
     },
     "api_fault": {
         "at": Field("integer", "a turn position", minimum=0,
@@ -318,7 +326,16 @@ class _Reader:
                         default(where, "torn_cuts"))
         if cuts not in TORN_CUTS:
             raise self.fail(f"{where}.torn_cuts", _one_of(TORN_CUTS), cuts)
-        return FaultProfile(tuple(models), crashes, downtime, powersafe, cuts)
+        coverage = self.get(profile, "coverage", where, str, _one_of(COVERAGES),
+                            default(where, "coverage"))
+        if coverage not in COVERAGES:
+            raise self.fail(f"{where}.coverage", _one_of(COVERAGES), coverage)
+        per_class = self.get(profile, "per_class", where, int, "an integer >= 0",
+                             default(where, "per_class"))
+        if per_class < 0:
+            raise self.fail(f"{where}.per_class", "an integer >= 0", per_class)
+        return FaultProfile(tuple(models), crashes, downtime, powersafe, cuts, coverage,
+                            per_class)
 
 
 DURATION_EXPECTED = 'a duration such as "90s", "45m", "25h", "2d", "1h30m", or seconds'

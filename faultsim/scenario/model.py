@@ -13,6 +13,7 @@ from typing import Any
 
 from ..checkpoints import DEFAULT as DEFAULT_CHECKPOINT
 from ..checkpoints import CheckpointSpec
+from ..classes import PER_CLASS
 from ..crashmodel import CRASH_MODELS
 from ..errors import UsageError
 from ..model import Script
@@ -116,6 +117,10 @@ class FaultProfile:
     # a kill inside a write over 64 KiB: representative cuts ("bounded") or every one
     # ("all"); killpoints.torn_offsets
     torn_cuts: str = "bounded"
+    # every kill point ("exhaustive") or a representative choice of each class
+    # ("representative": its first, last and `per_class` seeded others; faultsim.classes)
+    coverage: str = "exhaustive"
+    per_class: int = PER_CLASS
 
     @property
     def crash_model(self) -> str:

@@ -44,6 +44,13 @@ class ClaudeAgentSdk:
             if (options.crashes or 1) > 1:
                 return (f"--crashes {options.crashes}: a Claude Agent SDK agent is explored "
                         "one crash per run (each incarnation costs seconds)")
+            if (options.coverage or scenario.profile.coverage) == "representative":
+                # its kill points are not classed (faultsim.classes) yet
+                return ("--coverage representative: a Claude Agent SDK agent is explored "
+                        "at every kill point (give --coverage exhaustive)")
+            if options.budget is not None:  # pipeline/forecast.py: the in-process sweep's
+                return ("--budget: a Claude Agent SDK agent gets no forecast to weigh it "
+                        "against (its `faultsim list` says its budget; drop --budget)")
         if job in ("explore", "survey"):
             from .sdk import cli_unavailable
 

@@ -1,0 +1,209 @@
+"""Kill-point classes, and the representative coverage that judges a few of each.
+
+A long agent task is a loop: step 3 and step 150 run the same checkpoint code, so their
+kill points differ in the step index and little else. A kill point's *class* is what it
+is without that index:
+
+- its category (`after-effect`, `checkpoint-mid-write`, ...);
+- the event it follows or tears: its kind and its subject with the volatile parts made
+  placeholders (digit runs `<n>`, hex ids `<hex>`, uuids `<uuid>`: `runs/t/step_0017.json`
+  is `runs/t/step_<n>.json`, the model's `s@3` is `s@<n>`); a file by its whole path;
+- the tool call it falls in (the last tool started in its model turn, as
+  `faultsim.identity` finds it): the part of the agent's code that runs it. The trace
+  records no stack frames (`trace.Event` holds kind, subject, detail and size), so the
+  agent's own code location is not part of the class; two code paths that make the same
+  event in the same tool and phase share one;
+- for a write, its size bucket (the power of two at or above its length: a checkpoint
+  that outgrows 4 KiB starts new classes there), and for a torn point the kind of cut
+  (`first`, `half`, `last` byte, a sector boundary, a power-of-two boundary of 8 KiB or
+  more: `killpoints.torn_offsets`' representatives).
+
+The crash model is the run's (a `ModelRun` is one model): the classes, and the kill points
+a representative run chooses, are the same under every model, so one sweep serves both.
+
+Representative coverage (`representative`) judges, of each class, its first and last
+occurrence and `per_class` others drawn with a generator seeded from the run's seed and
+the class (so the choice is the same on any worker count and shard), and every kill point
+of the task's first and last step (its first model turn with what precedes it; its last
+turn with what follows). The rest are not crashed: `Coverage` says how many, and what a
+representative pass does not prove is in docs/explanation/guarantees.md.
+
+Standard library and the bottom layer only (killpoints, trace)."""
+from __future__ import annotations
+
+import random
+import re
+from dataclasses import dataclass
+from typing import Sequence
+
+from .killpoints import KillPoint, cut_kind, label
+from .trace import Event
+
+COVERAGES = ("exhaustive", "representative")
+# Kill points judged per class beside its first and last occurrence. Two: each class is
+# then judged at up to four places spread over the task (its ends and two seeded draws),
+# a cost that grows with the classes, not with the task's length.
+PER_CLASS = 2
+
+_UUID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-"
+                   r"[0-9a-fA-F]{12}")
+# a hex id: six or more hex digits with at least one digit among them (not a word)
+_HEX = re.compile(r"\b(?=[0-9a-fA-F]*[0-9])[0-9a-fA-F]{6,}\b")
+_DIGITS = re.compile(r"\d+")
+_TOOL_STARTS = ("mark.tool.start", "mark.pa.tool.start")
+_POWER_CUT = 1 << 13  # torn_offsets keeps the power-of-two boundaries from 8 KiB up
+
+
+def normalise(text: str) -> str:
+    """`text` with its volatile parts as placeholders: uuids, hex ids, digit runs."""
+    return _DIGITS.sub("<n>", _HEX.sub("<hex>", _UUID.sub("<uuid>", text)))
+
+
+def size_bucket(size: int) -> str:
+    """The power of two at or above `size` bytes, in words (`<=4KiB`)."""
+    top = 1 << max(0, size - 1).bit_length()
+    for unit, name in ((1 << 30, "GiB"), (1 << 20, "MiB"), (1 << 10, "KiB")):
+        if top >= unit:
+            return f"<={top // unit}{name}"
+    return f"<={top}B"
+
+
+def _cut(size: int, offset: int) -> str:
+    kind = cut_kind(size, offset)
+    if kind == "sector" and offset >= _POWER_CUT and offset & (offset - 1) == 0:
+        return "power-of-two"
+    return kind
+
+
+def _tools(trace: Sequence[Event]) -> list[str]:
+    """Per event, the tool call it falls in ("" outside one): the last tool started in
+    its model turn (`faultsim.identity.context`'s rule)."""
+    out, tool = [], ""
+    for event in trace:
+        if event.kind == "model.response" and event.detail.startswith("200"):
+            tool = ""
+        elif event.kind in _TOOL_STARTS:
+            tool = event.subject
+        out.append(tool)
+    return out
+
+
+def signature(point: KillPoint, trace: Sequence[Event], tools: Sequence[str] | None = None
+              ) -> str:
+    """The class of `point` of `trace` (its clean course), in words:
+    `CATEGORY | KIND SUBJECT [| tool NAME] [| SIZE] [| cut KIND]`."""
+    if point.index == 0:
+        return f"{point.category} | start"
+    if point.index > len(trace):  # a backend whose points are not events of this trace
+        return f"{point.category} | {normalise(point.where)}"
+    event = trace[point.index - 1]
+    subject = event.subject if event.kind.startswith("fs.") else label(event)
+    parts = [point.category, f"{event.kind} {normalise(subject)}".rstrip()]
+    tool = (tools if tools is not None else _tools(trace))[point.index - 1]
+    if tool:
+        parts.append(f"tool {normalise(tool)}")
+    if event.kind == "fs.write":
+        parts.append(size_bucket(event.size))
+    if point.torn:
+        parts.append(f"cut {_cut(event.size, point.offset)}")  # type: ignore[arg-type]
+    return " | ".join(parts)
+
+
+def steps(points: Sequence[KillPoint], trace: Sequence[Event]) -> list[int]:
+    """Per kill point, its step: the model turns answered before or at its event (0 before
+    the first answer: the task's setup)."""
+    turn_of, turn = [0], 0
+    for event in trace:
+        if event.kind == "model.response" and event.detail.startswith("200"):
+            turn += 1
+        turn_of.append(turn)
+    return [turn_of[min(p.index, len(trace))] for p in points]
+
+
+@dataclass(frozen=True)
+class Coverage:
+    """What a run covers of its kill points: every one (`exhaustive`) or a representative
+    choice (`representative`), and the classes either way (for the report)."""
+
+    mode: str  # one of COVERAGES
+    per_class: int  # seeded draws per class beside its first and last (representative)
+    classes: tuple[str, ...]  # each class's signature, in order of first occurrence
+    class_of: tuple[int, ...]  # per kill point of the run (its order), its class
+    chosen: tuple[int, ...]  # positions of the kill points this coverage crashes at
+
+    @property
+    def representative(self) -> bool:
+        return self.mode == "representative"
+
+    @property
+    def at_least(self) -> int:
+        """Occurrences judged of each class (all of one that has fewer)."""
+        return 2 + self.per_class
+
+    def not_crashed(self) -> int:
+        return len(self.class_of) - len(self.chosen)
+
+    def line(self) -> str | None:
+        """The one line a representative run prints (and every report says)."""
+        return line_of(self.to_json())
+
+    def to_json(self, judged: set[int] | None = None) -> dict:
+        """The report's `coverage` block: the mode, the counts, each kill point's class
+        (`class_of`, comma-separated indices into `classes`, in kill-point order) and per
+        class its occurrences and how many of them `judged` (positions with a verdict)."""
+        occurrences = [0] * len(self.classes)
+        done = [0] * len(self.classes)
+        for n, c in enumerate(self.class_of):
+            occurrences[c] += 1
+            if judged is not None and n in judged:
+                done[c] += 1
+        return {"mode": self.mode,
+                "per_class": self.per_class if self.representative else None,
+                "at_least": self.at_least if self.representative else None,
+                "kill_points": len(self.class_of), "chosen": len(self.chosen),
+                "not_crashed": self.not_crashed(),
+                "class_of": ",".join(map(str, self.class_of)),
+                "classes": [{"signature": s, "occurrences": occurrences[c],
+                             "judged": done[c]} for c, s in enumerate(self.classes)]}
+
+
+def line_of(block: dict | None) -> str | None:
+    """What a run covered, in one line, from its report's `coverage` block (`to_json`):
+    None for an exhaustive run (or one whose kill points are not classed)."""
+    if block is None or block["mode"] != "representative":
+        return None
+    return (f"representative: {len(block['classes'])} classes of {block['kill_points']} "
+            f"kill points, each judged at >= {block['at_least']} occurrences (every one "
+            f"of a class with fewer); {block['not_crashed']} kill points not crashed")
+
+
+def cover(points: Sequence[KillPoint], trace: Sequence[Event], mode: str = "exhaustive",
+          per_class: int = PER_CLASS, seed: str = "0") -> Coverage:
+    """The classes of `points` (the clean run's kill points, in order) and the ones `mode`
+    crashes at. Deterministic in (trace, mode, per_class, seed): the worker count, shards
+    and crash models choose nothing."""
+    tools = _tools(trace)
+    index: dict[str, int] = {}
+    class_of = []
+    for p in points:
+        class_of.append(index.setdefault(signature(p, trace, tools), len(index)))
+    classes = tuple(index)
+    if mode != "representative":
+        return Coverage(mode, per_class, classes, tuple(class_of), tuple(range(len(points))))
+    members: list[list[int]] = [[] for _ in classes]
+    for n, c in enumerate(class_of):
+        members[c].append(n)
+    chosen: set[int] = set()
+    for c, where in enumerate(members):
+        chosen.update((where[0], where[-1]))
+        # seeded by the run's seed and the class's words (a str seed is hashed with
+        # SHA-512, not Python's per-process hash): the same draw in every process
+        draw = random.Random(f"{seed}\x00{classes[c]}")
+        middle = where[1:-1]
+        chosen.update(draw.sample(middle, min(per_class, len(middle))))
+    # every kill point of the first step (the setup and the first model turn) and of the
+    # last (the last turn and what follows it)
+    step = steps(points, trace)
+    last = step[-1] if step else 0
+    chosen.update(n for n, s in enumerate(step) if s <= 1 or s == last)
+    return Coverage(mode, per_class, classes, tuple(class_of), tuple(sorted(chosen)))
