@@ -42,6 +42,7 @@ N = 200 sweeps the bundled long scenario, scenarios/long/lookups_200_steps.toml:
 shape, checked to be scenario_text(200) still (its comment aside).
 
 Run: python bench/scaling.py [--max-steps 400] [--pairs-max 50] [--workers 2] [--steps 25,50]
+     [--coverage representative]
   FAULTSIM_BENCH_ROOT=/path/to/other/checkout python bench/scaling.py ...
   measures that checkout's faultsim with this bench (the code before a change)
 """
@@ -105,7 +106,7 @@ def bundled(n: int) -> Path | None:
     return None
 
 
-def one(n: int, workers: int, pairs: bool) -> dict:
+def one(n: int, workers: int, pairs: bool, coverage: str = "exhaustive") -> dict:
     """Sweep the N-step scenario in this interpreter (the bundled file where there is one);
     the figures as a dict."""
     import anthropic  # noqa: F401  (imported once by the first sweep: not per kill point)
@@ -123,10 +124,12 @@ def one(n: int, workers: int, pairs: bool) -> dict:
     out: dict = {"steps": n, "bundled": bundled(n) is not None}
     started, cpu0 = time.perf_counter(), cpu()
     report = faultsim.explore(reference_agent.make_agent, scenario, crash_model="process",
-                              crashes=1, workers=workers)
+                              crashes=1, workers=workers, coverage=coverage)
     cpu_seconds = cpu() - cpu0
     (run,) = report.runs
     assert report.ok, f"the reference agent must pass the {n}-step sweep"
+    out.update(coverage=coverage, crashed_kill_points=len(run.explored),
+               classes=len(run.coverage.classes) if run.coverage is not None else None)
     out.update(kill_points=len(run.kill_points), crash_states=len(run.verdicts),
                sweep_seconds=round(report.sweep_seconds, 2),
                wall_seconds=round(time.perf_counter() - started, 2),
@@ -137,7 +140,7 @@ def one(n: int, workers: int, pairs: bool) -> dict:
     if pairs:
         cpu0 = cpu()
         report = faultsim.explore(reference_agent.make_agent, scenario, crash_model="process",
-                                  crashes=2, workers=workers)
+                                  crashes=2, workers=workers, coverage=coverage)
         cpu_seconds = cpu() - cpu0
         (run,) = report.runs
         assert report.ok, f"the reference agent must pass the {n}-step pair sweep"
@@ -158,18 +161,22 @@ def main() -> None:
     parser.add_argument("--pairs-max", type=int, default=50,
                         help="sweep two-crash schedules for N up to this (0: none)")
     parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--coverage", default="exhaustive",
+                        choices=("exhaustive", "representative"),
+                        help="the sweep's coverage (faultsim.classes; default exhaustive)")
     parser.add_argument("--steps", default=None,
                         help="comma-separated N to sweep instead of 25, 50, 100, 200, 400")
     parser.add_argument("--one", type=int, default=None, help=argparse.SUPPRESS)
     parser.add_argument("--pairs", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.one is not None:  # the child: one N, one JSON line
-        print(json.dumps(one(args.one, args.workers, args.pairs)))
+        print(json.dumps(one(args.one, args.workers, args.pairs, args.coverage)))
         return
     rows = []
     steps = [int(x) for x in args.steps.split(",")] if args.steps else STEPS
     for n in [s for s in steps if s <= args.max_steps]:
-        cmd = [sys.executable, __file__, "--one", str(n), "--workers", str(args.workers)]
+        cmd = [sys.executable, __file__, "--one", str(n), "--workers", str(args.workers),
+               "--coverage", args.coverage]
         if n <= args.pairs_max:
             cmd.append("--pairs")
         done = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
@@ -177,7 +184,9 @@ def main() -> None:
             sys.exit(f"bench/scaling.py: N={n} failed:\n{done.stderr[-2000:]}")
         row = json.loads(done.stdout.strip().splitlines()[-1])
         rows.append(row)
-        print(f"N={n:4}{' (bundled)' if row.get('bundled') else ''}: {row['kill_points']} kill points, {row['crash_states']} crash states,"
+        print(f"N={n:4}{' (bundled)' if row.get('bundled') else ''}: {row['kill_points']} kill points"
+              f" ({row['crashed_kill_points']} crashed, {row['classes']} classes), "
+              f"{row['crash_states']} crash states,"
               f" {row['resumed']} resumed ({row.get('converged', 0)} converged, "
               f"{row.get('met', 0)} met an earlier one), sweep "
               f"{row['sweep_seconds']:.1f}s = {1000 * row['sweep_seconds'] / row['kill_points']:.2f}"
@@ -192,7 +201,10 @@ def main() -> None:
             for a, b in zip(rows, rows[1:])}
     print(json.dumps({
         "steps": [r["steps"] for r in rows],
+        "coverage": rows[0]["coverage"] if rows else None,
         "kill_points": [r["kill_points"] for r in rows],
+        "crashed_kill_points": [r["crashed_kill_points"] for r in rows],
+        "classes": [r["classes"] for r in rows],
         "sweep_seconds": [r["sweep_seconds"] for r in rows],
         "growth": growth_of("sweep_seconds"),
         "ms_per_kill_point": [round(1000 * r["sweep_seconds"] / r["kill_points"], 3)

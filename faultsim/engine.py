@@ -277,7 +277,8 @@ def _forecasts(counted, points: list[KillPoint], trace, models: list[str], *, on
                          seed)
         chosen = select(points, only, None, coverage)
         out.append(estimate(mode, len(chosen), counted.classes_at(chosen, models),
-                            clean_seconds, counted.events, fingerprinted))
+                            clean_seconds, counted.events, fingerprinted,
+                            len(chosen) / max(1, len(points))))
     return tuple(sorted(out, key=lambda f: f.coverage != first))
 
 

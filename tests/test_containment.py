@@ -20,6 +20,11 @@ from __future__ import annotations
 
 import asyncio
 import multiprocessing
+# imported here, outside any fake file system: a module first imported while an in-process
+# incarnation runs keeps pyfakefs's os after it (seen: the spawn way below failing with a
+# dead Patcher once earlier in-process sweeps ran in this process; not yet understood)
+import multiprocessing.popen_spawn_posix  # noqa: F401
+import multiprocessing.resource_tracker  # noqa: F401
 import os
 import pty
 import re

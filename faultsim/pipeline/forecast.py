@@ -36,6 +36,12 @@ RESUME_EXPONENT = -0.2
 # is this many times faster than one with them, which the constants above were fitted on
 # (measured 1.6x to 3.2x: tiny, refunds, research_50_steps); the list's forecast is rougher
 FINGERPRINT_FACTOR = 2.4
+# A sweep that crashes a share s of the kill points (representative coverage, --kill-point)
+# pays 1 + SPARSE x (1 - s) times as much per resumed run: crashed points far apart leave
+# resumed runs that rarely meet an earlier one's state (faultsim.inprocess.leads) or the
+# clean run's, so fewer are cut short (fitted on the representative sweeps of
+# bench/forecast.py: research_50_steps and lookups of 25 to 100 steps)
+SPARSE = 1.6
 
 
 @dataclass(frozen=True)
@@ -58,13 +64,15 @@ class Forecast:
 
 
 def estimate(coverage: str, kill_points: int, classes: int, clean_seconds: float,
-             events: int, fingerprinted: bool = True) -> Forecast:
+             events: int, fingerprinted: bool = True, share: float = 1.0) -> Forecast:
     """The forecast of a single-crash sweep of `kill_points` leaving `classes` classes of
     crash states, for an agent whose clean incarnation took `clean_seconds` over `events`
-    events (`fingerprinted`: with convergence's fingerprints, as a run's clean run)."""
+    events (`fingerprinted`: with convergence's fingerprints, as a run's clean run;
+    `share`: the kill points crashed, of all the clean run has)."""
     if not fingerprinted:
         clean_seconds *= FINGERPRINT_FACTOR
     each = clean_seconds * RESUME_SHARE * max(1, events) ** RESUME_EXPONENT
+    each *= 1 + SPARSE * (1 - min(1.0, max(0.0, share)))
     cpu = kill_points * PER_POINT + RESUMED_SHARE * classes * each
     return Forecast(coverage, kill_points, classes, cpu)
 
