@@ -204,6 +204,19 @@ def check(backend_: Backend, agent: Agent, scenario: "Scenario", options: Any,
         raise UsageError(why)
 
 
+def unclassed_refusal(options: Any, scenario: Any, who: str, hint: str = "") -> str | None:
+    """What a backend whose kill points are not classed (faultsim.classes) and whose sweep
+    is not forecast (pipeline/forecast.py) refuses to explore: representative coverage and
+    --budget, in one line naming `who` it explores; None when neither is asked."""
+    profile = getattr(scenario, "profile", None)  # None: a check without a scenario
+    if (options.coverage or getattr(profile, "coverage", None)) == "representative":
+        return (f"--coverage representative: {who} is explored at every kill point (give "
+                "--coverage exhaustive)")
+    if options.budget is not None:
+        return f"--budget: {who} gets no forecast to weigh it against ({hint}drop --budget)"
+    return None
+
+
 def refuse_settings(settings: Mapping[str, Any] | None, known: tuple[str, ...] = ()) -> None:
     """A backend given a front end's setting it does not know refuses it (one line)."""
     for key, value in (settings or {}).items():

@@ -12,7 +12,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from ..backends import Agent, Survey, refuse_settings
+from ..backends import Agent, Survey, refuse_settings, unclassed_refusal
 from ..options import in_shard
 from ..report import Report
 
@@ -45,13 +45,9 @@ class Command:
             if (options.crashes or 1) > 2:
                 return (f"--crashes {options.crashes}: an agent run as a command is explored "
                         "with one or two crashes per schedule (give --crashes 2 at most)")
-            if (options.coverage or scenario.profile.coverage) == "representative":
-                # its kill points are not classed (faultsim.classes) yet
-                return ("--coverage representative: an agent run as a command is explored "
-                        "at every kill point (give --coverage exhaustive)")
-            if options.budget is not None:  # pipeline/forecast.py: the in-process sweep's
-                return ("--budget: an agent run as a command gets no forecast to weigh it "
-                        "against (drop --budget)")
+            refused = unclassed_refusal(options, scenario, "an agent run as a command")
+            if refused:
+                return refused
         from .syscalls import strace_unavailable
 
         why = strace_unavailable()

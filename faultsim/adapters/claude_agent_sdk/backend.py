@@ -11,7 +11,7 @@ import time
 from collections import Counter
 from typing import Any, Callable, Mapping
 
-from ...backends import Agent, Survey
+from ...backends import Agent, Survey, unclassed_refusal
 from ...errors import UsageError
 from ...options import in_shard
 from ...report import Report
@@ -44,13 +44,10 @@ class ClaudeAgentSdk:
             if (options.crashes or 1) > 1:
                 return (f"--crashes {options.crashes}: a Claude Agent SDK agent is explored "
                         "one crash per run (each incarnation costs seconds)")
-            if (options.coverage or scenario.profile.coverage) == "representative":
-                # its kill points are not classed (faultsim.classes) yet
-                return ("--coverage representative: a Claude Agent SDK agent is explored "
-                        "at every kill point (give --coverage exhaustive)")
-            if options.budget is not None:  # pipeline/forecast.py: the in-process sweep's
-                return ("--budget: a Claude Agent SDK agent gets no forecast to weigh it "
-                        "against (its `faultsim list` says its budget; drop --budget)")
+            refused = unclassed_refusal(options, scenario, "a Claude Agent SDK agent",
+                                        "its `faultsim list` says its budget; ")
+            if refused:
+                return refused
         if job in ("explore", "survey"):
             from .sdk import cli_unavailable
 
