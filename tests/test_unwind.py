@@ -15,12 +15,12 @@ import threading
 import pytest
 
 import faultsim
-from faultsim.inprocess import unwind
+from faultsim.inprocess import cpython, unwind
 from tests import finality_agents, state_agent, unwind_agents
 from tests.helpers import scenario_from
 from tests.test_checkpoints import BASE
 
-pytestmark = pytest.mark.skipif(not unwind._SUPPORTED, reason="reads CPython 3.11 bytecode")
+pytestmark = pytest.mark.skipif(cpython.shapes() is None, reason=str(cpython.unknown()))
 
 
 class Kill(BaseException):

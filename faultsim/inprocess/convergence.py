@@ -21,7 +21,10 @@ their future can read:
   agent's `run()` to the request (code, position, and the locals the rest of the frame
   can still read: `live_locals`) and the globals of the agent's own modules (outside the
   standard library and site-packages), followed through every object they reach
-  (`fingerprint`). An object whose state cannot be read (a C object that is no known
+  (`fingerprint`). Frames and bytecode are read only on an interpreter cpython.py knows
+  (CPython 3.11): on another no run is cut (the run goes on to its end, as with
+  `convergence=False`), since what a frame holds and what its code reads changed between
+  versions. An object whose state cannot be read (a C object that is no known
   value, an open file) refuses the cut. Plain lists and dicts are compared by value, not
   by which of them are one object (the clean run built a value once, a resumed one read
   it from two files): assumed, that an agent does not mutate one alias of such a value
@@ -58,7 +61,6 @@ from __future__ import annotations
 
 import bisect
 import datetime
-import dis
 import decimal
 import enum
 import fractions
@@ -79,7 +81,7 @@ from typing import Any
 from .. import agent as _agent
 from .. import finality
 from ..crashmodel import files_digest
-from . import leads
+from . import cpython, leads
 from ..interpose import determinism
 from ..pipeline.incarnation import held, stores_state
 from ..errors import FaultsimError
@@ -348,11 +350,14 @@ def _cell(cell: Any) -> Any:
 # A local that no path from where a frame stands reads again (before writing it) cannot
 # change what the frame does: `status` read at the top of run() and never again is not
 # the frame's state any more. Backward dataflow over the bytecode (jumps, fall-through,
-# the exception table's handlers); anything it does not understand (an opcode on locals
-# it does not know, `locals()`, `vars()`, `eval`, `exec`, `dir` named) keeps every local.
+# the exception table's handlers), read only as cpython.py knows it: on an interpreter it
+# does not list, for code with an opcode outside its version's set or an exception table
+# that does not read as one, every local is kept (the whole frame: what this pass only
+# narrows). Every local is kept too where the code names `locals`, `vars`, `eval`, `exec`
+# or `dir`, and in a module or class body (its locals are a namespace any later name
+# lookup reads); zero-argument `super()` reads the first argument from the frame, so in a
+# function that can call it that argument is always kept.
 _LIVE: dict = {}
-_STOPS = {"JUMP_FORWARD", "JUMP_BACKWARD", "JUMP_BACKWARD_NO_INTERRUPT", "JUMP_ABSOLUTE",
-          "RETURN_VALUE", "RETURN_CONST", "RAISE_VARARGS", "RERAISE"}
 _INTROSPECT = {"locals", "vars", "eval", "exec", "dir"}
 
 
@@ -369,9 +374,18 @@ def live_locals(code: Any, lasti: int) -> frozenset | None:
 
 
 def _liveness(code: Any):
-    ins = list(dis.get_instructions(code))
+    known = cpython.shapes()
+    ins = cpython.instructions(code)
+    if known is None or ins is None or not code.co_flags & inspect.CO_OPTIMIZED:
+        return None
     offsets = [i.offset for i in ins]
     index = {o: n for n, o in enumerate(offsets)}
+    entries = cpython.exception_table(code, index)
+    if entries is None:
+        return None
+    # zero-argument super() reads the frame's first argument itself
+    always = frozenset(code.co_varnames[:1]) if "__class__" in code.co_freevars and \
+        code.co_argcount else frozenset()
     uses: list = []
     defs: list = []
     for i in ins:
@@ -389,34 +403,37 @@ def _liveness(code: Any):
             return None
         else:
             uses.append(set()), defs.append(set())
-    entries = dis.Bytecode(code).exception_entries
     succ: list = []
     for n, i in enumerate(ins):
         nxt = []
-        if i.opcode in dis.hasjrel or i.opcode in dis.hasjabs:
+        if i.opname in known.jumps:
             nxt.append(index.get(i.argval))
-        if i.opname not in _STOPS and n + 1 < len(ins):
+        if i.opname not in known.stops and n + 1 < len(ins):
             nxt.append(n + 1)
         nxt += [index.get(e.target) for e in entries if e.start <= i.offset < e.end]
         if None in nxt:
             return None
         succ.append(nxt)
-    live = [frozenset()] * len(ins)
+    live = [always] * len(ins)
     changed = True
     while changed:
         changed = False
         for n in range(len(ins) - 1, -1, -1):
             out = frozenset().union(*(live[m] for m in succ[n]))
-            new = frozenset(uses[n]) | (out - defs[n])
+            new = frozenset(uses[n]) | (out - defs[n]) | always
             if new != live[n]:
                 live[n], changed = new, True
-    return offsets, [frozenset().union(*(live[m] for m in succ[n])) for n in range(len(ins))]
+    return offsets, [frozenset().union(always, *(live[m] for m in succ[n]))
+                     for n in range(len(ins))]
 
 
 def _frame_state(frame: Any) -> dict:
     """A frame's locals and cells that its rest can read (bound or not), and its free
     variables."""
-    code, values = frame.f_code, frame.f_locals
+    code, values = frame.f_code, cpython.frame_locals(frame)
+    if values is None:  # not a mapping this knows the meaning of (cpython.py)
+        raise Refused(cpython.unknown() or f"a frame's locals are a "
+                      f"{type(frame.f_locals).__name__} here, which faultsim does not read")
     live = live_locals(code, frame.f_lasti)
     if live is None:
         return dict(values)
@@ -573,6 +590,9 @@ def _key(ex: Any, world: Any, request: Any) -> str:
 
 
 def _memory(frame: Any) -> tuple[str | None, str | None]:
+    unread = cpython.unknown()
+    if unread is not None:  # its frames and bytecode are not read as known (cpython.py)
+        return None, unread
     if finality.live_threads():
         return None, "the agent has threads alive (their state is not on the stack)"
     if _running_loop():

@@ -21,6 +21,7 @@ from ..pipeline.sweep import ResumeResult, Sweep, by_event
 from ..trace import Event, Killed, Tracer
 from ..world import World
 from .board import Board
+from .forks import fork
 from .isolated import death, dies_with_parent
 from .leads import learn
 from .replaying import sweep_replaying
@@ -227,7 +228,7 @@ class _Pool:
         sys.stderr.flush()
         read_fd, write_fd = _os.pipe()
         before_fork()  # fewer page-table entries to copy once forks add up (hugepages)
-        pid = _os.fork()
+        pid = fork()  # forks.py: the threads alive here
         if pid == 0:  # the child: die here, then resume from what is left
             _os.close(read_fd)
             dies_with_parent()

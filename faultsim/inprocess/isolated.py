@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, Callable
 import freezegun.api as _real_time  # time.perf_counter is frozen in here; this is not
 
 from ..errors import WorkerDied
+from .forks import fork
 
 if TYPE_CHECKING:
     from ..killpoints import KillPoint
@@ -33,7 +34,7 @@ def in_child(call: Callable[[], Any], limit: float | None) -> Any:
     sys.stdout.flush()
     sys.stderr.flush()
     read_fd, write_fd = _os.pipe()
-    pid = _os.fork()
+    pid = fork()  # forks.py: the threads alive here
     if pid == 0:
         status = 70
         try:

@@ -24,7 +24,7 @@ from ..interpose.determinism import draws, seeded
 from . import diagnose
 from .after_convergence import tail_of
 from .convergence import Course, Recorder, Watch, complete, course_events, tracked
-from . import leads
+from . import cpython, leads
 from .fs import FsInterposer, install
 from ..killpoints import KillPoint
 from ..oracle import RESUME_GUARDS, CrashRun, Golden, judge
@@ -259,6 +259,8 @@ class Explorer:
         self.course, self.convergence_off = None, None
         if not self.convergence:
             self.convergence_off = "switched off (convergence=False)"
+        elif cpython.unknown() is not None:  # frames and bytecode not read here: no cut
+            self.convergence_off = cpython.unknown()
         elif strays:
             self.convergence_off = "the clean run left threads working after run() returned"
         elif recorders[0].keys != recorders[1].keys:

@@ -36,7 +36,10 @@ whose callee is a local's, refuse.
 Anything else (a matching or unreadable clause, another context manager, a `finally`
 with a branch or another call, a frame of `__del__` or of a weakref finaliser, where a
 kill raised is swallowed as unraisable and the agent goes on) refuses: the child is
-forked as before. A frame that is not under `run_agent` (another thread) refuses too.
+forked as before. A frame that is not under `run_agent` (another thread) refuses too, and
+so does one whose code cpython.py does not vouch for: the handler sequences, jumps and
+`starts_line` read here are CPython 3.11's, so on another version, and for code with an
+opcode or an exception table that version's set does not hold, every point forks.
 
 Assumed, as the fork itself already assumes: the kill unwinds frame by frame (no C code
 between two frames swallows it: the C functions that swallow exceptions run callbacks
@@ -48,24 +51,32 @@ the fork would have reported `no_work_after_kill` for code a real SIGKILL never 
 """
 from __future__ import annotations
 
-import dis
 import posix
-import sys
 import types
 from typing import Any
+
+from . import cpython
 
 _Refuse = object()  # a value this cannot read: a clause or callee built from it refuses
 _Local = object()  # a local variable's value, not read (see `_load`)
 
-_tables: dict[types.CodeType, tuple] = {}
+_tables: dict[types.CodeType, tuple | None] = {}
 
 
-def _code_info(code: types.CodeType) -> tuple:
-    info = _tables.get(code)
-    if info is None:
-        instructions = list(dis.get_instructions(code))
+def _code_info(code: types.CodeType) -> tuple | None:
+    """`code`'s exception table, instructions and their index by offset; None where the
+    version, an opcode in it or its table is not one this reads (cpython.py): the frame
+    refuses, and the point is forked as it would be without this module."""
+    if code in _tables:
+        return _tables[code]
+    info = None
+    instructions = cpython.instructions(code)
+    if instructions is not None:
         index = {ins.offset: n for n, ins in enumerate(instructions)}
-        info = _tables[code] = (dis._parse_exception_table(code), instructions, index)
+        table = cpython.exception_table(code, index)
+        if table is not None:
+            info = (table, instructions, index)
+    _tables[code] = info
     return info
 
 
@@ -122,7 +133,10 @@ def _covering(table: list, offset: int):
 
 
 def _frame_lets_through(f: types.FrameType, kill: type[BaseException]) -> bool:
-    table, instructions, index = _code_info(f.f_code)
+    info = _code_info(f.f_code)
+    if info is None:
+        return False  # code this cannot read: the kill may run anything on its way out
+    table, instructions, index = info
     offset = f.f_lasti
     for _ in range(32):  # nested handlers: each re-raises into the next
         entry = _covering(table, offset)
@@ -378,13 +392,14 @@ ENABLED = True  # tests turn it off to compare with the fork at every kill point
 # kill points of this process's sweeps whose aftermath was read here, and those forked for
 # it instead (tests/test_unwind.py shows the shortcut taken; the report does not count it)
 counts = {"read": 0, "forked": 0}
-_SUPPORTED = sys.implementation.name == "cpython" and sys.version_info[:2] == (3, 11)
 
 
 def quiet_here(frame: types.FrameType) -> bool:
     """`quiet` for a kill (trace.Killed) raised in `frame` of an incarnation's run. Only on
-    CPython 3.11, whose bytecode shapes this reads; elsewhere every point forks."""
-    if not (ENABLED and _SUPPORTED):
+    an interpreter whose bytecode shapes this reads (cpython.KNOWN: CPython 3.11);
+    elsewhere every point forks, and so does a point whose stack holds code with an opcode
+    or an exception table this does not know (`_code_info`)."""
+    if not ENABLED or cpython.shapes() is None:
         return False
     from .. import agent
     from ..trace import Killed
