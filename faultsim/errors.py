@@ -146,3 +146,9 @@ class WorkerDied(HarnessError):
     the agent ended the process): the run cannot say what happened at that kill point."""
 
 
+class ForkFailed(HarnessError):
+    """faultsim could not fork the process that dies at a kill point (the machine's limit
+    on processes or memory): the agent's run around it went on with a kill it never had,
+    so nothing it did after is evidence (not the agent's non-determinism)."""
+
+

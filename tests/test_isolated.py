@@ -3,6 +3,7 @@ overrunning the limit, is WorkerDied with the status, and the parent goes on."""
 import os
 import signal
 import time
+from pathlib import Path
 
 import pytest
 
@@ -30,3 +31,32 @@ def test_a_child_past_its_limit_is_stopped():
     with pytest.raises(WorkerDied) as info:
         in_child(lambda: time.sleep(60), 0.5)
     assert info.value.status == -1 and time.monotonic() - started < 10
+
+
+def test_a_fork_that_fails_in_the_driver_is_a_harness_error_not_non_determinism(monkeypatch):
+    """fork() failing at a kill point (EAGAIN: the machine's process limit) leaves the
+    driver's run going on with a kill it never had; that is faultsim's failure, named as
+    such with the point, never the agent's non-determinism or a violation."""
+    import errno
+
+    import faultsim
+    from faultsim.errors import ForkFailed
+    from faultsim.inprocess import forking
+    from faultsim.scenario import load_scenario
+    from reference_agent import make_agent
+
+    forks = []
+
+    def fork():
+        forks.append(1)
+        if len(forks) == 3:  # two children made, then the limit
+            raise OSError(errno.EAGAIN, "Resource temporarily unavailable")
+        return real()
+
+    real = forking.fork
+    monkeypatch.setattr(forking, "fork", fork)
+    scen = load_scenario(Path(__file__).parent / "data" / "tiny.toml")
+    with pytest.raises(ForkFailed, match=r"tiny\.toml: could not fork the process that "
+                                         r"dies at k\S+: \[Errno 11\]"):
+        faultsim.explore(make_agent, scen, crash_model="process", crashes=1, workers=1)
+    assert len(forks) == 3

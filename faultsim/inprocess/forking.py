@@ -11,6 +11,7 @@ from typing import Callable
 import freezegun.api as _real_time  # time.perf_counter is frozen in here; these are not
 
 from .. import finality
+from ..errors import ForkFailed
 from ..hugepages import before_fork
 from ..crashmodel import each_torn_version, forget, kept_torn
 from ..killpoints import KillPoint
@@ -104,6 +105,10 @@ def _drive(ex: Explorer, sweep: Sweep, models, workers, progress, total, boundar
         inc = ex.incarnation(world, policy, timed=False)  # the driver: children have limits
         if pool.in_child:  # only a child gets here: it died at its kill point
             pool.child_main([inc.went_on] if inc.went_on else [], inc.unwound)
+        if pool.fork_failed:  # the run went on without its kill: no evidence of anything
+            raise ForkFailed(f"{ex.scenario.path}: could not fork the process that dies at "
+                             f"{pool.fork_failed} (the machine's limit on processes or "
+                             "memory): lower --workers or free memory")
         compare_traces(sweep.trace, inc.events)
         again = pool.wait_all()
         if policy.elsewhere:
@@ -136,6 +141,7 @@ class _Pool:
         self.job: list = []
         self.parked: list = []  # (entry, signature) waiting for another child's answer
         self.no_parking = False
+        self.fork_failed: str | None = None  # the point where fork() failed (fork_for)
         self.aftermath: dict[str, list[str]] = {}  # point id -> what its kill set off
         self.dies_at: KillPoint | None = None  # in a child: where it dies
         self.every_kill = True  # a child at every point, even where every state is known
@@ -228,7 +234,12 @@ class _Pool:
         sys.stderr.flush()
         read_fd, write_fd = _os.pipe()
         before_fork()  # fewer page-table entries to copy once forks add up (hugepages)
-        pid = fork()  # forks.py: the threads alive here
+        try:
+            pid = fork()  # forks.py: the threads alive here
+        except OSError as exc:  # the machine's limit: the driver run ends here (_drive)
+            _os.close(read_fd), _os.close(write_fd)
+            self.fork_failed = f"{points[0].id}: {exc}"
+            raise finality.killed(Killed(f"faultsim could not fork at {points[0].id}"))
         if pid == 0:  # the child: die here, then resume from what is left
             _os.close(read_fd)
             dies_with_parent()
