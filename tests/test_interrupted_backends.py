@@ -229,3 +229,58 @@ def test_sigterm_ends_a_claude_agent_sdk_sweep_with_its_partial_reports(tmp_path
     found, reports = _run(tmp_path, str(example / "scenario.toml"), "--agent", agent,
                           "--no-transcript-writes", after=1)
     assert_ended_partial(found, reports, 1, "cs_billing")
+
+
+_PYTEST_TEST = """
+import pytest
+
+@pytest.mark.faultsim(scenario={tiny!r}, agent="reference_agent", crashes=1)
+def test_tiny(crash_safety):
+    crash_safety.check()
+"""
+
+
+def test_sigterm_ends_a_pytest_session_with_its_partial_page_and_junit(tmp_path):
+    """The pytest plugin: a session with a faultsim test, SIGTERMed inside its sweep, ends
+    as pytest ends an interrupted one (exit 2, its --junitxml written, here with a
+    `faultsim_partial` property) within seconds, and the --faultsim-html page holds what
+    the stopped test had judged, marked partial."""
+    (tmp_path / "conftest.py").write_text(_HOOK)
+    (tmp_path / "test_stopped.py").write_text(_PYTEST_TEST.format(tiny=str(DATA /
+                                                                           "tiny.toml")))
+    page, junit = tmp_path / "page.html", tmp_path / "junit.xml"
+    found = run_terminated(["-m", "pytest", "-q", "-p", "no:randomly", "-p", "no:xdist",
+                            "-p", "no:cacheprovider", "test_stopped.py", "--junitxml",
+                            str(junit), "--faultsim-html", str(page)], tmp_path, 3,
+                           cwd=tmp_path, env={"PYTHONPATH": str(ROOT)})
+    assert found["status"] == pytest.ExitCode.INTERRUPTED, found["stdout"][-3000:]
+    assert found["seconds"] < 10 and found["left"] == [], found
+    text = page.read_text()
+    data = json.loads(text.split('id="faultsim-data">')[1].split("</script>")[0]
+                      .replace("<\\/", "</"))["report"]
+    partial = data["partial"]
+    line = ("PARTIAL REPORT: terminated (SIGTERM) in test_stopped.py::test_tiny after "
+            "judging 3 crash states")
+    assert data["ok"] is False and partial["crash_states_judged"] == 3
+    assert partial["interrupted"] == "test_stopped.py::test_tiny"
+    assert [r["crash_states"] for r in data["runs"]] == [3]
+    assert f'<div class="partial" role="alert">{line}.' in text
+    properties = {p.get("name"): p.get("value") for p in
+                  ET.parse(junit).getroot().iter("property")}
+    assert properties["faultsim_partial"] == line
+    assert sorted(os.listdir(tmp_path)) == ["conftest.py", "junit.xml", "page.html", "ready",
+                                            "test_stopped.py"]
+
+
+def test_a_session_without_faultsim_tests_keeps_sigterms_default_action(tmp_path):
+    """The other half: the plugin is loaded in every session of an environment with
+    faultsim installed, and handles SIGTERM only in one that has faultsim tests."""
+    (tmp_path / "test_plain.py").write_text(
+        "import os, pathlib, signal, time\n"
+        "def test_plain():\n"
+        "    os.kill(os.getpid(), signal.SIGTERM)\n"
+        "    time.sleep(30)\n")
+    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:randomly", "-p",
+                           "no:xdist", "-p", "no:cacheprovider", "test_plain.py"],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert done.returncode == -signal.SIGTERM, done.stdout
