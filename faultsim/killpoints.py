@@ -196,7 +196,15 @@ def run_cuts(trace: Sequence[Event], run: Sequence[int], cuts: str = "bounded"
     series landed whole) is always kept. Not covered, as `torn_offsets` says, a reader
     whose answer depends on where the cut falls, and here the boundaries between the
     series' writes are among the cuts skipped: a JSONL file written one `os.write` per line
-    reads as a shorter, valid file at each line's end, and only some of them are kept."""
+    reads as a shorter, valid file at each line's end, and only some of them are kept.
+
+    The bound in work and memory: a series over 64 KiB has at most `TORN_MOST` kill points
+    inside it (47; a 50 MB json.dump's 6,528 flushes: 32), whatever the number of its
+    writes, so its crash runs and resumes are those of one write. Each torn state kept
+    holds its own prefix of the file (its flush's old and new bytes, `crashmodel.TornState`),
+    so the states of a series hold at most `TORN_MOST` copies of the file, O(file), never
+    O(writes x file); measured, 12 to 13 live bytes per byte written in all (tracemalloc,
+    4, 8 and 50 MB dumps, two workers; the 50 MB one swept in about 15 s)."""
     sizes = [trace[i].size for i in run]
     total = sum(sizes)
     if cuts == "all" or total <= TORN_ALL_UP_TO:

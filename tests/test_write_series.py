@@ -189,3 +189,59 @@ def test_appends_read_back_and_tear_as_whole_file_writes(sandbox, mode):
         write_lines(60)  # 180 KB: over 20 flushes in every mode
     assert policy.seen == 10
     assert ip.snapshot()["log"] == (line.encode() * 60)[:policy.start + 1000]
+
+
+# -- a small series keeps every boundary: a bug there is found ---------------------------------
+class _ChunkedSave:
+    """A user's agent that saves its state.json in three os.write calls (a series of three
+    writes extending the file), in place or to a temp file renamed over it."""
+
+    def __init__(self, env, atomic: bool):
+        import user_agents
+
+        self.inner, self.atomic, self._module = user_agents.Agent(env), atomic, user_agents
+
+    def _save(self, path: str, data: dict) -> None:
+        text = json.dumps(data).encode()
+        target = path + ".tmp" if self.atomic else path
+        fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+        third = len(text) // 3
+        for chunk in (text[:third], text[third:2 * third], text[2 * third:]):
+            os.write(fd, chunk)
+        os.close(fd)
+        if self.atomic:
+            os.replace(target, path)
+
+    def run(self):  # the module's `save` is this agent's while it runs
+        real, self._module.save = self._module.save, self._save
+        try:
+            return self.inner.run()
+        finally:
+            self._module.save = real
+
+
+@pytest.mark.parametrize("atomic", [False, True])
+def test_a_bug_at_a_boundary_inside_a_small_series_is_found(atomic):
+    """Guard proven twice: a state file under 64 KiB saved in place in three writes fails
+    at the boundaries between them (a kill there leaves a shorter file that does not
+    parse), so those boundaries are kill points of the sweep, each failing; saved to a
+    temp file renamed over it, every point passes."""
+    import faultsim
+    from conftest import DATA
+
+    report = faultsim.explore(lambda env: _ChunkedSave(env, atomic),
+                              faultsim.load_scenario(DATA / "one_charge.toml"), crashes=1,
+                              crash_model="process", workers=1)
+    (run,) = report.runs
+    trace = run.verdicts[0].golden.trace if run.verdicts else []
+    series = [r for r in write_runs(trace) if len(r) == 3]
+    assert series and all(sum(trace[i].size for i in r) <= TORN_ALL_UP_TO for r in series)
+    # the boundaries after the first and the second write of each series
+    inside = {i + 1 for r in series for i in r[:-1]}
+    boundaries = [p for p in run.kill_points if not p.torn and p.index in inside]
+    assert len(boundaries) == 2 * len(series)
+    failing = {v.kill_point.id for v in run.failures}
+    if atomic:
+        assert report.ok
+    else:
+        assert {p.id for p in boundaries} <= failing
