@@ -114,7 +114,10 @@ def kept_torn(state: CrashState, write, offset: int, torn: bytes,
     data = dict(state.files).get(write.path)
     if data is not torn or len(torn) < LARGE:
         return state
-    return TornState(state, write.path, write.new, write.old, write.start + offset, bases)
+    cut = write.start + offset
+    # past the old bytes' end (an append) the recipe reads none of them: not kept alive
+    old = write.old if cut < len(write.old) else b""
+    return TornState(state, write.path, write.new, old, cut, bases)
 
 
 def files_digest(files: "tuple[tuple[str, bytes | None], ...]") -> str:

@@ -167,7 +167,8 @@ def explore_in_process(make_agent: Callable[[AgentEnv], Any], scenario: Scenario
                 plan(Plan(scenario.id, len(points), len(chosen),
                           sweep.owns.counts if sweep.owns is not None  # type: ignore
                           else counted.counts_at(chosen), crashes,
-                          ex.clean_seconds, ex.timeout, largest_write(chosen),
+                          ex.clean_seconds, ex.timeout,
+                          largest_write(chosen, golden.trace),
                           torn_bounded=tuple(bounded), forecasts=forecast))
             if options.budget is not None:
                 within_budget(scenario.path, forecast, options.budget, workers)

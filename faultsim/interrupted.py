@@ -2,10 +2,12 @@
 far, and a `Partial` that marks the report built from them as partial and says how much
 of the plan was judged.
 
-The verdicts travel up with the interrupt itself. The backends keep them in ModelRuns that
-live in the frame of the sweep (in-process: `engine.explore_in_process`; subprocess mode:
-`real.explore`), and an interrupt unwinds that frame before any front end could ask for
-them. `leaves(runs)` around a sweep puts its runs on the KeyboardInterrupt (or the CLI's
+The verdicts travel up with the interrupt itself, the one mechanism of every backend. The
+backends keep them in ModelRuns that live in the frame of the sweep (in-process:
+`engine.explore_in_process`; subprocess mode: `real.explore`; the command and Claude Agent
+SDK backends: the states judged by `pipeline.crashes.sweep`, made into ModelRuns by
+`pipeline.crashes.so_far` and the adapter's `model_runs`), and an interrupt unwinds that
+frame before any front end could ask for them. `leaves(runs)` around a sweep puts its runs on the KeyboardInterrupt (or the CLI's
 Terminated) as it passes, once, by the innermost sweep; `judged(exc)` takes them off in the
 front end, which also knows the plan (`faultsim run`: cli/run.py; the pytest plugin keeps
 its finished tests' runs). Only BaseExceptions that are not Exceptions are marked: an
@@ -42,10 +44,19 @@ def judged(exc: BaseException) -> list:
     return list(vars(exc).get(_JUDGED, ()))
 
 
+class SigtermInterrupt(KeyboardInterrupt):
+    """SIGTERM in a pytest session with faultsim tests (faultsim.pytest.summary): raised as
+    Ctrl-C is, since pytest ends a session on a KeyboardInterrupt as interrupted, with its
+    sessionfinish hooks run and its reports written (--junitxml, --faultsim-html), where a
+    SystemExit (the CLI's Terminated) would only fail the test it lands in."""
+
+
 def reason(exc: BaseException) -> str:
     """How the run was cut short, as the report says it: `interrupted (SIGINT)` for Ctrl-C
     (and a CI service's cancel, which sends SIGINT), `terminated (SIGTERM)` for a kill or a
     timeout (`timeout`, a CI job's limit)."""
+    if isinstance(exc, SigtermInterrupt):
+        return f"terminated ({signal.Signals.SIGTERM.name})"
     if isinstance(exc, KeyboardInterrupt):
         return "interrupted (SIGINT)"
     if type(exc).__name__ == "Terminated":  # cli.exits.Terminated (a front end's class)

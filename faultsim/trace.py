@@ -22,8 +22,14 @@ class WorldSealed(BaseException):
     """The dead incarnation tried to act on the world after its kill."""
 
 
+def hasher(data: bytes = b""):
+    """A `digest` that can be carried on: its `hexdigest()` is `digest` of every byte it
+    was given (a file's digest after an append, from the digest before it)."""
+    return hashlib.blake2b(data, digest_size=6)
+
+
 def digest(data: bytes) -> str:
-    return hashlib.blake2b(data, digest_size=6).hexdigest()
+    return hasher(data).hexdigest()
 
 
 @dataclass(frozen=True)

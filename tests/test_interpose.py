@@ -103,6 +103,14 @@ def test_pyfakefs_internals_are_where_we_hook():
                                              ["self", "name"]), name
     real_dir = _class_defs(fake_file, "FakeDirectoryFromRealDirectory")
     assert "property" in _decorators(real_dir["entries"])  # lazily listed real folders
+    # appends.py: a flush that only extends a file, and the file's bytes kept apart
+    wrapper = _class_defs(fake_file, "FakeFileWrapper")
+    assert _params(wrapper["flush"]) == ["self"]
+    for name in ("update_flush_pos", "_flush_related_files", "_check_open_file", "_is_open"):
+        assert _params(wrapper[name]) == ["self"], name
+    assert _params(ff["is_large_file"]) == ["self"]
+    assert _params(fsdefs["change_disk_usage"])[:4] == ["self", "usage_change", "file_path",
+                                                         "st_dev"]
 
     call = _class_defs(fake_open, "FakeFileOpen")["call"]
     assert _params(call)[:3] == ["self", "file_", "mode"]
@@ -115,6 +123,12 @@ def test_pyfakefs_internals_are_where_we_hook():
     assert hasattr(fs, "_is_windows_fs") and hasattr(fs, "_is_macos") and hasattr(fs, "cwd")
     f = fs.create_file("/x", contents=b"abc")
     assert f._byte_contents == b"abc"
+    assert isinstance(f.epoch, int) and f._side_effect is None
+    with fake_open.FakeFileOpen(fs)("/x", "a") as handle:
+        assert (handle._file_epoch, handle._binary) == (f.epoch, False)
+        assert isinstance(handle._encoding, str)
+        assert handle.allow_update and not handle.is_stream and handle.open_modes.append
+        assert handle._io._bytestream.getvalue() == b"abc"
     assert isinstance(f.st_ino, int) and f.parent_dir is not None
     assert f.path == "/x" and f.name == "x"
     assert fs.resolve("/").entries["x"] is f
@@ -146,7 +160,15 @@ def test_pyfakefs_internals_are_where_we_hook():
         assert wrapper.__wrapped__.__name__ == name
     for cls in (fake_file.FakeBinaryFileWrapper, fake_file.FakeTextFileWrapper):
         assert cls.__getattribute__.__module__ == ours, cls
+    appends = "faultsim.inprocess.appends"
+    assert fake_file.FakeFileWrapper.flush.__module__ == appends
+    assert fake_file.FakeFileWrapper.flush.__wrapped__.__module__ == "pyfakefs.fake_file"
+    assert fake_file.FakeFile.is_large_file.__module__ == appends
+    assert type(inspect.getattr_static(fake_file.FakeFile, "_byte_contents")).__module__ \
+        == appends
     from pyfakefs import fake_io, fake_pathlib, helpers
+
+    assert "_bytestream" in inspect.getsource(helpers.TextBufferIO.__init__)  # appends.py
 
     skipped = helpers.is_called_from_skipped_module
     assert skipped.__module__ == ours and skipped.__wrapped__.__module__ == "pyfakefs.helpers"

@@ -298,7 +298,7 @@ def test_a_pytest_session_stopped_by_ctrl_c_leaves_its_page_marked_partial(statu
     summary = Summary(SimpleNamespace(options=SimpleNamespace(html=str(page))))
     (run,) = json.loads(whole["--json"].read_text())["runs"]
     summary.runs = [["test_x.py::test_small", "whole scenario", run]]
-    summary.pytest_sessionfinish(None, status)
+    summary.pytest_sessionfinish(SimpleNamespace(config=SimpleNamespace(stash={})), status)
     text = page.read_text()
     data = json.loads(text.split('id="faultsim-data">')[1].split("</script>")[0]
                       .replace("<\\/", "</"))["report"]

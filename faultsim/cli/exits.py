@@ -32,15 +32,16 @@ class Terminated(SystemExit):
 
 
 @contextmanager
-def sigterm_unwinds() -> Iterator[None]:
-    """Turn SIGTERM into Terminated, so that every `finally` runs on the way out: the
-    subprocess mode's run folder in /dev/shm is removed like on Ctrl-C. Main thread only
-    (Python runs signal handlers there)."""
+def sigterm_unwinds(terminated: type[BaseException] = Terminated) -> Iterator[None]:
+    """Turn SIGTERM into `terminated` (Terminated; the pytest plugin's is a
+    KeyboardInterrupt, faultsim.interrupted.SigtermInterrupt), so that every `finally` runs
+    on the way out: the subprocess mode's run folder in /dev/shm is removed like on Ctrl-C.
+    Main thread only (Python runs signal handlers there)."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    again = _Redelivery(os.getpid())
-    previous = signal.signal(signal.SIGTERM, again.handler(Terminated))
+    again = _Redelivery(os.getpid(), terminated)
+    previous = signal.signal(signal.SIGTERM, again.handler(terminated))
     previous_int = None
     if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
         previous_int = signal.signal(signal.SIGINT, again.handler(KeyboardInterrupt))
@@ -78,8 +79,8 @@ class _Redelivery:
     # while holding it, and the handler clears `pending` under it, so no resend follows a
     # raise. The main thread takes it only inside the hook, where the handler returns before
     # taking it (`in_hook`): a handler can never wait on a lock its own thread holds.
-    def __init__(self, me: int) -> None:
-        self.me = me
+    def __init__(self, me: int, terminated: type[BaseException] = Terminated) -> None:
+        self.me, self.terminated = me, terminated
         self.lock = threading.Lock()
         self.pending: int | None = None
         self.sending = False  # a resending thread is alive
@@ -102,7 +103,7 @@ class _Redelivery:
         return handle
 
     def hook(self, previous):
-        again = {Terminated: signal.SIGTERM, KeyboardInterrupt: signal.SIGINT}
+        again = {self.terminated: signal.SIGTERM, KeyboardInterrupt: signal.SIGINT}
 
         def unraisable(info) -> None:
             sig = again.get(info.exc_type)

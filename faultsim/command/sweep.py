@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import copy
 import tempfile
+from contextlib import ExitStack
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,7 +19,9 @@ from ..oracle import CrashRun, Golden, judge, unknown_version_refused
 from ..pipeline.golden import COMMAND_ADVICE, CleanRun, golden_checked
 from ..pipeline.probes import PROBE_VERSION, tamper_versions
 from ..pipeline.incarnation import clean_limit, resumed_limit, world_signature
-from ..pipeline.crashes import Found, Kill, landed, sweep, verdicts
+from ..interrupted import leaves
+from ..pipeline.crashes import (Found, Kill, Swept, landed, so_far, sweep, taken,
+                                  verdicts)
 from ..pipeline.sweep import ResumeResult
 from ..report import ModelRun, Report, ResumeSummary, Verdict
 from ..scenario import Scenario
@@ -105,7 +108,8 @@ def explore(command: str, scenario: Scenario, *, crash_models: Sequence[str] = (
         raise UsageError(f"{scenario.path}: its services are served to a command over HTTP "
                          "by faultsim.world.wire, which this faultsim lacks")
     started = time.monotonic()
-    with tempfile.TemporaryDirectory(prefix=f"faultsim-{scenario.id}-") as tmp:
+    with tempfile.TemporaryDirectory(prefix=f"faultsim-{scenario.id}-") as tmp, \
+            ExitStack() as stack:
         base = base or Path(tmp)
         golden, clean = clean_runs(argv, scenario, base, timeout=timeout, seed=seed,
                                    services=services)
@@ -121,8 +125,11 @@ def explore(command: str, scenario: Scenario, *, crash_models: Sequence[str] = (
         result = Exploration(scenario, agent, golden, points, runs, clean=clean)
         backend = _Backend(argv, scenario, base, first, calls, paths, limit, seed,
                            services, result, crash_models)
-        swept = sweep(backend, chosen, golden, share=share, progress=progress)
-        verdicts(runs, swept.judged, golden, backend.engine_point)
+        swept = Swept()
+        # Ctrl-C or SIGTERM: the verdicts judged so far go up with it (faultsim.interrupted)
+        stack.enter_context(leaves(lambda: so_far(runs, swept, golden, backend.engine_point)))
+        sweep(backend, chosen, golden, share=share, progress=progress, swept=swept)
+        verdicts(runs, taken(swept), golden, backend.engine_point)
         result.kills_landed += len(swept.landed)
         result.resumes += swept.resumes
         result.states += len(swept.judged)

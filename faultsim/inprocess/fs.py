@@ -11,6 +11,8 @@ guarded by tests/test_interpose.py::test_pyfakefs_internals_are_where_we_hook):
 - `FakeFilesystem.rename`: `os.rename`, `os.replace`, `Path.replace`, `shutil.move`, as one
   event (its inner add/remove are folded into it);
 - `FakeOsModule.fsync` / `fdatasync`: no-ops in pyfakefs, recorded here for the power model.
+- `FakeFileWrapper.flush`, `FakeFile._byte_contents` (`appends.py`): a flush that only
+  extends a file hands over its new bytes (`FsInterposer.appended`), kept apart until read.
 
 The hooks are installed on the classes once, before any `Patcher` is built (so a module
 that did `from os import fsync` still gets the hooked function), and do nothing unless an
@@ -25,6 +27,7 @@ from typing import Any
 from pyfakefs import fake_file, fake_filesystem, fake_os
 
 from .. import finality
+from . import appends
 from ..crashmodel import DIR, Durability  # what a snapshot and an fsync record
 from ..netguard import call_site
 from ..trace import Killed, PendingWrite, Tracer, digest
@@ -46,6 +49,7 @@ def install() -> None:
     orig_add, orig_remove = FakeDirectory.add_entry, FakeDirectory.remove_entry
     orig_rename = FakeFilesystem.rename
     orig_fsync, orig_fdatasync = FakeOsModule.fsync, FakeOsModule.fdatasync
+    appends.install(lambda: _active)  # a flush that only extends a file: O(what it adds)
 
     def set_initial_contents(self, contents):
         finality.refuse_stray("write", self.name)
@@ -622,6 +626,37 @@ class FsInterposer:
         self.tracer.emit(kind, rel, f"{len(old)}->{len(new)} {digest(new)}",
                          size=len(new) - write.start)
         return result
+
+    def appended(self, obj, length: int, tail: bytes) -> bool:
+        """A flush that only appends `tail` to the `length` bytes of `obj` (appends.py):
+        the event, the torn points and the kill `_content` gives the same flush of the
+        whole file, in O(len(tail)). False: not the sandbox's file (the caller flushes the
+        whole file instead, and `_content` judges it)."""
+        finality.refuse_stray("write", obj.name)
+        path = _path_of(obj)
+        rel = None if path is None else self.rel(path)
+        if rel is None or self.killed:
+            return False
+
+        def apply(contents: bytes) -> None:  # a torn version, the whole file's bytes
+            self.quiet += 1
+            try:
+                obj.set_initial_contents(contents)
+            finally:
+                self.quiet -= 1
+
+        write = appends.AppendedWrite(rel, obj, length, tail, apply)
+        torn = self.tracer.before_write(write)
+        if torn is not None:  # a kill inside this write: part of it landed, then death
+            apply(torn)
+            self.kill()
+            raise finality.killed(Killed(f"killed inside the write to {rel}"))
+        new_digest = appends.extend(obj, tail)
+        self._dirty(obj, rel)
+        self.last_touched = rel
+        self.tracer.emit("fs.write", rel, f"{length}->{length + len(tail)} {new_digest}",
+                         size=len(tail))
+        return True
 
     def _truncate(self, obj, st_size, apply):
         old = obj._byte_contents or b""

@@ -97,6 +97,7 @@ class Swept:
     landed: list = field(default_factory=list)
     judged: list[Judged] = field(default_factory=list)
     missed: list = field(default_factory=list)
+    taken: int = 0  # of `judged`, those `taken` gave out already (each verdict made once)
 
     @property
     def resumes(self) -> int:
@@ -209,6 +210,23 @@ def verdicts(runs: dict[str, ModelRun], judged: Iterable[Judged], golden: Golden
             run.judged += j.shared is None and not j.unjudged
             run.reused += j.shared is not None
             run.escalated += r.escalated
+
+
+def taken(swept: Swept) -> list[Judged]:
+    """The states judged since the last call: each made into verdicts once, whether the
+    sweep ends or is cut short (`so_far`)."""
+    new = swept.judged[swept.taken:]
+    swept.taken = len(swept.judged)
+    return new
+
+
+def so_far(runs: dict[str, ModelRun], swept: Swept, golden: Golden,
+           engine_point: Callable[[Any], KillPoint]) -> list[ModelRun]:
+    """A sweep cut short by Ctrl-C or SIGTERM (`faultsim.interrupted.leaves` calls this as
+    the interrupt passes): `runs` with the verdicts of every state judged so far, the
+    runs an interrupted report is made of."""
+    verdicts(runs, taken(swept), golden, engine_point)
+    return list(runs.values())
 
 
 def explored(judged: Iterable[Judged], model: str) -> list[Any]:

@@ -8,10 +8,11 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
 from ..crashmodel import CrashState, files_digest
-from ..killpoints import KillPoint, torn_bounded_line
+from ..killpoints import KillPoint, torn_bounded_line, write_runs
 from ..oracle import (OUTPUTS, RESUME_GUARDS, STATE_GUARDS, CrashRun, Golden, Violation,
                       judge, no_work_after_kill)
 from ..report import ModelRun, ResumeSummary, Verdict
+from ..trace import Event
 
 
 @dataclass
@@ -376,18 +377,29 @@ class Plan:
     forecasts: tuple = ()
 
 
-def largest_write(points: Sequence[KillPoint]) -> tuple[int, int, str] | None:
+def largest_write(points: Sequence[KillPoint], trace: Sequence[Event] = ()
+                  ) -> tuple[int, int, str] | None:
     """The write with the most torn kill points among `points`: (its torn kill points, its
-    length in bytes, the write in words); None without any. Its length is its last cut
-    plus one: every torn write is cut one byte short of its end (killpoints.torn_offsets),
-    so this is exact for a write explored whole and a lower bound for one narrowed."""
+    length in bytes, the write in words); None without any. Given the clean run's `trace`,
+    a series of consecutive writes extending one file (killpoints.write_runs: cut as one
+    write) is one write here, named by its first, and its length is what it wrote.
+    Without it, its length is its last cut plus one: every torn write is cut one byte
+    short of its end (killpoints.torn_offsets), so this is exact for a write explored
+    whole and a lower bound for one narrowed."""
+    first: dict[int, int] = {}  # a write's event index -> its series' first write's
+    length: dict[int, int] = {}  # the first write's index -> the series' bytes
+    for run in write_runs(trace):
+        length[run[0] + 1] = sum(trace[i].size for i in run)
+        first.update((i + 1, run[0] + 1) for i in run)
     torn: dict[int, list[KillPoint]] = {}
     for p in points:
         if p.torn:
-            torn.setdefault(p.index, []).append(p)
+            torn.setdefault(first.get(p.index, p.index), []).append(p)
     if not torn:
         return None
-    cuts = max(torn.values(), key=len)  # the first of the largest, in event order
+    index, cuts = max(torn.items(), key=lambda kv: len(kv[1]))  # the first of the largest
+    if index in length:
+        return len(cuts), length[index], trace[index - 1].describe()
     return len(cuts), max(p.offset for p in cuts) + 1, cuts[0].where  # type: ignore
 
 

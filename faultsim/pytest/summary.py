@@ -1,5 +1,7 @@
 """The session's faultsim summary: what each faultsim test explored (xdist workers' too:
-user_properties travel with the report), printed at the end, and the session's HTML page."""
+user_properties travel with the report), printed at the end, and the session's HTML page;
+a session stopped by Ctrl-C or SIGTERM leaves that page marked partial, with what the test
+it stopped had judged."""
 from __future__ import annotations
 
 import json
@@ -24,6 +26,39 @@ class Summary:
         self.controller = controller  # not an xdist worker: the one to write the page
         self.entries: list = []
         self.runs: list = []  # (test, mode, a JSON report's run), for --faultsim-html
+        self.current: str | None = None  # the test running now
+        self.faultsim_tests = False  # the session collected some: SIGTERM is then handled
+        self.cut: tuple | None = None  # (Partial's reason, the ModelRuns an interrupt carried)
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtestloop(self, session: pytest.Session) -> Any:
+        """SIGTERM (a CI job's timeout) ends a session with faultsim tests as Ctrl-C does
+        (`SigtermInterrupt`): every `finally` of the sweep runs (its processes killed, its
+        folders removed), pytest writes its reports and this page is left, marked partial.
+        Only then, and only where SIGTERM had its default action: a session without
+        faultsim tests, or one whose SIGTERM someone else handles, is left as it was."""
+        import signal
+
+        from ..interrupted import SigtermInterrupt
+
+        if not self.faultsim_tests or signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+            return (yield)
+        from ..cli.exits import sigterm_unwinds
+
+        with sigterm_unwinds(SigtermInterrupt):
+            return (yield)
+
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        self.faultsim_tests = any({"crash_safety", "faultsim"} & set(
+            getattr(item, "fixturenames", ())) for item in session.items)
+
+    def pytest_runtest_logstart(self, nodeid: str, location: Any) -> None:
+        self.current = nodeid
+
+    def pytest_keyboard_interrupt(self, excinfo: Any) -> None:
+        from ..interrupted import judged, reason, settle
+
+        self.cut = (reason(excinfo.value), [settle(run) for run in judged(excinfo.value)])
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         if report.when == "call" or (report.when == "setup" and report.skipped):
@@ -32,19 +67,28 @@ class Summary:
             self.runs += [json.loads(value) for name, value in report.user_properties
                           if name == "faultsim_run"]
 
+    @pytest.hookimpl(tryfirst=True)  # before pytest's --junitxml writes its file
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         path = self.state.options.html
+        partial = None
+        if exitstatus == pytest.ExitCode.INTERRUPTED:
+            # Ctrl-C or SIGTERM: the tests that ended, and what the one stopped had judged
+            from ..interrupted import Partial
+
+            why, cut = self.cut or ("interrupted (SIGINT)", [])
+            finished = sorted({test for test, _, _ in self.runs})
+            self.runs += [(self.current, "whole scenario", run.to_json()) for run in cut]
+            partial = Partial(why, sum(r["crash_states"] for _, _, r in self.runs),
+                              finished=finished,
+                              interrupted=self.current if cut else None)
+            _junit_property(session.config, "faultsim_partial", partial.headline())
         if path and self.controller:
             from ..html_report import session_report, write_html
 
             page = session_report(self.runs)
-            if exitstatus == pytest.ExitCode.INTERRUPTED:  # Ctrl-C: the tests that ended
-                from ..interrupted import Partial
-
+            if partial is not None:
                 page["ok"] = False
-                page["partial"] = Partial(
-                    "interrupted (SIGINT)", sum(r["crash_states"] for _, _, r in self.runs),
-                    finished=sorted({test for test, _, _ in self.runs})).to_json()
+                page["partial"] = partial.to_json()
             write_html(page, path, what="--faultsim-html")
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
@@ -59,6 +103,16 @@ class Summary:
             terminalreporter.write_line(f"note: {note}")
         if self.state.options.html and self.controller:
             terminalreporter.write_line(f"HTML report: {self.state.options.html}")
+
+
+def _junit_property(config: pytest.Config, name: str, value: str) -> None:
+    """A property of the session's --junitxml file (pytest's, written after this), as
+    `record_testsuite_property` adds one; nothing without --junitxml."""
+    from _pytest.junitxml import xml_key
+
+    xml = config.stash.get(xml_key, None)
+    if xml is not None:
+        xml.add_global_property(name, value)
 
 
 def summary_lines(entries: list, budget: float | None) -> list[str]:

@@ -109,7 +109,8 @@ def explore_resolved(agent: str, scenario: Scenario, options: ExploreOptions, *,
         sweep = Sweep(golden, {"process": run}, equivalences=False, keep_traces=crashes >= 2)
         if plan is not None:
             plan(Plan(scenario.id, len(points), len(chosen), {"process": len(chosen)},
-                      crashes, timeout=pool.timeout, largest_write=largest_write(chosen),
+                      crashes, timeout=pool.timeout,
+                      largest_write=largest_write(chosen, golden.trace),
                       torn_bounded=tuple(bounded)))
         golden_seconds = _real_time.real_perf_counter() - started
         first = Target((), sweep, chosen)

@@ -35,7 +35,8 @@ def run(agent: str, scenario: Scenario, crash_models: Sequence[str], *, timeout:
     "power"), as faultsim's report."""
     models = tuple(m for m in CRASH_MODELS if m in crash_models)
     found = explore(load(agent), scenario, power="power" in models, only=only,
-                    timeout=timeout, writes=writes, progress=progress)
+                    timeout=timeout, writes=writes, progress=progress,
+                    leaving=lambda cut: model_runs(cut, agent, models, timeout=timeout))
     return found, model_runs(found, agent, models, timeout=timeout)
 
 

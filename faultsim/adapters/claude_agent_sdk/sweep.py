@@ -4,6 +4,7 @@ crash states, memo key (`memo.py`) and resume (`Backend`); and `survey`, its bud
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 import re
 import time
@@ -15,7 +16,8 @@ from ...crashmodel import CrashState
 from ...errors import AgentFailedCleanly, NonDeterminismError
 from ...killpoints import KillPoint as EnginePoint
 from ...oracle import CrashRun, Golden
-from ...pipeline.crashes import Found, Kill, judge_state, sweep
+from ...interrupted import leaves
+from ...pipeline.crashes import Found, Kill, Swept, judge_state, sweep
 from ...pipeline.golden import agree
 from ...pipeline.sweep import ResumeResult, Shared
 from ...scenario import Scenario
@@ -157,7 +159,8 @@ def explore(run: AgentRun, scenario: Scenario, *, prefixes: str = "messages",
             timeout: float = 60.0, settle: float = 0.3, root: Path | None = None,
             writes: bool | None = None,
             progress: Callable[[str], None] | None = None,
-            share: bool = True, stops: bool = True) -> Exploration:
+            share: bool = True, stops: bool = True,
+            leaving: Callable[[Exploration], list] | None = None) -> Exploration:
     """Kill the agent at each kill point of its clean run (or those `only` keeps), resume it
     from every crash state the kill may leave, and judge each with faultsim's oracle.
     `writes` adds the kills inside the CLI's transcript writes (by strace; None: where
@@ -166,7 +169,9 @@ def explore(run: AgentRun, scenario: Scenario, *, prefixes: str = "messages",
     `share=False` resumes every state (as the command backend's `share=False`).
     `stops`: one run reads the crash state of every point where the CLI waits on faultsim,
     stopping the CLI's process group there and letting it go on (`Controller._stop`);
-    `stops=False` kills a crash run of its own at each point (the long way)."""
+    `stops=False` kills a crash run of its own at each point (the long way). `leaving`
+    makes the report's runs of an exploration cut short (Ctrl-C, SIGTERM: what the
+    interrupt carries up, `faultsim.interrupted`)."""
     if prefixes not in PREFIXES:
         raise ValueError(f"prefixes {prefixes!r}: expected one of {', '.join(PREFIXES)}")
     if writes is None:
@@ -187,7 +192,16 @@ def explore(run: AgentRun, scenario: Scenario, *, prefixes: str = "messages",
         chosen = [kp for kp in points if only is None or only(kp)]
         backend = Backend(run, scenario, root, golden, len(points), result, prefixes,
                           power, timeout, settle, chosen if stops else [])
-        swept = sweep(backend, chosen, golden, share=share, progress=progress)
+        swept = Swept()
+
+        def so_far() -> list:  # the states judged until the interrupt
+            return leaving(dataclasses.replace(
+                result, verdicts=[Verdict.of(j) for j in swept.judged],
+                kills_landed=result.kills_landed + len(swept.landed),
+                seconds=time.monotonic() - started)) if leaving is not None else []
+
+        with leaves(so_far):
+            sweep(backend, chosen, golden, share=share, progress=progress, swept=swept)
         result.kills_landed += len(swept.landed)
         result.incarnations += swept.resumes
         result.writes_missed.extend(swept.missed)

@@ -1,0 +1,286 @@
+"""SIGTERM (a CI job's timeout, `timeout`, a runner's cancel) ends a run within seconds on
+every backend, and the run leaves the report of what it judged, marked partial, in every
+form asked for; no process of the run is left (issue 51, item 6 and "What to build").
+
+Each run is a process of its own, started the way a CI job starts it, under a launcher
+that adopts every process the run leaves behind (PR_SET_CHILD_SUBREAPER): an orphan of
+the run is reparented to the launcher, which lists what is still alive once faultsim has
+exited. A hook in the run (`_HOOK`) marks the moment the N-th crash state has been
+judged, through the one place each family of backends records one (`Sweep.record`: the
+in-process and subprocess modes; `pipeline.crashes.line`: the command and Claude Agent SDK
+backends), then keeps the sweep busy: the report must count exactly those N."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+from conftest import DATA
+
+ROOT = Path(__file__).resolve().parent.parent
+
+# In the run: the moment the N-th first crash state is judged, a file says so; then the
+# sweep stays busy (a long crash run) until the signal comes.
+_HOOK = """
+import os, sys, time
+from faultsim.realfile import write_bytes
+READY, AFTER = os.environ["FAULTSIM_TEST_READY"], int(os.environ["FAULTSIM_TEST_AFTER"])
+ME = os.getpid()
+
+def judged(count):
+    if count == AFTER and os.getpid() == ME:
+        write_bytes(READY, b"")  # the real file system (this may run under pyfakefs)
+        time.sleep(120)
+
+from faultsim.pipeline.sweep import Sweep
+_record = Sweep.record
+def record(self, *args, **kwargs):
+    _record(self, *args, **kwargs)
+    if not self.earlier:
+        judged(sum(len(r.verdicts) for r in self.runs.values()))
+Sweep.record = record
+
+from faultsim.pipeline import crashes
+_line, _count = crashes.line, [0]
+def line(j):  # called once per state, right after the sweep appended it
+    _count[0] += 1
+    judged(_count[0])
+    return _line(j)
+crashes.line = line
+"""
+
+_CLI = _HOOK + """
+from faultsim.cli import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+# Adopts the run's orphans, forwards SIGTERM to the run alone (as `timeout` does), and
+# prints, as JSON: the run's exit status, the seconds from the signal to its exit, and the
+# processes still alive among those it left.
+_LAUNCH = """
+import ctypes, json, os, signal, sys, time
+ctypes.CDLL(None).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
+pid = os.fork()
+if pid == 0:
+    os.execv(sys.executable, [sys.executable, *sys.argv[1:]])
+sent = []
+def forward(signum, frame):
+    sent.append(time.monotonic())
+    os.kill(pid, signal.SIGTERM)
+signal.signal(signal.SIGTERM, forward)
+while True:
+    try:
+        _, status = os.waitpid(pid, 0)
+        break
+    except InterruptedError:
+        pass
+ended = time.monotonic()
+
+def alive():
+    found = []
+    while True:  # reap the adopted ones that died
+        try:
+            if os.waitpid(-1, os.WNOHANG)[0] == 0:
+                break
+        except ChildProcessError:
+            break
+    for entry in os.listdir("/proc"):
+        try:
+            stat = open(f"/proc/{entry}/stat").read()
+            cmd = open(f"/proc/{entry}/cmdline", "rb").read().replace(b"\\0", b" ")
+        except (OSError, ValueError):
+            continue
+        fields = stat.rsplit(")", 1)[1].split()
+        if int(fields[1]) == os.getpid() and fields[0] != "Z":
+            found.append(f"{entry} {cmd.decode(errors='replace')[:200]}")
+    return found
+
+deadline = time.monotonic() + 5  # killed ones may take a moment to go
+left = alive()
+while left and time.monotonic() < deadline:
+    time.sleep(0.05)
+    left = alive()
+for line in left:
+    pid_ = int(line.split()[0])
+    try:
+        os.kill(pid_, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+print(json.dumps({"status": os.waitstatus_to_exitcode(status),
+                  "seconds": ended - sent[0] if sent else None, "left": left}))
+"""
+
+
+def run_terminated(argv: list[str], folder: Path, after: int, *, ready_within: float = 180,
+                   cwd: Path = ROOT, env: dict | None = None) -> dict:
+    """Run `python ARGV` under the launcher; once `after` crash states are judged, SIGTERM
+    it; what the launcher found, with the run's stdout and stderr."""
+    ready = folder / "ready"
+    environ = {**os.environ, **(env or {}), "FAULTSIM_TEST_READY": str(ready),
+               "FAULTSIM_TEST_AFTER": str(after)}
+    proc = subprocess.Popen([sys.executable, "-c", _LAUNCH, *argv], cwd=cwd,
+                            env=environ, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, start_new_session=True)
+    try:
+        deadline = time.monotonic() + ready_within
+        while not ready.exists() and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)  # polling the file the run writes
+        if not ready.exists():
+            proc.kill()
+            out, err = proc.communicate()
+            pytest.fail(f"no crash state judged in {ready_within} s:\n{out[-3000:]}\n"
+                        f"{err[-3000:]}")
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    found = json.loads(out.splitlines()[-1])
+    found["stdout"], found["stderr"] = "\n".join(out.splitlines()[:-1]), err
+    return found
+
+
+def _reports(folder: Path) -> dict[str, Path]:
+    return {"--json": folder / "r.json", "--junit": folder / "r.xml",
+            "--html": folder / "r.html", "--summary-md": folder / "summary.md"}
+
+
+def assert_ended_partial(found: dict, reports: dict[str, Path], judged: int,
+                         scenario: str) -> dict:
+    """The run ended as SIGTERM ends it, within seconds, nothing left running, and every
+    report says it is partial and counts the `judged` crash states it judged."""
+    assert found["status"] == 128 + signal.SIGTERM, found["stderr"][-3000:]
+    assert found["seconds"] < 10, found
+    assert found["left"] == [], found["left"]
+    assert found["stderr"].splitlines()[-1] == "faultsim: terminated"
+    data = json.loads(reports["--json"].read_text())
+    partial = data["partial"]
+    assert data["ok"] is False and partial["reason"] == "terminated (SIGTERM)"
+    assert partial["crash_states_judged"] == judged == sum(
+        r["crash_states"] for r in data["runs"])
+    assert partial["interrupted"] == scenario and partial["finished"] == []
+    planned = partial["crash_states_planned"]
+    assert planned is None or planned > judged
+    line = (f"PARTIAL REPORT: terminated (SIGTERM) in {scenario} after judging {judged}"
+            + ("" if planned is None else f" of {planned}") + " crash states")
+    assert line in found["stdout"].splitlines()
+    junit = ET.parse(reports["--junit"]).getroot()
+    assert junit.find("testsuite").get("name") == "faultsim [partial]"
+    assert junit.find("testsuite/testcase/error").get("message") == line
+    assert reports["--summary-md"].read_text().splitlines()[0] == f"## faultsim: {line}"
+    page = reports["--html"].read_text()
+    assert f'<div class="partial" role="alert">{line}.' in page
+    assert sorted(os.listdir(reports["--json"].parent)) == sorted(
+        p.name for p in reports.values())  # no temp file beside them
+    return data
+
+
+def _flags(reports: dict[str, Path]) -> list[str]:
+    return [x for option, path in reports.items() for x in (option, str(path))]
+
+
+def _run(tmp_path: Path, *args: str, after: int, **kw) -> tuple[dict, dict[str, Path]]:
+    out = tmp_path / "out"
+    out.mkdir()
+    reports = _reports(out)
+    found = run_terminated(["-c", _CLI, "run", *args, *_flags(reports)], tmp_path, after,
+                           **kw)
+    return found, reports
+
+
+@pytest.mark.parametrize("mode", ["in-process", "subprocess"])
+def test_sigterm_ends_a_python_agents_sweep_with_its_partial_reports(mode, tmp_path):
+    """The reference agent on tiny.toml, one crash per schedule: in-process (forked
+    workers) and in subprocess mode (fork servers, a redis-less store)."""
+    found, reports = _run(tmp_path, str(DATA / "tiny.toml"), "--crashes", "1", "--mode",
+                          mode, "--workers", "2", after=3)
+    data = assert_ended_partial(found, reports, 3, "tiny")
+    assert data["runs"][0]["mode"] == mode
+
+
+def test_sigterm_ends_a_commands_sweep_with_its_partial_reports(tmp_path):
+    """An agent run as a command (cmd:, the command backend: strace, a jail, a process
+    group per incarnation)."""
+    from faultsim.command.syscalls import strace_unavailable
+
+    if strace_unavailable() is not None:
+        pytest.skip(f"strace: {strace_unavailable()}")
+    agent = f"cmd:{sys.executable} {ROOT / 'tests' / 'command_agents' / 'raw_agent.py'}"
+    found, reports = _run(tmp_path, str(ROOT / "examples" / "any_language" /
+                                        "scenario.toml"),
+                          "--agent", agent, "--crash-model", "process", after=2)
+    data = assert_ended_partial(found, reports, 2, "any_language_pay")
+    assert data["runs"][0]["agent"] == agent
+
+
+def test_sigterm_ends_a_claude_agent_sdk_sweep_with_its_partial_reports(tmp_path):
+    """A Claude Agent SDK agent (its own CLI processes, the loopback fake model)."""
+    pytest.importorskip("claude_agent_sdk", reason="claude-agent-sdk is not installed")
+    example = ROOT / "examples" / "claude_agent_sdk"
+    agent = f"claude-agent-sdk:{example / 'claude_billing_agent.py'}:run_billing"
+    found, reports = _run(tmp_path, str(example / "scenario.toml"), "--agent", agent,
+                          "--no-transcript-writes", after=1)
+    assert_ended_partial(found, reports, 1, "cs_billing")
+
+
+_PYTEST_TEST = """
+import pytest
+
+@pytest.mark.faultsim(scenario={tiny!r}, agent="reference_agent", crashes=1)
+def test_tiny(crash_safety):
+    crash_safety.check()
+"""
+
+
+def test_sigterm_ends_a_pytest_session_with_its_partial_page_and_junit(tmp_path):
+    """The pytest plugin: a session with a faultsim test, SIGTERMed inside its sweep, ends
+    as pytest ends an interrupted one (exit 2, its --junitxml written, here with a
+    `faultsim_partial` property) within seconds, and the --faultsim-html page holds what
+    the stopped test had judged, marked partial."""
+    (tmp_path / "conftest.py").write_text(_HOOK)
+    (tmp_path / "test_stopped.py").write_text(_PYTEST_TEST.format(tiny=str(DATA /
+                                                                           "tiny.toml")))
+    page, junit = tmp_path / "page.html", tmp_path / "junit.xml"
+    found = run_terminated(["-m", "pytest", "-q", "-p", "no:randomly", "-p", "no:xdist",
+                            "-p", "no:cacheprovider", "test_stopped.py", "--junitxml",
+                            str(junit), "--faultsim-html", str(page)], tmp_path, 3,
+                           cwd=tmp_path, env={"PYTHONPATH": str(ROOT)})
+    assert found["status"] == pytest.ExitCode.INTERRUPTED, found["stdout"][-3000:]
+    assert found["seconds"] < 10 and found["left"] == [], found
+    text = page.read_text()
+    data = json.loads(text.split('id="faultsim-data">')[1].split("</script>")[0]
+                      .replace("<\\/", "</"))["report"]
+    partial = data["partial"]
+    line = ("PARTIAL REPORT: terminated (SIGTERM) in test_stopped.py::test_tiny after "
+            "judging 3 crash states")
+    assert data["ok"] is False and partial["crash_states_judged"] == 3
+    assert partial["interrupted"] == "test_stopped.py::test_tiny"
+    assert [r["crash_states"] for r in data["runs"]] == [3]
+    assert f'<div class="partial" role="alert">{line}.' in text
+    properties = {p.get("name"): p.get("value") for p in
+                  ET.parse(junit).getroot().iter("property")}
+    assert properties["faultsim_partial"] == line
+    assert sorted(os.listdir(tmp_path)) == ["conftest.py", "junit.xml", "page.html", "ready",
+                                            "test_stopped.py"]
+
+
+def test_a_session_without_faultsim_tests_keeps_sigterms_default_action(tmp_path):
+    """The other half: the plugin is loaded in every session of an environment with
+    faultsim installed, and handles SIGTERM only in one that has faultsim tests."""
+    (tmp_path / "test_plain.py").write_text(
+        "import os, pathlib, signal, time\n"
+        "def test_plain():\n"
+        "    os.kill(os.getpid(), signal.SIGTERM)\n"
+        "    time.sleep(30)\n")
+    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:randomly", "-p",
+                           "no:xdist", "-p", "no:cacheprovider", "test_plain.py"],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert done.returncode == -signal.SIGTERM, done.stdout
