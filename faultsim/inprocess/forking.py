@@ -237,7 +237,8 @@ class _Pool:
         try:
             pid = fork()  # forks.py: the threads alive here
         except OSError as exc:  # the machine's limit: the driver run ends here (_drive)
-            _os.close(read_fd), _os.close(write_fd)
+            _os.close(read_fd)
+            _os.close(write_fd)
             self.fork_failed = f"{points[0].id}: {exc}"
             raise finality.killed(Killed(f"faultsim could not fork at {points[0].id}"))
         if pid == 0:  # the child: die here, then resume from what is left

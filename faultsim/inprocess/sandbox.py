@@ -259,8 +259,8 @@ class Explorer:
         self.course, self.convergence_off = None, None
         if not self.convergence:
             self.convergence_off = "switched off (convergence=False)"
-        elif cpython.unknown() is not None:  # frames and bytecode not read here: no cut
-            self.convergence_off = cpython.unknown()
+        elif unread := cpython.unknown():  # frames and bytecode not read here: no cut
+            self.convergence_off = unread
         elif strays:
             self.convergence_off = "the clean run left threads working after run() returned"
         elif recorders[0].keys != recorders[1].keys:
