@@ -7,6 +7,7 @@ import anthropic
 import pytest
 from anthropic.types import Message, TextBlock, ToolUseBlock
 
+from faultsim.model import sdk
 from faultsim.model import (ApiFault, FakeClaude, InvalidRequest, Script, ToolCall, Turn,
                             validate_request)
 
@@ -400,8 +401,11 @@ def test_without_retries_the_fault_raises_the_sdk_error(kind, exc_type):
     assert len(fake.requests) == 1
 
 
-def test_overloaded_is_an_internal_server_error_and_500_is_not_overloaded():
-    assert issubclass(anthropic.OverloadedError, anthropic.InternalServerError)
+def test_overloaded_is_the_sdks_own_class_and_500_is_not_overloaded():
+    # the SDK maps the status, not the fake: from 2.5 a 529 is an InternalServerError,
+    # before it an APIStatusError beside it, as the agent meets it in production
+    assert issubclass(anthropic.OverloadedError, anthropic.InternalServerError) == \
+        (sdk.version() >= (2, 5))
     fake = FakeClaude(script([ApiFault(at=0, kind="500")]))
     with pytest.raises(anthropic.InternalServerError) as info:
         ask(fake.client(max_retries=0), [user()])
@@ -534,7 +538,6 @@ def test_a_client_the_agent_builds_itself_is_served_whatever_its_base_url(monkey
     import dataclasses
 
     import anthropic
-    import httpx2
 
     import faultsim
     import reference_agent
@@ -546,7 +549,7 @@ def test_a_client_the_agent_builds_itself_is_served_whatever_its_base_url(monkey
     def make_agent(env):
         client = anthropic.Anthropic(base_url="https://llm-proxy.example/anthropic")
         seen["transport"] = type(client._client._transport).__name__
-        untouched = anthropic.Anthropic(api_key="k", http_client=httpx2.Client())
+        untouched = anthropic.Anthropic(api_key="k", http_client=sdk.http().Client())
         seen["own"] = type(untouched._client._transport).__name__
         return reference_agent.make_agent(dataclasses.replace(env, client=client))
 
