@@ -77,17 +77,20 @@ def test_an_unserved_sdk_is_refused_in_one_line_naming_it(monkeypatch, version, 
 
 @pytest.mark.parametrize("mode", ["in-process", "subprocess"])
 def test_faultsim_run_refuses_an_unserved_sdk_with_a_usage_error(tmp_path, mode):
-    # the CLI in a fresh interpreter whose SDK says 3.0.0: one line, exit 2, no report
-    code = ("import sys, anthropic; anthropic.__version__ = '3.0.0'; "
+    """The CLI in a fresh interpreter whose SDK says 0.48.0: exit 2 before any work, the
+    one line docs/index.md shows, no file left."""
+    code = ("import sys, anthropic; anthropic.__version__ = '0.48.0'; "
             "from faultsim.cli import main; sys.exit(main(sys.argv[1:]))")
     done = subprocess.run([sys.executable, "-c", code, "run", str(ROOT / "tests/data/tiny.toml"),
                            "--agent", "reference_agent", "--mode", mode, "--crash-model",
                            "process"], cwd=tmp_path, capture_output=True, text=True,
                           timeout=120, env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert done.returncode == 2, done.stderr
-    assert done.stderr.count("\n") == 1 and "anthropic 3.0.0 is installed" in done.stderr
-    assert "serves anthropic 0.49 or later, below 3" in done.stderr
     assert list(tmp_path.iterdir()) == []
+    line = done.stderr.replace(os.path.dirname(os.path.dirname(os.path.dirname(anthropic.__file__))), "...")
+    page = (ROOT / "docs" / "index.md").read_text()
+    shown = page.split(f"::{test_faultsim_run_refuses_an_unserved_sdk_with_a_usage_error.__name__} -->\n```\n")[1]
+    assert line == shown.split("```")[0]
 
 
 # -- the bridge, on plain httpx (any venv that has httpx) ------------------------------------
