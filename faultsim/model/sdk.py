@@ -18,6 +18,7 @@ Part of the fake Claude (layer 2): imports httpx2, `errors`, and lazily anthropi
 and `bridge`."""
 from __future__ import annotations
 
+import importlib
 import importlib.metadata
 import os
 import re
@@ -79,6 +80,9 @@ def load() -> tuple[int, int]:
     """Import the SDK (over a second: callers do it once, before any run), refuse an
     unserved one in one line, and do now what its first request would do that an agent's
     run cannot contain. Returns its version."""
+    # imported here, not only looked up: the SDK builds its pydantic models at import,
+    # which fails under a run's frozen clock (freezegun's FakeDatetime)
+    importlib.import_module("anthropic")
     served = check()
     if served < HTTPX2_FROM:
         # 0.x up to 0.120 at least (0.125 no longer does): the SDK's `get_platform` runs
