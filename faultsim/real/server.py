@@ -57,7 +57,6 @@ REDIS_PREFIX = "@"  # crash-state entries that are Redis keys, not files ("@redi
 
 def _setup(init: dict, same: SamePath) -> Context:
     import gc
-    import importlib
 
     from ..model import sdk
 
