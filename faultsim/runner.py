@@ -1,7 +1,6 @@
 """One scenario run: a world, a sandbox workdir, and incarnations of the agent in it."""
 from __future__ import annotations
 
-import importlib
 import tempfile
 from contextlib import ExitStack
 from dataclasses import dataclass, field
@@ -9,6 +8,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from .agent import AgentEnv, Outcome, outcome_of, run_incarnation
+from .model import sdk
 from .scenario import Scenario
 from .world import World
 
@@ -62,7 +62,7 @@ class ScenarioRun:
     def __enter__(self) -> "ScenarioRun":
         # the SDK builds its pydantic models at import: under the frozen clock they would
         # meet freezegun's FakeDatetime and fail (a first run in a fresh interpreter)
-        importlib.import_module("anthropic")
+        sdk.load()
         if self.workdir is None:
             self.workdir = Path(self._stack.enter_context(
                 tempfile.TemporaryDirectory(prefix=f"faultsim-{self.scenario.id}-")))

@@ -17,7 +17,7 @@ from faultsim import load_scenario
 from helpers import scenario_from
 from faultsim.engine import explore
 from faultsim.model import ApiFault, FakeClaude, Script, ToolCall, Turn
-from faultsim.model import sse
+from faultsim.model import sdk, sse
 from faultsim.model.endpoint import serve
 
 TASK = "Refund order ORD-7."
@@ -131,14 +131,16 @@ def test_a_stream_cut_raises_mid_stream_and_a_retry_gets_the_same_turn():
     fake = FakeClaude(script(faults=[ApiFault(0, "stream_cut")]))
     client = fake.client()
     seen = []
-    # anthropic <= 2.16 lets the transport's error through; 2.17 wraps a failed body read in
-    # APIConnectionError, as it does for a real connection cut mid-stream.
-    with pytest.raises((httpx2.RemoteProtocolError, anthropic.APIConnectionError)) as cut:
+    # anthropic <= 2.16 lets the transport's error through (httpx's before 1.0, httpx2's
+    # after); 2.17 wraps a failed body read in APIConnectionError, as it does for a real
+    # connection cut mid-stream.
+    http = sdk.http()
+    with pytest.raises((http.RemoteProtocolError, anthropic.APIConnectionError)) as cut:
         with client.messages.stream(**first()) as stream:
             for event in stream:
                 seen.append(event.type)
-    assert isinstance(cut.value, httpx2.RemoteProtocolError) or \
-        isinstance(cut.value.__cause__, httpx2.RemoteProtocolError)
+    assert isinstance(cut.value, http.RemoteProtocolError) or \
+        isinstance(cut.value.__cause__, http.RemoteProtocolError)
     assert "message_stop" not in seen and "content_block_start" in seen
     again = client.messages.create(**first())
     assert again.id == "msg_s_01"  # a cut answer was never received: same turn, same ids
@@ -158,7 +160,7 @@ def test_a_stream_cut_on_the_loopback_endpoint_fails_the_clients_read():
     with serve(fake) as endpoint:
         client = anthropic.Anthropic(base_url=endpoint.base_url, api_key=endpoint.api_key,
                                      max_retries=0)
-        with pytest.raises((httpx2.RemoteProtocolError, anthropic.APIConnectionError)):
+        with pytest.raises((sdk.http().RemoteProtocolError, anthropic.APIConnectionError)):
             with client.messages.stream(**first()) as stream:
                 stream.get_final_message()
 

@@ -3,7 +3,6 @@ file system, with the interposer that traces it and kills it at a kill point, an
 resumed run judged by the oracle."""
 from __future__ import annotations
 
-import importlib
 import os
 import site
 import sys
@@ -21,6 +20,7 @@ from ..crashmodel import CrashState, power_states, process_state
 from ..errors import KillDidNotLand, StoreNeedsSubprocess
 from .. import agent as _agent
 from ..interpose.determinism import draws, seeded
+from ..model import sdk
 from . import diagnose
 from .after_convergence import tail_of
 from .convergence import Course, Recorder, Watch, complete, course_events, tracked
@@ -119,7 +119,7 @@ class Explorer:
         # The SDK is imported before the fake filesystem: pyfakefs unloads at tear-down the
         # modules first imported under it, so every Explorer would import anthropic again
         # (over 2 s, and pydantic's models built anew each time).
-        importlib.import_module("anthropic")
+        sdk.load()  # and refuses an SDK the fake Claude does not serve
 
         install()  # before the Patcher, so `from os import fsync` gets the hooked one
         readable = readable_real_dirs()  # on the real disk, before pyfakefs replaces os

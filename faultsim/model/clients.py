@@ -1,8 +1,9 @@
 """Real `anthropic` SDK clients whose HTTP goes to a fake's transport: built for the agent
 (`sync_client`, `async_client`) or patched into the clients it builds itself
-(`serving_new_clients`). No socket is ever opened.
+(`serving_new_clients`). No socket is ever opened. The transport is of the HTTP package
+the installed SDK is built on (`sdk.transport`: httpx2, or httpx before 1.0).
 
-Part of the fake Claude (layer 2): imports only httpx2 and, lazily, anthropic."""
+Part of the fake Claude (layer 2): imports httpx2, `sdk` and, lazily, anthropic."""
 from __future__ import annotations
 
 import os
@@ -10,6 +11,8 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 import httpx2
+
+from .sdk import http, transport
 
 if TYPE_CHECKING:
     import anthropic
@@ -27,7 +30,7 @@ def sync_client(handle: Handler, *, max_retries: int = 2, **options: Any
 
     return anthropic.Anthropic(
         api_key=FAKE_API_KEY, base_url=API_URL, max_retries=max_retries,
-        http_client=httpx2.Client(transport=httpx2.MockTransport(handle)), **options)
+        http_client=http().Client(transport=transport(handle)), **options)
 
 
 def async_client(handle: Handler, *, max_retries: int = 2, **options: Any
@@ -37,7 +40,7 @@ def async_client(handle: Handler, *, max_retries: int = 2, **options: Any
 
     return platform_known(anthropic.AsyncAnthropic(
         api_key=FAKE_API_KEY, base_url=API_URL, max_retries=max_retries,
-        http_client=httpx2.AsyncClient(transport=httpx2.MockTransport(handle)),
+        http_client=http().AsyncClient(transport=transport(handle)),
         **options))
 
 
@@ -48,13 +51,14 @@ def serving_new_clients(handle: Handler) -> Iterator[None]:
     import anthropic
 
     originals = {}
+    package = http()
 
     def serve(cls, http_client, prepare=lambda client: client):
         original = originals[cls] = cls.__init__
 
         def __init__(client, *args: Any, **kwargs: Any) -> None:
             if kwargs.get("http_client") is None:
-                kwargs["http_client"] = http_client(transport=httpx2.MockTransport(handle))
+                kwargs["http_client"] = http_client(transport=transport(handle))
                 if kwargs.get("api_key") is None and \
                         not os.environ.get("ANTHROPIC_API_KEY"):
                     kwargs["api_key"] = FAKE_API_KEY
@@ -63,8 +67,8 @@ def serving_new_clients(handle: Handler) -> Iterator[None]:
 
         cls.__init__ = __init__
 
-    serve(anthropic.Anthropic, httpx2.Client)
-    serve(anthropic.AsyncAnthropic, httpx2.AsyncClient, platform_known)
+    serve(anthropic.Anthropic, package.Client)
+    serve(anthropic.AsyncAnthropic, package.AsyncClient, platform_known)
     try:
         yield
     finally:

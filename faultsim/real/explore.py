@@ -26,6 +26,7 @@ import freezegun.api as _real_time
 from ..errors import KillDidNotLand, SubprocessModeError, WorkerDied  # noqa: F401
 from ..interrupted import leaves
 from ..killpoints import KillPoint
+from ..model import sdk
 from ..options import FIXED_TIMEOUT, ExploreOptions, select
 from ..pipeline.sweep import Plan, Sweep, bounded_cuts, largest_write
 from ..report import ModelRun, Report
@@ -76,6 +77,7 @@ def explore_resolved(agent: str, scenario: Scenario, options: ExploreOptions, *,
         raise SubprocessModeError(
             f"{scenario.path}: subprocess mode enumerates schedules of at most 2 crashes, "
             f"not {crashes}: the search of longer schedules runs in-process")
+    sdk.check()  # an unserved anthropic refused in one line here, not in each fork server
     report = Report()
     run: ModelRun | None = None
     started = _real_time.real_perf_counter()

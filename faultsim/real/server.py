@@ -57,9 +57,10 @@ REDIS_PREFIX = "@"  # crash-state entries that are Redis keys, not files ("@redi
 
 def _setup(init: dict, same: SamePath) -> Context:
     import gc
-    import importlib
 
-    importlib.import_module("anthropic")  # the expensive import, paid once here
+    from ..model import sdk
+
+    sdk.load()  # the expensive import of anthropic, paid once here (an unserved one refused)
     from ..agent import Store
     from ..world.clock import freeze
     from ..loading import factory_for
