@@ -26,7 +26,7 @@ a seccomp profile that forbids `unshare`), `Jail.why` says why, and the child re
 process start before it happens (`faultsim.procguard`), with the finding in-process gives
 (`no_uncontained_process`). `FAULTSIM_JAIL=off` forces that (to test it).
 
-Standard library only (but `real.lifetime`, lazily, in the relay); `enter` runs in the
+Standard library only (but `lifetime`, lazily, in the relay); `enter` runs in the
 child between fork and the agent. Shared by subprocess mode (`real/server.py`, through
 `real/jail.py`) and the command backend (`command/launch.py`).
 """
@@ -276,7 +276,7 @@ def _relay(fds: list[int], relayed: list[tuple[str, int]]) -> int:
             os.close(fd)
         return pid
     try:
-        from .real.lifetime import die_with_parent
+        from .lifetime import die_with_parent
 
         die_with_parent()
         signal.signal(signal.SIGINT, signal.SIG_IGN)

@@ -71,9 +71,10 @@ pid = os.fork()
 if pid == 0:
     os.execv(sys.executable, [sys.executable, *sys.argv[1:]])
 sent = []
+SIGNAL = getattr(signal, os.environ.get("FAULTSIM_TEST_SIGNAL", "SIGTERM"))
 def forward(signum, frame):
     sent.append(time.monotonic())
-    os.kill(pid, signal.SIGTERM)
+    os.kill(pid, SIGNAL)
 signal.signal(signal.SIGTERM, forward)
 while True:
     try:
@@ -270,6 +271,49 @@ def test_sigterm_ends_a_pytest_session_with_its_partial_page_and_junit(tmp_path)
     assert properties["faultsim_partial"] == line
     assert sorted(os.listdir(tmp_path)) == ["conftest.py", "junit.xml", "page.html", "ready",
                                             "test_stopped.py"]
+
+
+def _xdist_session(tmp_path: Path) -> tuple[list[str], Path, Path]:
+    (tmp_path / "conftest.py").write_text(_HOOK)
+    (tmp_path / "test_stopped.py").write_text(_PYTEST_TEST.format(tiny=str(DATA /
+                                                                           "tiny.toml")))
+    page, junit = tmp_path / "page.html", tmp_path / "junit.xml"
+    return (["-m", "pytest", "-q", "-p", "no:randomly", "-p", "no:cacheprovider", "-n", "2",
+             "test_stopped.py", "--junitxml", str(junit), "--faultsim-html", str(page)],
+            page, junit)
+
+
+def test_sigterm_ends_an_xdist_session_with_what_its_workers_judged(tmp_path):
+    """Under pytest-xdist SIGTERM reaches the controller alone (a CI runner's cancel,
+    `timeout`): the controller ends as on Ctrl-C, stops the worker running the faultsim
+    test, and its page and --junitxml count what that worker had judged. Before, the
+    controller died at once, leaving its workers to sweep on for minutes, and no report."""
+    argv, page, junit = _xdist_session(tmp_path)
+    found = run_terminated(argv, tmp_path, 3, cwd=tmp_path, env={"PYTHONPATH": str(ROOT)})
+    assert found["status"] == pytest.ExitCode.INTERRUPTED, found["stdout"][-3000:]
+    # xdist's own teardown of its workers takes up to 5 s of this
+    assert found["seconds"] < 15 and found["left"] == [], found
+    text = page.read_text()
+    data = json.loads(text.split('id="faultsim-data">')[1].split("</script>")[0]
+                      .replace("<\\/", "</"))["report"]
+    line = ("PARTIAL REPORT: terminated (SIGTERM) in test_stopped.py::test_tiny after "
+            "judging 3 crash states")
+    assert data["partial"]["crash_states_judged"] == 3
+    assert [r["crash_states"] for r in data["runs"]] == [3]
+    assert f'<div class="partial" role="alert">{line}.' in text
+    properties = {p.get("name"): p.get("value") for p in
+                  ET.parse(junit).getroot().iter("property")}
+    assert properties["faultsim_partial"] == line
+
+
+def test_an_xdist_worker_does_not_outlive_its_killed_controller(tmp_path):
+    """SIGKILL of the controller runs none of its code: the kernel's SIGTERM on its death
+    stops each worker (Linux), which unwinds its sweep; nothing is left running."""
+    argv, _, _ = _xdist_session(tmp_path)
+    found = run_terminated(argv, tmp_path, 3, cwd=tmp_path,
+                           env={"PYTHONPATH": str(ROOT), "FAULTSIM_TEST_SIGNAL": "SIGKILL"})
+    assert found["status"] == -signal.SIGKILL
+    assert found["left"] == [], found
 
 
 def test_a_session_without_faultsim_tests_keeps_sigterms_default_action(tmp_path):

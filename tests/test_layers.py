@@ -17,7 +17,7 @@ ROOT = Path(__file__).resolve().parent.parent / "faultsim"
 BOTTOM = {"faultsim.errors", "faultsim._version", "faultsim.trace", "faultsim.killpoints",
           "faultsim.crashmodel", "faultsim.token", "faultsim.netguard",
           "faultsim.procguard", "faultsim.finality", "faultsim.outfile", "faultsim.counts",
-          "faultsim.classes"}
+          "faultsim.classes", "faultsim.lifetime"}
 
 
 def _name(path: Path) -> str:

@@ -10,7 +10,7 @@ import sys
 import threading
 import traceback
 from contextlib import contextmanager
-from typing import Iterator
+from typing import Callable, Iterator
 
 from ..errors import AgentFinding, HarnessError, UsageError
 
@@ -32,15 +32,18 @@ class Terminated(SystemExit):
 
 
 @contextmanager
-def sigterm_unwinds(terminated: type[BaseException] = Terminated) -> Iterator[None]:
+def sigterm_unwinds(terminated: type[BaseException] = Terminated,
+                    only_if: Callable[[], bool] | None = None) -> Iterator[None]:
     """Turn SIGTERM into `terminated` (Terminated; the pytest plugin's is a
     KeyboardInterrupt, faultsim.interrupted.SigtermInterrupt), so that every `finally` runs
     on the way out: the subprocess mode's run folder in /dev/shm is removed like on Ctrl-C.
+    With `only_if`, a SIGTERM that comes while it is false takes its default action (an
+    xdist controller learns only as tests start whether the session has faultsim tests).
     Main thread only (Python runs signal handlers there)."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    again = _Redelivery(os.getpid(), terminated)
+    again = _Redelivery(os.getpid(), terminated, only_if)
     previous = signal.signal(signal.SIGTERM, again.handler(terminated))
     previous_int = None
     if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
@@ -79,8 +82,9 @@ class _Redelivery:
     # while holding it, and the handler clears `pending` under it, so no resend follows a
     # raise. The main thread takes it only inside the hook, where the handler returns before
     # taking it (`in_hook`): a handler can never wait on a lock its own thread holds.
-    def __init__(self, me: int, terminated: type[BaseException] = Terminated) -> None:
-        self.me, self.terminated = me, terminated
+    def __init__(self, me: int, terminated: type[BaseException] = Terminated,
+                 only_if: Callable[[], bool] | None = None) -> None:
+        self.me, self.terminated, self.only_if = me, terminated, only_if
         self.lock = threading.Lock()
         self.pending: int | None = None
         self.sending = False  # a resending thread is alive
@@ -89,7 +93,11 @@ class _Redelivery:
 
     def handler(self, kind: type[BaseException]):
         def handle(signum, frame):
-            if os.getpid() != self.me:  # a forked worker of the in-process mode dies as it used to
+            if os.getpid() != self.me or (
+                    kind is not KeyboardInterrupt and self.only_if is not None
+                    and not self.only_if()):
+                # a forked worker of the in-process mode dies as it used to; so does a
+                # process SIGTERM is not to be turned in yet
                 if kind is KeyboardInterrupt:
                     raise KeyboardInterrupt
                 signal.signal(signum, signal.SIG_DFL)

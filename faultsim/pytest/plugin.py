@@ -6,6 +6,7 @@ that has faultsim installed, so it imports nothing heavy until a faultsim test r
 `faultsim.pytest`, never a top-level `pytest`."""
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import pytest
@@ -15,7 +16,7 @@ from ..options import COVERAGES, CRASH_MODEL_CHOICES, PER_CLASS
 from .fixture import FaultsimFixture, known_errors, told as _told
 from .settings import INI_KEYS, MARKER, FaultsimUsageError, Options, read_options, settings_for
 from .state import BrokenParam, PluginState, PointParam
-from .summary import Summary
+from .summary import SETUP_PROPERTY, Summary
 
 _STATE = pytest.StashKey[PluginState]()
 _FIXTURE = pytest.StashKey[FaultsimFixture]()
@@ -111,6 +112,14 @@ def pytest_configure(config: pytest.Config) -> None:
     state = PluginState(options)
     if hasattr(config, "workerinput"):  # an xdist worker: share clean runs with the others
         state.shared_dir = lambda: _shared_dir(config)
+        # and never outlive the controller: a controller killed outright (SIGKILL, or a
+        # SIGTERM before any faultsim test started) would leave it running its sweep to the
+        # end. SIGTERM unwinds a sweep (Summary.pytest_runtestloop); Linux only.
+        import signal
+
+        from ..lifetime import die_with_parent
+
+        die_with_parent(signal.SIGTERM)
     config.stash[_STATE] = state
     config.stash[_HEADER] = options
     config.pluginmanager.register(Summary(state, not hasattr(config, "workerinput")),
@@ -198,6 +207,7 @@ class FaultsimDeprecationWarning(DeprecationWarning):
 def _bind(request: pytest.FixtureRequest, faultsim_kill_point: Any) -> FaultsimFixture:
     state = request.config.stash[_STATE]
     state.start_clock()
+    request.node.user_properties.append((SETUP_PROPERTY, str(os.getpid())))
     fixture = FaultsimFixture(request, state, faultsim_kill_point)
     request.node.stash[_FIXTURE] = fixture
     if isinstance(faultsim_kill_point, PointParam):

@@ -5,8 +5,10 @@ it stopped had judged."""
 from __future__ import annotations
 
 import json
+import os
 import re
 from collections import Counter
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -15,6 +17,8 @@ if TYPE_CHECKING:
     from .state import PluginState
 
 _MAX_FAILURES_SHOWN = 20
+# A faultsim test's setup report carries it (to an xdist controller, which collects nothing)
+SETUP_PROPERTY = "faultsim_test"
 
 
 class Summary:
@@ -29,6 +33,7 @@ class Summary:
         self.current: str | None = None  # the test running now
         self.faultsim_tests = False  # the session collected some: SIGTERM is then handled
         self.cut: tuple | None = None  # (Partial's reason, the ModelRuns an interrupt carried)
+        self.workers: set[int] = set()  # xdist workers (pids) that ran faultsim tests
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtestloop(self, session: pytest.Session) -> Any:
@@ -36,16 +41,24 @@ class Summary:
         (`SigtermInterrupt`): every `finally` of the sweep runs (its processes killed, its
         folders removed), pytest writes its reports and this page is left, marked partial.
         Only then, and only where SIGTERM had its default action: a session without
-        faultsim tests, or one whose SIGTERM someone else handles, is left as it was."""
+        faultsim tests, or one whose SIGTERM someone else handles, is left as it was.
+
+        An xdist controller collects nothing: it learns of faultsim tests from their setup
+        reports (`SETUP_PROPERTY`), and until one comes a SIGTERM takes its default action.
+        Once it is interrupted, xdist stops its workers (SIGINT after 5 s, which unwinds
+        their sweeps), and pytest writes the reports; a worker whose controller died
+        without that gets SIGTERM from the kernel (`pytest_configure`)."""
         import signal
 
         from ..interrupted import SigtermInterrupt
 
-        if not self.faultsim_tests or signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+        xdist = self.controller and session.config.pluginmanager.has_plugin("dsession")
+        if signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL or not (
+                self.faultsim_tests or xdist):
             return (yield)
         from ..cli.exits import sigterm_unwinds
 
-        with sigterm_unwinds(SigtermInterrupt):
+        with sigterm_unwinds(SigtermInterrupt, only_if=lambda: self.faultsim_tests):
             return (yield)
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:
@@ -59,8 +72,16 @@ class Summary:
         from ..interrupted import judged, reason, settle
 
         self.cut = (reason(excinfo.value), [settle(run) for run in judged(excinfo.value)])
+        if self.controller:
+            _stop_workers(self.workers)
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if report.when == "setup":
+            for name, value in report.user_properties:
+                if name == SETUP_PROPERTY:  # a faultsim test has started (an xdist worker's?)
+                    self.faultsim_tests = True
+                    if int(value) != os.getpid():
+                        self.workers.add(int(value))
         if report.when == "call" or (report.when == "setup" and report.skipped):
             self.entries += [(report.nodeid, json.loads(value))
                              for name, value in report.user_properties if name == "faultsim"]
@@ -77,10 +98,18 @@ class Summary:
 
             why, cut = self.cut or ("interrupted (SIGINT)", [])
             finished = sorted({test for test, _, _ in self.runs})
-            self.runs += [(self.current, "whole scenario", run.to_json()) for run in cut]
+            stopped = [(self.current, [run.to_json() for run in cut])] if cut else []
+            shared = _shared(session.config, self.controller)
+            if not self.controller:  # an xdist worker: its stopped test, to the controller
+                if shared is not None:
+                    _hand_over(shared, stopped)
+            elif self.workers and shared is not None:
+                stopped += _handed_over(shared, self.workers)
+            self.runs += [(test, "whole scenario", run) for test, runs in stopped
+                          for run in runs]
             partial = Partial(why, sum(r["crash_states"] for _, _, r in self.runs),
                               finished=finished,
-                              interrupted=self.current if cut else None)
+                              interrupted=", ".join(t for t, _ in stopped) or None)
             _junit_property(session.config, "faultsim_partial", partial.headline())
         if path and self.controller:
             from ..html_report import session_report, write_html
@@ -103,6 +132,71 @@ class Summary:
             terminalreporter.write_line(f"note: {note}")
         if self.state.options.html and self.controller:
             terminalreporter.write_line(f"HTML report: {self.state.options.html}")
+
+
+# -- xdist: what the workers' stopped tests judged, handed to the controller ---------------
+# The controller, interrupted, sends SIGTERM to each worker that ran a faultsim test (a
+# worker turns it into an interrupt as the controller does), and waits for each to leave
+# what its stopped test judged in the session's shared folder; xdist's own stop would
+# only come 5 s later, as SIGINT, and bring nothing back to the controller.
+_HAND_OVER_WAIT = 10.0  # seconds: a sweep unwinds in well under one
+
+
+def _shared(config: pytest.Config, controller: bool) -> Path | None:
+    """The folder an xdist session's processes share: the controller's base temporary
+    folder, the parent of each worker's (pytest removes it with old runs)."""
+    try:
+        base = config._tmp_path_factory.getbasetemp()
+    except (AttributeError, OSError):
+        return None
+    return base if controller else base.parent
+
+
+def _stop_workers(pids: set[int]) -> None:
+    import signal
+
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+
+
+def _hand_over(folder: Path, stopped: list) -> None:
+    from ..outfile import write_atomic
+
+    write_atomic(folder / f"stopped-{os.getpid()}.json", json.dumps(stopped),
+                 what="the stopped test's partial report")
+
+
+def _handed_over(folder: Path, pids: set[int]) -> list:
+    """What each worker's stopped test judged; a worker that leaves nothing within the
+    wait (it died, or was not running a faultsim test) adds nothing."""
+    import time
+
+    deadline = time.monotonic() + _HAND_OVER_WAIT
+    stopped, waiting = [], set(pids)
+    while waiting and time.monotonic() < deadline:
+        for pid in sorted(waiting):
+            path = folder / f"stopped-{pid}.json"
+            if path.exists():
+                stopped += [tuple(entry) for entry in json.loads(path.read_text())]
+                path.unlink()
+                waiting.discard(pid)
+            elif not _alive(pid):
+                waiting.discard(pid)
+        time.sleep(0.05)
+    return stopped
+
+
+def _alive(pid: int) -> bool:
+    if not os.path.isdir("/proc/self"):  # no /proc (macOS): wait for its file, or the deadline
+        return True
+    try:
+        with open(f"/proc/{pid}/stat") as f:  # a zombie (exited, not yet reaped) is gone
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
 
 
 def _junit_property(config: pytest.Config, name: str, value: str) -> None:

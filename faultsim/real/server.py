@@ -30,7 +30,7 @@ import freezegun.api as _real_time  # perf_counter is frozen in the server; this
 
 from ..hugepages import before_fork
 from . import jail as _jail, wire
-from .lifetime import PARENT_DIED, die_with_parent
+from ..lifetime import PARENT_DIED, die_with_parent
 from .samepath import SamePath, establish
 
 
