@@ -10,6 +10,11 @@ Run from the project root:
   python bench/same_json.py --record /tmp/baseline      # on the code before the change
   python bench/same_json.py --compare /tmp/baseline     # on the code after it
 
+Across interpreters (issue 54: the reports are the same on every CPython faultsim is tested
+on): record with one, compare with another's venv (faultsim installed in it):
+  python bench/same_json.py --record /tmp/py311
+  python bench/same_json.py --compare /tmp/py311 --python .venv-3.13/bin/python
+
 `--workers 1` throughout: the report depends on the worker count in a few corners (issue 19),
 and one worker keeps the comparison about the code, not the scheduling.
 """
@@ -70,9 +75,9 @@ def strip(value, sharing: bool = True):
     return value
 
 
-def run(name, args, tmp):
+def run(name, args, tmp, python=sys.executable):
     out = os.path.join(tmp, f"{name}.raw.json")
-    cmd = [sys.executable, "-m", "faultsim.cli", "run", *args, "--workers", "1", "--json", out]
+    cmd = [python, "-m", "faultsim.cli", "run", *args, "--workers", "1", "--json", out]
     proc = subprocess.run(cmd, capture_output=True, text=True)
     try:
         with open(out) as f:
@@ -90,6 +95,8 @@ def main(argv=None):
     g.add_argument("--compare", metavar="DIR", help="compare the reports with the baseline")
     p.add_argument("--jobs", type=int, default=2, help="commands at once (default: 2)")
     p.add_argument("--only", action="append", help="run only this named command (repeatable)")
+    p.add_argument("--python", default=sys.executable,
+                   help="the interpreter that runs faultsim (default: this one)")
     a = p.parse_args(argv)
     runs = [r for r in RUNS if not a.only or r[0] in a.only]
     directory = a.record or a.compare
@@ -98,7 +105,7 @@ def main(argv=None):
     os.makedirs(tmp, exist_ok=True)
     with ThreadPoolExecutor(a.jobs) as pool:
         results = dict(zip([n for n, _ in runs],
-                           pool.map(lambda r: run(r[0], r[1], tmp), runs)))
+                           pool.map(lambda r: run(r[0], r[1], tmp, a.python), runs)))
     broken = [n for n, r in results.items() if r["report"] is None]
     if a.record:
         for name, result in results.items():

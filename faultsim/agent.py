@@ -302,19 +302,39 @@ def close_leftovers(loop: Any) -> None:
 
 
 _loops: list = []  # the event loop an async agent runs on now, in this process
+_forking_task: list = [None]  # the task that called fork, noted just before it
+
+
+def _before_fork() -> None:
+    _forking_task[0] = None
+    if _loops:
+        import asyncio
+
+        try:
+            _forking_task[0] = asyncio.current_task(_loops[-1])
+        except RuntimeError:
+            pass
 
 
 def _after_fork_in_child() -> None:
     """asyncio ties the running loop to the pid that started it. A child forked while an
     async agent runs (the forking executor forks at kill points) would find no running loop:
     `get_running_loop()` fails there, and futures made through `get_event_loop()` land on a
-    fresh loop nobody runs, so the agent hangs. Tie the loop to the child."""
+    fresh loop nobody runs, so the agent hangs. Tie the loop to the child.
+
+    From 3.14 the current task lives in the thread's state, which a fork clears too:
+    `asyncio.timeout` (and what is built on it) then fails with "Timeout should be used
+    inside a task". Restore it where asyncio has the private `_swap_current_task` (3.12 and
+    later); where it lacks it (3.11) the task survived the fork in a dict."""
     if _loops:
         import asyncio
 
         loop = _loops[-1]
         asyncio.events._set_running_loop(loop)
         _own_selector(loop)
+        task, swap = _forking_task[0], getattr(asyncio.tasks, "_swap_current_task", None)
+        if task is not None and swap is not None and asyncio.current_task(loop) is None:
+            swap(loop, task)
 
 
 def _own_selector(loop) -> None:
@@ -335,7 +355,7 @@ def _own_selector(loop) -> None:
 
 
 if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_after_fork_in_child)
+    os.register_at_fork(before=_before_fork, after_in_child=_after_fork_in_child)
 
 
 def outcome_of(result: Any) -> Outcome:

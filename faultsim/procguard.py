@@ -29,6 +29,7 @@ import os
 import sys
 import sysconfig
 import threading
+import warnings
 from contextlib import contextmanager
 from typing import Any, Callable, Iterator
 
@@ -152,7 +153,17 @@ def _wrap(owner: Any, name: str, command: Callable[..., str]) -> None:
     def guarded(*args: Any, **kwargs: Any) -> Any:
         if _active:
             _check(lambda: said(*args, **kwargs))
-        return original(*args, **kwargs)
+        if name not in ("fork", "forkpty"):
+            return original(*args, **kwargs)
+        # CPython 3.12+ warns at a fork of a threaded process, from the frame that called
+        # os.fork: this one. The fork is the caller's, so is the warning (a filter on
+        # faultsim's modules would take it for faultsim's own)
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always")
+            result = original(*args, **kwargs)
+        for w in seen:
+            warnings.warn(w.message, w.category, stacklevel=2)
+        return result
 
     guarded.__name__ = getattr(original, "__name__", name)
     guarded.__doc__ = getattr(original, "__doc__", None)

@@ -344,3 +344,30 @@ def test_a_watched_program_keeps_its_argv0_its_pid_and_its_exit_status(tmp_path)
                           text=True, timeout=60, cwd=tmp_path)
     assert done.stdout.split() == ["busyname", "True", "True", "3", "2", "None"], \
         done.stdout + done.stderr
+
+
+def test_a_fork_warning_through_the_guard_is_the_callers():
+    """CPython 3.12+ warns at a threaded process's fork, from the frame calling os.fork:
+    through procguard's wrapper that frame is faultsim's, and `-W error` on faultsim's
+    modules would blame faultsim for the agent's fork. The wrapper passes it on as the
+    caller's (here a stand-in fork that warns as CPython's does, from its caller)."""
+    import types
+    import warnings
+
+    from faultsim import procguard
+
+    def fork():
+        warnings.warn("This process is multi-threaded, use of fork() may lead to "
+                      "deadlocks in the child.", DeprecationWarning, stacklevel=2)
+        return 1
+
+    owner = types.ModuleType("os")
+    owner.fork = fork
+    procguard._wrap(owner, "fork", lambda: "os.fork()")
+    try:
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always")
+            assert owner.fork() == 1
+    finally:
+        procguard._originals.pop((owner, "fork"), None)
+    assert [w.filename for w in seen] == [__file__]

@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import email
 import os
+import re
 import shutil
 import subprocess
 import sys
+import tomllib
 import zipfile
 from pathlib import Path
 
@@ -128,3 +130,19 @@ def test_no_two_importable_test_modules_share_a_name():
     names = Counter(p.name for d in ("examples", "tests") for p in (root / d).rglob("*.py")
                     if p.name not in ("findings.py", "__init__.py", "conftest.py"))
     assert not [n for n, c in names.items() if c > 1]
+
+
+def test_the_classifiers_name_the_versions_ci_tests():
+    """A version is claimed (classifier, README) exactly when CI tests it: the main suite on
+    the oldest Python allowed (`requires-python`), the version-sensitive part on each CPython
+    .ci/interpreters builds."""
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    claimed = {c.rsplit(" :: ", 1)[1] for c in project["classifiers"]
+               if re.fullmatch(r"Programming Language :: Python :: 3\.\d+", c)}
+    floor = re.fullmatch(r">=(3\.\d+)", project["requires-python"])[1]
+    built = re.findall(r"^(3\.\d+) python3\.\d+ \w+", (ROOT / ".ci/interpreters").read_text(),
+                       re.MULTILINE)
+    assert built and claimed == {floor, *built}
+    readme = (ROOT / "README.md").read_text()
+    tested = re.search(r"Tested on CPython ((?:3\.\d+(?:, | and )?)+)", readme)
+    assert tested and set(re.findall(r"3\.\d+", tested[1])) == claimed

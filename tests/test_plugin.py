@@ -295,7 +295,9 @@ def test_a_budget_skips_what_it_cannot_explore(pytester):
     result = run(pytester, "-rA", "--faultsim-budget=0.3")
     counts = result.parseoutcomes()
     skipped = counts.get("skipped", 0)
-    assert skipped >= 1 and counts.get("passed", 0) + skipped == 22 and len(counts) == 2
+    # warnings aside: another package's (langsmith's pytest plugin warns on 3.14)
+    assert skipped >= 1 and counts.get("passed", 0) + skipped == 22
+    assert set(counts) - {"warnings"} == {"passed", "skipped"}, counts
     assert "the budget of 0.3 s is spent" in result.stdout.str()
     assert f"budget   {skipped} kill points skipped" in "\n".join(summary(result))
 

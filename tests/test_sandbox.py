@@ -11,6 +11,7 @@ from pyfakefs.fake_filesystem_unittest import Patcher
 
 import reference_agent
 from faultsim import ScenarioRun
+from faultsim.inprocess.sandbox import readable_real_dirs
 
 
 def test_reference_agent_runs_inside_pyfakefs(support_tickets, monkeypatch):
@@ -25,6 +26,10 @@ def test_reference_agent_runs_inside_pyfakefs(support_tickets, monkeypatch):
         real_fsync = os.fsync
         monkeypatch.setattr(os, "fsync", lambda fd: (fsyncs.append(fd), real_fsync(fd))[1])
         patcher.fs.create_dir(sandbox)
+        # the real directories faultsim's sandbox reads through (the standard library among
+        # them: 3.13's unittest imports a module lazily when freezegun scans it)
+        for path in readable_real_dirs():
+            patcher.fs.add_real_directory(path, read_only=True, lazy_read=True)
         with ScenarioRun(support_tickets, reference_agent.make_agent, workdir=sandbox) as run:
             out = run.incarnation()
         assert out.final_answer == support_tickets.expected_final_answer

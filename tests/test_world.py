@@ -427,3 +427,25 @@ def test_refreezing_resumes_from_the_advanced_instant():
     clock.advance(timedelta(hours=1))
     with clock.frozen():
         assert datetime.datetime.now(datetime.timezone.utc) == T0 + timedelta(days=1, hours=1)
+
+
+def test_a_clock_that_fails_to_freeze_leaves_time_running(monkeypatch):
+    """freezegun patches `datetime` before it scans every module: a module whose lazy
+    attribute fails there (3.13's unittest imports one from its __getattr__) must not leave
+    the process frozen for everything after."""
+    import sys
+    import types
+
+    lazy = types.ModuleType("faultsim_test_lazy")
+
+    def __getattr__(name):
+        raise FileNotFoundError(f"no {name}")
+
+    lazy.__getattr__ = __getattr__
+    lazy.__dir__ = lambda: ["later"]
+    monkeypatch.setitem(sys.modules, lazy.__name__, lazy)
+    real = datetime.datetime
+    with pytest.raises(FileNotFoundError):
+        with WorldClock(START).frozen():
+            pass
+    assert datetime.datetime is real and time.time() > 1.7e9

@@ -139,7 +139,13 @@ class Explorer:
         self.tracer = Tracer()
         self.interposer = FsInterposer(fs, SANDBOX, self.tracer)
         self._freezer = freeze(self.scenario.start_time.replace("+00:00", ""))
-        self._factory = self._freezer.start()
+        try:
+            self._factory = self._freezer.start()
+        except BaseException:  # half started (world/clock.py says how): undo all of it
+            self._freezer.stop()
+            self._freezer = None
+            self.__exit__()
+            raise
         return self
 
     def __exit__(self, *exc: Any) -> None:

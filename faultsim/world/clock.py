@@ -93,7 +93,14 @@ class WorldClock:
             yield self
             return
         freezer = freeze(self._now.replace(tzinfo=None))
-        self._factory = freezer.start()
+        try:
+            self._factory = freezer.start()
+        except BaseException:
+            # start() patches `datetime` first, then scans every module: one that fails
+            # (a lazy import in a module's __getattr__, as 3.13's unittest has) would leave
+            # the clock frozen for the rest of the process
+            freezer.stop()
+            raise
         try:
             yield self
         finally:
