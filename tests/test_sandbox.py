@@ -79,3 +79,22 @@ def test_pytest_keeps_its_own_clock_while_faultsim_freezes_time():
         assert time.time() < freezegun.api.real_time() - 3600  # frozen at the scenario's
         assert _pytest.timing.perf_counter is freezegun.api.real_perf_counter
         assert _pytest.timing.time is freezegun.api.real_time
+
+
+def test_a_package_found_by_an_import_hook_stays_readable(tmp_path, monkeypatch):
+    """An editable install is found by an import hook, not through sys.path: its folder is
+    passed through all the same, so that a lazy import of it under the fake file system
+    (freezegun reads every module's attributes as it starts) finds its files."""
+    import importlib.util
+    import sys
+
+    package = tmp_path / "hooked_pkg"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    spec = importlib.util.spec_from_file_location("hooked_pkg", package / "__init__.py",
+                                                  submodule_search_locations=[str(package)])
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    monkeypatch.setitem(sys.modules, "hooked_pkg", module)
+    assert str(tmp_path) not in sys.path
+    assert str(package.resolve()) in readable_real_dirs()

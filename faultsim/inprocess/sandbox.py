@@ -408,11 +408,19 @@ def readable_real_dirs() -> list[str]:
     files there (jsonschema its bundled schemas). Passed through read-only and listed only
     when first used (pyfakefs `add_real_directory(lazy_read=True)`); a write there is
     refused as any write outside the sandbox is, so a crash state is still only the
-    sandbox. The outermost of nested folders is enough; `/` is never passed through."""
+    sandbox. The outermost of nested folders is enough; `/` is never passed through.
+
+    Also the folder of every package already imported: an editable install (faultsim's
+    own, a user's library) is found by an import hook, not through `sys.path`, and a lazy
+    attribute of such a package (PEP 562: faultsim's public names, 3.13's unittest) may
+    import a module of it under the fake file system (freezegun reads every attribute of
+    every module as it starts)."""
     paths = sysconfig.get_paths()
     found = [paths[n] for n in ("stdlib", "platstdlib", "purelib", "platlib")
              if paths.get(n)] + site.getsitepackages() + [site.getusersitepackages()]
     found += [p or os.getcwd() for p in sys.path if isinstance(p, str)]
+    found += [p for name, module in list(sys.modules.items()) if "." not in name
+              for p in (getattr(module, "__path__", None) or ()) if isinstance(p, str)]
     dirs: list[str] = []
     for path in sorted({os.path.realpath(p) for p in found}, key=len):
         if path != "/" and os.path.isdir(path) and not any(
