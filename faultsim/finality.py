@@ -356,15 +356,17 @@ def _install() -> None:
         item_init(self, *args, **kwargs)
         self._faultsim_life = _owner()
 
-    def work_item_run(self):
+    # *args: a private method's signature moves between versions (3.14 passes the
+    # worker's context: run(self, ctx)); whatever it takes is passed on untouched
+    def work_item_run(self, *args, **kwargs):
         life = getattr(self, "_faultsim_life", None)
         if life is None:
-            return item_run(self)
+            return item_run(self, *args, **kwargs)
         ident = threading.get_ident()
         before = _running.get(ident)
         _running[ident] = life
         try:
-            return item_run(self)
+            return item_run(self, *args, **kwargs)
         finally:
             if before is None:
                 _running.pop(ident, None)

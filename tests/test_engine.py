@@ -211,3 +211,16 @@ def test_an_async_agent_forked_mid_run_finds_its_event_loop_in_the_child():
                 return pickle.loads(f.read())
 
     assert run_agent(Forks()) == "resolved"
+
+
+def test_thread_pools_still_work_after_a_sweep(tiny):
+    """faultsim wraps a private method of concurrent.futures (to know which incarnation a
+    pool thread works for) for the rest of the process; on 3.14 that method takes one more
+    argument, and a wrapper that did not pass it on broke every pool afterwards (an async
+    client's address lookup then waited forever)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    explore(reference_agent.make_agent, tiny, crashes=1,
+            only=lambda p: p.id.startswith("k20-"))
+    with ThreadPoolExecutor(1) as pool:
+        assert pool.submit(lambda: 42).result(timeout=10) == 42
