@@ -22,13 +22,15 @@ def test_reference_agent_runs_inside_pyfakefs(support_tickets, monkeypatch):
     sandbox = Path("/faultsim-sandbox")
     assert not sandbox.exists()
     fsyncs = []
+    # the real directories faultsim's sandbox reads through, read from the real disk (the
+    # standard library among them: 3.13's unittest imports a module lazily when freezegun
+    # reads its attributes)
+    readable = readable_real_dirs()
     with Patcher() as patcher:
         real_fsync = os.fsync
         monkeypatch.setattr(os, "fsync", lambda fd: (fsyncs.append(fd), real_fsync(fd))[1])
         patcher.fs.create_dir(sandbox)
-        # the real directories faultsim's sandbox reads through (the standard library among
-        # them: 3.13's unittest imports a module lazily when freezegun scans it)
-        for path in readable_real_dirs():
+        for path in readable:
             patcher.fs.add_real_directory(path, read_only=True, lazy_read=True)
         with ScenarioRun(support_tickets, reference_agent.make_agent, workdir=sandbox) as run:
             out = run.incarnation()
