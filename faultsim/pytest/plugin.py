@@ -16,7 +16,7 @@ from ..options import COVERAGES, CRASH_MODEL_CHOICES, PER_CLASS
 from .fixture import FaultsimFixture, known_errors, told as _told
 from .settings import INI_KEYS, MARKER, FaultsimUsageError, Options, read_options, settings_for
 from .state import BrokenParam, PluginState, PointParam
-from .summary import SETUP_PROPERTY, Summary
+from .summary import SETUP_PROPERTY, Summary, session_folder
 
 _STATE = pytest.StashKey[PluginState]()
 _FIXTURE = pytest.StashKey[FaultsimFixture]()
@@ -72,12 +72,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def _shared_dir(config: pytest.Config) -> Any:
     """Under the run's base temporary directory, which xdist workers share as the parent of
     their own (and pytest removes with old runs): no stray files."""
-    try:
-        folder = config._tmp_path_factory.getbasetemp().parent / "faultsim-golden"
-        folder.mkdir(exist_ok=True)
-        return folder
-    except (AttributeError, OSError):
+    shared = session_folder(config, controller=False)
+    if shared is None:
         return None
+    try:
+        (shared / "faultsim-golden").mkdir(exist_ok=True)
+    except OSError:
+        return None
+    return shared / "faultsim-golden"
 
 
 def pytest_report_header(config: pytest.Config) -> list[str] | None:

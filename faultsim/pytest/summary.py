@@ -99,7 +99,7 @@ class Summary:
             why, cut = self.cut or ("interrupted (SIGINT)", [])
             finished = sorted({test for test, _, _ in self.runs})
             stopped = [(self.current, [run.to_json() for run in cut])] if cut else []
-            shared = _shared(session.config, self.controller)
+            shared = session_folder(session.config, self.controller)
             if not self.controller:  # an xdist worker: its stopped test, to the controller
                 if shared is not None:
                     _hand_over(shared, stopped)
@@ -142,7 +142,7 @@ class Summary:
 _HAND_OVER_WAIT = 10.0  # seconds: a sweep unwinds in well under one
 
 
-def _shared(config: pytest.Config, controller: bool) -> Path | None:
+def session_folder(config: pytest.Config, controller: bool) -> Path | None:
     """The folder an xdist session's processes share: the controller's base temporary
     folder, the parent of each worker's (pytest removes it with old runs)."""
     try:
