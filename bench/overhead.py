@@ -46,8 +46,10 @@ import resource
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
+
+import freezegun.api as _real_time  # a sandbox freezes time.perf_counter, even a
+# module's own name for it: read through the module at each call
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -65,7 +67,7 @@ def jsonl_scenario_text(n: int) -> str:
              f'expected_final_answer = "{answer}"', "", "[checkpoint]",
              'files = ["transcript.jsonl"]', "", "[fault_profile]",
              'crash_models = ["process"]', "crashes = 1", "",
-             "[services.payments]", 'kind = "keyed"', "[services.email]", 'kind = "blind"']
+             "[services.payments]", 'kind = "keyed"']
     for i in range(1, n + 1):
         lines += ["", "[[turns]]", f'tool_calls = [{{ name = "charge_card", input = '
                   f'{{ order_id = "ORD-{i}", amount_cents = {100 * i} }} }}]']
@@ -118,13 +120,13 @@ class Timed:
 
     def __enter__(self) -> "Timed":
         self.steps = 0
-        self.cpu0, self.wall0 = usage(), time.perf_counter()
+        self.cpu0, self.wall0 = usage(), _real_time.real_perf_counter()
         return self
 
     def __exit__(self, *exc) -> None:
         (u, s), (u0, s0) = usage(), self.cpu0
         self.user, self.sys = u - u0, s - s0
-        self.wall = time.perf_counter() - self.wall0
+        self.wall = _real_time.real_perf_counter() - self.wall0
 
     def per_step(self) -> dict:
         n = max(self.steps, 1)
@@ -167,8 +169,8 @@ def tier_plain_pyfakefs(make_agent, scenario, repeat: int) -> dict:
     with Patcher() as patcher:
         for path in readable:  # the agent's own modules, read as faultsim's sandbox does
             patcher.fs.add_real_directory(path, read_only=True, lazy_read=True)
-        patcher.fs.create_dir("/work")
-        return tier_untraced(make_agent, scenario, "/work", repeat)
+        patcher.fs.create_dir("/overhead-bench")
+        return tier_untraced(make_agent, scenario, "/overhead-bench", repeat)
 
 
 def tier_tuned_pyfakefs(make_agent, scenario, repeat: int) -> dict:
