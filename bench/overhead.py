@@ -3,14 +3,16 @@ one run (issue 53, item 1).
 
 The same agent steps (N lookups, then the final answer: bench/scaling.py's scenario for
 the reference agent; N charges on a keyed payment service, then the final answer, for
-examples/jsonl_transcript, an append-only fsynced transcript) run five ways, each tier in
+examples/jsonl_transcript, an append-only fsynced transcript) run six ways, each tier in
 this order in one fresh interpreter per agent:
   bare      the agent's own `run()` on a real directory on tmpfs (/dev/shm when it is
             tmpfs, else the system's temp folder, its file system named in `bare_dir`),
             the real anthropic SDK, the fake Claude's answers through its in-process
             transport (a `World` nothing subscribes to: no tracing, no guards, no
             frozen clock, no pyfakefs)
-  pyfakefs  the same, inside plain pyfakefs (its Patcher as it ships; before faultsim
+  guarded   the same through `faultsim.run_once`'s runner (runner.ScenarioRun): the
+            frozen world clock and the network and process guards added, on tmpfs
+  pyfakefs  the same as bare, inside plain pyfakefs (its Patcher as it ships; before faultsim
             installs its speed-ups, which are then installed for the rest)
   tuned     the same, inside pyfakefs as faultsim sets it up (its lookup caches and
             memoised path functions on, pyfakefs's stack check off), no tracing: what
@@ -26,6 +28,7 @@ is one step: the agent's work up to it and the answer). Prints one line per agen
 one JSON line; its top-level ratios are the reference agent's, `by_agent` has each:
   sweep_to_bare_ratio     CPU per resumed model request in the sweep / CPU per bare step
   pyfakefs_to_bare_ratio  CPU per step under plain pyfakefs / bare
+  guarded_to_bare_ratio   CPU per step of run_once's way (frozen clock, guards) / bare
   tuned_to_bare_ratio     under faultsim's pyfakefs, untraced / bare: the floor
   traced_to_bare_ratio    a traced clean incarnation / bare
   system_share            system CPU / all CPU of the sweep
@@ -160,6 +163,23 @@ def tier_untraced(make_agent, scenario, base: str, repeat: int) -> dict:
     return t.per_step()
 
 
+def tier_guarded(make_agent, scenario, base: str, repeat: int) -> dict:
+    """`faultsim.run_once`'s way (runner.ScenarioRun) on the same tmpfs: the bare run plus
+    the frozen clock and the network and process guards, still untraced, no pyfakefs."""
+    from faultsim.runner import ScenarioRun
+
+    with Timed() as t:
+        for i in range(repeat):
+            os.makedirs(f"{base}/guarded{i}")
+            with ScenarioRun(scenario, make_agent, workdir=Path(f"{base}/guarded{i}")) as run:
+                outcome = run.incarnation()
+                if outcome.final_answer != scenario.expected_final_answer:
+                    raise SystemExit(f"bench/overhead.py: {scenario.id}: the guarded run "
+                                     f"ended with {outcome!r}")
+                t.steps += len(run.world.model.requests)
+    return t.per_step()
+
+
 def tier_plain_pyfakefs(make_agent, scenario, repeat: int) -> dict:
     from pyfakefs.fake_filesystem_unittest import Patcher
 
@@ -272,7 +292,8 @@ def one(name: str, n: int, repeat: int, workers: int) -> dict:
     try:
         untraced_run(make_agent, scenario, f"{bare_dir}/warm-up")  # first-call caches
         out = {"agent": name, "steps": n, "repeat": repeat, "bare_dir": f"{bare_dir} ({fs})",
-               "bare": tier_untraced(make_agent, scenario, bare_dir, repeat)}
+               "bare": tier_untraced(make_agent, scenario, bare_dir, repeat),
+               "guarded": tier_guarded(make_agent, scenario, bare_dir, repeat)}
     finally:
         import shutil
 
@@ -285,6 +306,7 @@ def one(name: str, n: int, repeat: int, workers: int) -> dict:
     out["ratios"] = {
         "sweep_to_bare_ratio": round(sweep["cpu_ms_per_resumed_request"] / bare, 3),
         "pyfakefs_to_bare_ratio": round(out["pyfakefs"]["cpu_ms"] / bare, 3),
+        "guarded_to_bare_ratio": round(out["guarded"]["cpu_ms"] / bare, 3),
         "tuned_to_bare_ratio": round(out["tuned"]["cpu_ms"] / bare, 3),
         "traced_to_bare_ratio": round(out["traced"]["cpu_ms"] / bare, 3),
         "system_share": round(sweep["sys_s"] / max(sweep["cpu_s"], 1e-9), 3),
@@ -321,7 +343,8 @@ def main() -> None:
         s, r = row["sweep"], row["ratios"]
         print(f"{name}, {args.steps} steps: CPU per step (ms; wall beside) bare "
               f"{row['bare']['cpu_ms']:.2f} ({row['bare']['wall_ms']:.2f}) on "
-              f"{row['bare_dir']}, pyfakefs {row['pyfakefs']['cpu_ms']:.2f} "
+              f"{row['bare_dir']}, guarded {row['guarded']['cpu_ms']:.2f} "
+              f"({row['guarded']['wall_ms']:.2f}), pyfakefs {row['pyfakefs']['cpu_ms']:.2f} "
               f"({row['pyfakefs']['wall_ms']:.2f}), tuned {row['tuned']['cpu_ms']:.2f} "
               f"({row['tuned']['wall_ms']:.2f}), traced {row['traced']['cpu_ms']:.2f} "
               f"({row['traced']['wall_ms']:.2f}); sweep {s['cpu_s']:.1f} s CPU "
