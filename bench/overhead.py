@@ -32,8 +32,9 @@ one JSON line; its top-level ratios are the reference agent's, `by_agent` has ea
   tuned_to_bare_ratio     under faultsim's pyfakefs, untraced / bare: the floor
   traced_to_bare_ratio    a traced clean incarnation / bare
   system_share            system CPU / all CPU of the sweep
-  floor_share             tuned / sweep, per step: the share of a resumed request's CPU
-                          that the fake file system alone would cost
+  floor_share             tuned step / resumed request in the sweep: what of a resumed
+                          request's CPU the agent's own work under faultsim's pyfakefs
+                          is (the rest is faultsim's tracing, sandbox and sweep work)
 CPU seconds are printed beside wall seconds. Ratios within one run are the figures to
 read: the machine may be shared; nothing here asserts a time.
 
