@@ -42,7 +42,7 @@ N = 200 sweeps the bundled long scenario, scenarios/long/lookups_200_steps.toml:
 shape, checked to be scenario_text(200) still (its comment aside).
 
 Run: python bench/scaling.py [--max-steps 400] [--pairs-max 50] [--workers 2] [--steps 25,50]
-     [--coverage representative]
+     [--coverage representative] [--horizon H]
   FAULTSIM_BENCH_ROOT=/path/to/other/checkout python bench/scaling.py ...
   measures that checkout's faultsim with this bench (the code before a change)
 """
@@ -106,7 +106,8 @@ def bundled(n: int) -> Path | None:
     return None
 
 
-def one(n: int, workers: int, pairs: bool, coverage: str = "exhaustive") -> dict:
+def one(n: int, workers: int, pairs: bool, coverage: str = "exhaustive",
+        horizon: int | None = None) -> dict:
     """Sweep the N-step scenario in this interpreter (the bundled file where there is one);
     the figures as a dict."""
     import anthropic  # noqa: F401  (imported once by the first sweep: not per kill point)
@@ -124,7 +125,8 @@ def one(n: int, workers: int, pairs: bool, coverage: str = "exhaustive") -> dict
     out: dict = {"steps": n, "bundled": bundled(n) is not None}
     started, cpu0 = time.perf_counter(), cpu()
     report = faultsim.explore(reference_agent.make_agent, scenario, crash_model="process",
-                              crashes=1, workers=workers, coverage=coverage)
+                              crashes=1, workers=workers, coverage=coverage,
+                              horizon=horizon)
     cpu_seconds = cpu() - cpu0
     (run,) = report.runs
     assert report.ok, f"the reference agent must pass the {n}-step sweep"
@@ -134,13 +136,14 @@ def one(n: int, workers: int, pairs: bool, coverage: str = "exhaustive") -> dict
                sweep_seconds=round(report.sweep_seconds, 2),
                wall_seconds=round(time.perf_counter() - started, 2),
                resumed=run.judged, converged=getattr(run, "converged", 0),
-               met=getattr(run, "met", 0),
+               met=getattr(run, "met", 0), horizon=horizon, at_horizon=run.at_horizon,
                cpu_seconds=round(cpu_seconds, 2),
                resumed_seconds=round(run.resume_seconds, 2))
     if pairs:
         cpu0 = cpu()
         report = faultsim.explore(reference_agent.make_agent, scenario, crash_model="process",
-                                  crashes=2, workers=workers, coverage=coverage)
+                                  crashes=2, workers=workers, coverage=coverage,
+                              horizon=horizon)
         cpu_seconds = cpu() - cpu0
         (run,) = report.runs
         assert report.ok, f"the reference agent must pass the {n}-step pair sweep"
@@ -148,6 +151,7 @@ def one(n: int, workers: int, pairs: bool, coverage: str = "exhaustive") -> dict
         out["pairs"] = {"schedules": d.total, "explored": d.explored, "resumed": d.resumed,
                         "converged": getattr(d, "converged", 0),
                         "after_convergence": getattr(d, "after_convergence", 0),
+                        "at_horizon": d.at_horizon,
                         "seconds": round(d.seconds, 2),
                         "cpu_seconds": round(cpu_seconds, 2)}
     out["peak_rss_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
@@ -164,19 +168,24 @@ def main() -> None:
     parser.add_argument("--coverage", default="exhaustive",
                         choices=("exhaustive", "representative"),
                         help="the sweep's coverage (faultsim.classes; default exhaustive)")
+    parser.add_argument("--horizon", type=int, default=None, metavar="H",
+                        help="cut resumed runs past their H-th model request after recovery "
+                             "(faultsim.inprocess.convergence, the horizon; default: none)")
     parser.add_argument("--steps", default=None,
                         help="comma-separated N to sweep instead of 25, 50, 100, 200, 400")
     parser.add_argument("--one", type=int, default=None, help=argparse.SUPPRESS)
     parser.add_argument("--pairs", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.one is not None:  # the child: one N, one JSON line
-        print(json.dumps(one(args.one, args.workers, args.pairs, args.coverage)))
+        print(json.dumps(one(args.one, args.workers, args.pairs, args.coverage,
+                             args.horizon)))
         return
     rows = []
     steps = [int(x) for x in args.steps.split(",")] if args.steps else STEPS
     for n in [s for s in steps if s <= args.max_steps]:
         cmd = [sys.executable, __file__, "--one", str(n), "--workers", str(args.workers),
-               "--coverage", args.coverage]
+               "--coverage", args.coverage] + (
+                   [] if args.horizon is None else ["--horizon", str(args.horizon)])
         if n <= args.pairs_max:
             cmd.append("--pairs")
         done = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
@@ -188,7 +197,9 @@ def main() -> None:
               f" ({row['crashed_kill_points']} crashed, {row['classes']} classes), "
               f"{row['crash_states']} crash states,"
               f" {row['resumed']} resumed ({row.get('converged', 0)} converged, "
-              f"{row.get('met', 0)} met an earlier one), sweep "
+              f"{row.get('met', 0)} met an earlier one"
+              + (f", {row['at_horizon']} cut at horizon {row['horizon']}"
+                 if row.get("horizon") is not None else "") + "), sweep "
               f"{row['sweep_seconds']:.1f}s = {1000 * row['sweep_seconds'] / row['kill_points']:.2f}"
               f" ms per kill point; CPU {row['cpu_seconds']:.1f}s = "
               f"{1000 * row['cpu_seconds'] / row['kill_points']:.2f} ms per kill point, "
@@ -202,6 +213,8 @@ def main() -> None:
     print(json.dumps({
         "steps": [r["steps"] for r in rows],
         "coverage": rows[0]["coverage"] if rows else None,
+        "horizon": args.horizon,
+        "at_horizon": [r.get("at_horizon", 0) for r in rows],
         "kill_points": [r["kill_points"] for r in rows],
         "crashed_kill_points": [r["crashed_kill_points"] for r in rows],
         "classes": [r["classes"] for r in rows],

@@ -209,12 +209,21 @@ def unclassed_refusal(options: Any, scenario: Any, who: str, hint: str = "") -> 
     is not forecast (pipeline/forecast.py) refuses to explore: representative coverage and
     --budget, in one line naming `who` it explores; None when neither is asked."""
     profile = getattr(scenario, "profile", None)  # None: a check without a scenario
+    if getattr(options, "horizon", None) is not None:
+        return horizon_refusal(who)
     if (options.coverage or getattr(profile, "coverage", None)) == "representative":
         return (f"--coverage representative: {who} is explored at every kill point (give "
                 "--coverage exhaustive)")
     if options.budget is not None:
         return f"--budget: {who} gets no forecast to weigh it against ({hint}drop --budget)"
     return None
+
+
+def horizon_refusal(who: str) -> str:
+    """--horizon cuts a resumed run inside its process (faultsim.inprocess.convergence):
+    a backend whose resumed runs are real processes runs each to its end."""
+    return (f"--horizon: {who} runs every resumed run to its end (in-process mode only; "
+            "drop --horizon)")
 
 
 def refuse_settings(settings: Mapping[str, Any] | None, known: tuple[str, ...] = ()) -> None:

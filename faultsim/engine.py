@@ -43,6 +43,7 @@ def explore(make_agent: Callable[[AgentEnv], Any] | str, scenario: Scenario | st
             search_seconds: float | None = None,
             database: Any = None, shard: tuple[int, int] | None = None,
             coverage: str | None = None, per_class: int | None = None,
+            horizon: int | None = None,
             progress: Callable[..., None] | None = None,
             plan: Callable[["Plan"], None] | None = None) -> Report:
     """Crash `make_agent`'s agent at every kill point of `scenario`, resume it, judge it.
@@ -64,6 +65,10 @@ def explore(make_agent: Callable[[AgentEnv], Any] | str, scenario: Scenario | st
     scenario's fault profile: representative coverage crashes each kill-point class at
     its first and last occurrence and `per_class` seeded others, and every kill point of
     the first and last step (`faultsim.classes`); its report says what was left out.
+    `horizon=H` cuts each resumed run past its H-th model request after recovery, at its
+    first request equal to one the clean run made, and takes the rest of its course from
+    the clean run's (a stated assumption, not a proof: docs/explanation/guarantees.md);
+    in-process mode only, and not the pair stage's first crashes, which run to their end.
     `workers` is how many crash runs go at once (default: one
     per core; 0 runs them one after another in this process, replaying the prefix each
     time); `equivalences=False` resumes every distinct crash state instead of sharing
@@ -91,7 +96,7 @@ def explore(make_agent: Callable[[AgentEnv], Any] | str, scenario: Scenario | st
                              timeout=timeout, workers=workers, shard=shard, only=only,
                              search=search, search_seconds=search_seconds, database=database,
                              equivalences=equivalences, convergence=convergence,
-                             coverage=coverage, per_class=per_class,
+                             coverage=coverage, per_class=per_class, horizon=horizon,
                              mode="auto" if isinstance(make_agent, str) else "in-process")
     if isinstance(make_agent, str):
         from .backends import Agent, explore as explore_on_backend
@@ -139,6 +144,7 @@ def explore_in_process(make_agent: Callable[[AgentEnv], Any], scenario: Scenario
             Explorer(make_agent, scenario, agent_name=name, timeout=options.timeout,
                      seed=options.seed) as ex:
         ex.convergence = options.convergence
+        ex.horizon = options.horizon
         golden = ex.golden()
         points = golden.kill_points()
         # Shards split crash states, not kill points (faultsim.inprocess.sharding): every
@@ -149,7 +155,7 @@ def explore_in_process(make_agent: Callable[[AgentEnv], Any], scenario: Scenario
         runs = {m: ModelRun(scenario=scenario, agent=name, crash_model=m, kill_points=points,
                             explored=chosen, seed=options.seed, crashes=crashes,
                             timeout=options.timeout, timeout_seconds=ex.timeout,
-                            shard=shard, coverage=coverage)
+                            shard=shard, coverage=coverage, horizon=options.horizon)
                 for m in models}
         bounded = bounded_cuts(golden, list(runs.values()))
         sweep = Sweep(golden, runs, equivalences=options.equivalences,

@@ -76,6 +76,10 @@ class ExploreOptions:
     # others ("representative", faultsim.classes); None: the scenario's fault profile
     coverage: str | None = None
     per_class: int | None = None
+    # cut each resumed run past its `horizon`-th model request after recovery, at its first
+    # request equal to one the clean run made, and take the rest from the clean run's
+    # course (faultsim.inprocess.convergence, "The horizon"); None: every run to its end
+    horizon: int | None = None
     # wall seconds the single-crash sweep may be forecast to take (pipeline/forecast.py):
     # over it, the run stops before any crash run and says which coverage fits; None: any
     budget: float | None = None
@@ -121,6 +125,10 @@ class ExploreOptions:
                                            or not isinstance(self.per_class, int)
                                            or self.per_class < 0):
             raise OptionError("per_class", self.per_class, PER_CLASS_EXPECTED)
+        if self.horizon is not None and (isinstance(self.horizon, bool)
+                                         or not isinstance(self.horizon, int)
+                                         or self.horizon < 0):
+            raise OptionError("horizon", self.horizon, "an integer >= 0 (model requests)")
 
     @property
     def models(self) -> list[str]:

@@ -143,6 +143,7 @@ class DepthStats:
     resume_seconds: float = 0.0
     seconds: float = 0.0
     searched: int = 0  # schedules tried by the hypothesis search (not exhaustive)
+    at_horizon: int = 0  # of the resumed, those cut past the horizon (--horizon)
 
 
 @dataclass
@@ -167,6 +168,10 @@ class ModelRun:
     # find one depends on the worker count and on which finished first
     met: int = 0
     convergence: str | None = None  # why no resumed run could be cut (None: it was tried)
+    # --horizon H: resumed runs cut past their H-th model request after recovery, the rest
+    # of their course taken from the clean run's (None: every run to its end or its cut)
+    horizon: int | None = None
+    at_horizon: int = 0  # of the `judged`, those cut past the horizon
     escalated: int = 0  # crash states whose resumed run escalated to a person (legal, P11)
     probes: list[Verdict] = field(default_factory=list)  # checks beyond kill points (P4)
     seed: str = "0"
@@ -327,7 +332,20 @@ class ModelRun:
             # of each (faultsim.classes)
             "coverage": None if self.coverage is None else self.coverage.to_json(
                 self._judged_positions()),
-        }
+        } | ({} if self.horizon is None else {
+            # --horizon: what was assumed, not seen (docs/explanation/guarantees.md)
+            "horizon": {"requests": self.horizon, "crash_states_cut": self.at_horizon,
+                        "schedules_cut": {str(n): d.at_horizon
+                                          for n, d in sorted(self.depths.items())}}})
+
+    def horizon_line(self) -> str | None:
+        """What --horizon assumed, in one line (None: no horizon)."""
+        if self.horizon is None:
+            return None
+        return horizon_line_of({"requests": self.horizon, "crash_states_cut": self.at_horizon,
+                                "schedules_cut": {str(n): d.at_horizon
+                                                  for n, d in self.depths.items()}},
+                               self.judged)
 
     def _judged_positions(self) -> set[int]:
         """Positions (in `kill_points`) of the kill points with a verdict here."""
@@ -514,14 +532,28 @@ def _preview(data: bytes | None) -> str:
 TABLE_HEAD = ("scenario", "crash model", *HEADER, "time")
 
 
+def horizon_line_of(block: dict | None, resumed: int) -> str | None:
+    """A run's `horizon` block (--horizon) in one line: what was assumed, not run."""
+    if not block:
+        return None
+    deep = sum(block.get("schedules_cut", {}).values())
+    h = block["requests"]
+    return (f"horizon {h}: {block['crash_states_cut']} of {resumed} resumed runs"
+            + (f" (and {deep} after two crashes)" if deep else "")
+            + f" were cut past their first {h} model request(s) after recovery, the rest of "
+            "each course taken from the clean run's, not run: a violation that would show "
+            "only later is not seen")
+
+
 def coverage_lines(runs: list) -> list[str]:
     """What each representative run covered, said under the table (faultsim.classes): a
-    representative run never passes for an exhaustive one."""
+    representative run never passes for an exhaustive one; nor does a run cut at a
+    horizon (--horizon) pass for one that ran every resumed run to its end."""
     out = []
     for run in runs:
-        line = run.coverage_line()
-        if line is not None:
-            out.append(f"{run.scenario.id} [{run.crash_model}]: {line}")
+        for line in (run.coverage_line(), run.horizon_line()):
+            if line is not None:
+                out.append(f"{run.scenario.id} [{run.crash_model}]: {line}")
     return out
 
 

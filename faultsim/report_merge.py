@@ -127,6 +127,18 @@ def _merge_run(parts: list[tuple[str, dict]], n: int) -> dict[str, Any]:
         out["counts"] = count(out).to_json()
     if run0.get("coverage") is not None:
         out["coverage"] = _merge_coverage(parts, n, out["map"])
+    if run0.get("horizon") is not None:  # --horizon: the cuts of every shard
+        for path, run in parts:
+            if (run.get("horizon") or {}).get("requests") != run0["horizon"]["requests"]:
+                raise MergeError(f"{path}: runs[{n}].horizon: not the one in {path0}")
+        cut: dict[str, int] = {}
+        for _, run in parts:
+            for k, v in run["horizon"]["schedules_cut"].items():
+                cut[k] = cut.get(k, 0) + v
+        out["horizon"] = {"requests": run0["horizon"]["requests"],
+                          "crash_states_cut": sum(run["horizon"]["crash_states_cut"]
+                                                  for _, run in parts),
+                          "schedules_cut": {k: cut[k] for k in sorted(cut, key=int)}}
     return out
 
 
@@ -286,6 +298,11 @@ class _Run:
 
     def coverage_line(self) -> str | None:
         return line_of(self.json.get("coverage"))  # as a report.ModelRun says it
+
+    def horizon_line(self) -> str | None:
+        from .report import horizon_line_of
+
+        return horizon_line_of(self.json.get("horizon"), self.json["crash_states_resumed"])
 
 
 def as_report(merged: dict[str, Any]):

@@ -124,7 +124,8 @@ def explore_options(ns: argparse.Namespace, only=None):
                               shard=shard(ns.shard),
                               search=ns.search, search_seconds=ns.search_seconds,
                               mode=ns.mode, coverage=ns.coverage,
-                              per_class=ns.per_class, budget=ns.budget)
+                              per_class=ns.per_class, budget=ns.budget,
+                              horizon=getattr(ns, "horizon", None))
     except OptionError as exc:
         raise UsageError(f"--{exc.field.replace('_', '-')} {exc.value}: expected "
                          f"{exc.expected}") from None

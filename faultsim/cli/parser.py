@@ -129,6 +129,12 @@ def build_parser() -> argparse.ArgumentParser:
                      help=f"representative coverage: seeded kill points judged per class "
                           f"beside its first and last (default: the scenario's fault "
                           f"profile, else {PER_CLASS})")
+    run.add_argument("--horizon", type=int, default=None, metavar="H",
+                     help="cut each resumed run past its H-th model request after recovery, "
+                          "at its first request equal to one the clean run made, and take "
+                          "the rest of its course from the clean run's: what shows later "
+                          "is not seen (docs/explanation/guarantees.md; default: every "
+                          "resumed run to its end)")
     run.add_argument("--timeout", type=float, default=None,
                      help="seconds an incarnation may run before it counts as hung "
                           "(default: derived from the clean runs, 10x the slower clean "
@@ -174,7 +180,7 @@ def build_parser() -> argparse.ArgumentParser:
                      help="states listed per kind and run in the text (default: 20)")
     debug_flag(cmp)
     cmp.set_defaults(func=cmd_compare, timeout=None, shard=None, search=None,
-                     search_seconds=None, mode=None, coverage=None, per_class=None,
+                     search_seconds=None, mode=None, coverage=None, per_class=None, horizon=None,
                      budget=None)
     lst = sub.add_parser("list", help="the scenarios: turns, services, kill points and the "
                          "crash states each crash model leaves, fault profile")

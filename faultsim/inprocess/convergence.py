@@ -56,6 +56,30 @@ driver, which runs that incarnation to its end, checks its trace against it). Wh
 met the clean run (`Cut.events`, `Point.events`) is what lets the pair stage take a second
 crash after that point as the clean run's own first crash there
 (faultsim.inprocess.after_convergence). What is not cut: subprocess mode.
+
+The horizon (`--horizon H`, off by default) is not a proof but a stated assumption, for
+tasks too long to run every resumed run to its end (a resume that re-asks a turn or
+settles a pending call keeps a record of it, so it never meets the clean run's state, and
+the exhaustive sweep grows with the square of the task's length: engine.md). Past its
+first H model requests after recovery, a resumed run is cut at its first request equal
+(method, route, body) to exactly one request the clean run made with the same effects
+applied before it (by any incarnation) and every service in the same state (`horizon_key`),
+and its rest is taken to be the clean run's after that request, as a convergence cut's is: same remainder, same
+final files and outcome. Seen exactly: everything the run did up to the cut (what the
+recovery read and wrote, every effect it applied or repeated, every request it made, so
+every step it repeated and every conversation the API would refuse). Assumed, not seen:
+that what still differs at the cut (its files, its world, its memory: the records of the
+recovery itself) changes nothing later; a violation that would show only later (a counter
+that drifts and double-pays twenty steps on, a file that the resumed run corrupts and
+reads back much later) is missed, and a run that never asks what the clean run asked is
+not cut and runs to its end. Equal requests are the natural place: the conversation the
+model sees is the clean run's, so the next answers are (the fake answers by what it is
+asked; the fresh tool-use ids a re-asked turn was given are read as the first asking's,
+and assumed to change nothing but themselves); equal effects and services keep the remainder's effects the ones still to do. A request the clean run made twice (a retried fault) is not a cut point: which
+remainder follows depends on the fault counts. Runs whose trace is kept for a second
+crash (the pair stage's first crashes) are not cut at the horizon: their course is what
+the second crash is taken from. docs/explanation/guarantees.md says what a run with a
+horizon does not prove; its report counts the runs it cut (`horizon`).
 """
 from __future__ import annotations
 
@@ -524,6 +548,27 @@ def request_key(request: Any) -> str:
                            + b"\n" + (request.content or b""), digest_size=16).hexdigest()
 
 
+_REASKED_ID = re.compile(rb'(toolu_[^"\\\s]*?_\d{2}_\d+)_r\d+')
+
+
+def horizon_key(world: Any, request: Any) -> str:
+    """Where a horizon cut may be made: the request, every effect applied so far (by
+    any incarnation) and each service's state. Equal effects and services mean the clean
+    remainder repeats nothing the crashed incarnation already did, nor misses what it did
+    not: the remainder's effects are the ones still to do (without it, a re-asked turn
+    equal to the clean run's was cut and the clean run's next effect, which the resumed
+    run's own records would have skipped, was counted twice: a false alarm)."""
+    effects = sorted(e.effect_id() for e in world.ledger.entries if e.applied)
+    # a re-asked turn's fresh tool-use ids (model/script.py: `_rK`) read as the first
+    # asking's: the conversation is otherwise the clean run's, and only the ids differ
+    body = _REASKED_ID.sub(rb"\1", request.content or b"")
+    asked = hashlib.blake2b(request.method.encode() + b" " + request.url.path.encode()
+                            + b"\n" + body, digest_size=16).hexdigest()
+    return hashlib.blake2b("\x00".join((asked, *effects,
+                                        *stores_state(world))).encode(),
+                           digest_size=16).hexdigest()
+
+
 def open_files(ip: Any) -> int:
     return sum(1 for f in ip.fs.open_files if f)
 
@@ -548,6 +593,7 @@ class Course:
     compared with, and the remainder that completes a converged run's verdict."""
 
     by_key: dict = field(default_factory=dict)  # key -> [point index]
+    by_request: dict = field(default_factory=dict)  # horizon_key -> [point index] (horizon)
     points: list[Point] = field(default_factory=list)
     segments: list = field(default_factory=list)  # (first_content, first_presence, listed)
     draws_end: str = ""
@@ -611,8 +657,11 @@ def _running_loop() -> bool:
 class Recorder:
     """Records the clean run's course (`Course`) as it runs (a golden run)."""
 
-    def __init__(self, ex: Any, world: Any) -> None:
+    def __init__(self, ex: Any, world: Any, memory: bool = True, horizon: bool = False
+                 ) -> None:
         self.ex, self.world, self.course = ex, world, Course()
+        self.memory = memory  # False: recorded for a horizon only (no memory compared)
+        self.horizon = horizon  # also where a horizon cut may be made (--horizon)
         self.runner = threading.get_ident()
         self.keys: list[str] = []
 
@@ -625,7 +674,7 @@ class Recorder:
     def _record(self, request: Any, caller: Any) -> None:
         ip, course = self.ex.interposer, self.course
         course.segments.append(_segment(ip))
-        memory, why = _memory(caller)
+        memory, why = _memory(caller) if self.memory else (None, "convergence is off")
         if threading.get_ident() != self.runner:
             memory, why = None, "the request came from a thread of the agent's"
         key = _key(self.ex, self.world, request)
@@ -636,6 +685,8 @@ class Recorder:
                                    determinism.draws(), _agent.incarnation_reads[0],
                                    len(course.segments), len(self.ex.tracer.events)))
         course.by_key.setdefault(key, []).append(n)
+        if self.horizon:
+            course.by_request.setdefault(horizon_key(self.world, request), []).append(n)
         if diagnostic is not None:
             course.diagnosis = course.diagnosis or diagnostic.Clean()
             course.diagnosis.record(self.ex, self.world, request, caller)
@@ -664,6 +715,7 @@ class Cut:
     escapes: list
     first_position: int | None
     events: int = 0  # events in the run's trace before the request
+    horizon: bool = False  # cut past the horizon (taken as the clean run's), not met
 
 
 class Watch:
@@ -673,9 +725,13 @@ class Watch:
     the run's own first request (`start`), so that the run can become a lead."""
 
     def __init__(self, ex: Any, world: Any, course: Course, result: Any,
-                 leads: dict | None = None) -> None:
+                 leads: dict | None = None, exact: bool = True,
+                 horizon: int | None = None) -> None:
         self.ex, self.world, self.course, self.result = ex, world, course, result
         self.leads = leads
+        self.exact = exact  # cut where it meets the clean run's state (False: horizon only)
+        self.horizon = horizon  # cut past this many requests (None: no horizon)
+        self.seen = 0  # its model requests so far, this one included
         self.runner = threading.get_ident()
         self.cut: Cut | None = None
         self.lead: Any = None  # the lead it was cut against (then `cut.at` is -1)
@@ -711,6 +767,9 @@ class Watch:
         return leads.then(self.before, (ip.first_content, ip.first_presence, ip.listed))
 
     def meet(self, request: Any) -> None:
+        self.seen += 1
+        if not self.exact:
+            return self._beyond(request)
         key = _key(self.ex, self.world, request)
         memory: tuple | None = None  # (fingerprint, why), read once
         found = self.course.by_key.get(key)
@@ -727,6 +786,7 @@ class Watch:
                         "the agent's memory differs from the clean run's"
                 else:
                     self._stop(match)
+        self._beyond(request)
         if self.leads is None:
             return
 
@@ -765,11 +825,21 @@ class Watch:
             self.why = self.why or memory[1] or \
                 "the agent's memory differs from the earlier resumed run's"
 
-    def _stop(self, at: int) -> None:
+    def _beyond(self, request: Any) -> None:
+        """The horizon (--horizon): past its first `horizon` requests, the run is cut at its
+        first request equal to exactly one the clean run made, and its rest taken as the
+        clean run's after that request (what that assumes: "The horizon", below)."""
+        if self.horizon is None or self.seen <= self.horizon:
+            return
+        found = self.course.by_request.get(horizon_key(self.world, request))
+        if found is not None and len(found) == 1:
+            self._stop(found[0], horizon=True)
+
+    def _stop(self, at: int, horizon: bool = False) -> None:
         ip, world = self.ex.interposer, self.world
         self.cut = Cut(at, len(world.model.requests), len(world.ledger.entries),
                        self.tracking(), list(ip.escapes), self.result.first_position,
-                       len(self.ex.tracer.events))
+                       len(self.ex.tracer.events), horizon)
         ip.kill()
         world.sealed = True
         raise finality.killed(Converged("the resumed run reached the clean run's state"))

@@ -94,6 +94,11 @@ class Explorer:
         self.convergence = True
         self.course: Course | None = None
         self.convergence_off: str | None = None
+        # --horizon (convergence.py, "The horizon"): resumed runs cut past their `horizon`-th
+        # model request against the clean run's course (`horizon_course`, recorded by
+        # golden() on any interpreter); None: no horizon
+        self.horizon: int | None = None
+        self.horizon_course: Course | None = None
         self.last_cut: tuple | None = None  # (Course, Cut) of the last resume, if it was cut
         self.last_blind = False  # the last resume drew no random number, read no incarnation
         # Convergence with earlier resumed runs (faultsim.inprocess.leads): their
@@ -240,7 +245,9 @@ class Explorer:
             self.timeout = clean_limit(self.asked_timeout)
             started = _real_time.real_perf_counter()
             diagnose.install()  # FAULTSIM_CONVERGENCE_DIAG: why runs do not converge
-            recorder = Recorder(self, world) if self.convergence else None
+            recorder = Recorder(self, world, memory=self.convergence,
+                                horizon=self.horizon is not None) \
+                if self.convergence or self.horizon is not None else None
             if recorder is not None:
                 recorders.append(recorder)
                 self.interposer.start_tracking(None)
@@ -262,7 +269,14 @@ class Explorer:
         self.timeout = resumed_limit(self.asked_timeout, took)
         self.clean_seconds = max(took)  # the slower clean incarnation (the plan's forecast)
         world, final = first.kept
-        self.course, self.convergence_off = None, None
+        self.course, self.convergence_off, self.horizon_course = None, None, None
+        if recorders and len(recorders[0].keys) == len(recorders[1].keys):
+            course = recorders[0].course  # the clean run's course, whatever cuts it serves
+            course.world, course.final, course.outcome = world, dict(final), first.outcome
+            course.trace = list(first.events)
+            # a horizon cut takes the remainder as given: it needs the course, not equal
+            # memories (the two clean runs made the same requests, the golden guard says)
+            self.horizon_course = course if self.horizon is not None else None
         if not self.convergence:
             self.convergence_off = "switched off (convergence=False)"
         elif unread := cpython.unknown():  # frames and bytecode not read here: no cut
@@ -277,10 +291,7 @@ class Explorer:
                 f"{n + 1} (the agent's memory or files vary between runs)" if n is not None
                 else "the two clean runs made different numbers of model requests")
         else:
-            course = recorders[0].course
-            course.world, course.final, course.outcome = world, dict(final), first.outcome
-            course.trace = list(first.events)
-            self.course = course
+            self.course = recorders[0].course
         if every_service:
             routed_only(self.scenario, world, first.outcome)
         return Golden.of(first.outcome, world, final, first.events, self.scenario.checkpoint,
@@ -331,17 +342,23 @@ class Explorer:
             world.clock.advance(self.scenario.profile.downtime)
 
     def resume(self, world: World, state: CrashState, points: list[KillPoint],
-               converge: bool = False, lead: bool = False) -> CrashRun:
+               converge: bool = False, lead: bool = False, horizon: bool = False
+               ) -> CrashRun:
         """The resumed run from `state`, judged as a CrashRun. `converge`: stop it where it
         reaches the clean run's state and complete it from the clean run's remainder
         (faultsim.inprocess.convergence; its soundness is argued there). `lead`: also where
         it reaches an earlier resumed run's state at that run's first request, and let it
-        lead later ones (faultsim.inprocess.leads)."""
+        lead later ones (faultsim.inprocess.leads). `horizon`: also past the explorer's
+        horizon (--horizon), at its first request equal to one the clean run made."""
         self.prepare(world, state)
         self.last_cut, self.last_lead, self.last_met = None, None, None
         course = self.course if converge and self.convergence_off is None else None
-        watch = Watch(self, world, course, None, self.leads if lead else None) \
-            if course is not None else None
+        beyond = self.horizon if horizon and self.horizon_course is not None else None
+        watch = Watch(self, world, course or self.horizon_course, None,
+                      self.leads if lead and course is not None else None,
+                      exact=course is not None, horizon=beyond) \
+            if course is not None or beyond is not None else None
+        course = course or (self.horizon_course if beyond is not None else None)
         try:
             return self._resumed(world, state, points, course, watch)
         finally:
@@ -450,7 +467,8 @@ def resume_and_judge(ex: Explorer, golden: Golden, world: World, state: CrashSta
     ip.start_tracking(watch)
     try:
         # a run whose trace is kept meets the clean run only (faultsim.inprocess.leads)
-        crash_run = ex.resume(world, state, schedule, converge=True, lead=not keep_trace)
+        crash_run = ex.resume(world, state, schedule, converge=True, lead=not keep_trace,
+                              horizon=not keep_trace)
     finally:
         ip.stop_tracking()
     violations = judge(golden, crash_run, RESUME_GUARDS)
@@ -484,5 +502,7 @@ def resume_and_judge(ex: Explorer, golden: Golden, world: World, state: CrashSta
                         content, presence, listed, events,
                         crash_run.outcome is not None
                         and crash_run.outcome.status == "escalated",
-                        converged=ex.last_cut is not None, meets=meets, tail=tail,
+                        converged=ex.last_cut is not None and not ex.last_cut[1].horizon,
+                        at_horizon=ex.last_cut is not None and ex.last_cut[1].horizon,
+                        meets=meets, tail=tail,
                         met=ex.last_met is not None, lead=lead)

@@ -32,6 +32,8 @@ class ResumeResult:
     # it reached the clean run's state at a model request and was completed from the clean
     # run's remainder (faultsim.inprocess.convergence)
     converged: bool = False
+    # it was cut past the horizon instead (--horizon; faultsim.inprocess.convergence)
+    at_horizon: bool = False
     # kept with the trace, for the pair stage (faultsim.inprocess.after_convergence): the
     # events of its course and of the clean run's before the request where it met the
     # clean run (None: it did not), and what it added to the world (its Tail)
@@ -307,6 +309,7 @@ class Sweep:
             depth.explored += 1
             depth.resumed += fresh
             depth.converged += fresh and result.converged
+            depth.at_horizon += fresh and result.at_horizon
             depth.met += fresh and result.met
             reused = (model, point.id, order) in self.reused
             depth.after_convergence += composed and not reused
@@ -322,6 +325,7 @@ class Sweep:
         if fresh:
             run.judged += 1
             run.converged += result.converged
+            run.at_horizon += result.at_horizon
             run.met += result.met
             run.resume_seconds += result.seconds
         else:

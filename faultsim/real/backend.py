@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Mapping
 
-from ..backends import Agent, Survey, refuse_settings
+from ..backends import Agent, Survey, horizon_refusal, refuse_settings
 
 
 class Subprocess:
@@ -17,6 +17,8 @@ class Subprocess:
         if agent.spec is None and job in ("explore", "survey"):
             return (f"{scenario.path}: subprocess mode imports the agent by name: give a "
                     "module-level factory or 'module:attr'")
+        if job == "explore" and getattr(options, "horizon", None) is not None:
+            return horizon_refusal("subprocess mode")
         if job == "explore" and getattr(options, "budget", None) is not None:
             # pipeline/forecast.py is fitted on the in-process sweep only
             return ("--budget: subprocess mode makes no forecast to weigh it against "
