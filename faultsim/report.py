@@ -167,6 +167,9 @@ class ModelRun:
     # find one depends on the worker count and on which finished first
     met: int = 0
     convergence: str | None = None  # why no resumed run could be cut (None: it was tried)
+    # why resumed runs (of any schedule length) were not cut, each run's first reason:
+    # {"convergence": {reason: runs}, "leads": {reason: runs}} (faultsim.shortcuts)
+    refused: dict[str, dict[str, int]] = field(default_factory=dict)
     escalated: int = 0  # crash states whose resumed run escalated to a person (legal, P11)
     probes: list[Verdict] = field(default_factory=list)  # checks beyond kill points (P4)
     seed: str = "0"
@@ -198,6 +201,13 @@ class ModelRun:
 
     def depth(self, crashes: int) -> DepthStats:
         return self.depths.setdefault(crashes, DepthStats(crashes))
+
+    def refusal(self, refused: tuple) -> None:
+        """Count a resumed run's reasons for not being cut (`ResumeResult.refused`)."""
+        for name, why in zip(("convergence", "leads"), refused):
+            if why is not None:
+                into = self.refused.setdefault(name, {})
+                into[why] = into.get(why, 0) + 1
 
     @property
     def failures(self) -> list[Verdict]:
@@ -291,6 +301,7 @@ class ModelRun:
             "crash_states": len(self.verdicts), "crash_states_resumed": self.judged,
             "crash_states_escalated": self.escalated,
             "crash_states_converged": self.converged, "convergence": self.convergence,
+            "shortcuts": self.shortcuts(),
             "probes": [{"id": p.kill_point.id, "ok": p.ok} for p in self.probes],
             "seed": self.seed, "crashes": self.crashes,
             "timeout": self.timeout, "timeout_seconds": self.timeout_seconds,
@@ -328,6 +339,24 @@ class ModelRun:
             "coverage": None if self.coverage is None else self.coverage.to_json(
                 self._judged_positions()),
         }
+
+    def shortcuts(self) -> dict[str, Any]:
+        """How often each shortcut applied, and why not where it never did (the JSON
+        report's `shortcuts`, faultsim.shortcuts), over every schedule length."""
+        from .shortcuts import block
+
+        depths = self.depths.values()
+        return block(
+            resumed=self.judged + sum(d.resumed for d in depths),
+            converged=self.converged + sum(d.converged for d in depths),
+            met=self.met + sum(d.met for d in depths), refused=self.refused,
+            aftermath=sum(d.after_convergence + d.composed for d in depths),
+            later=sum(d.explored + d.searched for d in depths),
+            # an exhaustive length's explored last crashes: resumed, composed or shared
+            shared=self.reused + sum(d.explored - d.resumed - d.after_convergence - d.composed
+                                     for d in depths if not d.searched),
+            states=len(self.verdicts) + sum(d.explored for d in depths),
+            crashes=self.crashes, off=self.convergence)
 
     def _judged_positions(self) -> set[int]:
         """Positions (in `kill_points`) of the kill points with a verdict here."""

@@ -666,6 +666,15 @@ class Cut:
     events: int = 0  # events in the run's trace before the request
 
 
+# Why a resumed run was not cut, where no other reason is known (faultsim.shortcuts)
+CLEAN_MEMORY = "the agent's memory differs from the clean run's"
+LEAD_MEMORY = "the agent's memory differs from the earlier resumed run's"
+NO_CLEAN_STATE = ("no model request of its met the clean run's files, world and request "
+                  "at one of its model requests")
+NO_LEAD_STATE = ("no model request of its met an earlier resumed run's state at that run's "
+                 "first model request")
+
+
 class Watch:
     """Watches a resumed run's requests; at the first that meets a usable clean point, or
     the first request of an earlier resumed run (`leads`, faultsim.inprocess.leads),
@@ -683,6 +692,10 @@ class Watch:
         self.claimed: str | None = None  # its state there, claimed on the lead board
         self.before: tuple | None = None  # its first touches up to its first request
         self.why: str | None = None  # why a matching state was not cut
+        # the first reason a cut was refused, apart: against the clean run, and against an
+        # earlier resumed run (the report's `shortcuts` block, faultsim.shortcuts)
+        self.clean_why: str | None = None
+        self.lead_why: str | None = None
         self.probe = (diagnostic.Probe(course.diagnosis)
                       if diagnostic is not None and course.diagnosis else None)
 
@@ -718,13 +731,14 @@ class Watch:
             usable = [n for n in found if self.course.usable(n) is None]
             if not usable:
                 self.why = self.why or self.course.usable(found[0])
+                self.clean_why = self.clean_why or self.course.usable(found[0])
             else:
                 memory = _memory(sys._getframe(2))
                 match = next((n for n in usable if self.course.points[n].memory ==
                               memory[0]), None)
                 if memory[0] is None or match is None:
-                    self.why = self.why or memory[1] or \
-                        "the agent's memory differs from the clean run's"
+                    self.why = self.why or memory[1] or CLEAN_MEMORY
+                    self.clean_why = self.clean_why or memory[1] or CLEAN_MEMORY
                 else:
                     self._stop(match)
         if self.leads is None:
@@ -743,6 +757,7 @@ class Watch:
                                          len(world.processes), self.before)
             else:
                 self.start = False  # no lead: its memory cannot be compared
+                self.lead_why = self.lead_why or memory[1]
         lead = self.leads.get(lk)
         board = self.ex.board  # in a forked child only
         if lead is None and first and self.start and board is not None:
@@ -761,9 +776,13 @@ class Watch:
             memory = memory or _memory(sys._getframe(2))
             if leads.same_memory(memory[0], lead):
                 self.lead = lead
+                # what it would have been refused against the clean run after the cut is
+                # what the lead was (the same state from there): its count does not depend
+                # on which runs happened to lead
+                self.clean_why = self.clean_why or lead.why
                 self._stop(-1)
-            self.why = self.why or memory[1] or \
-                "the agent's memory differs from the earlier resumed run's"
+            self.why = self.why or memory[1] or LEAD_MEMORY
+            self.lead_why = self.lead_why or memory[1] or LEAD_MEMORY
 
     def _stop(self, at: int) -> None:
         ip, world = self.ex.interposer, self.world

@@ -81,6 +81,9 @@ class Lead:
     content: dict  # the files it first touched after that request, and how
     presence: dict
     listed: frozenset
+    # the first reason its run was refused a cut against the clean run (None: none met a
+    # state of the clean run's); a run cut against it takes it (faultsim.shortcuts)
+    why: str | None = None
 
 
 # the leads kept: the latest. Runs meet runs resumed from nearby kill points (the crash
@@ -119,7 +122,7 @@ def lead_key(key: str, draws: str, incarnation: int) -> str:
 
 
 def lead_of(start: Start, world: Any, after: tuple, final: dict, inc: Any,
-            escapes: list) -> Lead | None:
+            escapes: list, why: str | None = None) -> Lead | None:
     """The lead a resumed run that ran to its end makes, or None (see the module). `after`:
     its first touches from its first request on (content, presence, listed)."""
     if (inc.outcome is None or inc.error is not None or inc.timed_out or inc.strays
@@ -128,7 +131,7 @@ def lead_of(start: Start, world: Any, after: tuple, final: dict, inc: Any,
         return None
     return Lead(start.key, start.memory, tuple(world.ledger.entries[start.ledger:]),
                 tuple(world.model.requests[start.requests:]), final, inc.outcome,
-                dict(after[0]), dict(after[1]), frozenset(after[2]))
+                dict(after[0]), dict(after[1]), frozenset(after[2]), why)
 
 
 def complete(lead: Lead, cut: Any, world: Any, tag: str | None) -> int | None:

@@ -23,7 +23,8 @@ from ..interpose.determinism import draws, seeded
 from ..model import sdk
 from . import diagnose
 from .after_convergence import tail_of
-from .convergence import Course, Recorder, Watch, complete, course_events, tracked
+from .convergence import (NO_CLEAN_STATE, NO_LEAD_STATE, Course, Recorder, Watch,
+                          complete, course_events, tracked)
 from . import cpython, leads
 from .fs import FsInterposer, install
 from ..killpoints import KillPoint
@@ -103,6 +104,8 @@ class Explorer:
         self.lead_contents: dict = {}  # their final files' bytes, one object per content
         self.last_lead: Any = None
         self.last_met: Any = None
+        # why the last resume was not cut (clean run, lead), each None where it was
+        self.last_refused: tuple = (None, None)
         self.board: Any = None  # in a forked child: leads shared while they run (board.py)
         # kill point id -> how its kill did not unwind in time (pipeline.incarnation's
         # `not_unwound`): its states were judged all the same, as the kill left them
@@ -345,6 +348,7 @@ class Explorer:
         try:
             return self._resumed(world, state, points, course, watch)
         finally:
+            self.last_refused = refused(self, converge, lead, watch)
             if watch is not None and watch.claimed is not None:
                 # whichever way the run ended: the runs waiting on its state go on
                 self.board.publish(watch.claimed, self.last_lead)
@@ -372,7 +376,7 @@ class Explorer:
             self.interposer.listed = listed
             self.last_lead = leads.lead_of(watch.start, world, after,
                                            self.interposer.snapshot(), inc,
-                                           list(self.interposer.escapes))
+                                           list(self.interposer.escapes), watch.clean_why)
         if watch is not None and watch.cut is not None:
             cut = watch.cut
             first = complete(course, cut, world, self.scenario.script.tag)
@@ -388,6 +392,21 @@ class Explorer:
                         escapes=list(self.interposer.escapes), strays=list(inc.strays),
                         resume_positions=[inc.first_position] if inc.first_position is not None
                         else [], events=inc.events)
+
+
+def refused(ex: Explorer, converge: bool, lead: bool, watch: Any) -> tuple:
+    """Why the last resumed run was not cut against the clean run, and why not against an
+    earlier resumed run: its first reason each (None where it was cut so), for the
+    report's `shortcuts` block (faultsim.shortcuts)."""
+    if watch is None:
+        off = ex.convergence_off or "not asked for this resumed run"
+        return off, off
+    clean = None if watch.cut is not None and watch.lead is None else \
+        watch.clean_why or NO_CLEAN_STATE
+    if not lead:
+        return clean, "a run whose trace is kept for a further crash meets the clean run only"
+    return clean, None if watch.lead is not None or watch.cut is not None else \
+        watch.lead_why or NO_LEAD_STATE
 
 
 def unwound_notes(unwound: dict[str, str], limit: float | None) -> list[str]:
@@ -485,4 +504,4 @@ def resume_and_judge(ex: Explorer, golden: Golden, world: World, state: CrashSta
                         crash_run.outcome is not None
                         and crash_run.outcome.status == "escalated",
                         converged=ex.last_cut is not None, meets=meets, tail=tail,
-                        met=ex.last_met is not None, lead=lead)
+                        met=ex.last_met is not None, lead=lead, refused=ex.last_refused)
