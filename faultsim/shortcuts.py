@@ -20,6 +20,13 @@ from __future__ import annotations
 from typing import Any
 
 NAMES = ("convergence", "leads", "aftermath", "memo")
+# A resumed run's reason where no check refused it a cut: it never stood where the clean
+# run (an earlier resumed run) stood. Named only when no run gives a reason of its own: a
+# reason a check gave (its memory unreadable, differing) is what keeps matching runs apart.
+NO_CLEAN_STATE = "it never reached the clean run's files, world and request at a model request"
+NO_LEAD_STATE = ("it never reached an earlier resumed run's files, world and request at that "
+                 "run's first model request")
+_GENERIC = (NO_CLEAN_STATE, NO_LEAD_STATE)
 _UNITS = {"convergence": "resumed runs", "leads": "resumed runs",
           "aftermath": "later crashes", "memo": "crash states"}
 
@@ -67,10 +74,12 @@ def explain(found: dict, crashes: int) -> dict:
 
 
 def _most(reasons: dict) -> str:
-    """The reason most runs gave (the first in order of those alike)."""
-    if not reasons:
+    """The reason a check gave most runs (the first in order of those alike); the runs
+    that never stood where a cut was tried only where no check gave one."""
+    given = {k: v for k, v in reasons.items() if k not in _GENERIC} or reasons
+    if not given:
         return "no resumed run was refused one, nor cut"
-    return min(reasons.items(), key=lambda kv: (-kv[1], kv[0]))[0]
+    return min(given.items(), key=lambda kv: (-kv[1], kv[0]))[0]
 
 
 def merge(blocks: list[dict], crashes: int) -> dict:

@@ -1,7 +1,9 @@
 """The reference agent with its model client behind a logging transport, written the way a
 user writes one (tests/test_shortcuts.py): a transport of the SDK's HTTP package that logs
-each request and its answer and hands the request on to the transport the client had. Its
-frame stands between the agent and the fake Claude at every model request."""
+each request and its answer to stderr and hands the request on to the transport the client
+had. Its frame stands between the agent and the fake Claude at every model request, and
+its module's logger is in the agent's memory (with its handler's stream, and through the
+logging manager every logger of the process)."""
 from __future__ import annotations
 
 import logging
@@ -12,6 +14,7 @@ from faultsim.model.sdk import http
 from reference_agent.agent import Agent
 
 log = logging.getLogger("logging_transport_agent")
+log.addHandler(logging.StreamHandler())
 
 
 class LoggingTransport(http().BaseTransport):

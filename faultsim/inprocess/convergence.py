@@ -666,13 +666,9 @@ class Cut:
     events: int = 0  # events in the run's trace before the request
 
 
-# Why a resumed run was not cut, where no other reason is known (faultsim.shortcuts)
+# Why a cut was refused where the memory read as one but differed (faultsim.shortcuts)
 CLEAN_MEMORY = "the agent's memory differs from the clean run's"
 LEAD_MEMORY = "the agent's memory differs from the earlier resumed run's"
-NO_CLEAN_STATE = ("no model request of its met the clean run's files, world and request "
-                  "at one of its model requests")
-NO_LEAD_STATE = ("no model request of its met an earlier resumed run's state at that run's "
-                 "first model request")
 
 
 class Watch:

@@ -23,8 +23,7 @@ from ..interpose.determinism import draws, seeded
 from ..model import sdk
 from . import diagnose
 from .after_convergence import tail_of
-from .convergence import (NO_CLEAN_STATE, NO_LEAD_STATE, Course, Recorder, Watch,
-                          complete, course_events, tracked)
+from .convergence import Course, Recorder, Watch, complete, course_events, tracked
 from . import cpython, leads
 from .fs import FsInterposer, install
 from ..killpoints import KillPoint
@@ -36,6 +35,7 @@ from ..pipeline.incarnation import (AUTO, Incarnation, IncarnationTimeout, captu
 from ..pipeline.sweep import ResumeResult
 from ..report import ResumeSummary
 from ..runner import make_env
+from ..shortcuts import NO_CLEAN_STATE, NO_LEAD_STATE
 from ..scenario import Scenario
 from ..trace import Event, Killed, Tracer, WorldSealed
 from ..world import World
@@ -403,10 +403,11 @@ def refused(ex: Explorer, converge: bool, lead: bool, watch: Any) -> tuple:
         return off, off
     clean = None if watch.cut is not None and watch.lead is None else \
         watch.clean_why or NO_CLEAN_STATE
+    if watch.cut is not None:  # cut (against the clean run or a lead): no lead refused
+        return clean, None
     if not lead:
         return clean, "a run whose trace is kept for a further crash meets the clean run only"
-    return clean, None if watch.lead is not None or watch.cut is not None else \
-        watch.lead_why or NO_LEAD_STATE
+    return clean, watch.lead_why or NO_LEAD_STATE
 
 
 def unwound_notes(unwound: dict[str, str], limit: float | None) -> list[str]:
