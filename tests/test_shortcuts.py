@@ -112,3 +112,28 @@ def test_merged_shards_give_the_whole_runs_block(tmp_path):
     one_by_one = block(faultsim.explore(reference_agent.make_agent, scen,
                                         crash_model="process", crashes=1, workers=0))
     assert one_by_one["convergence"] == alone["convergence"]
+
+
+@shortcut
+def test_a_loggers_memo_of_levels_is_not_state_its_levels_are():
+    """A module-level logger reaches every logger of the process (`Logger.manager`), and
+    each one's `_cache`, a memo of isEnabledFor filled as a level is first asked (httpx's,
+    after each response): compared, the two clean runs differed at their first request and
+    no run was cut (the first run of a process, the logging transport without a handler).
+    The memo is left out; the levels it is a function of are compared."""
+    import logging
+
+    from faultsim.inprocess import convergence
+
+    log = logging.Logger("shortcuts-test")  # not registered: the test leaves no logger
+
+    def digest():
+        canon = convergence._Canon()
+        canon.add({"log": log})
+        return canon.digest()
+
+    before = digest()
+    log.isEnabledFor(logging.INFO)  # fills the memo
+    assert log._cache and digest() == before
+    log.setLevel(logging.DEBUG)  # what the agent would log: state
+    assert digest() != before

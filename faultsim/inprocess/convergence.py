@@ -66,6 +66,7 @@ import enum
 import fractions
 import hashlib
 import inspect
+import logging
 import os
 import random
 import re
@@ -322,6 +323,14 @@ class _Canon:
             state = dict(state)
             if name == _OPTIONS:  # the header's uuid: see determinism.draws
                 state.pop("idempotency_key", None)
+            elif isinstance(obj, logging.Logger):
+                # a memo of isEnabledFor, filled as each level is first asked and emptied
+                # whenever a level changes (setLevel, logging.disable): a function of the
+                # levels, which are compared. A module-level logger reaches every logger of
+                # the process (its `manager`), and a library's (httpx's, after each
+                # response) is first asked during the first clean run: compared, the two
+                # clean runs differed at their first request and no run was ever cut
+                state.pop("_cache", None)
             self.add(state, depth + 1)
         for cls in t.__mro__:
             slots = cls.__dict__.get("__slots__", ())
