@@ -27,6 +27,8 @@ NO_CLEAN_STATE = "it never reached the clean run's files, world and request at a
 NO_LEAD_STATE = ("it never reached an earlier resumed run's files, world and request at that "
                  "run's first model request")
 _GENERIC = (NO_CLEAN_STATE, NO_LEAD_STATE)
+_NONE_MET = ("no later crash came after a resumed run that met the clean run, or left a crash "
+             "state and world equal to one resumed already")
 _UNITS = {"convergence": "resumed runs", "leads": "resumed runs",
           "aftermath": "later crashes", "memo": "crash states"}
 
@@ -63,8 +65,7 @@ def explain(found: dict, crashes: int) -> dict:
     after["why_not"] = None if after["applied"] else (
         "one crash per schedule: it composes the verdicts of later crashes" if crashes < 2
         else "no schedule of several crashes was explored" if not after["of"]
-        else "no later crash came after a resumed run that met the clean run, or left a "
-             "crash state and world equal to one resumed already" + (
+        else _NONE_MET + (
                  f" (convergence: {conv['why_not']})" if conv["why_not"] else ""))
     memo = found["memo"]
     memo["why_not"] = None if memo["applied"] else (
@@ -97,6 +98,19 @@ def merge(blocks: list[dict], crashes: int) -> dict:
             entry["refused"] = dict(sorted(reasons.items()))
         out[name] = entry
     return explain(out, crashes)
+
+
+# why_not that only says there was nothing for the shortcut to do
+_NOTHING = ("no run was resumed", "one crash per schedule: it composes the verdicts of later "
+            "crashes", "no schedule of several crashes was explored", "no crash state",
+            "no resumed run was refused one, nor cut")
+
+
+def off(found: dict) -> bool:
+    """A shortcut never applied because it is off or a check refused it (not for want of
+    work, nor because no run stood where another had): the summary says so."""
+    return any(found[name]["why_not"] not in (None, *_NOTHING, *_GENERIC) and
+               not found[name]["why_not"].startswith(_NONE_MET) for name in NAMES)
 
 
 def line(found: dict) -> str:
