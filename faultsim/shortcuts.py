@@ -109,8 +109,10 @@ _NOTHING = ("no run was resumed", "one crash per schedule: it composes the verdi
 def off(found: dict) -> bool:
     """A shortcut never applied because it is off or a check refused it (not for want of
     work, nor because no run stood where another had): the summary says so."""
+    # ("not tried ...": a mode that cuts no run, as its JSON `convergence` says)
     return any(found[name]["why_not"] not in (None, *_NOTHING, *_GENERIC) and
-               not found[name]["why_not"].startswith(_NONE_MET) for name in NAMES)
+               not found[name]["why_not"].startswith((_NONE_MET, "not tried"))
+               for name in NAMES)
 
 
 def line(found: dict) -> str:
