@@ -128,7 +128,8 @@ class DepthStats:
     resumed: int = 0  # of those, resumed afresh (the rest shared an equivalent's verdict)
     converged: int = 0  # of the resumed, those cut where they reached the clean run's state
     # of the resumed, those cut where they reached an earlier resumed run's state
-    # (faultsim.inprocess.leads): not in the JSON, it varies with the scheduling
+    # (faultsim.inprocess.leads): in the JSON only in `shortcuts` (it varies with the
+    # scheduling)
     met: int = 0
     # of the explored, last crashes after the previous crash's resumed run had met the
     # clean run: the clean run's own first crashes there, their verdicts composed from the
@@ -163,8 +164,9 @@ class ModelRun:
     # request and was completed from its remainder (faultsim.inprocess.convergence)
     converged: int = 0
     # of the `judged`, those cut where they reached an earlier resumed run's state at its
-    # first model request (faultsim.inprocess.leads); not in the JSON report: which runs
-    # find one depends on the worker count and on which finished first
+    # first model request (faultsim.inprocess.leads); in the JSON report only as the
+    # `shortcuts` block's `leads`: which runs find one depends on the worker count and on
+    # which finished first
     met: int = 0
     convergence: str | None = None  # why no resumed run could be cut (None: it was tried)
     # why resumed runs (of any schedule length) were not cut, each run's first reason:

@@ -45,8 +45,9 @@ the sweep's memos are keyed on), so the report stays the same. Nor does it chang
 meet the clean run (`crash_states_converged`): each request is compared with the clean
 run's first, and a lead met the clean run at none of its requests (it would have been
 cut there, and is no lead), so a run that takes its steps would not have either. How many
-runs were cut this way is counted beside it (`ModelRun.met`, `DepthStats.met`), not in the JSON report: it is
-how the work was done, and varies with the scheduling.
+runs were cut this way is counted beside it (`ModelRun.met`, `DepthStats.met`), in the JSON
+report only in its `shortcuts` block (`leads`, faultsim.shortcuts, which bench/same_json.py
+strips): it is how the work was done, and varies with the scheduling.
 """
 from __future__ import annotations
 
