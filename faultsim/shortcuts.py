@@ -27,6 +27,8 @@ NO_CLEAN_STATE = "it never reached the clean run's files, world and request at a
 NO_LEAD_STATE = ("it never reached an earlier resumed run's files, world and request at that "
                  "run's first model request")
 _GENERIC = (NO_CLEAN_STATE, NO_LEAD_STATE)
+# a pair's first crash: its run is not cut against a lead (leads.py), by design
+KEPT = "a run whose trace is kept for a further crash meets the clean run only"
 _NONE_MET = ("no later crash came after a resumed run that met the clean run, or left a crash "
              "state and world equal to one resumed already")
 _UNITS = {"convergence": "resumed runs", "leads": "resumed runs",
@@ -103,7 +105,7 @@ def merge(blocks: list[dict], crashes: int) -> dict:
 # why_not that only says there was nothing for the shortcut to do
 _NOTHING = ("no run was resumed", "one crash per schedule: it composes the verdicts of later "
             "crashes", "no schedule of several crashes was explored", "no crash state",
-            "no resumed run was refused one, nor cut")
+            "no resumed run was refused one, nor cut", KEPT)
 
 
 def off(found: dict) -> bool:

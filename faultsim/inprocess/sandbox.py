@@ -35,7 +35,7 @@ from ..pipeline.incarnation import (AUTO, Incarnation, IncarnationTimeout, captu
 from ..pipeline.sweep import ResumeResult
 from ..report import ResumeSummary
 from ..runner import make_env
-from ..shortcuts import NO_CLEAN_STATE, NO_LEAD_STATE
+from ..shortcuts import KEPT, NO_CLEAN_STATE, NO_LEAD_STATE
 from ..scenario import Scenario
 from ..trace import Event, Killed, Tracer, WorldSealed
 from ..world import World
@@ -406,7 +406,7 @@ def refused(ex: Explorer, converge: bool, lead: bool, watch: Any) -> tuple:
     if watch.cut is not None:  # cut (against the clean run or a lead): no lead refused
         return clean, None
     if not lead:
-        return clean, "a run whose trace is kept for a further crash meets the clean run only"
+        return clean, KEPT
     return clean, watch.lead_why or NO_LEAD_STATE
 
 
