@@ -100,6 +100,8 @@ def _merge_run(parts: list[tuple[str, dict]], n: int) -> dict[str, Any]:
     if all("shortcuts" in run for _, run in parts):  # counts added, reasons from the sums
         out["shortcuts"] = shortcuts.merge([run["shortcuts"] for _, run in parts],
                                            run0["crashes"])
+    else:  # not one shard's counts for the whole run's
+        out.pop("shortcuts", None)
     if by == "kill point":  # each shard explored its own kill points
         out["kill_points_explored"] = total("kill_points_explored")
         out["categories"] = {c: sum(run["categories"].get(c, 0) for _, run in parts)
