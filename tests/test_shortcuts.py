@@ -13,7 +13,7 @@ from faultsim import report_merge
 from faultsim.console import print_run
 from faultsim.inprocess import cpython
 from faultsim.scenario import load_scenario
-from faultsim.shortcuts import NAMES
+from faultsim.shortcuts import NAMES, off
 
 import convergence_agents
 import logging_transport_agent
@@ -47,6 +47,7 @@ def test_each_shortcut_applies_on_the_reference_agent(tmp_path):
     for name, entry in found.items():
         assert 0 < entry["applied"] <= entry["of"], name
         assert entry["why_not"] is None, name
+    assert not off(found)  # nothing to say in the summary
     for name in ("convergence", "leads"):  # every run not cut has its reason counted
         cut = found["convergence"]["applied"] + (found["leads"]["applied"]
                                                  if name == "leads" else 0)
