@@ -256,6 +256,11 @@ def print_run(run) -> None:
     print(f"  crash states  {data['crash_states']} judged, {run.judged} resumed "
           f"({run.reused} shared with an equal or equivalent state), "
           f"{max(0.0, run.seconds - deeper):.1f}s")
+    from .shortcuts import line, off
+
+    if data.get("shortcuts") is not None and off(data["shortcuts"]):
+        # a shortcut that had work and never applied says why (the JSON has every count)
+        print(f"  shortcuts     {line(data['shortcuts'])}")
     golden = run.verdicts[0].golden if run.verdicts else None
     if golden is not None and not golden.ledger.entries:
         # every verdict passed on effects it never had to count: say so, not just "ok"

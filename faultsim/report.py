@@ -128,7 +128,8 @@ class DepthStats:
     resumed: int = 0  # of those, resumed afresh (the rest shared an equivalent's verdict)
     converged: int = 0  # of the resumed, those cut where they reached the clean run's state
     # of the resumed, those cut where they reached an earlier resumed run's state
-    # (faultsim.inprocess.leads): not in the JSON, it varies with the scheduling
+    # (faultsim.inprocess.leads): in the JSON only in `shortcuts` (it varies with the
+    # scheduling)
     met: int = 0
     # of the explored, last crashes after the previous crash's resumed run had met the
     # clean run: the clean run's own first crashes there, their verdicts composed from the
@@ -164,14 +165,18 @@ class ModelRun:
     # request and was completed from its remainder (faultsim.inprocess.convergence)
     converged: int = 0
     # of the `judged`, those cut where they reached an earlier resumed run's state at its
-    # first model request (faultsim.inprocess.leads); not in the JSON report: which runs
-    # find one depends on the worker count and on which finished first
+    # first model request (faultsim.inprocess.leads); in the JSON report only as the
+    # `shortcuts` block's `leads`: which runs find one depends on the worker count and on
+    # which finished first
     met: int = 0
     convergence: str | None = None  # why no resumed run could be cut (None: it was tried)
     # --horizon H: resumed runs cut past their H-th model request after recovery, the rest
     # of their course taken from the clean run's (None: every run to its end or its cut)
     horizon: int | None = None
     at_horizon: int = 0  # of the `judged`, those cut past the horizon
+    # why resumed runs (of any schedule length) were not cut, each run's first reason:
+    # {"convergence": {reason: runs}, "leads": {reason: runs}} (faultsim.shortcuts)
+    refused: dict[str, dict[str, int]] = field(default_factory=dict)
     escalated: int = 0  # crash states whose resumed run escalated to a person (legal, P11)
     probes: list[Verdict] = field(default_factory=list)  # checks beyond kill points (P4)
     seed: str = "0"
@@ -203,6 +208,13 @@ class ModelRun:
 
     def depth(self, crashes: int) -> DepthStats:
         return self.depths.setdefault(crashes, DepthStats(crashes))
+
+    def refusal(self, refused: tuple) -> None:
+        """Count a resumed run's reasons for not being cut (`ResumeResult.refused`)."""
+        for name, why in zip(("convergence", "leads"), refused):
+            if why is not None:
+                into = self.refused.setdefault(name, {})
+                into[why] = into.get(why, 0) + 1
 
     @property
     def failures(self) -> list[Verdict]:
@@ -296,6 +308,7 @@ class ModelRun:
             "crash_states": len(self.verdicts), "crash_states_resumed": self.judged,
             "crash_states_escalated": self.escalated,
             "crash_states_converged": self.converged, "convergence": self.convergence,
+            "shortcuts": self.shortcuts(),
             "probes": [{"id": p.kill_point.id, "ok": p.ok} for p in self.probes],
             "seed": self.seed, "crashes": self.crashes,
             "timeout": self.timeout, "timeout_seconds": self.timeout_seconds,
@@ -346,6 +359,24 @@ class ModelRun:
                                 "schedules_cut": {str(n): d.at_horizon
                                                   for n, d in self.depths.items()}},
                                self.judged)
+
+    def shortcuts(self) -> dict[str, Any]:
+        """How often each shortcut applied, and why not where it never did (the JSON
+        report's `shortcuts`, faultsim.shortcuts), over every schedule length."""
+        from .shortcuts import block
+
+        depths = self.depths.values()
+        return block(
+            resumed=self.judged + sum(d.resumed for d in depths),
+            converged=self.converged + sum(d.converged for d in depths),
+            met=self.met + sum(d.met for d in depths), refused=self.refused,
+            aftermath=sum(d.after_convergence + d.composed for d in depths),
+            later=sum(d.explored + d.searched for d in depths),
+            # an exhaustive length's explored last crashes: resumed, composed or shared
+            shared=self.reused + sum(d.explored - d.resumed - d.after_convergence - d.composed
+                                     for d in depths if not d.searched),
+            states=len(self.verdicts) + sum(d.explored for d in depths),
+            crashes=self.crashes, off=self.convergence)
 
     def _judged_positions(self) -> set[int]:
         """Positions (in `kill_points`) of the kill points with a verdict here."""

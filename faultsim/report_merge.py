@@ -9,8 +9,8 @@ add up their explored kill points too. With pairs, `schedules[n].resumed` is the
 sum: second crash states are shared within a shard only (see engine.explore_in_process). Reports of different runs, or shards that overlap
 or leave one out, are refused in one line naming the file and the field, as is a partial
 report (an interrupted run's). Standard library, errors, the report's severity order, the
-crash map's encoding, faultsim.counts, faultsim.classes (a representative run's line)
-and faultsim.interrupted only."""
+crash map's encoding, faultsim.counts, faultsim.classes (a representative run's line),
+faultsim.shortcuts (the `shortcuts` block) and faultsim.interrupted only."""
 from __future__ import annotations
 
 import json
@@ -18,6 +18,7 @@ import math
 import re
 from typing import Any, Sequence
 
+from . import shortcuts
 from .classes import line_of
 from .counts import ESCALATED, PASSED, UNEXPLORED, code as _index, count
 from .errors import UsageError
@@ -96,6 +97,11 @@ def _merge_run(parts: list[tuple[str, dict]], n: int) -> dict[str, Any]:
         out[key] = total(key)
     if all("crash_states_converged" in run for _, run in parts):
         out["crash_states_converged"] = total("crash_states_converged")
+    if all("shortcuts" in run for _, run in parts):  # counts added, reasons from the sums
+        out["shortcuts"] = shortcuts.merge([run["shortcuts"] for _, run in parts],
+                                           run0["crashes"])
+    else:  # not one shard's counts for the whole run's
+        out.pop("shortcuts", None)
     if by == "kill point":  # each shard explored its own kill points
         out["kill_points_explored"] = total("kill_points_explored")
         out["categories"] = {c: sum(run["categories"].get(c, 0) for _, run in parts)

@@ -109,7 +109,7 @@ def test_the_representative_choice():
 
 def _stripped(report):
     timing = {"seconds", "wall_seconds", "timeout_seconds", "crash_states_converged",
-              "convergence", "converged", "resumed", "crash_states_resumed"}
+              "convergence", "converged", "resumed", "crash_states_resumed", "shortcuts"}
 
     def strip(value):
         if isinstance(value, dict):

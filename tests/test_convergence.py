@@ -46,7 +46,7 @@ def comparable(report) -> list:
         # timeout_seconds: a resumed run's limit, derived from the clean runs' time (a
         # loaded machine stretches it; bench/same_json.py strips it as a timing too)
         for key in ("seconds", "wall_seconds", "crash_states_converged", "convergence",
-                    "timeout_seconds"):
+                    "timeout_seconds", "shortcuts"):
             data.pop(key)
         for depth in data["schedules"].values():
             for key in ("seconds", "converged", "resumed", "after_convergence", "composed"):

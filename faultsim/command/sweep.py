@@ -120,7 +120,10 @@ def explore(command: str, scenario: Scenario, *, crash_models: Sequence[str] = (
         calls, paths = filtered_calls(argv, scenario, base, first, limit, seed, services)
         runs = {m: ModelRun(scenario=scenario, agent=agent, crash_model=m, kill_points=points,
                             explored=chosen, seed=seed, mode=MODE, timeout=timeout,
-                            timeout_seconds=limit)
+                            timeout_seconds=limit,
+                            # as in subprocess mode (real/explore.py): no resumed run is cut
+                            convergence="not tried for an agent in processes of its own: "
+                                        "its memory is in another process")
                 for m in crash_models}
         result = Exploration(scenario, agent, golden, points, runs, clean=clean)
         backend = _Backend(argv, scenario, base, first, calls, paths, limit, seed,

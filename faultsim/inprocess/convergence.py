@@ -90,6 +90,7 @@ import enum
 import fractions
 import hashlib
 import inspect
+import logging
 import os
 import random
 import re
@@ -346,6 +347,14 @@ class _Canon:
             state = dict(state)
             if name == _OPTIONS:  # the header's uuid: see determinism.draws
                 state.pop("idempotency_key", None)
+            elif isinstance(obj, logging.Logger):
+                # a memo of isEnabledFor, filled as each level is first asked and emptied
+                # whenever a level changes (setLevel, logging.disable): a function of the
+                # levels, which are compared. A module-level logger reaches every logger of
+                # the process (its `manager`), and a library's (httpx's, after each
+                # response) is first asked during the first clean run: compared, the two
+                # clean runs differed at their first request and no run was ever cut
+                state.pop("_cache", None)
             self.add(state, depth + 1)
         for cls in t.__mro__:
             slots = cls.__dict__.get("__slots__", ())
@@ -718,6 +727,11 @@ class Cut:
     horizon: bool = False  # cut past the horizon (taken as the clean run's), not met
 
 
+# Why a cut was refused where the memory read as one but differed (faultsim.shortcuts)
+CLEAN_MEMORY = "the agent's memory differs from the clean run's"
+LEAD_MEMORY = "the agent's memory differs from the earlier resumed run's"
+
+
 class Watch:
     """Watches a resumed run's requests; at the first that meets a usable clean point, or
     the first request of an earlier resumed run (`leads`, faultsim.inprocess.leads),
@@ -739,6 +753,10 @@ class Watch:
         self.claimed: str | None = None  # its state there, claimed on the lead board
         self.before: tuple | None = None  # its first touches up to its first request
         self.why: str | None = None  # why a matching state was not cut
+        # the first reason a cut was refused, apart: against the clean run, and against an
+        # earlier resumed run (the report's `shortcuts` block, faultsim.shortcuts)
+        self.clean_why: str | None = None
+        self.lead_why: str | None = None
         self.probe = (diagnostic.Probe(course.diagnosis)
                       if diagnostic is not None and course.diagnosis else None)
 
@@ -777,13 +795,14 @@ class Watch:
             usable = [n for n in found if self.course.usable(n) is None]
             if not usable:
                 self.why = self.why or self.course.usable(found[0])
+                self.clean_why = self.clean_why or self.course.usable(found[0])
             else:
                 memory = _memory(sys._getframe(2))
                 match = next((n for n in usable if self.course.points[n].memory ==
                               memory[0]), None)
                 if memory[0] is None or match is None:
-                    self.why = self.why or memory[1] or \
-                        "the agent's memory differs from the clean run's"
+                    self.why = self.why or memory[1] or CLEAN_MEMORY
+                    self.clean_why = self.clean_why or memory[1] or CLEAN_MEMORY
                 else:
                     self._stop(match)
         self._beyond(request)
@@ -803,6 +822,7 @@ class Watch:
                                          len(world.processes), self.before)
             else:
                 self.start = False  # no lead: its memory cannot be compared
+                self.lead_why = self.lead_why or memory[1]
         lead = self.leads.get(lk)
         board = self.ex.board  # in a forked child only
         if lead is None and first and self.start and board is not None:
@@ -821,14 +841,19 @@ class Watch:
             memory = memory or _memory(sys._getframe(2))
             if leads.same_memory(memory[0], lead):
                 self.lead = lead
+                # what it would have been refused against the clean run after the cut is
+                # what the lead was (the same state from there): its count does not depend
+                # on which runs happened to lead
+                self.clean_why = self.clean_why or lead.why
                 self._stop(-1)
-            self.why = self.why or memory[1] or \
-                "the agent's memory differs from the earlier resumed run's"
+            self.why = self.why or memory[1] or LEAD_MEMORY
+            self.lead_why = self.lead_why or memory[1] or LEAD_MEMORY
 
     def _beyond(self, request: Any) -> None:
         """The horizon (--horizon): past its first `horizon` requests, the run is cut at its
-        first request equal to exactly one the clean run made, and its rest taken as the
-        clean run's after that request (what that assumes: "The horizon", below)."""
+        first request whose `horizon_key` (the request, the effects applied, the services)
+        equals exactly one clean request's, and its rest taken as the clean run's after
+        that request (what that assumes: "The horizon", in this module's docstring)."""
         if self.horizon is None or self.seen <= self.horizon:
             return
         found = self.course.by_request.get(horizon_key(self.world, request))

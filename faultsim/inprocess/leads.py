@@ -45,8 +45,9 @@ the sweep's memos are keyed on), so the report stays the same. Nor does it chang
 meet the clean run (`crash_states_converged`): each request is compared with the clean
 run's first, and a lead met the clean run at none of its requests (it would have been
 cut there, and is no lead), so a run that takes its steps would not have either. How many
-runs were cut this way is counted beside it (`ModelRun.met`, `DepthStats.met`), not in the JSON report: it is
-how the work was done, and varies with the scheduling.
+runs were cut this way is counted beside it (`ModelRun.met`, `DepthStats.met`), in the JSON
+report only in its `shortcuts` block (`leads`, faultsim.shortcuts, which bench/same_json.py
+strips): it is how the work was done, and varies with the scheduling.
 """
 from __future__ import annotations
 
@@ -81,6 +82,9 @@ class Lead:
     content: dict  # the files it first touched after that request, and how
     presence: dict
     listed: frozenset
+    # the first reason its run was refused a cut against the clean run (None: none met a
+    # state of the clean run's); a run cut against it takes it (faultsim.shortcuts)
+    why: str | None = None
 
 
 # the leads kept: the latest. Runs meet runs resumed from nearby kill points (the crash
@@ -119,7 +123,7 @@ def lead_key(key: str, draws: str, incarnation: int) -> str:
 
 
 def lead_of(start: Start, world: Any, after: tuple, final: dict, inc: Any,
-            escapes: list) -> Lead | None:
+            escapes: list, why: str | None = None) -> Lead | None:
     """The lead a resumed run that ran to its end makes, or None (see the module). `after`:
     its first touches from its first request on (content, presence, listed)."""
     if (inc.outcome is None or inc.error is not None or inc.timed_out or inc.strays
@@ -128,7 +132,7 @@ def lead_of(start: Start, world: Any, after: tuple, final: dict, inc: Any,
         return None
     return Lead(start.key, start.memory, tuple(world.ledger.entries[start.ledger:]),
                 tuple(world.model.requests[start.requests:]), final, inc.outcome,
-                dict(after[0]), dict(after[1]), frozenset(after[2]))
+                dict(after[0]), dict(after[1]), frozenset(after[2]), why)
 
 
 def complete(lead: Lead, cut: Any, world: Any, tag: str | None) -> int | None:

@@ -35,6 +35,7 @@ from ..pipeline.incarnation import (AUTO, Incarnation, IncarnationTimeout, captu
 from ..pipeline.sweep import ResumeResult
 from ..report import ResumeSummary
 from ..runner import make_env
+from ..shortcuts import KEPT, NO_CLEAN_STATE, NO_LEAD_STATE
 from ..scenario import Scenario
 from ..trace import Event, Killed, Tracer, WorldSealed
 from ..world import World
@@ -108,6 +109,8 @@ class Explorer:
         self.lead_contents: dict = {}  # their final files' bytes, one object per content
         self.last_lead: Any = None
         self.last_met: Any = None
+        # why the last resume was not cut (clean run, lead), each None where it was
+        self.last_refused: tuple = (None, None)
         self.board: Any = None  # in a forked child: leads shared while they run (board.py)
         # kill point id -> how its kill did not unwind in time (pipeline.incarnation's
         # `not_unwound`): its states were judged all the same, as the kill left them
@@ -362,6 +365,7 @@ class Explorer:
         try:
             return self._resumed(world, state, points, course, watch)
         finally:
+            self.last_refused = refused(self, converge, lead, watch)
             if watch is not None and watch.claimed is not None:
                 # whichever way the run ended: the runs waiting on its state go on
                 self.board.publish(watch.claimed, self.last_lead)
@@ -389,7 +393,7 @@ class Explorer:
             self.interposer.listed = listed
             self.last_lead = leads.lead_of(watch.start, world, after,
                                            self.interposer.snapshot(), inc,
-                                           list(self.interposer.escapes))
+                                           list(self.interposer.escapes), watch.clean_why)
         if watch is not None and watch.cut is not None:
             cut = watch.cut
             first = complete(course, cut, world, self.scenario.script.tag)
@@ -405,6 +409,24 @@ class Explorer:
                         escapes=list(self.interposer.escapes), strays=list(inc.strays),
                         resume_positions=[inc.first_position] if inc.first_position is not None
                         else [], events=inc.events)
+
+
+def refused(ex: Explorer, converge: bool, lead: bool, watch: Any) -> tuple:
+    """Why the last resumed run was not cut against the clean run, and why not against an
+    earlier resumed run: its first reason each (None where it was cut so), for the
+    report's `shortcuts` block (faultsim.shortcuts)."""
+    if watch is None or not watch.exact:  # none, or a horizon's only: no exact cut tried
+        off = ex.convergence_off or "not asked for this resumed run"
+        return off, off
+    # a run cut at the horizon (--horizon) did not meet the clean run's state
+    at_horizon = watch.cut is not None and watch.cut.horizon
+    clean = None if watch.cut is not None and watch.lead is None and not at_horizon else \
+        watch.clean_why or NO_CLEAN_STATE
+    if watch.cut is not None:  # cut (against the clean run or a lead): no lead refused
+        return clean, None
+    if not lead:
+        return clean, KEPT
+    return clean, watch.lead_why or NO_LEAD_STATE
 
 
 def unwound_notes(unwound: dict[str, str], limit: float | None) -> list[str]:
@@ -505,4 +527,4 @@ def resume_and_judge(ex: Explorer, golden: Golden, world: World, state: CrashSta
                         converged=ex.last_cut is not None and not ex.last_cut[1].horizon,
                         at_horizon=ex.last_cut is not None and ex.last_cut[1].horizon,
                         meets=meets, tail=tail,
-                        met=ex.last_met is not None, lead=lead)
+                        met=ex.last_met is not None, lead=lead, refused=ex.last_refused)

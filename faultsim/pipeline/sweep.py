@@ -44,6 +44,9 @@ class ResumeResult:
     # later runs (the forking executor's parent learns it, then drops it here)
     met: bool = False
     lead: Any = None
+    # why it was not cut: against the clean run, against an earlier resumed run (each None
+    # where it was cut so, or nothing was tried); the `shortcuts` block counts them
+    refused: tuple = (None, None)
 
     @classmethod
     def of_run(cls, golden: Golden, crash_run: CrashRun, first_position: int | None,
@@ -304,6 +307,8 @@ class Sweep:
         verdict = Verdict(point, model, state.persisted, violations, state, result.summary,
                           self.golden, order, earlier=self.earlier,
                           resumed_at=result.first_position, escalated=result.escalated)
+        if fresh:
+            run.refusal(result.refused)
         if self.earlier:
             depth = run.depth(len(self.earlier) + 1)
             depth.explored += 1
