@@ -98,3 +98,21 @@ def test_a_cut_needs_the_same_effects_and_services_not_only_the_same_request(mon
 def test_a_horizon_that_cannot_apply_is_refused_in_one_line(args, message, capsys):
     assert main(["run", TINY, *args]) == 2
     assert message in capsys.readouterr().err
+
+
+def test_a_reasked_turns_fresh_ids_read_as_the_first_askings_at_any_position():
+    """The fake gives a re-asked turn fresh tool-use ids (`toolu_TAG_NN_I_rK`); past the
+    99th turn NN has three digits (a horizon that read only two cut no re-asked run of a
+    200-step task past its 99th turn: 54 of 300 ran to their end)."""
+    from types import SimpleNamespace
+
+    world = SimpleNamespace(ledger=SimpleNamespace(entries=[]), services={}, durable={})
+
+    def key(body):
+        return convergence.horizon_key(world, SimpleNamespace(
+            method="POST", url=SimpleNamespace(path="/v1/messages"), content=body))
+
+    for n in ("07", "102"):
+        first = f'{{"id": "toolu_lookups_{n}_1"}}'.encode()
+        assert key(first) == key(first.replace(b'_1"', b'_1_r2"')) != key(b"{}")
+    assert key(b'{"id": "toolu_t_07_1"}') != key(b'{"id": "toolu_t_08_1"}')

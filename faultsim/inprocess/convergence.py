@@ -557,7 +557,7 @@ def request_key(request: Any) -> str:
                            + b"\n" + (request.content or b""), digest_size=16).hexdigest()
 
 
-_REASKED_ID = re.compile(rb'(toolu_[^"\\\s]*?_\d{2}_\d+)_r\d+')
+_REASKED_ID = re.compile(rb'(toolu_[^"\\\s]*?_\d{2,}_\d+)_r\d+')  # `_NN`: 3 digits past 99
 
 
 def horizon_key(world: Any, request: Any) -> str:
