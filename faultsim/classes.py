@@ -13,6 +13,12 @@ is without that index:
   records no stack frames (`trace.Event` holds kind, subject, detail and size), so the
   agent's own code location is not part of the class; two code paths that make the same
   event in the same tool and phase share one;
+- for a kill point of a model turn before its first tool (the model's answer, its
+  stream, the save after it), the tools the turn before it called (`after NAME,...`):
+  a crash there loses what those tools did unless it was saved, so the answer after a
+  tool-using turn is not the same kill point as one after a text-only turn or after
+  other tools (a history saved per node loses exactly the former). A set of tool names,
+  so bounded by the agent's tools, not by the task's length;
 - for a write, its size bucket (the power of two at or above its length: a checkpoint
   that outgrows 4 KiB starts new classes there), and for a torn point the kind of cut
   (`first`, `half`, `last` byte, a sector boundary, a power-of-two boundary of 8 KiB or
@@ -76,22 +82,30 @@ def _cut(size: int, offset: int) -> str:
 
 
 def _tools(trace: Sequence[Event]) -> list[str]:
-    """Per event, the tool call it falls in ("" outside one): the last tool started in
-    its model turn (`faultsim.identity.context`'s rule)."""
-    out, tool = [], ""
+    """Per event, the tool call it falls in: the last tool started in its model turn
+    (`faultsim.identity.context`'s rule) as `tool NAME`; for an event of a turn before
+    its first tool (the model's answer, its stream, the save that follows it), the tools
+    the turn before it called, as `after NAME,...` ("" when it called none)."""
+    out, tool, called, before = [], "", set(), ""
     for event in trace:
         if event.kind == "model.response" and event.detail.startswith("200"):
-            tool = ""
+            # A crash here loses what the last turn's tools did unless it was saved: a
+            # turn's answer after a tool-using turn is not the same kill point as one
+            # after a text-only turn (a save per node misses exactly the former)
+            before = ",".join(sorted({normalise(t) for t in called}))
+            tool, called = "", set()
         elif event.kind in _TOOL_STARTS:
             tool = event.subject
-        out.append(tool)
+            called.add(tool)
+        out.append(f"tool {normalise(tool)}" if tool else
+                   f"after {before}" if before else "")
     return out
 
 
 def signature(point: KillPoint, trace: Sequence[Event], tools: Sequence[str] | None = None
               ) -> str:
     """The class of `point` of `trace` (its clean course), in words:
-    `CATEGORY | KIND SUBJECT [| tool NAME] [| SIZE] [| cut KIND]`."""
+    `CATEGORY | KIND SUBJECT [| tool NAME | after NAME,...] [| SIZE] [| cut KIND]`."""
     if point.index == 0:
         return f"{point.category} | start"
     if point.index > len(trace):  # a backend whose points are not events of this trace
@@ -101,7 +115,7 @@ def signature(point: KillPoint, trace: Sequence[Event], tools: Sequence[str] | N
     parts = [point.category, f"{event.kind} {normalise(subject)}".rstrip()]
     tool = (tools if tools is not None else _tools(trace))[point.index - 1]
     if tool:
-        parts.append(f"tool {normalise(tool)}")
+        parts.append(tool)
     if event.kind == "fs.write":
         parts.append(size_bucket(event.size))
     if point.torn:
