@@ -110,13 +110,24 @@ def strip(value, sharing: bool = True):
     return value
 
 
-def run(name, args, tmp, python=sys.executable):
+# `--resumed-aside`: also how many single crash states were resumed rather than shared with
+# an equal one. Across interpreters it differs by one on some runs (issue 54, open: on
+# 3.14 tiny-save_b_only resumes 41 of its states where 3.11 resumes 42, verdicts equal);
+# CI compares the verdicts and the rest with it aside until that is found.
+RESUMED_KEYS = {"crash_states_resumed"}
+
+
+def run(name, args, tmp, python=sys.executable, resumed_aside=False):
     out = os.path.join(tmp, f"{name}.raw.json")
     cmd = [python, "-m", "faultsim.cli", "run", *args, "--workers", "1", "--json", out]
     proc = subprocess.run(cmd, capture_output=True, text=True)
     try:
         with open(out) as f:
             report = strip(json.load(f), sharing=False)
+        if resumed_aside:
+            for r in report.get("runs", []):
+                for k in RESUMED_KEYS:
+                    r.pop(k, None)
     except (OSError, ValueError):
         report = None
     return {"exit": proc.returncode, "report": report,
@@ -129,6 +140,9 @@ def main(argv=None):
     g.add_argument("--record", metavar="DIR", help="save the reports as the baseline")
     g.add_argument("--compare", metavar="DIR", help="compare the reports with the baseline")
     p.add_argument("--jobs", type=int, default=2, help="commands at once (default: 2)")
+    p.add_argument("--resumed-aside", action="store_true",
+                   help="leave out crash_states_resumed (how many states were resumed, not "
+                        "shared): see RESUMED_KEYS")
     p.add_argument("--wide", action="store_true",
                    help="also every bundled scenario and every mutant (several minutes)")
     p.add_argument("--only", action="append", help="run only this named command (repeatable)")
@@ -143,7 +157,8 @@ def main(argv=None):
     os.makedirs(tmp, exist_ok=True)
     with ThreadPoolExecutor(a.jobs) as pool:
         results = dict(zip([n for n, _ in runs],
-                           pool.map(lambda r: run(r[0], r[1], tmp, a.python), runs)))
+                           pool.map(lambda r: run(r[0], r[1], tmp, a.python,
+                                                     a.resumed_aside), runs)))
     broken = [n for n, r in results.items() if r["report"] is None]
     if a.record:
         for name, result in results.items():
