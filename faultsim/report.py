@@ -345,20 +345,19 @@ class ModelRun:
             # of each (faultsim.classes)
             "coverage": None if self.coverage is None else self.coverage.to_json(
                 self._judged_positions()),
-        } | ({} if self.horizon is None else {
-            # --horizon: what was assumed, not seen (docs/explanation/guarantees.md)
-            "horizon": {"requests": self.horizon, "crash_states_cut": self.at_horizon,
-                        "schedules_cut": {str(n): d.at_horizon
-                                          for n, d in sorted(self.depths.items())}}})
+        } | ({} if self.horizon is None else {"horizon": self._horizon_block()})
+
+    def _horizon_block(self) -> dict[str, Any]:
+        """--horizon: what was assumed, not seen (docs/explanation/guarantees.md)."""
+        return {"requests": self.horizon, "crash_states_cut": self.at_horizon,
+                "schedules_cut": {str(n): d.at_horizon
+                                  for n, d in sorted(self.depths.items())}}
 
     def horizon_line(self) -> str | None:
         """What --horizon assumed, in one line (None: no horizon)."""
         if self.horizon is None:
             return None
-        return horizon_line_of({"requests": self.horizon, "crash_states_cut": self.at_horizon,
-                                "schedules_cut": {str(n): d.at_horizon
-                                                  for n, d in self.depths.items()}},
-                               self.judged)
+        return horizon_line_of(self._horizon_block(), self.judged)
 
     def shortcuts(self) -> dict[str, Any]:
         """How often each shortcut applied, and why not where it never did (the JSON

@@ -552,9 +552,11 @@ def world_key(world: Any) -> str:
     return "\n".join(text for _, text in world_parts(world))
 
 
-def request_key(request: Any) -> str:
+def request_key(request: Any, body: bytes | None = None) -> str:
+    """The request as the fake reads it: method, route, and its body (or `body`)."""
+    body = request.content or b"" if body is None else body
     return hashlib.blake2b(request.method.encode() + b" " + request.url.path.encode()
-                           + b"\n" + (request.content or b""), digest_size=16).hexdigest()
+                           + b"\n" + body, digest_size=16).hexdigest()
 
 
 _REASKED_ID = re.compile(rb'(toolu_[^"\\\s]*?_\d{2,}_\d+)_r\d+')  # `_NN`: 3 digits past 99
@@ -570,9 +572,7 @@ def horizon_key(world: Any, request: Any) -> str:
     effects = sorted(e.effect_id() for e in world.ledger.entries if e.applied)
     # a re-asked turn's fresh tool-use ids (model/script.py: `_rK`) read as the first
     # asking's: the conversation is otherwise the clean run's, and only the ids differ
-    body = _REASKED_ID.sub(rb"\1", request.content or b"")
-    asked = hashlib.blake2b(request.method.encode() + b" " + request.url.path.encode()
-                            + b"\n" + body, digest_size=16).hexdigest()
+    asked = request_key(request, _REASKED_ID.sub(rb"\1", request.content or b""))
     return hashlib.blake2b("\x00".join((asked, *effects,
                                         *stores_state(world))).encode(),
                            digest_size=16).hexdigest()
@@ -752,7 +752,6 @@ class Watch:
         self.start: Any = None  # leads.Start, at its first request
         self.claimed: str | None = None  # its state there, claimed on the lead board
         self.before: tuple | None = None  # its first touches up to its first request
-        self.why: str | None = None  # why a matching state was not cut
         # the first reason a cut was refused, apart: against the clean run, and against an
         # earlier resumed run (the report's `shortcuts` block, faultsim.shortcuts)
         self.clean_why: str | None = None
@@ -794,14 +793,12 @@ class Watch:
         if found:
             usable = [n for n in found if self.course.usable(n) is None]
             if not usable:
-                self.why = self.why or self.course.usable(found[0])
                 self.clean_why = self.clean_why or self.course.usable(found[0])
             else:
                 memory = _memory(sys._getframe(2))
                 match = next((n for n in usable if self.course.points[n].memory ==
                               memory[0]), None)
                 if memory[0] is None or match is None:
-                    self.why = self.why or memory[1] or CLEAN_MEMORY
                     self.clean_why = self.clean_why or memory[1] or CLEAN_MEMORY
                 else:
                     self._stop(match)
@@ -846,7 +843,6 @@ class Watch:
                 # on which runs happened to lead
                 self.clean_why = self.clean_why or lead.why
                 self._stop(-1)
-            self.why = self.why or memory[1] or LEAD_MEMORY
             self.lead_why = self.lead_why or memory[1] or LEAD_MEMORY
 
     def _beyond(self, request: Any) -> None:
