@@ -123,10 +123,12 @@ def one(n: int, workers: int, pairs: bool, coverage: str = "exhaustive",
             path.write_text(scenario_text(n))
             scenario = faultsim.load_scenario(path)
     out: dict = {"steps": n, "bundled": bundled(n) is not None}
+    # asked only when set: FAULTSIM_BENCH_ROOT may be a checkout from before --horizon
+    horizon_kw = {} if horizon is None else {"horizon": horizon}
     started, cpu0 = time.perf_counter(), cpu()
     report = faultsim.explore(reference_agent.make_agent, scenario, crash_model="process",
                               crashes=1, workers=workers, coverage=coverage,
-                              horizon=horizon)
+                              **horizon_kw)
     cpu_seconds = cpu() - cpu0
     (run,) = report.runs
     assert report.ok, f"the reference agent must pass the {n}-step sweep"
@@ -136,14 +138,15 @@ def one(n: int, workers: int, pairs: bool, coverage: str = "exhaustive",
                sweep_seconds=round(report.sweep_seconds, 2),
                wall_seconds=round(time.perf_counter() - started, 2),
                resumed=run.judged, converged=getattr(run, "converged", 0),
-               met=getattr(run, "met", 0), horizon=horizon, at_horizon=run.at_horizon,
+               met=getattr(run, "met", 0), horizon=horizon,
+               at_horizon=getattr(run, "at_horizon", 0),
                cpu_seconds=round(cpu_seconds, 2),
                resumed_seconds=round(run.resume_seconds, 2))
     if pairs:
         cpu0 = cpu()
         report = faultsim.explore(reference_agent.make_agent, scenario, crash_model="process",
                                   crashes=2, workers=workers, coverage=coverage,
-                              horizon=horizon)
+                              **horizon_kw)
         cpu_seconds = cpu() - cpu0
         (run,) = report.runs
         assert report.ok, f"the reference agent must pass the {n}-step pair sweep"
@@ -151,7 +154,7 @@ def one(n: int, workers: int, pairs: bool, coverage: str = "exhaustive",
         out["pairs"] = {"schedules": d.total, "explored": d.explored, "resumed": d.resumed,
                         "converged": getattr(d, "converged", 0),
                         "after_convergence": getattr(d, "after_convergence", 0),
-                        "at_horizon": d.at_horizon,
+                        "at_horizon": getattr(d, "at_horizon", 0),
                         "seconds": round(d.seconds, 2),
                         "cpu_seconds": round(cpu_seconds, 2)}
     out["peak_rss_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
