@@ -15,7 +15,8 @@ the plan to the end), and the forecast's error. Last, one JSON line:
                    measured CPU and error (each task is swept under both coverages)
 
 Ratios within one run are the figures to read: timings on a loaded machine are noisy.
-Run: python bench/forecast.py [--max-steps 100]
+`--horizon H` sweeps (and forecasts) each task with resumed runs cut past the horizon.
+Run: python bench/forecast.py [--max-steps 100] [--horizon H]
 """
 from __future__ import annotations
 
@@ -53,7 +54,7 @@ def cpu() -> float:
     return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
 
 
-def one(scenario: str, spec: str, path: str) -> dict:
+def one(scenario: str, spec: str, path: str, horizon: str = "") -> dict:
     import faultsim
     from faultsim.loading import load_factory
 
@@ -67,9 +68,10 @@ def one(scenario: str, spec: str, path: str) -> dict:
         scenario = str(tmp)
     plans: list = []
     at_plan: list[float] = []
+    extra = {"horizon": int(horizon)} if horizon else {}
     factory = load_factory(spec)
     report = faultsim.explore(factory, faultsim.load_scenario(ROOT / scenario),
-                              crash_model="process", crashes=1, workers=1,
+                              crash_model="process", crashes=1, workers=1, **extra,
                               plan=lambda p: (plans.append(p), at_plan.append(cpu())))
     measured = cpu() - at_plan[0]
     forecasts = {f.coverage: f for f in plans[0].forecasts}
@@ -82,7 +84,7 @@ def one(scenario: str, spec: str, path: str) -> dict:
         at_plan.clear()
         faultsim.explore(factory, faultsim.load_scenario(ROOT / scenario),
                          crash_model="process", crashes=1, workers=1,
-                         coverage="representative",
+                         coverage="representative", **extra,
                          plan=lambda p: at_plan.append(cpu()))
         out["representative"] = {"kill_points": rep.kill_points,
                                  "forecast_cpu": round(rep.cpu_seconds, 2),
@@ -94,7 +96,9 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--max-steps", type=int, default=100,
                         help="the N-step lookups swept, up to this N (of 25, 50, 100)")
-    parser.add_argument("--one", nargs=3, default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--horizon", type=int, default=None,
+                        help="cut resumed runs past H model requests after recovery")
+    parser.add_argument("--one", nargs=4, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.one is not None:
         print(json.dumps(one(*args.one)))
@@ -103,7 +107,9 @@ def main() -> None:
                      for n in LOOKUPS if n <= args.max_steps]
     rows = []
     for name, scenario, spec, path in tasks:
-        done = subprocess.run([sys.executable, __file__, "--one", scenario, spec, path],
+        horizon = "" if args.horizon is None else str(args.horizon)
+        done = subprocess.run([sys.executable, __file__, "--one", scenario, spec, path,
+                               horizon],
                               capture_output=True, text=True, cwd=ROOT)
         if done.returncode != 0:
             sys.exit(f"bench/forecast.py: {name} failed:\n{done.stderr[-2000:]}")

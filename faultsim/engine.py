@@ -168,7 +168,7 @@ def explore_in_process(make_agent: Callable[[AgentEnv], Any], scenario: Scenario
                 counted, points, golden.trace, models, only=options.only,
                 per_class=options.per_class, seed=options.seed,
                 first="representative" if options.representative else "exhaustive",
-                clean_seconds=ex.clean_seconds, known=coverage)
+                clean_seconds=ex.clean_cpu_seconds, known=coverage, horizon=options.horizon)
             if plan is not None:
                 plan(Plan(scenario.id, len(points), len(chosen),
                           sweep.owns.counts if sweep.owns is not None  # type: ignore
@@ -237,7 +237,7 @@ def survey(make_agent: Callable[[AgentEnv], Any], scenario: Scenario, *,
             counted, points, golden.trace, list(profile.crash_models),
             per_class=getattr(profile, "per_class", None), seed=seed,
             first="representative" if getattr(profile, "coverage", None) == "representative"
-            else "exhaustive", clean_seconds=ex.clean_seconds, fingerprinted=False)
+            else "exhaustive", clean_seconds=ex.clean_cpu_seconds, fingerprinted=False)
 
 
 def _search(make_agent, scenario, report: Report, name: str, options: ExploreOptions,
@@ -271,24 +271,25 @@ def _search(make_agent, scenario, report: Report, name: str, options: ExploreOpt
 def _forecasts(counted, points: list[KillPoint], trace, models: list[str], *, only=None,
                per_class: int | None = None, seed: str = "0", first: str = "exhaustive",
                clean_seconds: float | None, fingerprinted: bool = True,
-               known: Any = None) -> tuple:
+               known: Any = None, horizon: int | None = None) -> tuple:
     """The single-crash sweep's forecast (pipeline/forecast.py) under each coverage, `first`
-    first, narrowed as the run is (`only`: `--kill-point`). A pair stage is not forecast.
-    `known`: the run's own `classes.Coverage`, not classed again (a pass over every
-    kill point's events)."""
+    first, narrowed as the run is (`only`: `--kill-point`; `horizon`: --horizon). A pair
+    stage is not forecast. `known`: the run's own `classes.Coverage`, not classed again (a
+    pass over every kill point's events)."""
     from .classes import PER_CLASS, cover
     from .pipeline.forecast import estimate
 
     if not clean_seconds:
         return ()
     out = []
+    requests = sum(1 for e in trace if e.kind.startswith("model."))
     for mode in ("exhaustive", "representative"):
         coverage = known if known is not None and known.mode == mode else \
             cover(points, trace, mode, PER_CLASS if per_class is None else per_class, seed)
         chosen = select(points, only, None, coverage)
         out.append(estimate(mode, len(chosen), counted.classes_at(chosen, models),
                             clean_seconds, counted.events, fingerprinted,
-                            len(chosen) / max(1, len(points))))
+                            len(chosen) / max(1, len(points)), horizon, requests))
     return tuple(sorted(out, key=lambda f: f.coverage != first))
 
 

@@ -1,5 +1,6 @@
 """The forecast a run prints before its sweep (pipeline/forecast.py), from the counting pass
 (inprocess/counting.py): what it counts agrees with what the sweep then does."""
+import functools
 import json
 
 import pytest
@@ -14,6 +15,7 @@ from faultsim.pipeline.forecast import RESUMED_SHARE, Forecast, duration, estima
 from conftest import DATA, SCENARIOS
 
 
+@functools.lru_cache(maxsize=None)  # read only: the two tests of the 50-step task share it
 def _counted(path):
     scenario = faultsim.load_scenario(path)
     with Explorer(reference_agent.make_agent, scenario, agent_name="reference_agent",
@@ -119,3 +121,64 @@ def test_a_budget_where_no_forecast_is_made_is_refused(capsys):
     assert capsys.readouterr().err.strip().splitlines()[-1] == (
         "faultsim: error: --budget: subprocess mode makes no forecast to weigh it against "
         "(in-process mode only; drop --budget)")
+
+
+def test_a_horizon_caps_each_resumed_run_at_a_few_of_the_clean_runs_requests():
+    """--horizon H (convergence.py, "The horizon"): a resumed run is cut at about its
+    (H+1)-th model request, so the forecast charges it H + HORIZON_FIXED of the clean
+    run's requests, never more than without a horizon; a horizon past the task changes
+    nothing."""
+    from faultsim.pipeline.forecast import HORIZON_FIXED, PER_POINT
+
+    free = estimate("exhaustive", 1000, 100, 20.0, 4000)
+    cut = estimate("exhaustive", 1000, 100, 20.0, 4000, horizon=1, requests=200)
+    assert cut.cpu_seconds == pytest.approx(
+        1000 * PER_POINT + RESUMED_SHARE * 100 * 20.0 / 200 * (1 + HORIZON_FIXED))
+    assert cut.cpu_seconds < free.cpu_seconds / 4
+    assert estimate("exhaustive", 1000, 100, 20.0, 4000, horizon=10_000,
+                    requests=200) == free
+    # the run's own forecast: the 50-step task's, with the horizon the run asked for
+    scenario, points, golden, counted, _ = _counted(SCENARIOS / "research_50_steps.toml")
+    plain = _forecasts(counted, points, golden.trace, ["process"], clean_seconds=0.33)
+    capped = _forecasts(counted, points, golden.trace, ["process"], clean_seconds=0.33,
+                        horizon=1)
+    for a, b in zip(plain, capped):
+        assert a.kill_points == b.kill_points and b.cpu_seconds < a.cpu_seconds
+
+
+def test_the_forecast_weighs_the_clean_runs_cpu_not_its_wall_time():
+    """A busy machine stretches the clean run's wall time, not its CPU: the forecast (CPU
+    seconds) is made from the CPU (the suite saw the wall at 1-4 s against 0.33 s idle).
+    Here the agent waits 0.3 s of real time in each clean incarnation, using no CPU."""
+    import threading
+
+    def waiting_agent(env):
+        threading.Event().wait(0.3)  # a lock's timeout: real time, whatever the clock says
+        return reference_agent.make_agent(env)
+
+    scenario = faultsim.load_scenario(DATA / "tiny.toml")
+    with Explorer(waiting_agent, scenario, agent_name="waiting", timeout=None,
+                  seed="0") as ex:
+        golden = ex.golden()
+        points = golden.kill_points()
+        counted = census(ex, points, ["process"])
+        wall, cpu = ex.clean_seconds, ex.clean_cpu_seconds
+    assert wall >= 0.3 and 0 < cpu < wall - 0.2, (wall, cpu)
+    plans = []
+
+    class Planned(Exception):
+        pass
+
+    def stop(plan):  # the plan is made before any crash run: stop there
+        plans.append(plan)
+        raise Planned
+
+    with pytest.raises(Planned):
+        faultsim.explore(waiting_agent, scenario, crash_model="process", crashes=1,
+                         workers=1, plan=stop)
+    (own, _) = plans[0].forecasts
+    by_wall = _forecasts(counted, points, golden.trace, ["process"], clean_seconds=wall)[0]
+    by_cpu = _forecasts(counted, points, golden.trace, ["process"], clean_seconds=cpu)[0]
+    assert by_wall.cpu_seconds > 2 * by_cpu.cpu_seconds  # the wait weighs, if it is weighed
+    # (seen, weighed by the wall: 5.3 s for the run, against 1.6 s by the CPU)
+    assert own.cpu_seconds < 1.5 * by_cpu.cpu_seconds, (own, by_cpu, by_wall)

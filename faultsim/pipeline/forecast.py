@@ -15,7 +15,8 @@ A single-crash sweep costs, in CPU, about
 - one resumed run: restored from its crash state, it runs until convergence cuts it (at
   its first model request where it meets the clean run's state) or to the end; measured,
   a share of the clean incarnation that falls slowly with the task's length
-  (RESUME_SHARE x events^RESUME_EXPONENT).
+  (RESUME_SHARE x events^RESUME_EXPONENT). The clean incarnation is weighed by its CPU
+  (Explorer.clean_cpu_seconds), not its wall time, which a busy machine stretches.
 
 The constants were fitted on a 2-core machine over the reference agent's scenarios
 (tests/data/tiny.toml, scenarios/*.toml, the N-step lookups of bench/scaling.py, N = 10 to
@@ -23,6 +24,17 @@ The constants were fitted on a 2-core machine over the reference agent's scenari
 its error. It is an estimate, said as one ("about"), never a bound: an agent whose resumed
 runs rarely converge costs more than it says; the pair stage (--crashes 2) and subprocess
 mode are not forecast (the plan line says so). Standard library only.
+
+With `--horizon H` a resumed run is cut at about its (H+1)-th model request after recovery
+(faultsim.inprocess.convergence, "The horizon"), so it costs its restore and recovery plus
+H+1 of the clean run's requests: H + HORIZON_FIXED requests at the clean run's mean CPU
+per request, HORIZON_FIXED standing for the restore, the recovery and the request it is cut
+at (fitted as the constants above are: `python bench/forecast.py --horizon 1`). A run that
+would have met the clean run sooner costs what it did. The mean, not the CPU per request
+where the run was killed: weighed by position (a checkpoint that grows makes late requests
+dearer), the forecast was further off (-16 % to -40 % from 25 to 200 steps, against +2 %
+to -17 %), each request's own CPU being noisy and a representative choice crashing every
+kill point of the last step.
 """
 from __future__ import annotations
 
@@ -42,6 +54,9 @@ FINGERPRINT_FACTOR = 2.4
 # clean run's, so fewer are cut short (fitted on the representative sweeps of
 # bench/forecast.py: research_50_steps and lookups of 25 to 100 steps)
 SPARSE = 1.6
+# With a horizon, one resumed run costs about (H + HORIZON_FIXED) of the clean run's model
+# requests (the docstring says why)
+HORIZON_FIXED = 4.0
 
 
 @dataclass(frozen=True)
@@ -64,15 +79,19 @@ class Forecast:
 
 
 def estimate(coverage: str, kill_points: int, classes: int, clean_seconds: float,
-             events: int, fingerprinted: bool = True, share: float = 1.0) -> Forecast:
+             events: int, fingerprinted: bool = True, share: float = 1.0,
+             horizon: int | None = None, requests: int = 0) -> Forecast:
     """The forecast of a single-crash sweep of `kill_points` leaving `classes` classes of
     crash states, for an agent whose clean incarnation took `clean_seconds` over `events`
     events (`fingerprinted`: with convergence's fingerprints, as a run's clean run;
-    `share`: the kill points crashed, of all the clean run has)."""
+    `share`: the kill points crashed, of all the clean run has; `horizon`: --horizon, with
+    `requests` the clean run's model requests)."""
     if not fingerprinted:
         clean_seconds *= FINGERPRINT_FACTOR
     each = clean_seconds * RESUME_SHARE * max(1, events) ** RESUME_EXPONENT
     each *= 1 + SPARSE * (1 - min(1.0, max(0.0, share)))
+    if horizon is not None and requests > 0:
+        each = min(each, clean_seconds / requests * (horizon + HORIZON_FIXED))
     cpu = kill_points * PER_POINT + RESUMED_SHARE * classes * each
     return Forecast(coverage, kill_points, classes, cpu)
 
