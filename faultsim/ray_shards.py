@@ -139,6 +139,9 @@ def _import_ray():
     return ray
 
 
+_token: list[str] = []  # this process's local clusters' token
+
+
 @contextlib.contextmanager
 def cluster(address: str | None, num_cpus: int | None) -> Iterator[Any]:
     """Ray, connected to `address`, or to a local cluster this run starts (`num_cpus`,
@@ -148,15 +151,20 @@ def cluster(address: str | None, num_cpus: int | None) -> Iterator[Any]:
         yield ray
         return
     folder = None
-    saved = {k: os.environ.get(k) for k in ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN",
-                                            "RAY_USAGE_STATS_ENABLED")}
+    saved = {k: os.environ.get(k) for k in ("RAY_AUTH_TOKEN", "RAY_USAGE_STATS_ENABLED")}
     try:
         if address is None:
             import secrets
 
-            # a token of its own (the default writes one to ~/.ray), no usage report
-            os.environ["RAY_AUTH_MODE"] = "token"  # said, so Ray does not warn
-            os.environ["RAY_AUTH_TOKEN"] = secrets.token_hex(16)
+            import logging
+
+            # a token of its own (Ray's default writes one to ~/.ray, and warns that it
+            # did: said here instead), no usage report
+            logging.getLogger("ray._private.authentication.authentication_token_setup"
+                              ).setLevel(logging.ERROR)
+            # one per process: Ray's driver keeps the first token it read
+            _token.append(os.environ.get("RAY_AUTH_TOKEN") or secrets.token_hex(16))
+            os.environ["RAY_AUTH_TOKEN"] = _token[0]
             os.environ["RAY_USAGE_STATS_ENABLED"] = "0"
             # short: Ray's sockets live below it (a socket path has at most 107 bytes)
             folder = tempfile.mkdtemp(prefix="fsray-", dir="/tmp" if os.path.isdir("/tmp")

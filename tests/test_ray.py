@@ -1,0 +1,114 @@
+"""`faultsim run --ray`: the shards of a sweep as Ray tasks on a local cluster (num_cpus=2),
+merged into exactly the unsharded run's report (timings aside), and no Ray process left
+behind. Needs the `ray` extra (`pip install 'faultsim[ray]'`): skipped without it."""
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+import pytest
+
+from faultsim.errors import UsageError
+from faultsim.ray_shards import check_address, shard_args
+
+from conftest import ROOT
+
+TINY = str(ROOT / "tests" / "data" / "tiny.toml")
+MUTANT = "reference_agent.mutants.save_b_only"
+
+
+def _strip(report: dict) -> dict:
+    sys.path.insert(0, str(ROOT / "bench"))
+    from same_json import strip
+
+    return strip(report)  # timings and how the work was done aside; resumed counts kept
+
+
+def _ray_processes(folder: str | None = None) -> list[str]:
+    """Ray's own daemons (raylet, gcs_server) started under a temporary folder of
+    faultsim's (`fsray-*`), or under `folder`: only this suite's clusters, not another
+    program's."""
+    found = []
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                cmd = f.read().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if ("raylet" in cmd or "gcs_server" in cmd) and (folder or "/fsray-") in cmd:
+            found.append(f"{pid} {cmd[:80]}")
+    return found
+
+
+def test_driver_flags_are_not_handed_to_a_shard():
+    argv = [TINY, "--ray", "--crashes", "1", "--json", "a.json", "--html=a.html",
+            "--workers", "2", "--baseline", "b.json", "--no-annotations", "--seed", "3"]
+    assert shard_args(argv, "") == [TINY, "--crashes", "1", "--seed", "3"]
+    assert shard_args(["--ray", "10.0.0.1:6379", TINY], "10.0.0.1:6379") == [TINY]
+    assert shard_args(["--ray=auto", TINY], "auto") == [TINY]
+
+
+def test_an_address_is_checked_in_one_line():
+    assert check_address("") is None  # a local cluster
+    assert check_address("head.example:6379") == "head.example:6379"
+    assert check_address("ray://10.0.0.1:10001") == "ray://10.0.0.1:10001"
+    assert check_address("auto") == "auto"
+    with pytest.raises(UsageError, match=r"--ray tests/data/tiny.toml: expected HOST:PORT"):
+        check_address("tests/data/tiny.toml")  # a scenario taken for the address
+
+
+def test_without_ray_the_flag_says_how_to_install_it(monkeypatch):
+    from faultsim.ray_shards import RayMissing, run_shards
+
+    monkeypatch.setitem(sys.modules, "ray", None)  # import ray fails
+    with pytest.raises(RayMissing, match=r"pip install 'faultsim\[ray\]'"):
+        run_shards([TINY], address=None, shards=2)
+
+
+needs_ray = pytest.mark.skipif(
+    __import__("importlib").util.find_spec("ray") is None,
+    reason="Ray is not installed (pip install 'faultsim[ray]'): the Ray tests need it")
+
+
+@needs_ray
+@pytest.mark.parametrize("agent,code", [("reference_agent", 0), (MUTANT, 1)])
+def test_ray_shards_merge_into_the_unsharded_report(tmp_path, agent, code):
+    from faultsim.cli import main
+
+    base = ["run", TINY, "--agent", agent, "--crash-model", "all", "--crashes", "1",
+            "--examples", "0"]
+    whole, merged = tmp_path / "whole.json", tmp_path / "ray.json"
+    assert main(base + ["--workers", "1", "--json", str(whole)]) == code
+    before = _ray_processes()
+    assert main(base + ["--ray", "--workers", "2", "--json", str(merged)]) == code
+    assert _ray_processes() == before  # the local cluster is gone with the run
+    whole_, merged_ = json.loads(whole.read_text()), json.loads(merged.read_text())
+    run = merged_["runs"][0]
+    # every state, once (315 on the reference agent, 273 on the mutant: both crash models)
+    assert run["shard"] is None and run["crash_states"] == whole_["runs"][0]["crash_states"]
+    assert _strip(merged_) == _strip(whole_)  # verdicts, counts, map, counterexamples
+    if code:  # the finding is there, as in the whole run
+        assert any(r["violating"] for r in merged_["runs"])
+
+
+@needs_ray
+def test_the_local_cluster_leaves_no_process_even_when_a_shard_fails(tmp_path):
+    from faultsim.ray_shards import run_shards
+
+    seen: list[list[str]] = []
+    merged, shards = run_shards([TINY, "--crash-model", "process", "--crashes", "1",
+                                 "--workers", "1"], address=None, shards=2, num_cpus=2,
+                                say=lambda line: seen.append(_ray_processes()))
+    # while the shards ran, the cluster's raylet and GCS were there: the check can fail
+    assert seen and all(len(s) >= 2 for s in seen)
+    assert [s.index for s in shards] == [1, 2] and merged["runs"][0]["crash_states"] == 315
+    assert _ray_processes() == []
+    # a shard whose faultsim run fails (no such agent): the same one-line error, exit 2's
+    # kind, and the cluster still shut down
+    with pytest.raises(UsageError, match=r"shard 1/2 .*exited 2: .*no_such_agent"):
+        run_shards([TINY, "--agent", "no_such_agent", "--workers", "1"], address=None,
+                   shards=2, num_cpus=2)
+    assert _ray_processes() == []
