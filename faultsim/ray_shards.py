@@ -197,8 +197,13 @@ def run_shards(args: Sequence[str], *, address: str | None, shards: int | None =
     cwd = cwd or os.getcwd()
     # what a shard's process needs of the driver's: the project's defaults (FAULTSIM_*)
     # and the import path, so the agent and faultsim are found as here
-    env = {k: v for k, v in os.environ.items()
-           if k.startswith("FAULTSIM_") or k == "PYTHONPATH"}
+    env = {k: v for k, v in os.environ.items() if k.startswith("FAULTSIM_")}
+    # the driver's own import path first (a test file's folder pytest put there), then
+    # what the shard's interpreter has: the same agent is imported
+    own = [p for p in sys.path if p and os.path.isdir(p)
+           and not p.startswith((sys.prefix, sys.base_prefix))]
+    env["PYTHONPATH"] = os.pathsep.join(own + [os.environ.get("PYTHONPATH", "")]).rstrip(
+        os.pathsep)
     with cluster(address, num_cpus) as ray:
         n = shards or max(1, int(ray.cluster_resources().get("CPU", 1)))
         task = ray.remote(num_cpus=1, max_retries=0)(_run_shard)

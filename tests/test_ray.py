@@ -75,23 +75,29 @@ needs_ray = pytest.mark.skipif(
 
 @needs_ray
 @pytest.mark.parametrize("agent,code", [("reference_agent", 0), (MUTANT, 1)])
-def test_ray_shards_merge_into_the_unsharded_report(tmp_path, agent, code):
+def test_ray_shards_merge_into_the_unsharded_report(tmp_path, capsys, agent, code):
     from faultsim.cli import main
 
-    base = ["run", TINY, "--agent", agent, "--crash-model", "all", "--crashes", "1",
-            "--examples", "0"]
+    base = ["run", TINY, "--agent", agent, "--crash-model", "all", "--crashes", "1"]
     whole, merged = tmp_path / "whole.json", tmp_path / "ray.json"
     assert main(base + ["--workers", "1", "--json", str(whole)]) == code
+    said = capsys.readouterr().out
     before = _ray_processes()
     assert main(base + ["--ray", "--workers", "2", "--json", str(merged)]) == code
+    out = capsys.readouterr().out
+    assert "faultsim: shard 1/2 on" in out and "faultsim: shard 2/2 on" in out
     assert _ray_processes() == before  # the local cluster is gone with the run
     whole_, merged_ = json.loads(whole.read_text()), json.loads(merged.read_text())
     run = merged_["runs"][0]
     # every state, once (315 on the reference agent, 273 on the mutant: both crash models)
     assert run["shard"] is None and run["crash_states"] == whole_["runs"][0]["crash_states"]
     assert _strip(merged_) == _strip(whole_)  # verdicts, counts, map, counterexamples
-    if code:  # the finding is there, as in the whole run
+    if code:  # the finding is there, as in the whole run, and the same counterexamples
         assert any(r["violating"] for r in merged_["runs"])
+        texts = [c["text"] for r in whole_["runs"] for c in r["counterexamples"]]
+        shown = [t for t in texts if t in out]
+        assert len(shown) == min(3, len(texts)) > 0  # --examples' default
+        assert shown == [t for t in texts if t in said]  # the ones the whole run printed
 
 
 @needs_ray
@@ -111,4 +117,48 @@ def test_the_local_cluster_leaves_no_process_even_when_a_shard_fails(tmp_path):
     with pytest.raises(UsageError, match=r"shard 1/2 .*exited 2: .*no_such_agent"):
         run_shards([TINY, "--agent", "no_such_agent", "--workers", "1"], address=None,
                    shards=2, num_cpus=2)
+    assert _ray_processes() == []
+
+
+@needs_ray
+def test_the_pytest_option_runs_whole_scenario_tests_on_ray(pytester):
+    import shutil
+    import re
+
+    import faultsim
+
+    pytester.makeini("[pytest]\n")
+    shutil.copy(TINY, pytester.path / "tiny.toml")
+    pytester.makepyfile(test_whole=f"""
+        import pytest
+        import reference_agent
+        from {MUTANT} import make_agent as broken
+
+        @pytest.mark.faultsim("tiny.toml", agent=reference_agent.make_agent, crashes=1)
+        def test_clean(crash_safety):
+            run = crash_safety.check().runs[0]
+            print("CLEAN", len(run.verdicts), run.judged, run.shard)
+
+        @pytest.mark.faultsim("tiny.toml", agent=broken, crashes=1)
+        def test_broken(crash_safety):
+            run = crash_safety.explore().runs[0]
+            print("BROKEN", len(run.verdicts), run.judged, len(run.failures))
+            crash_safety.check()
+        """)
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-s", "--faultsim-ray",
+                                           "--faultsim-ray-shards", "2")
+    result.assert_outcomes(passed=1, failed=1)
+    out = result.stdout.str()
+    assert "ray=local" in out  # the header says it
+    expected = {}
+    for name, agent in (("CLEAN", "reference_agent"), (("BROKEN", MUTANT))):
+        run = faultsim.explore(faultsim.load_factory(agent), faultsim.load_scenario(TINY),
+                               crash_model="process", crashes=1, workers=1).runs[0]
+        expected[name] = (len(run.verdicts), run.judged, len(run.failures))
+    clean = re.search(r"CLEAN (\d+) (\d+) None", out)
+    assert clean and (int(clean[1]), int(clean[2])) == expected["CLEAN"][:2]
+    broken = re.search(r"BROKEN (\d+) (\d+) (\d+)", out)
+    assert broken and tuple(map(int, broken.groups())) == expected["BROKEN"]
+    assert expected["BROKEN"][2] > 0  # the mutant's failures, found through Ray
+    assert "the protocol at" in out and "rerun this test alone" in out
     assert _ray_processes() == []
