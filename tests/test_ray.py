@@ -60,6 +60,28 @@ def test_an_address_is_checked_in_one_line():
         check_address("tests/data/tiny.toml")  # a scenario taken for the address
 
 
+def test_the_ray_page_commands_parse():
+    """docs/how-to/ray.md's commands are `faultsim run`'s own: each parses, its --ray value
+    is an address or the local cluster, and what reaches a shard is the rest."""
+    import re
+    import shlex
+
+    from faultsim.cli import build_parser
+
+    page = (ROOT / "docs" / "how-to" / "ray.md").read_text()
+    marker = "<!-- docs: checked-by tests/test_ray.py::test_the_ray_page_commands_parse -->"
+    blocks = re.findall(re.escape(marker) + r"\n```console\n(.*?)```", page, re.S)
+    lines = [line[2:] for b in blocks for line in b.splitlines() if line.startswith("$ ")]
+    assert len(blocks) == 2 and len(lines) == 3
+    for line in lines:
+        argv = shlex.split(line)
+        assert argv[:2] == ["faultsim", "run"]
+        ns = build_parser().parse_args(argv[1:])
+        check_address(ns.ray)  # no scenario taken for the address
+        rest = shard_args(argv[2:], ns.ray)
+        assert "--ray" not in rest and "--json" not in rest and rest[0].startswith("scenarios/")
+
+
 def test_without_ray_the_flag_says_how_to_install_it(monkeypatch):
     from faultsim.ray_shards import RayMissing, run_shards
 
