@@ -82,6 +82,28 @@ def test_the_ray_page_commands_parse():
         assert "--ray" not in rest and "--json" not in rest and rest[0].startswith("scenarios/")
 
 
+def test_what_ray_cannot_do_is_refused_before_any_work(tmp_path, capsys):
+    from faultsim.cli import main
+
+    assert main(["run", "--ray", TINY]) == 2  # the scenario taken for the address
+    assert "--ray " + TINY + ": expected HOST:PORT" in capsys.readouterr().err
+    assert main(["run", TINY, "--shard", "1/2", "--ray"]) == 2
+    assert "--ray runs every shard itself" in capsys.readouterr().err
+    assert main(["run", TINY, "--ray-shards", "0", "--ray"]) == 2
+    assert main(["run", TINY, "--ray", "head:6379", "--workers", "2"]) == 2
+    assert "a running cluster has its own" in capsys.readouterr().err
+
+
+def test_the_pytest_options_are_checked_in_one_line(pytester):
+    pytester.makeini("[pytest]\n")
+    pytester.makepyfile(test_x="def test_x():\n    pass\n")
+    for args, said in ((["--faultsim-ray=tiny.toml"], "--faultsim-ray tiny.toml: expected"),
+                       (["--faultsim-ray", "--faultsim-shard=1/2"], "with --faultsim-ray"),
+                       (["--faultsim-ray-shards=0"], "expected an integer >= 1")):
+        result = pytester.runpytest_subprocess("-p", "no:cacheprovider", *args)
+        assert result.ret == pytest.ExitCode.USAGE_ERROR and said in result.stderr.str()
+
+
 def test_without_ray_the_flag_says_how_to_install_it(monkeypatch):
     from faultsim.ray_shards import RayMissing, run_shards
 
