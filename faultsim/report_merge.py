@@ -4,7 +4,7 @@ report the whole run writes, timings aside.
 Works on the JSON reports alone (docs/reference/json-report.md). Shards of crash states
 (the in-process mode) each crash at every kill point: their counts add up, each kill
 point's verdict is the union of the shards' (a point passes when it passes in every
-shard), and failures interleave by their `rank`. Shards of kill points (subprocess mode)
+shard), and failures interleave by their `rank`. Shards of kill points (an agent run as a command)
 add up their explored kill points too. With pairs, `schedules[n].resumed` is the shards'
 sum: second crash states are shared within a shard only (see engine.explore_in_process). Reports of different runs, or shards that overlap
 or leave one out, are refused in one line naming the file and the field, as is a partial

@@ -104,9 +104,10 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--shard", metavar="I/N", default=None,
                      help="explore shard I of N, for CI matrices: every shard crashes at "
                           "every kill point and resumes the distinct crash states a stable "
-                          "hash gives it (subprocess mode: every Nth kill point); the N "
-                          "shards partition them, `faultsim report merge` joins their "
-                          "--json reports; the search runs in shard 1")
+                          "hash gives it (an agent run as a command or a Claude Agent SDK "
+                          "agent: every Nth kill point); the N shards partition them, "
+                          "`faultsim report merge` joins their --json reports; the search "
+                          "runs in shard 1")
     run.add_argument("--ray", nargs="?", const="", default=None, metavar="ADDRESS",
                      help="run the shards on Ray (pip install 'faultsim[ray]'): one task per "
                           "shard (--shard I/N in a fresh faultsim process), the reports "
