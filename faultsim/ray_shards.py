@@ -38,11 +38,12 @@ from .errors import AgentFinding, HarnessError, UsageError
 LOCAL = ""
 ADDRESS_EXPECTED = "HOST:PORT, ray://HOST:PORT or auto"
 _ADDRESS = re.compile(r"^(auto|(ray://)?[A-Za-z0-9_.\-]+:\d+)$")
-# flags of `faultsim run` the driver handles itself: not passed to a shard
-# (flag -> takes a value)
+# flags of `faultsim run` the driver handles itself, not passed to a shard (flag -> whether
+# it takes a value; None: --ray's optional one). --workers sizes the local cluster: a shard
+# runs with one
 DRIVER_FLAGS = {"--ray": None, "--ray-shards": True, "--json": True, "--html": True,
-                "--junit": True, "--summary-md": True, "--baseline": True, "--shard": True, "--workers": True,
-                "--annotations": False, "--no-annotations": False}
+                "--junit": True, "--summary-md": True, "--baseline": True, "--shard": True,
+                "--workers": True, "--annotations": False, "--no-annotations": False}
 
 
 class RayMissing(UsageError):
@@ -106,15 +107,20 @@ class ShardRun:
 
 
 def _run_shard(args: list[str], index: int, of: int, cwd: str,
-               env: dict[str, str]) -> dict:
-    """The Ray task: shard `index`/`of` in a fresh `faultsim run` process on this node."""
+               env: dict[str, str], scratch: str | None = None) -> dict:
+    """The Ray task: shard `index`/`of` in a fresh `faultsim run` process on this node; its
+    report in a temporary folder under `scratch` (a local cluster's own folder, removed with
+    it, even where a killed worker could not remove its own), else the node's."""
     import platform
     import subprocess
 
-    folder = tempfile.mkdtemp(prefix="faultsim-shard-")
+    folder = tempfile.mkdtemp(prefix="faultsim-shard-", dir=scratch)
     out = os.path.join(folder, "report.json")
     started = time.perf_counter()
     try:
+        # a fresh process; Ray ends it with its worker (a worker's child processes are
+        # killed when it exits, on Linux: ray.shutdown() after Ctrl-C or an error leaves
+        # no sweep running, tests/test_ray.py)
         cmd = [sys.executable, "-m", "faultsim", "run", *args, "--shard", f"{index}/{of}",
                "--json", out]
         proc = subprocess.run(cmd, cwd=cwd, env={**os.environ, **env}, capture_output=True,
@@ -143,12 +149,13 @@ _token: list[str] = []  # this process's local clusters' token
 
 
 @contextlib.contextmanager
-def cluster(address: str | None, num_cpus: int | None) -> Iterator[Any]:
+def cluster(address: str | None, num_cpus: int | None) -> Iterator[tuple[Any, str | None]]:
     """Ray, connected to `address`, or to a local cluster this run starts (`num_cpus`,
-    default one per core) and shuts down on the way out, whatever happens."""
+    default one per core) and shuts down on the way out, whatever happens; and the local
+    cluster's temporary folder (None for another cluster), removed last."""
     ray = _import_ray()
     if ray.is_initialized():  # a driver's own session (a test, a notebook): used as is
-        yield ray
+        yield ray, None
         return
     folder = None
     saved = {k: os.environ.get(k) for k in ("RAY_AUTH_TOKEN", "RAY_USAGE_STATS_ENABLED")}
@@ -174,7 +181,7 @@ def cluster(address: str | None, num_cpus: int | None) -> Iterator[Any]:
                      configure_logging=False)
         else:
             ray.init(address=address, log_to_driver=False, configure_logging=False)
-        yield ray
+        yield ray, folder
     finally:
         if ray.is_initialized():
             ray.shutdown()
@@ -204,10 +211,10 @@ def run_shards(args: Sequence[str], *, address: str | None, shards: int | None =
            and not p.startswith((sys.prefix, sys.base_prefix))]
     env["PYTHONPATH"] = os.pathsep.join(own + [os.environ.get("PYTHONPATH", "")]).rstrip(
         os.pathsep)
-    with cluster(address, num_cpus) as ray:
+    with cluster(address, num_cpus) as (ray, scratch):
         n = shards or max(1, int(ray.cluster_resources().get("CPU", 1)))
         task = ray.remote(num_cpus=1, max_retries=0)(_run_shard)
-        refs = [task.remote(list(args), i, n, cwd, env) for i in range(1, n + 1)]
+        refs = [task.remote(list(args), i, n, cwd, env, scratch) for i in range(1, n + 1)]
         done = []
         for i, ref in enumerate(refs, 1):
             got = ray.get(ref)

@@ -25,10 +25,21 @@ def _strip(report: dict) -> dict:
     return strip(report)  # timings and how the work was done aside; resumed counts kept
 
 
-def _ray_processes(folder: str | None = None) -> list[str]:
-    """Ray's own daemons (raylet, gcs_server) started under a temporary folder of
-    faultsim's (`fsray-*`), or under `folder`: only this suite's clusters, not another
-    program's."""
+TAG = "FAULTSIM_RAY_TEST"  # in a test's environment: its clusters' processes inherit it
+
+
+def _tagged(monkeypatch) -> str:
+    import uuid
+
+    tag = uuid.uuid4().hex
+    monkeypatch.setenv(TAG, tag)
+    return tag
+
+
+def _processes(tag: str, *names: str) -> list[str]:
+    """The processes whose command line names one of `names` and whose environment carries
+    this test's tag: its own clusters' and shards', not another test's (xdist) or
+    program's, and found after their parent is gone too."""
     found = []
     for pid in os.listdir("/proc"):
         if not pid.isdigit():
@@ -36,11 +47,20 @@ def _ray_processes(folder: str | None = None) -> list[str]:
         try:
             with open(f"/proc/{pid}/cmdline", "rb") as f:
                 cmd = f.read().replace(b"\0", b" ").decode(errors="replace")
+            if not any(n in cmd for n in names):
+                continue
+            with open(f"/proc/{pid}/environ", "rb") as f:
+                env = f.read().split(b"\0")
         except OSError:
             continue
-        if ("raylet" in cmd or "gcs_server" in cmd) and (folder or "/fsray-") in cmd:
+        if f"{TAG}={tag}".encode() in env:
             found.append(f"{pid} {cmd[:80]}")
     return found
+
+
+def _ray_processes(tag: str) -> list[str]:
+    """Ray's own daemons (raylet, gcs_server) of this test's clusters."""
+    return _processes(tag, "raylet", "gcs_server")
 
 
 def test_driver_flags_are_not_handed_to_a_shard():
@@ -119,18 +139,20 @@ needs_ray = pytest.mark.skipif(
 
 @needs_ray
 @pytest.mark.parametrize("agent,code", [("reference_agent", 0), (MUTANT, 1)])
-def test_ray_shards_merge_into_the_unsharded_report(tmp_path, capsys, agent, code):
+def test_ray_shards_merge_into_the_unsharded_report(tmp_path, capsys, monkeypatch, agent,
+                                                   code):
     from faultsim.cli import main
+
+    tag = _tagged(monkeypatch)
 
     base = ["run", TINY, "--agent", agent, "--crash-model", "all", "--crashes", "1"]
     whole, merged = tmp_path / "whole.json", tmp_path / "ray.json"
     assert main(base + ["--workers", "1", "--json", str(whole)]) == code
     said = capsys.readouterr().out
-    before = _ray_processes()
     assert main(base + ["--ray", "--workers", "2", "--json", str(merged)]) == code
     out = capsys.readouterr().out
     assert "faultsim: shard 1/2 on" in out and "faultsim: shard 2/2 on" in out
-    assert _ray_processes() == before  # the local cluster is gone with the run
+    assert _ray_processes(tag) == []  # the local cluster is gone with the run
     whole_, merged_ = json.loads(whole.read_text()), json.loads(merged.read_text())
     run = merged_["runs"][0]
     # every state, once (315 on the reference agent, 273 on the mutant: both crash models)
@@ -145,31 +167,35 @@ def test_ray_shards_merge_into_the_unsharded_report(tmp_path, capsys, agent, cod
 
 
 @needs_ray
-def test_the_local_cluster_leaves_no_process_even_when_a_shard_fails(tmp_path):
+def test_the_local_cluster_leaves_no_process_even_when_a_shard_fails(tmp_path, monkeypatch):
     from faultsim.ray_shards import run_shards
+
+    tag = _tagged(monkeypatch)
 
     seen: list[list[str]] = []
     merged, shards = run_shards([TINY, "--crash-model", "process", "--crashes", "1",
                                  "--workers", "1"], address=None, shards=2, num_cpus=2,
-                                say=lambda line: seen.append(_ray_processes()))
+                                say=lambda line: seen.append(_ray_processes(tag)))
     # while the shards ran, the cluster's raylet and GCS were there: the check can fail
     assert seen and all(len(s) >= 2 for s in seen)
     assert [s.index for s in shards] == [1, 2] and merged["runs"][0]["crash_states"] == 315
-    assert _ray_processes() == []
+    assert _ray_processes(tag) == []
     # a shard whose faultsim run fails (no such agent): the same one-line error, exit 2's
     # kind, and the cluster still shut down
     with pytest.raises(UsageError, match=r"shard 1/2 .*exited 2: .*no_such_agent"):
         run_shards([TINY, "--agent", "no_such_agent", "--workers", "1"], address=None,
                    shards=2, num_cpus=2)
-    assert _ray_processes() == []
+    assert _ray_processes(tag) == []
 
 
 @needs_ray
-def test_the_pytest_option_runs_whole_scenario_tests_on_ray(pytester):
+def test_the_pytest_option_runs_whole_scenario_tests_on_ray(pytester, monkeypatch):
     import shutil
     import re
 
     import faultsim
+
+    tag = _tagged(monkeypatch)  # the pytest run below inherits it
 
     pytester.makeini("[pytest]\n")
     shutil.copy(TINY, pytester.path / "tiny.toml")
@@ -205,4 +231,35 @@ def test_the_pytest_option_runs_whole_scenario_tests_on_ray(pytester):
     assert broken and tuple(map(int, broken.groups())) == expected["BROKEN"]
     assert expected["BROKEN"][2] > 0  # the mutant's failures, found through Ray
     assert "the protocol at" in out and "rerun this test alone" in out
-    assert _ray_processes() == []
+    assert _ray_processes(tag) == []
+
+
+@needs_ray
+@pytest.mark.skipif(sys.platform != "linux", reason="the parent-death signal is Linux's")
+def test_ctrl_c_ends_the_local_cluster_and_every_shard(tmp_path, monkeypatch):
+    import signal
+    import subprocess
+    import time
+
+    tag = _tagged(monkeypatch)
+    shards = lambda: _processes(tag, "--shard")  # noqa: E731 (the shards' faultsim runs)
+    driver = subprocess.Popen(
+        # pairs: a shard's sweep takes far longer than the 10 s it is given to end below
+        [sys.executable, "-m", "faultsim", "run", TINY, "--agent", "reference_agent",
+         "--crash-model", "all", "--crashes", "2", "--ray", "--workers", "2"], cwd=tmp_path,
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 180
+        while time.monotonic() < deadline and len(shards()) < 2:
+            time.sleep(0.2)
+        # both shards were running (the check below can fail)
+        assert len(shards()) >= 2 and _ray_processes(tag)  # (and their crash runs)
+        driver.send_signal(signal.SIGINT)  # Ctrl-C
+        assert driver.wait(timeout=120) == 130
+    finally:
+        if driver.poll() is None:
+            driver.kill()
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and (shards() or _ray_processes(tag)):
+        time.sleep(0.2)
+    assert shards() == [] and _ray_processes(tag) == []
