@@ -40,7 +40,7 @@ DEFINED = (
                "the kill points of the clean run"),
     Definition("kill_points_explored", "explored",
                "of those, the ones this run crashes at: all of them, the --kill-point "
-               "selection, or a subprocess-mode shard's"),
+               "selection, or a command agent's shard's"),
     Definition("kill_points_judged", "kill points",
                "of those, the ones where this run judged a crash state: fewer in an "
                "in-process shard, which judges only the crash states it owns"),

@@ -51,8 +51,8 @@ def crash_map(run: Any, severity: Sequence[str], sparse: bool = False) -> dict[s
     invariants its crash states and the schedules starting there violate (the text table's
     rule: a kill point passed when all of them passed), else escalated when one of its
     resumed runs escalated to a person (legal, P11), else passed; unexplored where this run
-    judged no crash state (outside --kill-point, a subprocess shard's kill points, or an
-    in-process shard's crash states).
+    judged no crash state (outside --kill-point, a command agent's shard's kill points, or another
+    in-process or subprocess-mode shard's crash states).
 
     `sparse`: only the explored kill points' verdicts (`explored`, position -> character),
     without the clean run's parts: what a pytest kill-point item, which explores one kill

@@ -235,9 +235,9 @@ def check_shard(shard: tuple[int, int] | None) -> tuple[int, int] | None:
 
 def in_shard(position: int, shard: tuple[int, int] | None) -> bool:
     """Shard i of n keeps the kill points whose position is i - 1 modulo n: the n shards
-    partition the kill points, deterministically (a CI matrix). Subprocess mode and the
-    pytest plugin's kill-point items shard this way; the in-process sweep splits crash
-    states instead (faultsim.inprocess.sharding)."""
+    partition the kill points, deterministically (a CI matrix). An agent run as a command
+    and the pytest plugin's kill-point items shard this way; the in-process and subprocess
+    sweeps split crash states instead (faultsim.inprocess.sharding, faultsim.real.judging)."""
     return shard is None or position % shard[1] == shard[0] - 1
 
 

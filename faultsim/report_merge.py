@@ -4,7 +4,7 @@ report the whole run writes, timings aside.
 Works on the JSON reports alone (docs/reference/json-report.md). Shards of crash states
 (the in-process mode) each crash at every kill point: their counts add up, each kill
 point's verdict is the union of the shards' (a point passes when it passes in every
-shard), and failures interleave by their `rank`. Shards of kill points (subprocess mode)
+shard), and failures interleave by their `rank`. Shards of kill points (an agent run as a command)
 add up their explored kill points too. With pairs, `schedules[n].resumed` is the shards'
 sum: second crash states are shared within a shard only (see engine.explore_in_process). Reports of different runs, or shards that overlap
 or leave one out, are refused in one line naming the file and the field, as is a partial
@@ -262,10 +262,12 @@ class _Failure:
                                            explanation=e["explanation"]) for e in entries]
         self.earlier = entries[0]["schedule"][:-1]
         self.replay = entries[0]["replay"]
+        self.schedule = [SimpleNamespace(id=i) for i in entries[0]["schedule"]]
 
 
 class _Run:
-    """A merged run with what the JUnit and Markdown writers read of a `report.ModelRun`."""
+    """A merged run with what the JUnit and Markdown writers and the pytest fixture
+    (`pytest --faultsim-ray`) read of a `report.ModelRun`."""
 
     def __init__(self, run: dict) -> None:
         from types import SimpleNamespace
@@ -275,8 +277,13 @@ class _Run:
         for key in ("agent", "crash_model", "seed", "crashes", "wall_seconds", "seconds",
                     "shard"):
             setattr(self, key, run.get(key))
-        self.explored = range(run["kill_points_explored"])
+        self.kill_points = range(run["kill_points_total"])
+        # the explored kill points as far as the JSON keeps them: their categories
+        self.explored = [SimpleNamespace(category=c) for c, k in run["categories"].items()
+                         for _ in range(k)]
         self.verdicts = range(run["crash_states"])
+        self.judged = run["crash_states_resumed"]
+        self.probes = [SimpleNamespace(**p) for p in run["probes"]]
         self.failures: list[_Failure] = []
         for entry in run["violations"]:
             if self.failures and self.failures[-1].rank == entry["rank"]:
@@ -302,6 +309,18 @@ class _Run:
     def counts(self):
         return count(self.json)  # faultsim.counts, as of a report.ModelRun
 
+    def depth(self, n: int):
+        """A schedule length's figures (`report.DepthStats`'s fields), zero when none."""
+        from types import SimpleNamespace
+
+        got = self.json["schedules"].get(str(n), {})
+        return SimpleNamespace(**{k: got.get(k, 0) for k in (
+            "total", "explored", "resumed", "converged", "after_convergence", "composed",
+            "searched", "seconds")})
+
+    def to_json(self, sparse_map: bool = False) -> dict:
+        return self.json  # already the report's run (a merged map is whole)
+
     def coverage_line(self) -> str | None:
         return line_of(self.json.get("coverage"))  # as a report.ModelRun says it
 
@@ -312,10 +331,23 @@ class _Run:
 
 
 def as_report(merged: dict[str, Any]):
-    """The merged JSON report as the JUnit and Markdown writers read a `report.Report`."""
-    from .report import Refusal, Report
+    """The merged JSON report as the JUnit and Markdown writers, `run --ray` and the pytest
+    fixture read a `report.Report`."""
+    from .report import SEVERITY, Refusal, Report
 
-    return Report(runs=[_Run(r) for r in merged["runs"]],  # type: ignore[misc]
+    class Merged(Report):
+        def counterexamples(self, limit: int = 3) -> list[str]:
+            # the runs' own (the first of each kind, worst first: `_counterexamples`),
+            # the worst kinds of every run first, as Report.counterexamples orders them
+            found = []
+            for r, run in enumerate(self.runs):
+                for n, c in enumerate(run.json["counterexamples"]):
+                    worst = min(SEVERITY.index(k) if k in SEVERITY else len(SEVERITY)
+                                for k in c["invariants"])
+                    found.append((worst, r, n, c["text"]))
+            return [text for *_, text in sorted(found)[:limit]]
+
+    return Merged(runs=[_Run(r) for r in merged["runs"]],  # type: ignore[misc]
                   refused=[Refusal(**r) for r in merged.get("refused", [])])
 
 

@@ -102,9 +102,22 @@ def by_point(report) -> dict[str, list[str]]:
             for v in run.verdicts}
 
 
+def part_of(i: int, n: int):
+    """Every n-th kill point from the i-th, in the clean run's order: `only=part_of(1, 2)`,
+    for a test that needs some of them, not all (`shard=` splits crash states, in
+    subprocess mode too: every shard still kills at every kill point). A run offers `only`
+    each kill point once, in order; a point is placed by its first offer."""
+    seen: dict[str, int] = {}
+
+    def keep(point) -> bool:
+        return seen.setdefault(point.id, len(seen)) % n == i - 1
+
+    return keep
+
+
 def same_points(real):
-    """The in-process run on the subprocess shard's kill points (subprocess mode shards
-    kill points; the in-process mode's --shard splits crash states)."""
+    """The in-process run on the kill points the subprocess run explored (all, or those
+    its `only` kept)."""
     if not real.runs[0].kill_points or len(real.runs[0].explored) == len(
             real.runs[0].kill_points):
         return None

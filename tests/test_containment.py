@@ -76,10 +76,12 @@ def _in_process(**kw):
 
 
 def _subprocess(stats: dict, shard: tuple[int, int] | None = None):
+    """`shard`: every n-th kill point from the i-th (helpers.part_of), not `--shard`."""
     from faultsim.real.explore import explore_subprocess
+    from helpers import part_of
 
     return explore_subprocess(AGENT, faultsim.load_scenario(SCENARIO), workers=1,
-                              stats=stats, shard=shard)
+                              stats=stats, only=part_of(*shard) if shard else None)
 
 
 _JAIL: list = []

@@ -25,7 +25,7 @@ from faultsim.loading import load_factory
 from faultsim.real.explore import explore_subprocess
 
 from conftest import ROOT
-from helpers import by_point, same_points
+from helpers import by_point, part_of, same_points
 
 EXAMPLES = ROOT / "examples"
 TESTS = Path(__file__).resolve().parent
@@ -64,7 +64,8 @@ FOLLOW_UP = TESTS / "data" / "pydantic_followup.toml"
 def _both_modes(spec: str, scenario_path: Path, shard) -> tuple[dict, dict, dict]:
     scenario = faultsim.load_scenario(scenario_path)
     stats: dict = {}
-    real = explore_subprocess(spec, scenario, workers=2, shard=shard, stats=stats)
+    real = explore_subprocess(spec, scenario, workers=2, stats=stats,
+                              only=part_of(*shard) if shard else None)
     model = faultsim.explore(load_factory(spec), scenario, crash_model="process",
                              crashes=1, workers=2, only=same_points(real))
     (run,) = real.runs

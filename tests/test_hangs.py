@@ -69,7 +69,9 @@ def test_a_correct_agent_never_hangs_under_the_derived_limit(mode):
     if mode == "in-process":
         report = faultsim.explore(user_agents.make_agent, SCENARIO, crashes=1)
     else:
-        report = explore_subprocess("user_agents:make_agent", SCENARIO, shard=(1, 2))
+        from helpers import part_of
+
+        report = explore_subprocess("user_agents:make_agent", SCENARIO, only=part_of(1, 2))
     (run,) = report.runs
     assert len(run.verdicts) == len(run.explored) > 10
     assert report.ok, report.counterexamples(1)

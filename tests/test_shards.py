@@ -138,3 +138,36 @@ def test_a_shards_table_counts_only_the_kill_points_it_judged(tmp_path, capsys):
                                       "this shard judged a crash state")
     assert "explored (" in text and f"; a crash state judged here at {len(judged)} of them" \
         in text
+
+
+def test_subprocess_mode_shards_split_crash_states_and_merge_into_the_whole_run(tmp_path):
+    """Subprocess mode shards by crash state as the in-process mode does
+    (faultsim.real.judging.owned): each shard kills at every kill point, resumes whole
+    classes of the states, and the merged report is the whole run's, resumed runs
+    included; on a mutant, so failures merge too."""
+    import json
+    import sys
+
+    sys.path.insert(0, str(ROOT / "bench"))
+    from faultsim.cli import main
+
+    base = ["run", str(ROOT / "tests" / "data" / "tiny.toml"), "--mode", "subprocess",
+            "--agent", "reference_agent.mutants.save_b_only", "--crashes", "1",
+            "--workers", "2", "--examples", "0"]
+    assert main(base + ["--json", str(tmp_path / "whole.json")]) == 1
+    shards = [str(tmp_path / f"s{i}.json") for i in (1, 2)]
+    for i, out in enumerate(shards, 1):
+        main(base + ["--shard", f"{i}/2", "--json", out])
+    parts = [json.loads(open(s).read())["runs"][0] for s in shards]
+    whole = json.loads((tmp_path / "whole.json").read_text())
+    run = whole["runs"][0]
+    assert run["violations"] and run["crash_states_resumed"] < run["crash_states"]
+    for part in parts:  # every kill point crashed, a share of the states judged
+        assert part["shard"]["by"] == "crash state"
+        assert part["kill_points_explored"] == run["kill_points_explored"]
+        assert 0 < part["crash_states"] < run["crash_states"]
+    # the resumed runs add up: whole classes per shard, the memo kept
+    assert sum(p["crash_states_resumed"] for p in parts) == run["crash_states_resumed"]
+    assert main(["report", "merge", *shards, "--json", str(tmp_path / "merged.json")]) == 1
+    merged = json.loads((tmp_path / "merged.json").read_text())
+    assert _strip(merged) == _strip(whole)

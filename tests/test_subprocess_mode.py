@@ -25,7 +25,7 @@ from faultsim.real.pool import MARKER, sandbox_parent
 from reference_agent.mutants import DOUBLE_CRASH_NAMES, NAMES
 
 from conftest import DATA, ROOT
-from helpers import by_point, same_points
+from helpers import by_point, part_of, same_points
 
 TINY = DATA / "tiny.toml"
 AGENTS = ["reference_agent"] + [f"reference_agent.mutants.{n}"
@@ -37,8 +37,8 @@ def test_verdicts_agree_with_the_in_process_mode(agent):
     scenario = faultsim.load_scenario(TINY)
     stats: dict = {}
     # the reference agent on every kill point; each mutant on every other one (CI time)
-    shard = None if agent == "reference_agent" else (1, 2)
-    real = explore_subprocess(agent, scenario, workers=2, stats=stats, shard=shard)
+    only = None if agent == "reference_agent" else part_of(1, 2)
+    real = explore_subprocess(agent, scenario, workers=2, stats=stats, only=only)
     model = faultsim.explore(load_factory(agent), scenario, crash_model="process",
                              crashes=1, workers=2, only=same_points(real))
     (run,) = real.runs

@@ -24,6 +24,7 @@ __all__ = ["EXIT_ERROR", "EXIT_OK", "EXIT_USAGE", "EXIT_VIOLATION", "Terminated"
 
 def main(argv: list[str] | None = None) -> int:
     ns = build_parser().parse_args(argv)
+    ns.argv = list(sys.argv[1:] if argv is None else argv)  # what `run --ray` hands a shard
     try:
         project_defaults(ns)
     except UsageError as exc:

@@ -104,9 +104,19 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--shard", metavar="I/N", default=None,
                      help="explore shard I of N, for CI matrices: every shard crashes at "
                           "every kill point and resumes the distinct crash states a stable "
-                          "hash gives it (subprocess mode: every Nth kill point); the N "
-                          "shards partition them, `faultsim report merge` joins their "
-                          "--json reports; the search runs in shard 1")
+                          "hash gives it (an agent run as a command or a Claude Agent SDK "
+                          "agent: every Nth kill point); the N shards partition them, "
+                          "`faultsim report merge` joins their --json reports; the search "
+                          "runs in shard 1")
+    run.add_argument("--ray", nargs="?", const="", default=None, metavar="ADDRESS",
+                     help="run the shards on Ray (pip install 'faultsim[ray]'): one task per "
+                          "shard (--shard I/N in a fresh faultsim process), the reports "
+                          "merged into the whole run's; ADDRESS (HOST:PORT, ray://HOST:PORT "
+                          "or auto) names a running cluster, none starts a local one of "
+                          "--workers CPUs (default: one per core) for this run only; give "
+                          "it after the scenario files (docs/how-to/ray.md)")
+    run.add_argument("--ray-shards", type=int, default=None, metavar="N",
+                     help="with --ray: the number of shards (default: the cluster's CPUs)")
     run.add_argument("--kill-point", action=KillPoints, nargs="+", metavar="ID",
                      help="explore only these kill points (ids a report printed): several "
                           "after one flag (--kill-point k3 k7), or the flag repeated; "

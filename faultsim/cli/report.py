@@ -21,12 +21,24 @@ def cmd_report_html(ns: argparse.Namespace) -> int:
 
 
 def cmd_report_merge(ns: argparse.Namespace) -> int:
-    import json
-
     from ..report_merge import load, merge
 
     check_outputs(ns)
     merged = merge(load(ns.reports))
+    write_outputs(merged_outputs(ns, merged))
+    runs = merged["runs"]
+    print(f"faultsim: merged {len(ns.reports)} reports: {len(runs)} run"
+          f"{'s' if len(runs) != 1 else ''}, " + ("all passed" if merged["ok"] else
+                                               f"{sum(r['violating'] for r in runs)} "
+                                               "violating"))
+    return EXIT_OK if merged["ok"] else EXIT_VIOLATION
+
+
+def merged_outputs(ns: argparse.Namespace, merged: dict) -> list[Output]:
+    """The files a merged report is written to (--json, --html, --junit, --summary-md):
+    `report merge`'s and `run --ray`'s."""
+    import json
+
     outputs = []
     if ns.json:
         outputs.append(Output("--json", ns.json, lambda: json.dumps(merged, indent=2)))
@@ -45,10 +57,4 @@ def cmd_report_merge(ns: argparse.Namespace) -> int:
         if ns.summary_md:  # appended, as run --summary-md
             outputs.append(Output("--summary-md", ns.summary_md,
                                   lambda: summary_markdown(report, html=ns.html), append=True))
-    write_outputs(outputs)
-    runs = merged["runs"]
-    print(f"faultsim: merged {len(ns.reports)} reports: {len(runs)} run"
-          f"{'s' if len(runs) != 1 else ''}, " + ("all passed" if merged["ok"] else
-                                               f"{sum(r['violating'] for r in runs)} "
-                                               "violating"))
-    return EXIT_OK if merged["ok"] else EXIT_VIOLATION
+    return outputs

@@ -31,6 +31,8 @@ def cmd_run(ns: argparse.Namespace) -> int:
     # before any work: a typo in an output path or a bad baseline must not cost the sweep
     check_outputs(ns)
     baseline = read_baseline(ns.baseline) if ns.baseline else None
+    if getattr(ns, "ray", None) is not None:
+        return run_on_ray(ns, baseline)
     scenarios = [load_scenario(p) for p in scenario_paths(ns.scenarios)]
     # a plain spec is imported once, here (a prefixed one by its backend, per scenario)
     factory = None if prefix_of(ns.agent) else load_factory(ns.agent)
@@ -145,3 +147,46 @@ def leave_partial(ns: argparse.Namespace, report, exc: BaseException, names: lis
     sys.stdout.flush()
     write_reports_saying(ns, report)
 
+
+
+def run_on_ray(ns: argparse.Namespace, baseline: dict | None) -> int:
+    """`run --ray`: the shards as Ray tasks (faultsim.ray_shards), their reports merged
+    into the whole run's, printed and written as `report merge` writes a merged one. Each
+    shard holds one CPU and forks one crash run at a time (`--workers 1`); `--workers N`
+    sizes the local cluster instead."""
+    from ..errors import UsageError
+    from ..ray_shards import check_address, run_shards, shard_args
+    from ..report_merge import as_report
+    from .output import write_outputs
+    from .report import merged_outputs
+
+    address = check_address(ns.ray)
+    if ns.shard is not None:
+        raise UsageError(f"--shard {ns.shard} with --ray: --ray runs every shard itself "
+                         "(their number: --ray-shards N)")
+    if ns.ray_shards is not None and ns.ray_shards < 1:
+        raise UsageError(f"--ray-shards {ns.ray_shards}: expected an integer >= 1")
+    if ns.workers is not None and (address is not None or ns.workers < 1):
+        raise UsageError(f"--workers {ns.workers} with --ray: expected an integer >= 1, "
+                         "the local cluster's CPUs (a running cluster has its own)")
+    argv = ns.argv[ns.argv.index("run") + 1:]
+    args = shard_args(argv, ns.ray) + ["--workers", "1"]
+    merged, shards = run_shards(args, address=address, shards=ns.ray_shards,
+                                num_cpus=ns.workers, say=print)
+    report = as_report(merged)
+    if not report.ok and ns.examples > 0:
+        print()
+        print("\n\n".join(report.counterexamples(limit=ns.examples)))
+    print()
+    print(report.summary())
+    print(f"faultsim: {len(shards)} shards on Ray, merged into the whole run's report")
+    write_outputs(merged_outputs(ns, merged))
+    verdict = EXIT_OK if merged["ok"] else EXIT_VIOLATION
+    if baseline is not None:  # as a run's: only crash states this run adds fail
+        from ..compare import compare
+
+        diff = compare(baseline, merged, ns.baseline, "this run")
+        print()
+        print(diff.text())
+        verdict = EXIT_OK if diff.ok else EXIT_VIOLATION
+    return verdict

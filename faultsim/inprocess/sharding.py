@@ -18,35 +18,12 @@ owned by the shard a stable hash of its least key names: the same in every shard
 machine. Standard library, pipeline and sandbox only."""
 from __future__ import annotations
 
-import hashlib
-
 from ..killpoints import KillPoint
 from ..pipeline.incarnation import world_signature
+from ..pipeline.shards import Classes, shard_of
 from ..pipeline.sweep import absent_digest, by_event, masked_digest
 from ..trace import Event, Tracer
 from .sandbox import Explorer, crash_states
-
-
-class _Classes:
-    """Union-find over the keys a state can be shared by."""
-
-    def __init__(self) -> None:
-        self.parent: dict[tuple, tuple] = {}
-
-    def find(self, x: tuple) -> tuple:
-        self.parent.setdefault(x, x)
-        root = x
-        while self.parent[root] != root:
-            root = self.parent[root]
-        while self.parent[x] != root:  # path compression
-            self.parent[x], x = root, self.parent[x]
-        return root
-
-    def union(self, a: tuple, b: tuple) -> None:
-        ra, rb = self.find(a), self.find(b)
-        if ra != rb:  # the lesser root stays: the class's least key is its name
-            lo, hi = (ra, rb) if repr(ra) <= repr(rb) else (rb, ra)
-            self.parent[hi] = lo
 
 
 class _SurveyAt:
@@ -55,7 +32,7 @@ class _SurveyAt:
 
     def __init__(self, ex: Explorer, world, boundary, torn, models) -> None:
         self.ex, self.world, self.boundary, self.torn = ex, world, boundary, torn
-        self.models, self.classes, self.keys = models, _Classes(), []
+        self.models, self.classes, self.keys = models, Classes(), []
 
     def _add(self, snapshot: dict, watch: str | None) -> None:
         signature = world_signature(self.world)
@@ -80,11 +57,6 @@ class _SurveyAt:
             self._add({**self.ex.interposer.snapshot(), write.path: write.torn(point.offset)},
                       write.path)
         return None
-
-
-def shard_of(name: tuple, n: int) -> int:
-    """The shard (0-based) a class named `name` belongs to: a stable hash, not Python's."""
-    return int(hashlib.sha256(repr(name).encode()).hexdigest()[:16], 16) % n
 
 
 def state_owner(ex: Explorer, chosen: list[KillPoint], models: list[str],

@@ -139,9 +139,40 @@ class FaultsimFixture:
         # import the agent by name, so a factory without one (an adapter's factory bound
         # to no module-level name: "<...>") cannot go there
         spec = None if name == "agent" or "<" in name else name
-        report = explore(Agent(spec, factory, name), scenario_, options)
+        if state.options.ray is not None:
+            report = self._explore_on_ray(settings, spec, options)
+        else:
+            report = explore(Agent(spec, factory, name), scenario_, options)
         self._note(report, "scenario")
         return report
+
+    def _explore_on_ray(self, settings: Settings, spec: str | None, options) -> Any:
+        """--faultsim-ray: this sweep's shards as Ray tasks, each a `faultsim run --shard`
+        of the same settings (faultsim.ray_shards), merged into the whole run's report."""
+        from ..ray_shards import check_address, run_shards
+        from ..report_merge import as_report
+
+        where = f"{self._request.node.nodeid}: --faultsim-ray"
+        if spec is None:
+            raise FaultsimUsageError(f"{where}: a shard imports the agent by name, and this "
+                                     "factory has none (define it at a module's top level)")
+        if settings.categories:
+            raise FaultsimUsageError(f"{where}: categories= narrows the kill points in this "
+                                     "process only; drop it or run without Ray")
+        args = [str(settings.scenario), "--agent", spec, "--crash-model",
+                settings.crash_model, "--crashes", str(settings.crashes), "--seed",
+                settings.seed, "--mode", settings.mode]
+        if isinstance(settings.timeout, (int, float)):
+            args += ["--timeout", str(settings.timeout)]
+        for flag, value in (("--coverage", options.coverage), ("--per-class", options.per_class),
+                            ("--search-seconds", options.search_seconds)):
+            if value is not None:
+                args += [flag, str(value)]
+        ray = self._state.options
+        merged, _ = run_shards(args + ["--workers", "1"],
+                               address=check_address(ray.ray, "--faultsim-ray"),
+                               shards=ray.ray_shards)
+        return as_report(merged)
 
     def check(self, make_agent: Any = None, scenario: Any = None) -> "Report":
         """Explore, and fail the test (a plain AssertionError carrying the counterexample)

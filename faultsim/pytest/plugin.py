@@ -53,6 +53,15 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="run shard I of N, for CI matrices: kill-point items split by "
                          "position, whole-scenario tests by crash state (as faultsim run "
                          "--shard); the N shards partition them")
+    group.addoption("--faultsim-ray", metavar="ADDRESS", nargs="?", const="", default=None,
+                    help="whole-scenario tests: run the sweep's shards as Ray tasks and merge "
+                         "their reports (as faultsim run --ray); ADDRESS (HOST:PORT, "
+                         "ray://HOST:PORT or auto) names a running cluster, none starts a "
+                         "local one per test; the agent must be importable by name "
+                         "(pip install 'faultsim[ray]')")
+    group.addoption("--faultsim-ray-shards", metavar="N", type=int, default=None,
+                    help="with --faultsim-ray: the number of shards (default: the "
+                         "cluster's CPUs)")
     group.addoption("--faultsim-html", metavar="FILE", default=None,
                     help="write one HTML report for the session: every faultsim test's "
                          "crash map and counterexamples (as faultsim run --html)")
@@ -95,7 +104,9 @@ def pytest_report_header(config: pytest.Config) -> list[str] | None:
                                       ("coverage", options.coverage),
                                       ("per-class", options.per_class),
                                       ("budget", options.budget),
-                                      ("shard", options.shard and "%d/%d" % options.shard))
+                                      ("shard", options.shard and "%d/%d" % options.shard),
+                                      ("ray", options.ray if options.ray is None
+                                       else options.ray or "local"))
              if v is not None]
     return [f"faultsim {__version__}" + (": " + ", ".join(given) if given else "")]
 

@@ -55,6 +55,9 @@ class Options:
     # whole-scenario tests: every kill point, or a representative choice (faultsim.classes)
     coverage: str | None = None
     per_class: int | None = None
+    # --faultsim-ray: whole-scenario sweeps as Ray tasks ("": a local cluster; None: no Ray)
+    ray: str | None = None
+    ray_shards: int | None = None
 
 
 def parse_shard(text: str, where: str | None = None) -> tuple[int, int]:
@@ -123,6 +126,20 @@ def read_options(config: Any) -> Options:
     if budget is not None and budget <= 0:  # the plugin's own setting: no exploration has it
         raise FaultsimUsageError(f"--faultsim-budget={budget:g}: expected seconds > 0")
     shard, shard_at = setting("faultsim_shard")
+    ray, ray_shards = config.getoption("faultsim_ray"), config.getoption("faultsim_ray_shards")
+    if ray is not None:
+        from ..ray_shards import check_address
+
+        try:
+            check_address(ray, "--faultsim-ray")
+        except UsageError as exc:
+            raise FaultsimUsageError(str(exc)) from None
+        if shard is not None:
+            raise FaultsimUsageError(f"{shard_at} with --faultsim-ray: Ray runs every shard "
+                                     "itself (their number: --faultsim-ray-shards N)")
+    if ray_shards is not None and ray_shards < 1:
+        raise FaultsimUsageError(f"--faultsim-ray-shards={ray_shards}: expected an integer "
+                                 ">= 1")
     html = config.getoption("faultsim_html")
     if html:  # before any test: a typo must not cost the session's sweeps
         from ..outfile import check_writable
@@ -134,7 +151,7 @@ def read_options(config: Any) -> Options:
                    record=config.getoption("faultsim_record"),
                    html=html,
                    baseline=config.getoption("faultsim_baseline"),
-                   coverage=coverage, per_class=per_class)
+                   coverage=coverage, per_class=per_class, ray=ray, ray_shards=ray_shards)
 
 
 @dataclass(frozen=True)

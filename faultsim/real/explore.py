@@ -93,15 +93,16 @@ def explore_resolved(agent: str, scenario: Scenario, options: ExploreOptions, *,
             raise WorkerDied(f"{scenario.path}: {exc}") from None
         golden = golden_of(pool, scenario)
         points = golden.kill_points()
-        # the coverage's choice first (from the clean run), then a shard of it
+        # the coverage's choice (from the clean run); a shard crashes at every one of its
+        # points and judges the crash states it owns (judging.owned): crash states are
+        # known only by killing, and states, not kill points, are what the shards share
         coverage = options.cover(points, golden.trace)
-        chosen = select(points, only, shard, coverage)
+        chosen = select(points, only, None, coverage)
         name = agent_name or agent
         run = ModelRun(scenario=scenario, agent=name, crash_model="process",
                        kill_points=points, explored=chosen, seed=seed, crashes=crashes,
                        mode="subprocess", timeout=timeout, timeout_seconds=pool.timeout,
                        shard=shard, coverage=coverage,
-                       shard_by="kill point",  # its crash states are known only by killing
                        # convergence compares the agent's memory, which lives in the
                        # subprocess here and is not read (engine.md): every resumed run
                        # goes to its end
@@ -117,7 +118,7 @@ def explore_resolved(agent: str, scenario: Scenario, options: ExploreOptions, *,
         golden_seconds = _real_time.real_perf_counter() - started
         first = Target((), sweep, chosen)
         landed = _sweep(pool, scenario, [first], progress, drive=fork_server,
-                        equivalences=equivalences)
+                        equivalences=equivalences, shard=shard)
         position = {p.id: n for n, p in enumerate(chosen)}
         run.verdicts.sort(key=lambda v: position[v.kill_point.id])
         pairs_landed = 0
@@ -167,11 +168,12 @@ def survey_subprocess(agent: str, scenario: Scenario, *, timeout: float | None =
 
 
 def _sweep(pool: ForkServers, scenario: Scenario, targets: list[Target], progress,
-           drive: bool = True, equivalences: bool = True, stage: str | None = None) -> int:
+           drive: bool = True, equivalences: bool = True, stage: str | None = None,
+           shard: tuple[int, int] | None = None) -> int:
     """Crash each target at every one of its points, then resume each distinct crash state
-    once (over all targets: a state equal to one judged shares its verdict). Returns the
-    kills landed."""
+    once (over all targets: a state equal to one judged shares its verdict; under `shard`,
+    the states it owns). Returns the kills landed."""
     landed = crash_targets(pool, targets, drive, scenario.profile.downtime)
-    judge_states(pool, scenario, targets, progress, equivalences, stage)
+    judge_states(pool, scenario, targets, progress, equivalences, stage, shard=shard)
     return landed
 

@@ -18,6 +18,7 @@ from ..killpoints import KillPoint
 from ..oracle import RESUME_GUARDS, CrashRun, Golden, judge
 from ..pipeline.incarnation import world_signature
 from ..pipeline import unjudged
+from ..pipeline.shards import Classes, shard_of
 from ..pipeline.sweep import ResumeResult, Sweep, masked_digest
 from ..pipeline.unjudged import twice
 from ..report import ResumeSummary
@@ -58,11 +59,31 @@ class Memo:
         return result if result is not None and result.blind_to_content(cls[1]) else None
 
 
+def owned(entries: list[_Entry], shard: tuple[int, int]) -> list[_Entry]:
+    """Shard i/n's crash states (`--shard` in subprocess mode), in their order. A state
+    shares a verdict only by its exact key or its class key (`cls`), so each exact key is
+    joined with its class key (union-find) and a shard takes whole classes: the states of a
+    class are met in the same order as in the whole run, the same one is resumed and the
+    others share its verdict, so the shards' resumed runs add up to the whole run's
+    (tests/test_shards.py). A class goes to the shard its least key hashes to, as
+    in-process (faultsim.inprocess.sharding)."""
+    classes = Classes()
+    for e in entries:
+        classes.find(("k", *e.exact))
+        if e.cls is not None:
+            classes.union(("k", *e.exact), ("m", *e.cls))
+    i, n = shard
+    return [e for e in entries if shard_of(classes.find(("k", *e.exact)), n) == i - 1]
+
+
 def judge_states(pool: ForkServers, scenario: Scenario, targets: list[Target], progress,
                  equivalences: bool, stage: str | None, memo: "Memo | None" = None,
-                 done_before: int = 0, units: int | None = None) -> None:
+                 done_before: int = 0, units: int | None = None,
+                 shard: tuple[int, int] | None = None) -> None:
     """Judge every crash state the targets left; the verdicts go to each target's sweep.
-    `memo` carries what earlier calls judged (the pairs go in shares)."""
+    `memo` carries what earlier calls judged (the pairs go in shares). `shard`: judge only
+    the states shard i/n owns (`owned`); a point whose kill failed twice goes, as its
+    finding, to the shard its id hashes to."""
     # Resume each distinct crash state once. States that differ only in the content of
     # the file being written at the kill (a torn temp file, mostly) share the verdict of
     # the first of them when its resumed run destroyed that file before reading it.
@@ -82,6 +103,8 @@ def judge_states(pool: ForkServers, scenario: Scenario, targets: list[Target], p
                                   (state.digest(), signature),
                                   (masked, watch, signature) if masked is not None else None,
                                   watch))
+    if shard is not None:
+        entries = owned(entries, shard)
     memo = memo if memo is not None else Memo()
     results, fresh_for, ran_for = memo.results, memo.fresh_for, memo.ran_for
     entry_of: dict[Any, _Entry] = {}  # job id -> its entry (kept here, not sent)
@@ -163,7 +186,8 @@ def judge_states(pool: ForkServers, scenario: Scenario, targets: list[Target], p
 
     for target in targets:
         for point in target.points:
-            if point.id in target.unjudged:
+            if point.id in target.unjudged and (
+                    shard is None or shard_of(("p", point.id), shard[1]) == shard[0] - 1):
                 unjudged.record(target.sweep, "process", point, target.unjudged[point.id])
     for entry in entries:
         if entry.exact in failed:  # its resumed child died twice: the point's finding
