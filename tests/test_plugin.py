@@ -42,10 +42,32 @@ def run(pytester, *args):
     return pytester.runpytest_subprocess("-p", "no:cacheprovider", *args)
 
 
+# The session's shared results (tests/shared_runs.py): `engine_verdicts` of the same
+# arguments (a deterministic sweep: two tests ask for save_b_only's) is computed once per
+# session, whichever xdist worker asks first
+_SHARED = None
+
+
+@pytest.fixture(autouse=True)
+def _shared_verdicts(shared_cache, monkeypatch):
+    monkeypatch.setattr(sys.modules[__name__], "_SHARED", shared_cache)
+
+
 def engine_verdicts(agent: str, scenario: str = "tiny.toml", crashes: int = 1,
                     categories=CATS, each: bool = False) -> dict[str, bool]:
     """Kill point id -> ok, as `faultsim.explore` judges it (one explore per point when
     `each`: then a pair counts for every first crash it starts from)."""
+    if _SHARED is None:
+        return _engine_verdicts(agent, scenario, crashes, categories, each)
+    scenario_bytes = (DATA / scenario).read_bytes()
+    key = f"engine_verdicts\n{agent}\n{scenario}\n{scenario_bytes!r}\n{crashes}\n" \
+          f"{tuple(categories)!r}\n{each}"
+    return _SHARED.get(key, lambda: _engine_verdicts(agent, scenario, crashes, categories,
+                                                     each))
+
+
+def _engine_verdicts(agent: str, scenario: str, crashes: int, categories,
+                     each: bool) -> dict[str, bool]:
     make_agent = faultsim.load_factory(agent)
     scen = faultsim.load_scenario(DATA / scenario)
     if not each:
