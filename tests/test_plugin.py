@@ -66,14 +66,28 @@ def engine_verdicts(agent: str, scenario: str = "tiny.toml", crashes: int = 1,
                                                      each))
 
 
+def engine_run(agent: str, scenario: str = "tiny.toml", crashes: int = 1, categories=CATS):
+    """The engine's run of `agent` on the kill points of `categories` (`faultsim.explore`,
+    in this process), made once per session (the run `engine_verdicts` reads)."""
+    def run():
+        report = faultsim.explore(faultsim.load_factory(agent),
+                                  faultsim.load_scenario(DATA / scenario), crashes=crashes,
+                                  workers=0, only=lambda p: p.category in categories)
+        return report.runs[0]
+
+    if _SHARED is None:
+        return run()
+    scenario_bytes = (DATA / scenario).read_bytes()
+    return _SHARED.get(f"engine_run\n{agent}\n{scenario}\n{scenario_bytes!r}\n{crashes}\n"
+                       f"{tuple(categories)!r}", run)
+
+
 def _engine_verdicts(agent: str, scenario: str, crashes: int, categories,
                      each: bool) -> dict[str, bool]:
     make_agent = faultsim.load_factory(agent)
     scen = faultsim.load_scenario(DATA / scenario)
     if not each:
-        report = faultsim.explore(make_agent, scen, crashes=crashes, workers=0,
-                                  only=lambda p: p.category in categories)
-        run = report.runs[0]
+        run = engine_run(agent, scenario, crashes, categories)
         bad = {v.kill_point.id for v in run.failures}
         return {p.id: p.id not in bad for p in run.explored}
     points = [p for p in faultsim.explore(make_agent, scen, crashes=1, workers=0,
@@ -153,9 +167,7 @@ def test_a_passing_agent_gives_one_passing_item_per_kill_point(pytester):
     assert f"test_agent.py::test_agent[{effect}] PASSED" in \
         run(pytester, "-v", "-k", "payments").stdout.str()
     lines = summary(result)
-    scenario = faultsim.load_scenario(DATA / "tiny.toml")
-    engine = faultsim.explore(faultsim.load_factory("reference_agent"), scenario, crashes=1,
-                              workers=0, only=lambda p: p.category in CATS).runs[0]
+    engine = engine_run("reference_agent")  # the run `expected` was read from
     cats = ", ".join(f"{c} {n}" for c, n in count_categories(engine.explored).items() if n)
     assert lines[0].startswith("test_agent.py::test_agent · tiny · reference_agent")
     assert lines[1].split() == (f"process {len(expected)}/{len(engine.kill_points)} kill "
