@@ -125,7 +125,10 @@ def explore_key(agent: Any, scenario: Any, options: Any, settings: Any, progress
         if field.name in ("only", "database") and value is not None:
             return None
         values.append(f"{field.name}={value!r}")
-    env = sorted((k, v) for k, v in os.environ.items() if k.startswith("FAULTSIM_"))
+    # faultsim's environment, but FAULTSIM_RUN: the name the subprocess mode gives its run
+    # folders (tests/conftest.py sets one for each xdist worker), in no report
+    env = sorted((k, v) for k, v in os.environ.items()
+                 if k.startswith("FAULTSIM_") and k != "FAULTSIM_RUN")
     return "\n".join([
         "explore", agent_key, f"{path}:{scenario_bytes}", *values,
         repr(sorted((settings or {}).items())), os.getcwd(), repr(env),

@@ -111,3 +111,23 @@ def test_processes_asking_at_once_compute_once(tmp_path):
              for n in range(4)]
     assert [p.wait(60) for p in procs] == [0, 0, 0, 0]
     assert len(list(marks.iterdir())) == 1  # one computed, three read it
+
+
+def test_each_xdist_workers_run_marker_is_left_out_of_the_key(tmp_path, monkeypatch):
+    """tests/conftest.py gives each worker its own FAULTSIM_RUN: in the key, no worker would
+    ever read another's sweep. Any other faultsim variable is in it."""
+    from shared_runs import explore_key
+
+    path = tmp_path / "small.toml"
+    path.write_text(SMALL)
+    scenario, options = faultsim.load_scenario(path), ExploreOptions(crashes=1)
+
+    def key():
+        return explore_key(Agent("reference_agent"), scenario, options, None, None, None)
+
+    monkeypatch.setenv("FAULTSIM_RUN", "pytest-worker-a")
+    a = key()
+    monkeypatch.setenv("FAULTSIM_RUN", "pytest-worker-b")
+    assert key() == a is not None
+    monkeypatch.setenv("FAULTSIM_CONVERGENCE_DIAG", "1")
+    assert key() != a
