@@ -166,16 +166,17 @@ class MemoBackend:
                 calls.append(("progress", (args, kwargs)))
                 progress(*args, **kwargs)
 
-            report = self.real.explore(agent, scenario, options,
-                                       progress=None if progress is None else record_progress,
-                                       plan=None if plan is None else record_plan,
-                                       settings=settings)
+            report = self.real.explore(
+                agent, scenario, options, settings=settings,
+                progress=None if progress is None else record_progress,
+                plan=None if plan is None else record_plan)
             return calls, report
 
-        before = len(self.cache.computed) + len(self.cache.unpicklable)
+        made = len(self.cache.computed) + len(self.cache.unpicklable)
         calls, report = self.cache.get(key, compute)
-        if len(self.cache.computed) + len(self.cache.unpicklable) == before:  # read back: tell the front end what the
-            self.shared += 1                    # real run told it, in the same order
+        if len(self.cache.computed) + len(self.cache.unpicklable) == made:
+            # read back: tell the front end what the real run told it, in the same order
+            self.shared += 1
             for kind, what in calls:
                 if kind == "plan":
                     plan(what)
