@@ -157,3 +157,21 @@ def dir_fsync(path: str) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+@pytest.fixture(scope="session")
+def shared_cache(tmp_path_factory):
+    """Results computed once per session, shared by the xdist workers (tests/shared_runs.py)."""
+    from shared_runs import SharedCache, cache_folder
+
+    return SharedCache(cache_folder(tmp_path_factory))
+
+
+@pytest.fixture
+def memo_backend(shared_cache):
+    """The in-process backend's sweeps made once per session and shared: for tests of what a
+    front end does with a report, not of the sweep (tests/shared_runs.py says why sound)."""
+    from shared_runs import memo_in_process
+
+    with memo_in_process(shared_cache) as memo:
+        yield memo

@@ -29,10 +29,15 @@ def _report(factory) -> dict:
 
 
 @pytest.fixture(scope="module")
-def reports() -> dict[str, dict]:
-    return {"blind": _report(receipts_agent.make_agent_without_intents),
-            "fixed": _report(receipts_agent.make_agent),
-            "v2": _report(version_agents.make_agent_v2)}
+def reports(shared_cache) -> dict[str, dict]:
+    """Three real sweeps, each made once per session whichever xdist worker asks first
+    (tests/shared_runs.py)."""
+    from shared_runs import memo_in_process
+
+    with memo_in_process(shared_cache):
+        return {"blind": _report(receipts_agent.make_agent_without_intents),
+                "fixed": _report(receipts_agent.make_agent),
+                "v2": _report(version_agents.make_agent_v2)}
 
 
 def _failing(report: dict) -> set[str]:
@@ -113,7 +118,8 @@ def test_compare_refuses_a_report_without_identities(reports, tmp_path, capsys):
     assert "old.json: runs[0] has no \"states\"" in capsys.readouterr().err
 
 
-def test_run_with_a_baseline_fails_only_on_added_failing_states(reports, tmp_path, capsys):
+def test_run_with_a_baseline_fails_only_on_added_failing_states(reports, tmp_path, capsys,
+                                                                memo_backend):
     base = _write(tmp_path, "base.json", reports["blind"])
     agent = f"{RECEIPTS / 'receipts_agent.py'}:make_agent_without_intents"
     args = ["run", str(SCENARIO), "--agent", agent, "--crashes", "1", "--crash-model",
@@ -124,7 +130,7 @@ def test_run_with_a_baseline_fails_only_on_added_failing_states(reports, tmp_pat
 
 
 def test_the_action_with_a_baseline_fails_the_job_naming_the_states_a_change_adds(
-        reports, tmp_path, capsys):
+        reports, tmp_path, capsys, memo_backend):
     from faultsim import ci_action
 
     base = _write(tmp_path, "base.json", reports["fixed"])

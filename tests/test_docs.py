@@ -201,14 +201,29 @@ def test_first_command_prints_what_the_docs_show():
 
 # -- the run blocks ------------------------------------------------------------------------
 
+# The session's shared results (tests/shared_runs.py), set for the run blocks' tests: a
+# command shown on several pages (README's receipts run is on three) runs once per session,
+# not once per xdist worker that meets it
+_SHARED = None
+
+
+@pytest.fixture
+def _shared_runs(shared_cache, monkeypatch):
+    monkeypatch.setattr(sys.modules[__name__], "_SHARED", shared_cache)
+
+
 @functools.lru_cache(maxsize=None)
 def _run(cwd: Path, command: str) -> subprocess.CompletedProcess:
     words = command.split(" ", 1)
     if words[0] in ("faultsim", "python"):
         exe = [sys.executable, "-m", "faultsim.cli"] if words[0] == "faultsim" else [sys.executable]
         command = " ".join(map(str, exe)) + (" " + words[1] if len(words) > 1 else "")
-    return subprocess.run(["bash", "-c", command], cwd=cwd, capture_output=True, text=True,
-                          timeout=300)
+
+    def run() -> subprocess.CompletedProcess:
+        return subprocess.run(["bash", "-c", command], cwd=cwd, capture_output=True,
+                              text=True, timeout=300)
+
+    return run() if _SHARED is None else _SHARED.get(f"docs run\n{cwd}\n{command}", run)
 
 
 # Each runner returns how many things it checked: a run block that checks nothing (a console
@@ -310,7 +325,7 @@ RUN_PAGES = sorted({b.page for b in ALL if b.marker == "<!-- docs: run -->"})
 
 
 @pytest.mark.parametrize("page", RUN_PAGES, ids=lambda p: str(p.relative_to(ROOT)))
-def test_the_run_blocks(page, monkeypatch):
+def test_the_run_blocks(page, monkeypatch, _shared_runs):
     for block in blocks(page):
         if block.marker == "<!-- docs: run -->":
             runner = RUNNERS[block.lang]

@@ -31,12 +31,16 @@ ARTIFACTS = ROOT / "artifacts"  # what CI keeps of a run (git-ignored)
 
 
 @pytest.fixture(scope="module")
-def receipts(tmp_path_factory):
+def receipts(tmp_path_factory, shared_cache):
     """The receipts example's planted mistake (the receipt sent again after a crash), process
-    crashes and pairs: its text report, JSON report and page."""
+    crashes and pairs: its text report, JSON report and page. The sweep is made once per
+    session, whichever xdist worker asks first (tests/shared_runs.py); `faultsim run` writes
+    every report from it here."""
+    from shared_runs import memo_in_process
+
     out = tmp_path_factory.mktemp("html")
     text = io.StringIO()
-    with contextlib.redirect_stdout(text):
+    with contextlib.redirect_stdout(text), memo_in_process(shared_cache):
         status = main(["run", str(RECEIPTS / "scenario.toml"), "--agent", MUTANT,
                        "--crash-model", "process", "--crashes", "2", "--json",
                        str(out / "r.json"), "--html", str(out / "r.html"), "--examples", "0",

@@ -42,16 +42,52 @@ def run(pytester, *args):
     return pytester.runpytest_subprocess("-p", "no:cacheprovider", *args)
 
 
+# The session's shared results (tests/shared_runs.py): `engine_verdicts` of the same
+# arguments (a deterministic sweep: two tests ask for save_b_only's) is computed once per
+# session, whichever xdist worker asks first
+_SHARED = None
+
+
+@pytest.fixture(autouse=True)
+def _shared_verdicts(shared_cache, monkeypatch):
+    monkeypatch.setattr(sys.modules[__name__], "_SHARED", shared_cache)
+
+
 def engine_verdicts(agent: str, scenario: str = "tiny.toml", crashes: int = 1,
                     categories=CATS, each: bool = False) -> dict[str, bool]:
     """Kill point id -> ok, as `faultsim.explore` judges it (one explore per point when
     `each`: then a pair counts for every first crash it starts from)."""
+    if _SHARED is None:
+        return _engine_verdicts(agent, scenario, crashes, categories, each)
+    scenario_bytes = (DATA / scenario).read_bytes()
+    key = f"engine_verdicts\n{agent}\n{scenario}\n{scenario_bytes!r}\n{crashes}\n" \
+          f"{tuple(categories)!r}\n{each}"
+    return _SHARED.get(key, lambda: _engine_verdicts(agent, scenario, crashes, categories,
+                                                     each))
+
+
+def engine_run(agent: str, scenario: str = "tiny.toml", crashes: int = 1, categories=CATS):
+    """The engine's run of `agent` on the kill points of `categories` (`faultsim.explore`,
+    in this process), made once per session (the run `engine_verdicts` reads)."""
+    def run():
+        report = faultsim.explore(faultsim.load_factory(agent),
+                                  faultsim.load_scenario(DATA / scenario), crashes=crashes,
+                                  workers=0, only=lambda p: p.category in categories)
+        return report.runs[0]
+
+    if _SHARED is None:
+        return run()
+    scenario_bytes = (DATA / scenario).read_bytes()
+    return _SHARED.get(f"engine_run\n{agent}\n{scenario}\n{scenario_bytes!r}\n{crashes}\n"
+                       f"{tuple(categories)!r}", run)
+
+
+def _engine_verdicts(agent: str, scenario: str, crashes: int, categories,
+                     each: bool) -> dict[str, bool]:
     make_agent = faultsim.load_factory(agent)
     scen = faultsim.load_scenario(DATA / scenario)
     if not each:
-        report = faultsim.explore(make_agent, scen, crashes=crashes, workers=0,
-                                  only=lambda p: p.category in categories)
-        run = report.runs[0]
+        run = engine_run(agent, scenario, crashes, categories)
         bad = {v.kill_point.id for v in run.failures}
         return {p.id: p.id not in bad for p in run.explored}
     points = [p for p in faultsim.explore(make_agent, scen, crashes=1, workers=0,
@@ -131,9 +167,7 @@ def test_a_passing_agent_gives_one_passing_item_per_kill_point(pytester):
     assert f"test_agent.py::test_agent[{effect}] PASSED" in \
         run(pytester, "-v", "-k", "payments").stdout.str()
     lines = summary(result)
-    scenario = faultsim.load_scenario(DATA / "tiny.toml")
-    engine = faultsim.explore(faultsim.load_factory("reference_agent"), scenario, crashes=1,
-                              workers=0, only=lambda p: p.category in CATS).runs[0]
+    engine = engine_run("reference_agent")  # the run `expected` was read from
     cats = ", ".join(f"{c} {n}" for c, n in count_categories(engine.explored).items() if n)
     assert lines[0].startswith("test_agent.py::test_agent · tiny · reference_agent")
     assert lines[1].split() == (f"process {len(expected)}/{len(engine.kill_points)} kill "
