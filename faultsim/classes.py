@@ -32,7 +32,8 @@ occurrence and `per_class` others drawn with a generator seeded from the run's s
 the class (so the choice is the same on any worker count and shard), and every kill point
 of the task's first and last step (its first model turn with what precedes it; its last
 turn with what follows). The rest are not crashed: `Coverage` says how many, and what a
-representative pass does not prove is in docs/explanation/guarantees.md.
+representative pass does not prove is in docs/explanation/guarantees.md. The pair stage
+chooses its second crashes alike over the classes of the resumed courses (`cover_courses`).
 
 Standard library and the bottom layer only (killpoints, trace)."""
 from __future__ import annotations

@@ -111,6 +111,11 @@ def sweep_pairs(ex: Explorer, top: Sweep, models: list[str], position: dict[str,
     state equal to one already judged (after any first crash) shares its verdict; a
     second crash after the first crash's resumed run met the clean run is the clean run's
     first crash there, its verdict composed from that one's (after_convergence.py).
+
+    Representative coverage (the run's `coverage`): every first crash's course is learned
+    first, then the second crashes are those `classes.cover_courses` chooses over the
+    classes of all the courses (in first-crash order, so the same on any worker count),
+    and `run.pair_coverage` says what was judged of them.
     """
     memo: dict = {}
     insensitive: dict = {}
