@@ -72,6 +72,7 @@ def sweep_after_first(ex: Explorer, golden: Golden, runs: dict[str, ModelRun], m
         sub.shortcut = Shortcut(golden, judged, meets)
     sub.observed = observed
     points = golden.kill_points(course)
+    at = range(len(points)) if chosen is None else chosen  # each crashed point's position
     if chosen is not None:
         points = [points[n] for n in chosen]
     if workers > 0 and hasattr(os, "fork"):
@@ -81,9 +82,8 @@ def sweep_after_first(ex: Explorer, golden: Golden, runs: dict[str, ModelRun], m
     if observed is not None:
         for key, result in sub.fresh_observed:
             observed.learn(key, result)
-    at = {p.id: n for n, p in enumerate(golden.kill_points(course))} if chosen is not None \
-        else {p.id: n for n, p in enumerate(points)}
-    return course, {at[point_id] for m, point_id, _ in sub.recorded if m == model}
+    position = {p.id: n for p, n in zip(points, at)}
+    return course, {position[point_id] for m, point_id, _ in sub.recorded if m == model}
 
 
 def course_of(ex: Explorer, model: str, rep) -> tuple:
