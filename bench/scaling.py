@@ -32,9 +32,12 @@ one JSON line:
   pairs                for N <= --pairs-max: the two-crash sweep's schedules, explored,
                        resumed, converged, after_convergence (second crashes composed
                        from the single-crash sweep, faultsim.inprocess.after_convergence),
-                       seconds (the pair stage's wall time) and cpu_seconds (the whole
-                       two-crash exploration's CPU, its clean runs and first crashes too),
-                       by N
+                       seconds (the pair stage's wall time), cpu_seconds and wall_seconds
+                       (the whole two-crash exploration's, its clean runs and first
+                       crashes too),
+                       by N; under representative coverage also the pair stage's choice
+                       (faultsim.classes.cover_courses): resumed_courses, kill_points
+                       (over all of them), classes, chosen, judged, not_crashed
 
 Ratios within one run are the figures to read: timings on a loaded machine are noisy.
 
@@ -143,7 +146,7 @@ def one(n: int, workers: int, pairs: bool, coverage: str = "exhaustive",
                cpu_seconds=round(cpu_seconds, 2),
                resumed_seconds=round(run.resume_seconds, 2))
     if pairs:
-        cpu0 = cpu()
+        cpu0, began = cpu(), time.perf_counter()
         report = faultsim.explore(reference_agent.make_agent, scenario, crash_model="process",
                                   crashes=2, workers=workers, coverage=coverage,
                               **horizon_kw)
@@ -156,7 +159,15 @@ def one(n: int, workers: int, pairs: bool, coverage: str = "exhaustive",
                         "after_convergence": getattr(d, "after_convergence", 0),
                         "at_horizon": getattr(d, "at_horizon", 0),
                         "seconds": round(d.seconds, 2),
-                        "cpu_seconds": round(cpu_seconds, 2)}
+                        "cpu_seconds": round(cpu_seconds, 2),
+                        "wall_seconds": round(time.perf_counter() - began, 2)}
+        # representative coverage: what the pair stage chose over the resumed courses
+        covered = getattr(run, "pair_coverage", None)
+        if covered:
+            out["pairs"].update(
+                {k: covered[k] for k in ("resumed_courses", "kill_points", "chosen",
+                                         "judged", "not_crashed")},
+                classes=len(covered["classes"]))
     out["peak_rss_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
     return out
 

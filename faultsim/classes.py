@@ -32,7 +32,8 @@ occurrence and `per_class` others drawn with a generator seeded from the run's s
 the class (so the choice is the same on any worker count and shard), and every kill point
 of the task's first and last step (its first model turn with what precedes it; its last
 turn with what follows). The rest are not crashed: `Coverage` says how many, and what a
-representative pass does not prove is in docs/explanation/guarantees.md.
+representative pass does not prove is in docs/explanation/guarantees.md. The pair stage
+chooses its second crashes alike over the classes of the resumed courses (`cover_courses`).
 
 Standard library and the bottom layer only (killpoints, trace)."""
 from __future__ import annotations
@@ -186,9 +187,11 @@ def line_of(block: dict | None) -> str | None:
     None for an exhaustive run (or one whose kill points are not classed)."""
     if block is None or block["mode"] != "representative":
         return None
-    return (f"representative: {len(block['classes'])} classes of {block['kill_points']} "
+    line = (f"representative: {len(block['classes'])} classes of {block['kill_points']} "
             f"kill points, each judged at >= {block['at_least']} occurrences (every one "
             f"of a class with fewer); {block['not_crashed']} kill points not crashed")
+    pairs = pairs_line_of(block.get("pairs"))
+    return line if pairs is None else f"{line}; {pairs}"
 
 
 def cover(points: Sequence[KillPoint], trace: Sequence[Event], mode: str = "exhaustive",
@@ -221,3 +224,104 @@ def cover(points: Sequence[KillPoint], trace: Sequence[Event], mode: str = "exha
     last = step[-1] if step else 0
     chosen.update(n for n, s in enumerate(step) if s <= 1 or s == last)
     return Coverage(mode, per_class, classes, tuple(class_of), tuple(sorted(chosen)))
+
+
+# The pair stage under representative coverage (faultsim.inprocess.pairs, real/pairs.py).
+# A second crash falls in the course of a run resumed after a first crash: recovery code
+# (reconciling, re-asking, settling a pending call) that the clean run never ran, then the
+# task's own steps again. Those kill points are classed as the clean run's are (`signature`
+# over the resumed course), and the classes are shared by every resumed course of the
+# model: recovery at step 3 and at step 150 is one class, judged at its first and last
+# occurrence over all the courses (in the order of their first crashes, then of the
+# course) and `per_class` seeded others, not once per course; plus every kill point of
+# each course's first step (its recovery and first model turn) and its last.
+
+
+@dataclass(frozen=True)
+class PairCoverage:
+    """What a representative pair stage crashes at: per resumed course (one per first crash
+    explored, in their order) the positions of its kill points chosen, and the classes over
+    every course (`judged`: per course, the positions a second crash state was judged at)."""
+
+    per_class: int
+    classes: tuple[str, ...]
+    occurrences: tuple[int, ...]  # per class, its kill points over every course
+    kill_points: tuple[int, ...]  # per course, its kill points
+    chosen: tuple[tuple[int, ...], ...]  # per course, the positions crashed at
+    class_of: tuple[Sequence[int], ...]  # per course, per kill point, its class
+
+    def to_json(self, judged: Sequence[set[int]]) -> dict:
+        """The `coverage.pairs` block: the classes of the resumed courses, per class its
+        occurrences and how many were judged, and the kill points not crashed."""
+        done = [0] * len(self.classes)
+        for course, positions in zip(self.class_of, judged):
+            for n in positions:
+                done[course[n]] += 1
+        total, crashed = sum(self.kill_points), sum(len(j) for j in judged)
+        return {"resumed_courses": len(self.kill_points), "kill_points": total,
+                "chosen": sum(len(c) for c in self.chosen), "judged": crashed,
+                "not_crashed": total - crashed, "per_class": self.per_class,
+                "at_least": 2 + self.per_class,
+                "classes": [{"signature": s, "occurrences": self.occurrences[c],
+                             "judged": done[c]} for c, s in enumerate(self.classes)]}
+
+
+def pairs_line_of(block: dict | None) -> str | None:
+    """What a representative pair stage covered, in one line (`PairCoverage.to_json`)."""
+    if not block:
+        return None
+    return (f"second crashes: {len(block['classes'])} classes of {block['kill_points']} kill "
+            f"points in {block['resumed_courses']} resumed courses, each judged at >= "
+            f"{block['at_least']} occurrences (every one of a class with fewer), and every "
+            f"kill point of each course's first and last step; {block['not_crashed']} kill "
+            "points not crashed")
+
+
+def cover_courses(courses, per_class: int = PER_CLASS, seed: str = "0") -> PairCoverage:
+    """The representative choice of second crashes over `courses`: an iterable of (kill
+    points, trace) per resumed course, in the order of their first crashes (each course's
+    points as `Golden.kill_points(trace)` gives them; taken one at a time, not held).
+    Deterministic in (courses, per_class, seed): worker count and shards choose nothing."""
+    from array import array
+
+    index: dict[str, int] = {}
+    class_of: list = []
+    edges: list[tuple[int, int]] = []  # per course, (last position of its first step,
+    # first position of its last step)
+    for points, trace in courses:
+        tools = _tools(trace)
+        row = array("I", (index.setdefault(signature(p, trace, tools), len(index))
+                          for p in points))
+        class_of.append(row)
+        step = steps(points, trace)
+        last = step[-1] if step else 0
+        first_end = sum(1 for s in step if s <= 1)  # steps are non-decreasing
+        last_start = next((n for n, s in enumerate(step) if s == last), len(step))
+        edges.append((first_end, last_start))
+    classes = tuple(index)
+    occurrences = [0] * len(classes)
+    for row in class_of:
+        for c in row:
+            occurrences[c] += 1
+    # ranks (0-based, over every course in order) of each class's occurrences to judge:
+    # the first, the last and `per_class` seeded among the rest (a str seed is hashed with
+    # SHA-512: the same draw in every process); "pairs" keeps it apart from the first
+    # crashes' draw of the same class
+    wanted: list[set[int]] = []
+    for c, count in enumerate(occurrences):
+        draw = random.Random(f"{seed}\x00pairs\x00{classes[c]}")
+        ranks = {0, count - 1}
+        if count > 2:
+            ranks.update(draw.sample(range(1, count - 1), min(per_class, count - 2)))
+        wanted.append(ranks)
+    seen = [0] * len(classes)
+    chosen = []
+    for row, (first_end, last_start) in zip(class_of, edges):
+        picked = []
+        for n, c in enumerate(row):
+            if seen[c] in wanted[c] or n < first_end or n >= last_start:
+                picked.append(n)
+            seen[c] += 1
+        chosen.append(tuple(picked))
+    return PairCoverage(per_class, classes, tuple(occurrences),
+                        tuple(len(r) for r in class_of), tuple(chosen), tuple(class_of))

@@ -135,6 +135,9 @@ def explore_in_process(make_agent: Callable[[AgentEnv], Any], scenario: Scenario
     """The in-process exploration, phase by phase, with resolved `options`."""
     name = agent_name or getattr(make_agent, "__module__", "agent")
     models, crashes, shard = options.models, options.crashes, options.shard
+    refused = options.pairs_shard_refusal(scenario.path)
+    if refused is not None:
+        raise UsageError(refused)
     workers = options.workers
     report = Report()
     runs: dict[str, ModelRun] = {}

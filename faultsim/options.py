@@ -175,6 +175,18 @@ class ExploreOptions:
                      else "exhaustive", self.per_class if self.per_class is not None
                      else PER_CLASS, self.seed)
 
+    def pairs_shard_refusal(self, path: str) -> str | None:
+        """Why these (resolved) options cannot run, in one line, or None: a shard of a
+        representative run with a pair stage. The pair stage's second crashes are chosen
+        over the classes of every first crash's resumed course (classes.cover_courses); a
+        shard resumes only its own first crashes, so it cannot make the whole run's choice."""
+        if self.shard is None or not self.representative or self.crashes < 2 or (
+                self.search and self.crashes == 2):
+            return None
+        return (f"{path}: --shard with --coverage representative and --crashes 2: the pair "
+                "stage chooses over every shard's first crashes (drop --shard, or give "
+                "--coverage exhaustive)")
+
     @property
     def first_shard(self) -> bool:
         """Whether this run does the once-per-scenario work (the version probe, the search):

@@ -180,7 +180,7 @@ class PointwiseExplorer:
         exact = key == sweep.resumed_from.get(id(result))
         scratch = ModelRun(scenario=self.scenario, agent=self.agent_name, crash_model=model,
                            kill_points=[], explored=[], seed=self.seed, crashes=2)
-        course = sweep_after_first(ex, self.golden, {model: scratch}, model, point, order,
+        course, _ = sweep_after_first(ex, self.golden, {model: scratch}, model, point, order,
                                    state, result if exact else None, self.workers,
                                    self._pair_memo, self._pair_insensitive, self.equivalences)
         depth = scratch.depth(2)

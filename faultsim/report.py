@@ -205,6 +205,10 @@ class ModelRun:
     # the kill points' classes and which of them the run's coverage crashes at
     # (faultsim.classes.Coverage); None from a backend that does not class them
     coverage: Any = None
+    # representative coverage's pair stage: the classes of the resumed courses and what
+    # was judged of them (classes.PairCoverage.to_json); None: no pair stage, or every
+    # kill point of every course
+    pair_coverage: dict | None = None
 
     def depth(self, crashes: int) -> DepthStats:
         return self.depths.setdefault(crashes, DepthStats(crashes))
@@ -344,7 +348,8 @@ class ModelRun:
             # exhaustive or representative, the kill points' classes and what was judged
             # of each (faultsim.classes)
             "coverage": None if self.coverage is None else self.coverage.to_json(
-                self._judged_positions()),
+                self._judged_positions()) | (
+                {} if self.pair_coverage is None else {"pairs": self.pair_coverage}),
         } | ({} if self.horizon is None else {"horizon": self._horizon_block()})
 
     def _horizon_block(self) -> dict[str, Any]:
@@ -387,7 +392,11 @@ class ModelRun:
         """What a representative run covered, in one line (None: exhaustive)."""
         if self.coverage is None or not self.coverage.representative:
             return None
-        return self.coverage.line()  # faultsim.classes.line_of, as a merged report's
+        from .classes import pairs_line_of
+
+        line = self.coverage.line()  # faultsim.classes.line_of, as a merged report's
+        pairs = pairs_line_of(self.pair_coverage)
+        return line if pairs is None else f"{line}; {pairs}"
 
     def first_request(self, verdict: Verdict) -> dict[str, Any] | None:
         return first_request(verdict)

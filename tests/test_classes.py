@@ -169,10 +169,11 @@ def test_a_mutant_caught_only_by_two_crashes_is_caught_from_representative_first
     """loop.toml, not the smaller pair.toml: pair.toml is three turns, and since a class
     names the tools of the turn before, its middle turn's points are classes of their
     own and the representative choice is every kill point (nothing left to check). (With
-    per_class=0 the classes differ: a failing second crash state shared by several first
-    crashes is reported once, under the first of them the run met, so the class it is
-    reported under depends on which first crashes ran; classing the pair stage's own
-    courses is not done yet.)"""
+    per_class=0 the first crashes' classes differ: a failing second crash state shared by
+    several first crashes is reported once, under the first of them the run met, so the
+    class it is reported under depends on which first crashes ran.) The second crashes
+    are classed over the resumed courses (classes.cover_courses): the representative
+    pair stage leaves some out and violates the same pair classes."""
     module = importlib.import_module("reference_agent.mutants.repeat_before_save")
     scenario = load_scenario(LOOP)
 
@@ -183,12 +184,30 @@ def test_a_mutant_caught_only_by_two_crashes_is_caught_from_representative_first
         return {(cov.classes[cov.class_of[position[f.schedule[0].id]]], x.invariant)
                 for f in run.deep_failures for x in f.violations}, run
 
-    whole, _ = first_classes(explore(module.make_agent, scenario, crashes=2, seed="7",
-                                     crash_model="process"))
+    whole, every = first_classes(explore(module.make_agent, scenario, crashes=2, seed="7",
+                                         crash_model="process"))
     some, run = first_classes(explore(module.make_agent, scenario, crashes=2, seed="7",
                                       crash_model="process", coverage="representative"))
     assert len(run.explored) < len(run.kill_points)
     assert whole and some == whole
+    # the pair stage: fewer second crashes, every chosen one judged, the same pair classes
+    assert every.pair_coverage is None  # exhaustive: every kill point of every course
+    pairs = run.pair_coverage
+    assert pairs["not_crashed"] > 0 and pairs["judged"] == pairs["chosen"]
+    assert sum(c["judged"] for c in pairs["classes"]) == pairs["judged"]
+    assert pairs["kill_points"] == sum(c["occurrences"] for c in pairs["classes"])
+    assert run.depth(2).explored < every.depth(2).explored
+    found = second_classes(every)
+    assert found and {i for _, i in found} == {"effects_exactly_once"}
+    assert second_classes(run) == found
+
+
+def second_classes(run) -> set:
+    """(class of the second crash in its resumed course, invariant) of each failing pair:
+    the pair stage's own classes (classes.signature over the course the first crash's
+    resumed run took), whichever first crash that course followed."""
+    return {(signature(f.kill_point, f.earlier[0].next_trace), x.invariant)
+            for f in run.deep_failures for x in f.violations}
 
 
 PERIODIC_CAUGHT = [
@@ -365,3 +384,46 @@ def test_the_coverage_settings_come_from_flags_ini_keys_and_the_project(tmp_path
 
     monkeypatch.setenv("FAULTSIM_PER_CLASS", "5")
     assert load(tmp_path).values["per_class"] == 5
+
+
+def test_the_pair_stage_shares_classes_across_resumed_courses():
+    """classes.cover_courses over three copies of one course (the clean run's, standing for
+    three resumed runs that took the same course): each class occurs three times as often,
+    its first occurrence falls in the first course and its last in the third, and the
+    middle course is crashed only at its first and last step's kill points and the seeded
+    draws, never at a class's ends; with per_class=0, exactly at its first and last step.
+    The same call makes the same choice (nothing but its input decides it)."""
+    from faultsim.classes import cover_courses
+    from reference_agent import make_agent
+
+    points, trace = clean(make_agent, LOOP)
+    one = cover(points, trace, "exhaustive")
+    for per_class in (0, 2):
+        pairs = cover_courses([(points, trace)] * 3, per_class, "0")
+        assert pairs.classes == one.classes
+        counts = [0] * len(one.classes)
+        for c in one.class_of:
+            counts[c] += 1
+        assert pairs.occurrences == tuple(3 * n for n in counts)
+        step = steps(points, trace)
+        ends = {n for n, s in enumerate(step) if s <= 1 or s == step[-1]}
+        first = {one.class_of.index(c) for c in range(len(one.classes))}
+        last = {len(one.class_of) - 1 - one.class_of[::-1].index(c)
+                for c in range(len(one.classes))}
+        assert first <= set(pairs.chosen[0]) and last <= set(pairs.chosen[2])
+        middle = set(pairs.chosen[1])
+        assert ends <= middle and len(middle - ends) <= per_class * len(one.classes)
+        if per_class == 0:
+            assert middle == ends
+        assert cover_courses([(points, trace)] * 3, per_class, "0") == pairs
+        block = pairs.to_json([set(c) for c in pairs.chosen])
+        assert block["not_crashed"] == 3 * len(points) - sum(map(len, pairs.chosen)) > 0
+
+
+def test_a_shard_of_a_representative_pair_stage_is_refused(capsys):
+    """The pair stage's choice is made over every shard's first crashes: one line, exit 2."""
+    assert main(["run", LOOP, "--coverage", "representative", "--crashes", "2",
+                 "--shard", "1/2"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--shard with --coverage representative and --crashes 2" \
+        in err[0] and "loop.toml" in err[0]

@@ -35,7 +35,7 @@ from pathlib import Path
 import pytest
 
 from faultsim import explore, load_scenario
-from faultsim.classes import PER_CLASS, cover
+from faultsim.classes import PER_CLASS, cover, signature
 from faultsim.cli import main
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -169,10 +169,21 @@ def test_a_mistake_two_crashes_expose_is_caught_from_representative_first_crashe
     sc = load_scenario(EX / "jsonl_transcript/scenario.toml")
     one = explore(spec, sc, crashes=1, crash_model="power")
     assert violated(one.runs[0]) == set()  # one crash does not expose it
-    whole, some = (first_classes(explore(spec, sc, crashes=2, crash_model="power",
-                                         coverage=c))
-                   for c in ("exhaustive", "representative"))
+    reports = [explore(spec, sc, crashes=2, crash_model="power", coverage=c)
+               for c in ("exhaustive", "representative")]
+    whole, some = (first_classes(r) for r in reports)
     assert whole and some == whole
+    # and the second crashes, classed over the resumed courses (classes.cover_courses)
+    assert second_classes(reports[0].runs[0])
+    assert second_classes(reports[0].runs[0]) == second_classes(reports[1].runs[0])
+
+
+def second_classes(run) -> set:
+    """(class of the second crash in its resumed course, invariant) of each failing pair:
+    the pair stage's own classes (classes.signature over the course the first crash's
+    resumed run took), whichever first crash the course followed."""
+    return {(signature(f.kill_point, f.earlier[0].next_trace), x.invariant)
+            for f in run.deep_failures for x in f.violations}
 
 
 @pytest.mark.parametrize("agent", [

@@ -1,11 +1,13 @@
-"""Schedules of two crashes, exhaustively: each first crash state (one per class) resumed
-and killed again at every kill point of its own course."""
+"""Schedules of two crashes: each first crash state (one per class) resumed and killed again
+at every kill point of its own course, or (representative coverage) at the kill points
+`classes.cover_courses` chooses over the classes of every resumed course."""
 from __future__ import annotations
 
 import copy
 
 import freezegun.api as _real_time  # time.perf_counter is frozen in here; these are not
 
+from ..classes import cover_courses
 from ..crashmodel import CrashState
 from ..errors import NonDeterminismError
 from ..killpoints import KillPoint
@@ -24,7 +26,9 @@ def sweep_after_first(ex: Explorer, golden: Golden, runs: dict[str, ModelRun], m
                       point: KillPoint, order: int, state: CrashState,
                       result: ResumeResult | None, workers: int, memo: dict,
                       insensitive: dict, equivalences: bool, guarded: dict | None = None,
-                      judged: dict | None = None, observed: Known | None = None) -> tuple:
+                      judged: dict | None = None, observed: Known | None = None,
+                      known_course: tuple | None = None,
+                      chosen: tuple[int, ...] | None = None) -> tuple:
     """Crash at `point` again, then kill the run resumed from `state` at every kill point of
     its own course; the verdicts go to `runs[model]` (its depth-2 figures and failures).
     `result` is this very state's resumed run (its trace is the course), or None: then the
@@ -35,7 +39,10 @@ def sweep_after_first(ex: Explorer, golden: Golden, runs: dict[str, ModelRun], m
     (faultsim.inprocess.after_convergence), not resumed. `observed`: the second crashes
     resumed after earlier first crashes, by crash state and observable world; one equal
     to them is composed from that run, and the runs resumed here are learned into it
-    once this first crash's sweep is over (after_convergence.py: why, and why only then)."""
+    once this first crash's sweep is over (after_convergence.py: why, and why only then).
+    `known_course`: (course, meets) learned before (`course_of`); `chosen`: the positions
+    of the course's kill points to crash at (representative coverage; None: every one).
+    Returns the course and the positions where a second crash state was judged."""
     import os
 
     crashed = ex.crash(point, model)
@@ -44,7 +51,9 @@ def sweep_after_first(ex: Explorer, golden: Golden, runs: dict[str, ModelRun], m
         raise NonDeterminismError(f"{point.id}: the crash state differs from the one "
                                   "judged before; the agent is not deterministic")
     pristine = copy.deepcopy(world)
-    if result is not None and result.events is not None:
+    if known_course is not None:
+        course, meets = known_course
+    elif result is not None and result.events is not None:
         course, meets = tuple(result.events), result.meets
     else:
         # learned afresh, cut where it meets the clean run as the sweep's runs are (its
@@ -63,6 +72,9 @@ def sweep_after_first(ex: Explorer, golden: Golden, runs: dict[str, ModelRun], m
         sub.shortcut = Shortcut(golden, judged, meets)
     sub.observed = observed
     points = golden.kill_points(course)
+    at = range(len(points)) if chosen is None else chosen  # each crashed point's position
+    if chosen is not None:
+        points = [points[n] for n in chosen]
     if workers > 0 and hasattr(os, "fork"):
         sweep_forking(ex, sub, points, [model], workers, None, start)
     else:
@@ -70,7 +82,22 @@ def sweep_after_first(ex: Explorer, golden: Golden, runs: dict[str, ModelRun], m
     if observed is not None:
         for key, result in sub.fresh_observed:
             observed.learn(key, result)
-    return course
+    position = {p.id: n for p, n in zip(points, at)}
+    return course, {position[point_id] for m, point_id, _ in sub.recorded if m == model}
+
+
+def course_of(ex: Explorer, model: str, rep) -> tuple:
+    """The (course, meets) of the run resumed after first crash `rep` (a FirstCrash): its
+    resumed run's trace where it was run for this very state, else learned afresh as
+    `sweep_after_first` would (the same crash, checked to leave the same state)."""
+    if rep.result is not None and rep.result.events is not None:
+        return tuple(rep.result.events), rep.result.meets
+    crashed = ex.crash(rep.point, model)
+    states = crashed.states
+    if rep.order >= len(states) or states[rep.order].digest() != rep.state.digest():
+        raise NonDeterminismError(f"{rep.point.id}: the crash state differs from the one "
+                                  "judged before; the agent is not deterministic")
+    return converged_course(ex, crashed.world, rep.state)
 
 
 def sweep_pairs(ex: Explorer, top: Sweep, models: list[str], position: dict[str, int],
@@ -84,6 +111,11 @@ def sweep_pairs(ex: Explorer, top: Sweep, models: list[str], position: dict[str,
     state equal to one already judged (after any first crash) shares its verdict; a
     second crash after the first crash's resumed run met the clean run is the clean run's
     first crash there, its verdict composed from that one's (after_convergence.py).
+
+    Representative coverage (the run's `coverage`): every first crash's course is learned
+    first, then the second crashes are those `classes.cover_courses` chooses over the
+    classes of all the courses (in first-crash order, so the same on any worker count),
+    and `run.pair_coverage` says what was judged of them.
     """
     memo: dict = {}
     insensitive: dict = {}
@@ -97,18 +129,32 @@ def sweep_pairs(ex: Explorer, top: Sweep, models: list[str], position: dict[str,
         stats = run.depth(2)
         started = _real_time.real_perf_counter()
         reps = first_crashes(top, model, position)
+        coverage = run.coverage
+        courses: list = [None] * len(reps)
+        chosen: list = [None] * len(reps)
+        if coverage is not None and coverage.representative:
+            # every course first: the classes are shared by all of them (classes.py)
+            courses = [course_of(ex, model, rep) for rep in reps]
+            pairs = cover_courses(((top.golden.kill_points(c), c) for c, _ in courses),
+                                  coverage.per_class, run.seed)
+            chosen = list(pairs.chosen)
         if progress is not None:
             progress(0, len(reps), stage=f"pairs ({model})")
+        crashed = []
         for n, rep in enumerate(reps):
             before = stats.explored
-            sweep_after_first(ex, top.golden, top.runs, model, rep.point, rep.order,
-                              rep.state, rep.result, workers, memo, insensitive,
-                              top.equivalences, top.guarded,
-                              judged if ex.convergence_off is None else None, observed)
+            _, at = sweep_after_first(ex, top.golden, top.runs, model, rep.point, rep.order,
+                                      rep.state, rep.result, workers, memo, insensitive,
+                                      top.equivalences, top.guarded,
+                                      judged if ex.convergence_off is None else None,
+                                      observed, courses[n], chosen[n])
+            crashed.append(at)
             stats.total += rep.count * (stats.explored - before)
             if progress is not None:
                 progress(n + 1, len(reps), stage=f"pairs ({model})")
         stats.seconds += _real_time.real_perf_counter() - started
+        if coverage is not None and coverage.representative:
+            run.pair_coverage = pairs.to_json(crashed)
         order_of = {id(v): i for i, v in enumerate(run.deep_failures)}
         run.deep_failures.sort(key=lambda v: (
             [(position.get(e.point.id, -1) if k == 0 else e.point.index, e.order)

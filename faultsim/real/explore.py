@@ -23,7 +23,7 @@ from typing import Any, Callable
 import freezegun.api as _real_time
 
 # the errors of this mode, imported from here by tests and users
-from ..errors import KillDidNotLand, SubprocessModeError, WorkerDied  # noqa: F401
+from ..errors import KillDidNotLand, SubprocessModeError, UsageError, WorkerDied  # noqa: F401
 from ..interrupted import leaves
 from ..killpoints import KillPoint
 from ..model import sdk
@@ -77,6 +77,9 @@ def explore_resolved(agent: str, scenario: Scenario, options: ExploreOptions, *,
         raise SubprocessModeError(
             f"{scenario.path}: subprocess mode enumerates schedules of at most 2 crashes, "
             f"not {crashes}: the search of longer schedules runs in-process")
+    refused = options.pairs_shard_refusal(scenario.path)
+    if refused is not None:
+        raise UsageError(refused)
     sdk.check()  # an unserved anthropic refused in one line here, not in each fork server
     report = Report()
     run: ModelRun | None = None

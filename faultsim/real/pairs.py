@@ -1,6 +1,7 @@
 """Schedules of two crashes in subprocess mode: the run resumed from each first crash
-state that passed is killed at every kill point of its own course, and what that leaves
-is judged (in shares, verdicts shared across them).
+state that passed is killed at every kill point of its own course (representative
+coverage: at those `classes.cover_courses` chooses over every resumed course's classes),
+and what that leaves is judged (in shares, verdicts shared across them).
 
 Part of the subprocess backend: may import `pipeline/`, `pool`, `jobs`, `crashes` and
 `judging`."""
@@ -8,6 +9,7 @@ from __future__ import annotations
 
 import freezegun.api as _real_time
 
+from ..classes import cover_courses
 from ..errors import WorkerDied
 from ..killpoints import KillPoint
 from ..pipeline.sweep import Earlier, Sweep, first_crashes
@@ -53,13 +55,24 @@ def explore_pairs(pool: ForkServers, scenario: Scenario, first: Target,
                       world=first.crashed[rep.point.id][0], downtime=downtime)
               for n, rep in enumerate(reps)
               if rep.result is None or rep.result.events is None], course_done)
+    for n, rep in enumerate(reps):
+        if n not in courses:
+            courses[n] = tuple(rep.result.events)
+    # representative coverage: the second crashes chosen over the classes of every resumed
+    # course, as in-process (classes.cover_courses); None: every kill point of each
+    pairs = cover_courses(((top.golden.kill_points(list(courses[n])), courses[n])
+                           for n in range(len(reps))), run.coverage.per_class, run.seed) \
+        if run.coverage is not None and run.coverage.representative else None
     targets = []
     for n, rep in enumerate(reps):
         point, order, state = rep.point, rep.order, rep.state
-        course = courses[n] if n in courses else tuple(rep.result.events)
+        course = courses[n]
         sub = Sweep(top.golden, top.runs, equivalences=False,
                     earlier=(Earlier(point, order, state.persisted, course),))
-        targets.append(Target(("pair", n), sub, top.golden.kill_points(list(course)),
+        points = top.golden.kill_points(list(course))
+        if pairs is not None:
+            points = [points[k] for k in pairs.chosen[n]]
+        targets.append(Target(("pair", n), sub, points,
                                (state.as_dict(), first.crashed[point.id][0])))
     if progress is not None:
         progress(0, len(targets), stage="pairs (process)")
@@ -75,5 +88,9 @@ def explore_pairs(pool: ForkServers, scenario: Scenario, first: Target,
             target.crashed = {}  # judged: only failing verdicts keep their state
     for target, rep in zip(targets, reps):
         stats.total += rep.count * len(target.points)
+    if pairs is not None:  # judged: each chosen point whose kill landed (crash_targets)
+        run.pair_coverage = pairs.to_json([
+            {k for k, p in zip(pairs.chosen[n], t.points) if p.id not in t.unjudged}
+            for n, t in enumerate(targets)])
     stats.seconds += _real_time.real_perf_counter() - started
     return landed
