@@ -111,9 +111,9 @@ def strip(value, sharing: bool = True):
 
 
 # `--resumed-aside`: also how many single crash states were resumed rather than shared with
-# an equal one, for telling a difference there from one in the verdicts. CI compares it
-# (issue 54: once seen to differ by one between interpreters and, in subprocess mode, from
-# run to run; docs/explanation/engine.md, "Python versions", says what was found).
+# an equal one. Across interpreters it differs by one on some runs (issue 54, open; what was
+# measured: docs/explanation/engine.md, "Python versions"); CI compares the verdicts and the
+# rest with it aside until that is found.
 RESUMED_KEYS = {"crash_states_resumed"}
 
 
