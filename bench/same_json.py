@@ -111,9 +111,9 @@ def strip(value, sharing: bool = True):
 
 
 # `--resumed-aside`: also how many single crash states were resumed rather than shared with
-# an equal one. Across interpreters it differs by one on some runs (issue 54, open: on
-# 3.14 tiny-save_b_only resumes 41 of its states where 3.11 resumes 42, verdicts equal);
-# CI compares the verdicts and the rest with it aside until that is found.
+# an equal one. Across interpreters it differs by one on some runs (issue 54, open; what was
+# measured: docs/explanation/engine.md, "Python versions"); CI compares the verdicts and the
+# rest with it aside until that is found.
 RESUMED_KEYS = {"crash_states_resumed"}
 
 

@@ -13,7 +13,8 @@ import time
 import pytest
 
 from faultsim.real import redis_server as rs
-from faultsim.world.redis_state import apply_downtime, restore, snapshot, split
+from faultsim.world.redis_state import (TtlWatch, apply_downtime, apply_ttl, monitor_command,
+                                        restore, snapshot, split, ttl_entries)
 
 
 def test_server_answers_on_loopback(redis_server):
@@ -187,3 +188,82 @@ def test_string_that_looks_like_a_typed_document_stays_a_string(redis_db):
     redis_db.set("k", b'{"list":["a"]}')
     restore(redis_db, snapshot(redis_db))
     assert redis_db.type("k") == b"string"
+
+
+# -- TTLs as set (redis_state.TtlWatch) ---------------------------------------------------
+# The world's clock stands still while an incarnation runs; the server's does not. A crash
+# state's TTL is what the command asked for, whatever the machine's speed: read from PTTL
+# and rounded up to whole seconds, a key set more than a second before the snapshot (a
+# loaded machine) read a second less, and equal states differed by the load (the
+# ttl_on_running mutant's resumed runs varied between 108 and 109 from run to run).
+
+def test_ttls_are_as_set_however_slow_the_machine(redis_server, redis_db):
+    watch = TtlWatch(redis_server.url)
+    redis_db.set("k", "v", ex=3600)
+    pipe = redis_db.pipeline(transaction=True)
+    pipe.rpush("l", "x")
+    pipe.pexpire("l", 1500)
+    pipe.execute()
+    redis_db.set("gone", "v", ex=60)
+    redis_db.set("gone", "plain")  # a plain SET removes the TTL
+    time.sleep(1.1)  # the machine is slow: more than a second between the set and the look
+    state = snapshot(redis_db)
+    assert int(state["redis-ttl/k"]) < 3_599_000  # the server's clock ran
+    exact = ttl_entries(state, watch.update())
+    assert exact["redis-ttl/k"] == b"3600000" and exact["redis-ttl/l"] == b"1500"
+    assert "redis-ttl/gone" not in exact
+    # without the watch (a server refusing MONITOR), whole seconds rounded up: off by one
+    # second here, which is what the watch is for
+    assert ttl_entries(state, None)["redis-ttl/k"] == b"3599000"
+
+
+def test_ttl_watch_starts_from_what_was_restored(redis_server, redis_db):
+    restore(redis_db, {"redis/a": b"1", "redis-ttl/a": b"90000"})
+    watch = TtlWatch(redis_server.url, {b"a": 90000})  # a driving child's: after the restore
+    time.sleep(1.1)
+    assert ttl_entries(snapshot(redis_db), watch.update())["redis-ttl/a"] == b"90000"
+
+
+def test_ttls_set_some_other_way_are_read_from_the_server(redis_server, redis_db):
+    watch = TtlWatch(redis_server.url)
+    redis_db.set("abs", "v", pxat=int(time.time() * 1000) + 50_000)
+    redis_db.set("cond", "v", ex=70)
+    redis_db.expire("cond", 80, gt=True)  # applied or not: the watch cannot tell
+    state = ttl_entries(snapshot(redis_db), watch.update())
+    assert state["redis-ttl/abs"] in (b"49000", b"50000")
+    assert state["redis-ttl/cond"] == b"80000"
+
+
+def test_apply_ttl():
+    as_set: dict = {}
+    for argv in (["SET", "a", "v", "EX", "10"], ["PSETEX", "b", "250", "v"],
+                 ["SET", "c", "v", "px", "7"], ["SET", "c", "w", "KEEPTTL"],
+                 ["EXPIRE", "d", "3"], ["SET", "e", "v", "EX", "9"], ["PERSIST", "e"],
+                 ["SET", "f", "v", "NX", "EX", "5"], ["GETEX", "g", "PXAT", "123"],
+                 ["SETEX", "h", "2", "v"], ["SET", "h", "v"], ["GETEX", "a"],
+                 ["EXPIRE", "i", "5", "GT"], ["RENAME", "a", "j"]):
+        apply_ttl(as_set, [x.encode() for x in argv])
+    assert as_set == {b"a": 10_000, b"b": 250, b"c": 7, b"d": 3000, b"f": None, b"g": None,
+                      b"i": None, b"j": None}
+    apply_ttl(as_set, [b"FLUSHDB"])
+    assert as_set == {}
+
+
+def test_monitor_command_unquotes():
+    line = b'1796501876.329331 [3 127.0.0.1:48478] "SET" "k a" "v\\"\\x00\\n\\xff" "EX" "3600"'
+    assert monitor_command(line) == (3, [b"SET", b"k a", b'v"\x00\n\xff', b"EX", b"3600"])
+    assert monitor_command(b'1.2 [0 lua] "EXPIRE" "k" "5"') == (0, [b"EXPIRE", b"k", b"5"])
+    assert monitor_command(b"OK") is None
+
+
+def test_a_discarded_transaction_sets_no_ttl(redis_server, redis_db):
+    # a process killed between MULTI and EXEC: its queued commands never ran
+    watch = TtlWatch(redis_server.url)
+    redis_db.set("k", "v", ex=3600)
+    conn = redis_db.connection_pool.get_connection()
+    conn.send_command("MULTI")
+    conn.read_response()
+    conn.send_command("EXPIRE", "k", "7200")
+    assert conn.read_response() == b"QUEUED"
+    conn.disconnect()
+    assert watch.update() == {b"k": 3_600_000}

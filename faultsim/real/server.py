@@ -46,6 +46,10 @@ class Context:
     redis: Any = None  # a client on this server's Redis database, for snapshots
     same: SamePath | None = None  # how `root` is this server's own directory
     jail: Any = None  # the namespaces its children enter (faultsim.real.jail)
+    # the TTLs its commands set (redis_state.TtlWatch: this process's own MONITOR), and
+    # those the job's starting state put in place (a driving child's watch starts there)
+    ttl: Any = None
+    restored: dict | None = None
 
     @staticmethod
     def left_behind(ctx: "Context") -> dict:
@@ -91,8 +95,12 @@ def _setup(init: dict, same: SamePath) -> Context:
     factory = freezer.start()  # once: each start rescans every loaded module
     gc.collect()
     gc.freeze()  # children share these pages copy-on-write; keep the collector off them
-    return Context(scenario, make_agent, same.root, init["seed"], init["timeout"],
-                   factory, store, redis_client, same)
+    ctx = Context(scenario, make_agent, same.root, init["seed"], init["timeout"],
+                  factory, store, redis_client, same)
+    if redis_client is not None:
+        from ..world.redis_state import TtlWatch
+        ctx.ttl = TtlWatch.open(init["redis_url"])
+    return ctx
 
 
 def _warm_up(scenario: Any) -> None:
@@ -135,7 +143,11 @@ def _prepare(ctx: Context, job: dict) -> None:
                    if k.startswith(REDIS_PREFIX)}
         if job["downtime"]:
             entries = redis_state.apply_downtime(entries, job["downtime"])
+        if ctx.ttl is not None:
+            ctx.ttl.update()  # the last job's commands: the restore starts afresh (FLUSHDB)
         redis_state.restore(ctx.redis, entries)
+        ctx.restored = {redis_state._bytes(k[len(redis_state.TTL):]): int(v)
+                        for k, v in entries.items() if k.startswith(redis_state.TTL)}
 
 
 def _left_behind(ctx: Context) -> dict:
@@ -145,11 +157,12 @@ def _left_behind(ctx: Context) -> dict:
     if ctx.redis is not None:
         from ..world import redis_state
 
-        for key, value in redis_state.snapshot(ctx.redis).items():
-            if key.startswith(redis_state.TTL):
-                # the server's TTLs tick in real time while the world's clock stands still:
-                # whole seconds (rounded up) keep equal states equal
-                value = str(-(-int(value) // 1000) * 1000).encode()
+        # the server's TTLs tick in real time while the world's clock stands still: each
+        # TTL as its command set it (redis_state.TtlWatch), so that equal states are equal
+        # however busy the machine was
+        as_set = ctx.ttl.update() if ctx.ttl is not None else None
+        for key, value in redis_state.ttl_entries(redis_state.snapshot(ctx.redis),
+                                                  as_set).items():
             files[REDIS_PREFIX + key] = value
     return files
 
@@ -280,6 +293,10 @@ def _run_one(ctx: Context, job: dict, out_fd: int, me: int, deadline: float | No
             if os.getppid() != me:  # the server died between fork and prctl
                 os._exit(1)
             signal.signal(signal.SIGINT, signal.SIG_DFL)
+            if ctx.ttl is not None:  # the server's watch is the server's to read
+                from ..world.redis_state import TtlWatch
+                ctx.ttl = TtlWatch.open(ctx.store.url, ctx.restored) if job.get("drive") \
+                    else None
             _jail.enter(ctx.jail)
             from .child import run_job
             run_job(job, ctx, out_fd)
