@@ -477,8 +477,12 @@ class ModelRun:
             if run.outcome is not None:
                 lines.append(f"resumed run ended: {run.outcome.status}, final answer "
                              f"{(run.outcome.final_answer or '')[:80]!r}")
-        lines.append(f"replay: {self.replay_command(verdict)}")
         rerun = self.rerun_command(verdict)
+        if verdict.crash_model == "pause":  # no replay token carries a wake point yet
+            if rerun:
+                lines.append(f"rerun (every wake point of this pause point): {rerun}")
+            return "\n".join(lines)
+        lines.append(f"replay: {self.replay_command(verdict)}")
         if rerun and rerun != self.replay_command(verdict):
             lines.append(f"   or: {rerun}")
         return "\n".join(lines)
