@@ -161,11 +161,44 @@ def dumps(checkpoint: Checkpoint) -> bytes:
     return storage.encode_json(checkpoint.to_json())
 
 
+class OwnershipLost(Exception):
+    """P13: another incarnation saved this checkpoint since this one loaded or saved it:
+    this one was paused past its turn and the task is someone else's now. Stop."""
+
+
+def version_of(raw: bytes | None) -> str | None:
+    """The checkpoint version a compare-and-set names: a digest of its bytes (None: none)."""
+    import hashlib
+
+    return None if raw is None else hashlib.sha256(raw).hexdigest()
+
+
 class CheckpointStore:
-    """Loads and saves one namespace's `checkpoint.json`."""
+    """Loads and saves one namespace's `checkpoint.json`.
+
+    P13, ownership by compare-and-set on the checkpoint's version: the store remembers the
+    version it last loaded or saved (`version`), and `owns()` checks that the file still
+    holds it; `save` checks it right before its rename. A second incarnation that saved in
+    between moved the version on, so a paused one that wakes finds it lost the task and
+    stops (OwnershipLost) instead of writing its older checkpoint over the newer one. Only
+    reads: the writes, and so every crash state and kill point, are those without it."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
+        self.version: str | None = None  # what this incarnation last read or wrote
+        self.fenced = True  # False: the mutants that save without the check
+
+    def _current(self) -> str | None:
+        try:
+            return version_of(self.path.read_bytes())
+        except FileNotFoundError:
+            return None
+
+    def owns(self) -> None:
+        """Raise OwnershipLost unless the checkpoint is still the version this one holds."""
+        if self._current() != self.version:
+            raise OwnershipLost(f"{self.path}: another incarnation saved it since this one "
+                                "last did: the task is no longer this incarnation's")
 
     def exists(self) -> bool:
         return self.path.exists()
@@ -180,7 +213,11 @@ class CheckpointStore:
             raw = self.path.read_bytes()
         except FileNotFoundError:
             return None
-        return loads(raw, self.path)
+        loaded = loads(raw, self.path)
+        self.version = version_of(raw)
+        return loaded
 
     def save(self, checkpoint: Checkpoint) -> None:
-        storage.atomic_write_bytes(self.path, dumps(checkpoint))
+        data = dumps(checkpoint)
+        storage.atomic_write_bytes(self.path, data, check=self.owns if self.fenced else None)
+        self.version = version_of(data)

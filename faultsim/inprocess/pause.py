@@ -60,8 +60,8 @@ from .sandbox import SANDBOX, Explorer
 
 PAUSE = "pause"
 SAVE_KINDS = ("fs.rename", "fs.write", "fs.truncate")
-# an exception an agent may raise when it finds it lost its lease: by its class's name,
-# or an outcome with this status (both legal ends of a woken incarnation)
+# the outcome status of an incarnation that found it lost the task (reference_agent's):
+# a legal end for the one that is not the owner, as any other end of it is
 SUPERSEDED = "superseded"
 
 
@@ -334,28 +334,16 @@ def _raise_in(thread: threading.Thread | None, exc: BaseException) -> None:
 
 
 # -- what is judged ----------------------------------------------------------------------
-def superseded(turn: Turn) -> bool:
-    """The woken incarnation noticed it lost its lease and stopped: an outcome with status
-    "superseded", or an exception whose class name says so (LeaseLost, StaleLease,
-    FencingError, Superseded, ...). A legal end, like an escalation."""
-    out = turn.result.outcome
-    if out is not None and out.status == SUPERSEDED:
-        return True
-    error = turn.result.error or ""
-    name = error.partition(":")[0].lower()
-    return any(w in name for w in ("lease", "fenc", "supersed", "stale", "owner"))
-
-
 def judge_pause(g: Golden, run: PauseRun) -> list[Violation]:
     """The verdict of one pause schedule.
 
     - `effects_exactly_once` (P8/P11): the effects both incarnations applied together,
-      against the clean run's (an effect never applied is judged only when the new
-      incarnation completed);
-    - `completes_or_escalates` (P5): the new incarnation must complete with the clean
-      answer or escalate; the woken one may also stop as superseded (P13), and a woken
-      one that ran on and completed must have given the clean answer; a hang of either is
-      a failure;
+      against the clean run's (an effect never applied is judged only when one of them
+      completed);
+    - `completes_or_escalates` (P5): one of the two must complete with the clean answer or
+      escalate, and one that completes must give the clean answer; the other may end in
+      any way (completed, escalated, superseded, an error): whichever lost the task is no
+      owner, and how it stops is its own affair (P13). A hang of either is a failure;
     - `checkpoint_not_rolled_back` (P13): no save of the woken incarnation replaced the
       new one's checkpoint with a shorter history (a lost update);
     - `one_owner_completes` (P13): both incarnations reported the task done and told
@@ -364,8 +352,11 @@ def judge_pause(g: Golden, run: PauseRun) -> list[Violation]:
     out: list[Violation] = []
     new, woken = run.new.result, run.paused.result
     side = side_by_side(run)
-    crash_run = CrashRun([run.point], _no_state(), run.world, outcome=new.outcome,
-                         error=new.error, timed_out=new.timed_out, final=run.final)
+    # the owner: the one that completed or escalated (the new one first), else the new one
+    owner = next((r for r in (new, woken) if r.outcome is not None
+                  and r.outcome.status in ("completed", "escalated")), new)
+    crash_run = CrashRun([run.point], _no_state(), run.world, outcome=owner.outcome,
+                         error=owner.error, timed_out=owner.timed_out, final=run.final)
     found = effects_exactly_once(g, crash_run)
     if found is not None:
         out.append(_with(found, side))
@@ -373,16 +364,22 @@ def judge_pause(g: Golden, run: PauseRun) -> list[Violation]:
         out.append(Violation.of("completes_or_escalates", run.hung + "\n" + side,
                                 cause="hang"))
     else:
-        found = completes_or_escalates(g, crash_run)
-        if found is not None:
-            out.append(_with(Violation.of("completes_or_escalates",
-                                          "the new incarnation: " + found.explanation,
-                                          **dict(found.facts)), side))
-        elif woken.outcome is not None and woken.outcome.status == "completed" and \
-                woken.outcome.final_answer != g.outcome.final_answer:
-            out.append(Violation.of(
-                "completes_or_escalates", "the woken incarnation completed with another "
-                f"answer ({woken.outcome.final_answer!r})\n" + side, cause="another answer"))
+        for who, r in (("new", new), ("woken", woken)):
+            if r is not owner and not (r.outcome is not None
+                                       and r.outcome.status == "completed"):
+                continue  # not the owner, and claims nothing: any end is legal
+            found = completes_or_escalates(g, CrashRun(
+                [run.point], _no_state(), run.world, outcome=r.outcome, error=r.error,
+                timed_out=r.timed_out, final=run.final))
+            if found is not None:
+                text = (f"the {who} incarnation: " + found.explanation) if r is not owner \
+                    or owner.outcome is not None else (
+                    "neither incarnation completed or escalated; the new one: "
+                    + found.explanation + "; the woken one: "
+                    + (woken.error or (woken.outcome.status if woken.outcome else "?")))
+                out.append(Violation.of("completes_or_escalates", text + "\n" + side,
+                                        **dict(found.facts)))
+                break
     if run.rollbacks:
         out.append(Violation.of("checkpoint_not_rolled_back",
                                 "a lost update: " + "; ".join(run.rollbacks) + "\n" + side))
