@@ -88,3 +88,42 @@ def test_explore_runs_pause_beside_process():
     runs = {r.crash_model: r for r in report.runs}
     assert not [v for v in runs["process"].verdicts if v.violations]
     assert [v for v in runs["pause"].verdicts if v.violations]
+
+
+# -- the reference agent and its P13 mutants (tests/data/pause_ref.toml) -------------------
+REF = HERE / "data" / "pause_ref.toml"
+
+
+def _ref(module: str):
+    import importlib
+
+    with Explorer(importlib.import_module(module).make_agent, load_scenario(REF)) as ex:
+        golden = ex.golden()
+        return explore_pause(ex, golden, golden.kill_points())
+
+
+def test_reference_agent_passes_every_pause_schedule():
+    judged = _ref("reference_agent.agent")
+    assert len(judged) > 400 and not [vs for _, vs in judged if vs], next(
+        (r.point.id, r.wake.label, vs[0].explanation) for r, vs in judged if vs)
+    # its stale incarnations did stop as superseded (the check was exercised, and won)
+    stopped = [r for r, _ in judged if r.paused.result.outcome is not None
+               and r.paused.result.outcome.status == "superseded"]
+    assert stopped
+
+
+@pytest.mark.parametrize("mutant", ["no_ownership", "unfenced_save", "fenced_effect_only"])
+def test_each_ownership_mutant_fails_with_both_traces(mutant):
+    judged = _ref(f"reference_agent.mutants.{mutant}")
+    failed = [v for _, vs in judged for v in vs]
+    assert {"checkpoint_not_rolled_back"} <= {v.invariant for v in failed}
+    assert all("paused incarnation (woken)" in v.explanation for v in failed)
+
+
+def test_ownership_mutants_pass_a_process_crash():
+    """P13's mutants break nothing a crash that ends the old incarnation can see."""
+    from reference_agent.mutants import unfenced_save
+
+    report = faultsim.explore(unfenced_save.make_agent, str(REF), crash_model="process",
+                              workers=0)
+    assert not [v for r in report.runs for v in r.verdicts if v.violations]
