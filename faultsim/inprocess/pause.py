@@ -135,10 +135,16 @@ class PauseAt:
 
     def __init__(self, turn: Turn, point: KillPoint) -> None:
         self.turn, self.point, self.reached = turn, point, False
+        # Only the incarnation's own thread is held: holding a thread the agent started
+        # would leave its main thread running beside the new incarnation.
+        self.elsewhere = False
 
     def after(self, tracer: Tracer, event: Event) -> None:
         if not self.reached and event.index == self.point.index:
             self.reached = True
+            if threading.current_thread() is not self.turn.thread:
+                self.elsewhere = True  # met in a thread the agent started: not held
+                return
             hold_on_return(self.turn)
 
     def before_write(self, tracer: Tracer, write) -> None:
@@ -185,7 +191,8 @@ class Watching:
         if self.saves.saved(event, self.who):
             self.count += 1
             if self.wake is not None and self.wake.kind == "save" and \
-                    self.count == self.wake.n and not self.woke:
+                    self.count == self.wake.n and not self.woke and \
+                    threading.current_thread() is self.turn.thread:
                 self.woke = True
                 hold_on_return(self.turn)
 
@@ -193,7 +200,8 @@ class Watching:
         return None
 
     def before_request(self, request: Any) -> None:
-        if self.wake is not None and self.wake.kind == "request" and not self.woke:
+        if self.wake is not None and self.wake.kind == "request" and not self.woke and \
+                threading.current_thread() is self.turn.thread:
             self.woke = True
             self.turn.hold()
 
@@ -268,7 +276,9 @@ class Driver:
             turn._back.wait(self.limit)
         ex.tracer.policy, world.model.before_request = None, None
 
-    def run(self, point: KillPoint, wake: Wake) -> PauseRun:
+    def run(self, point: KillPoint, wake: Wake) -> PauseRun | None:
+        """The schedule (point, wake); None when the point is met in a thread the agent
+        started (it cannot be held there)."""
         ex = self.ex
         ex.reset_sandbox()
         world = ex.new_world()
@@ -285,6 +295,8 @@ class Driver:
                 with seeded(f"{ex.seed}:{world.incarnation}"):  # the clean run's stream
                     self._thread(paused, world)
                     self._run(paused, world)
+                    if paused.policy.elsewhere:
+                        return None  # not a schedule this driver can hold (PauseAt)
                     if paused.done:
                         raise_never_reached(point, paused)
                     if ex.scenario.profile.downtime:
@@ -458,6 +470,10 @@ def explore_pause(ex: Explorer, golden: Golden, points: list[KillPoint],
     out = []
     for point in pause_points(points):
         last = driver.run(point, Wake("end"))
+        if last is None:
+            if progress is not None:
+                progress(f"{point.id}: met in a thread the agent started, not paused there")
+            continue
         wakes = [Wake("request")] + [Wake("save", k) for k in range(1, last.saves + 1)]
         runs = [driver.run(point, w) for w in wakes] + [last]
         for r in runs:
