@@ -17,8 +17,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from .checkpoint import (Checkpoint, CheckpointError, OwnershipLost, _check_size, dumps, loads,
-                         version_of)
+from .checkpoint import (UNREAD, Checkpoint, CheckpointError, OwnershipLost, _check_size, dumps,
+                         loads, tracked, version_of)
 
 COMPLETED_TTL_SECONDS = 24 * 3600
 
@@ -28,12 +28,13 @@ class SqliteCheckpointStore:
         self.db_path, self.namespace = Path(db_path), namespace
         self.label = f"{self.db_path}#checkpoints[{namespace}]"
         self._conn = None
-        self.version: str | None = None  # P13, as CheckpointStore: the version it holds
+        self.version: str | None = UNREAD  # P13, as CheckpointStore: the version it holds
         self.fenced = True
 
     def owns(self) -> None:
         """Raise OwnershipLost unless the row still holds the version this one holds."""
-        if version_of(self.load_raw()) != self.version:
+        if self.version != UNREAD and tracked(self, SqliteCheckpointStore) and \
+                version_of(self.load_raw()) != self.version:
             raise OwnershipLost(f"{self.label}: another incarnation saved it since this "
                                 "one last did: the task is no longer this incarnation's")
 
@@ -59,6 +60,7 @@ class SqliteCheckpointStore:
     def load(self) -> Checkpoint | None:
         raw = self.load_raw()
         if raw is None:
+            self.version = None
             return None
         _check_size(self.label, len(raw))
         loaded = loads(raw, self.label)
@@ -70,7 +72,9 @@ class SqliteCheckpointStore:
         data = dumps(checkpoint)
         db.execute("BEGIN IMMEDIATE")
         try:
-            if self.fenced and version_of(self.load_raw()) != self.version:
+            if self.fenced and self.version != UNREAD and \
+                    tracked(self, SqliteCheckpointStore) and \
+                    version_of(self.load_raw()) != self.version:
                 # P13: compared inside the write transaction, so no save slips in between
                 raise OwnershipLost(f"{self.label}: another incarnation saved it since "
                                     "this one last did")
@@ -97,12 +101,13 @@ class RedisCheckpointStore:
         self.key = f"faultsim/{namespace}/checkpoint"
         self.log = f"faultsim/{namespace}/steps"
         self._client = None
-        self.version: str | None = None  # P13, as CheckpointStore: the version it holds
+        self.version: str | None = UNREAD  # P13, as CheckpointStore: the version it holds
         self.fenced = True
 
     def owns(self) -> None:
         """Raise OwnershipLost unless the key still holds the version this one holds."""
-        if version_of(self._redis().get(self.key)) != self.version:
+        if self.version != UNREAD and tracked(self, RedisCheckpointStore) and \
+                version_of(self._redis().get(self.key)) != self.version:
             raise OwnershipLost(f"{self.key}: another incarnation saved it since this one "
                                 "last did: the task is no longer this incarnation's")
 
@@ -120,6 +125,7 @@ class RedisCheckpointStore:
         r = self._redis()
         raw, last = r.get(self.key), r.lindex(self.log, -1)
         if raw is None:
+            self.version = None
             return None
         _check_size(self.key, len(raw))
         try:
@@ -144,7 +150,9 @@ class RedisCheckpointStore:
         data = dumps(checkpoint)
         pipe = self._redis().pipeline(transaction=True)  # MULTI ... EXEC: one unit
         try:
-            if self.fenced:  # P13: WATCH, then compare: EXEC fails if the key moved on
+            if self.fenced and self.version != UNREAD and \
+                    tracked(self, RedisCheckpointStore):  # P13: WATCH, compare; EXEC fails
+                # if the key moved on in between
                 pipe.watch(self.key)
                 if version_of(pipe.get(self.key)) != self.version:
                     raise OwnershipLost(f"{self.key}: another incarnation saved it since "
