@@ -37,12 +37,14 @@ from __future__ import annotations
 
 import ctypes
 import os
+import posix  # the real OS: pyfakefs patches every module's `os`, not `posix`
 import sys
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+import freezegun.api as real_time  # time is frozen while incarnations run; these are not
 import pyfakefs
 
 from .. import finality
@@ -270,11 +272,22 @@ class Driver:
             turn.thread.start()
         else:
             turn._go.set()
-        if not turn._back.wait(self.limit):
+        if not self._wait(turn):
             _raise_in(turn.thread, IncarnationTimeout(
                 f"no answer within {self.limit:g} s (the {turn.name} incarnation)"))
-            turn._back.wait(self.limit)
+            self._wait(turn)
         ex.tracer.policy, world.model.before_request = None, None
+
+    def _wait(self, turn: Turn) -> bool:
+        """Wait for `turn` to hand the baton back: False once it has had `limit` seconds
+        not counting time it waited for a CPU (as `time_limit` counts: on a loaded
+        machine a starved turn is no hang; Linux's schedstat run_delay, else wall time)."""
+        started, queued = real_time.real_monotonic(), _run_delay(turn.thread)
+        while not turn._back.wait(min(self.limit, 1.0)):
+            starved = max(0.0, _run_delay(turn.thread) - queued)
+            if real_time.real_monotonic() - started - starved >= self.limit:
+                return False
+        return True
 
     def run(self, point: KillPoint, wake: Wake) -> PauseRun | None:
         """The schedule (point, wake); None when the point is met in a thread the agent
@@ -335,6 +348,21 @@ def raise_never_reached(point: KillPoint, turn: Turn) -> None:
     raise KillDidNotLand(f"{point.id} never came: the first incarnation ended with "
                          f"{turn.result.error or 'an outcome'}; the agent is not "
                          "deterministic across runs")
+
+
+def _run_delay(thread: threading.Thread | None) -> float:
+    """Seconds `thread` has waited on a run queue (0.0 where that cannot be read)."""
+    native = getattr(thread, "native_id", None)
+    if native is None:
+        return 0.0
+    try:
+        fd = posix.open(f"/proc/self/task/{native}/schedstat", posix.O_RDONLY)
+        try:
+            return int(posix.read(fd, 256).split()[1]) / 1e9
+        finally:
+            posix.close(fd)
+    except (OSError, IndexError, ValueError):
+        return 0.0
 
 
 def _raise_in(thread: threading.Thread | None, exc: BaseException) -> None:
