@@ -175,17 +175,6 @@ class _Pool:
                     if not self.sweep.mine(state, signature):
                         continue  # another shard's state
                     known = self.sweep.known(state, signature, watch)
-                    if self.no_parking and known.result is None:
-                        # Second pass: where a child is judging an equal state (or its
-                        # class) now, wait for its answer and look again. Resumed at once
-                        # instead, the state's run would count as resumed or as shared
-                        # by whether that child had finished, i.e. by the machine's load
-                        # (and the pair stage's first crashes with it); waiting parks
-                        # nothing, so it ends (board.py: no child waits on the parent).
-                        pid = self._busy_with(known, watch, signature)
-                        if pid is not None:
-                            self._wait_for(pid)
-                            known = self.sweep.known(state, signature, watch)
                     key, result, masked, absent = (known.key, known.result, known.masked,
                                                    known.absent)
                     if write is not None:  # keyed: from now on kept as the write's cut
@@ -302,12 +291,6 @@ class _Pool:
         self.sweep.done_points += 1
         if self.progress is not None:
             self.progress(self.sweep.done_points, self.total)
-
-    def _busy_with(self, known, watch, signature) -> int | None:
-        """The child judging this state or its class now (`fork_for`'s `busy`), if any."""
-        return self.waiting.get(known.key) or (known.masked and self.waiting.get(
-            (known.masked, watch, signature))) or (known.absent and self.waiting.get(
-                (known.absent, signature))) or None
 
     def _wait_for(self, pid: int) -> None:
         while pid in self.children:
