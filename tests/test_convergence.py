@@ -389,3 +389,28 @@ def test_second_crashes_equal_to_earlier_ones_are_composed_with_their_own_histor
     with monkeypatch.context() as m:
         m.setattr(known, "compose", without_tail)
         assert broken() != comparable(off)
+
+
+def test_a_context_variable_is_read_by_its_value_in_the_agents_context():
+    """A ContextVar among the agent's globals (the reference agent's P13 fence) is read as
+    its value in the context the request runs in: equal values compare equal, another value
+    or none differs (before, any ContextVar refused every cut)."""
+    import contextvars
+
+    from faultsim.inprocess.convergence import _Canon
+
+    var = contextvars.ContextVar("fence")
+
+    def digest():
+        canon = _Canon()
+        canon.add({"fence": var})
+        return canon.digest()
+
+    def holding(value):
+        def inside():
+            var.set(value)
+            return digest()
+        return contextvars.copy_context().run(inside)
+
+    assert holding(1) == holding(1) != holding(2)
+    assert digest() not in (holding(1), holding(None))

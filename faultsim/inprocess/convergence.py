@@ -84,6 +84,7 @@ horizon does not prove; its report counts the runs it cut (`horizon`).
 from __future__ import annotations
 
 import bisect
+import contextvars
 import datetime
 import decimal
 import enum
@@ -147,6 +148,7 @@ _VALUES = (datetime.datetime, datetime.date, datetime.time, datetime.timedelta,
            datetime.timezone, decimal.Decimal, fractions.Fraction, uuid.UUID, range,
            slice, complex, re.Pattern)
 _LOCKS = (type(threading.Lock()), type(threading.RLock()))
+_UNSET = object()  # a ContextVar without a value in the agent's context
 _ASYNC = inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR | inspect.CO_ITERABLE_COROUTINE
 _SAFE_C_BASES = {object, dict, list, tuple, set, frozenset, str, int, float, bytes,
                  bytearray, BaseException}
@@ -299,6 +301,13 @@ class _Canon:
             out.append(f"e{name}.{obj.name}")
         elif isinstance(obj, random.Random):
             out.append(f"R{obj.getstate()!r}")
+        elif isinstance(obj, contextvars.ContextVar):
+            # its state, to the agent's code, is its value in the agent's context: the one
+            # this request runs in (fingerprints are taken in the agent's own thread)
+            value = obj.get(_UNSET)
+            out.append(f"V{obj.name}" + (":unset" if value is _UNSET else ""))
+            if value is not _UNSET:
+                self.add(value, depth + 1)
         elif isinstance(obj, _LOCKS):
             out.append(f"L{name}")
         elif isinstance(obj, os.PathLike) and module.startswith(("pathlib",
