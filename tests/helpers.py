@@ -123,3 +123,20 @@ def same_points(real):
         return None
     ids = {p.id for p in real.runs[0].explored}
     return lambda p: p.id in ids
+
+
+# Two turns of the reference agent: 127 kill points, about two seconds swept.
+SMALL = """\
+id = "small"
+task = "Look up order ORD-7 and say its total."
+expected_final_answer = "ORD-7 is 12.00."
+
+[services.orders]
+kind = "readonly"
+records."ORD-7" = { customer = "CUST-1", total_cents = 1200 }
+
+[[turns]]
+tool_calls = [{ name = "lookup_order", input = { order_id = "ORD-7" } }]
+[[turns]]
+final = "ORD-7 is 12.00."
+"""

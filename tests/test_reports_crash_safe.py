@@ -20,27 +20,12 @@ from pathlib import Path
 import pytest
 
 from conftest import DATA
+from helpers import SMALL
 from faultsim.cli import main
 from faultsim.pipeline.sweep import Sweep
 
 TINY = str(DATA / "tiny.toml")
 ROOT = Path(__file__).resolve().parent.parent
-
-# Two turns of the reference agent: 127 kill points, about two seconds swept.
-SMALL = """\
-id = "small"
-task = "Look up order ORD-7 and say its total."
-expected_final_answer = "ORD-7 is 12.00."
-
-[services.orders]
-kind = "readonly"
-records."ORD-7" = { customer = "CUST-1", total_cents = 1200 }
-
-[[turns]]
-tool_calls = [{ name = "lookup_order", input = { order_id = "ORD-7" } }]
-[[turns]]
-final = "ORD-7 is 12.00."
-"""
 
 
 def _reports(folder: Path) -> dict[str, Path]:

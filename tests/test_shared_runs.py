@@ -15,23 +15,8 @@ from faultsim import backends  # noqa: E402
 from faultsim.backends import Agent  # noqa: E402
 from faultsim.options import ExploreOptions  # noqa: E402
 from same_json import strip  # noqa: E402  (the CI's own "timings aside")
+from helpers import SMALL  # noqa: E402
 from shared_runs import SharedCache, memo_in_process  # noqa: E402
-
-# Two turns of the reference agent (as tests/test_reports_crash_safe.py's SMALL)
-SMALL = """\
-id = "small"
-task = "Look up order ORD-7 and say its total."
-expected_final_answer = "ORD-7 is 12.00."
-
-[services.orders]
-kind = "readonly"
-records."ORD-7" = { customer = "CUST-1", total_cents = 1200 }
-
-[[turns]]
-tool_calls = [{ name = "lookup_order", input = { order_id = "ORD-7" } }]
-[[turns]]
-final = "ORD-7 is 12.00."
-"""
 
 
 def _explore(agent, scenario, options, calls):
