@@ -328,3 +328,43 @@ def test_a_session_without_faultsim_tests_keeps_sigterms_default_action(tmp_path
                            "no:xdist", "-p", "no:cacheprovider", "test_plain.py"],
                           cwd=tmp_path, capture_output=True, text=True, timeout=60)
     assert done.returncode == -signal.SIGTERM, done.stdout
+
+
+# The second signal of one cancel (a CI runner's SIGINT then SIGTERM, `timeout` and a group
+# kill both signalling), sent as the Explorer takes the fake file system down.
+_SECOND_SIGNAL = """
+import os, signal, time
+import pytest
+from pyfakefs.fake_filesystem_unittest import Patcher
+from faultsim.realfile import write_bytes
+
+_tear_down = Patcher.tearDown
+def tear_down(self, *args, **kwargs):
+    os.kill(os.getpid(), signal.SIGTERM)
+    time.sleep(0.5)  # the handler runs here, at the first bytecode after the signal
+    return _tear_down(self, *args, **kwargs)
+Patcher.tearDown = tear_down
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_keyboard_interrupt(excinfo):
+    import os.path
+    write_bytes(os.environ["FAULTSIM_TEST_READY"] + ".os", type(os.path).__name__.encode())
+"""
+
+
+def test_a_second_signal_while_the_sweep_unwinds_does_not_cut_its_clean_up(tmp_path):
+    """One cancel often signals twice. The first SIGTERM unwinds the sweep; a second one
+    landing in its clean-up raised again there, skipping the rest of it: the fake file
+    system stayed installed over the rest of the session (pytest's traceback, its
+    reports), slow enough on a busy machine to outlive a killed xdist controller by
+    seconds. A repeat within seconds of the first is the same cancel, and absorbed."""
+    (tmp_path / "conftest.py").write_text(_HOOK + _SECOND_SIGNAL)
+    (tmp_path / "test_stopped.py").write_text(_PYTEST_TEST.format(tiny=str(DATA /
+                                                                           "tiny.toml")))
+    found = run_terminated(["-m", "pytest", "-q", "-p", "no:randomly", "-p", "no:xdist", "-p",
+                            "no:cacheprovider", "test_stopped.py"], tmp_path, 3, cwd=tmp_path,
+                           env={"PYTHONPATH": str(ROOT)})
+    assert found["status"] == pytest.ExitCode.INTERRUPTED, found["stdout"][-3000:]
+    # the second signal came, at the fake file system's tear-down, and was absorbed there
+    assert (tmp_path / "ready.os").read_text() == "module", found["stderr"][-3000:]
+    assert found["left"] == []

@@ -12,6 +12,8 @@ import traceback
 from contextlib import contextmanager
 from typing import Callable, Iterator
 
+import freezegun.api as _real_time
+
 from ..errors import AgentFinding, HarnessError, UsageError
 
 
@@ -65,6 +67,15 @@ def sigterm_unwinds(terminated: type[BaseException] = Terminated,
             faulthandler.unregister(signal.SIGUSR2)
 
 
+# Seconds after the first raise during which a repeated SIGTERM or SIGINT is the same cancel
+# (a CI runner's SIGINT then SIGTERM, `timeout` and a process-group kill both signalling, a
+# dying xdist controller): raising it again would land in the very `finally` blocks that
+# stop the sweep's processes, remove its folders and take the fake file system down (seen:
+# a second SIGTERM inside the Explorer's exit left pyfakefs installed over the rest of the
+# session). Past it, a run that did not stop (an agent that caught the first) gets it again.
+REPEAT_ABSORBED = 10.0
+
+
 class _Redelivery:
     """Python swallows what is raised where it cannot propagate (an at-fork hook as
     `subprocess.Popen(preexec_fn=...)` starts a worker, a `__del__`): a Terminated or
@@ -90,6 +101,7 @@ class _Redelivery:
         self.sending = False  # a resending thread is alive
         self.in_hook = False
         self.done = False
+        self.absorb_until = 0.0  # monotonic time until which a repeat is absorbed
 
     def handler(self, kind: type[BaseException]):
         def handle(signum, frame):
@@ -106,7 +118,12 @@ class _Redelivery:
             if self.in_hook:
                 return  # it would be swallowed here: the thread sends it again
             with self.lock:
+                now = _real_time.real_monotonic()  # freezegun may hold time.monotonic
+                if self.pending is None and now < self.absorb_until:
+                    return  # the same cancel again (below): the run is already unwinding
                 self.pending = None
+                if self.absorb_until == 0.0:
+                    self.absorb_until = now + REPEAT_ABSORBED
             raise kind
         return handle
 

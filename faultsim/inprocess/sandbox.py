@@ -160,10 +160,12 @@ class Explorer:
         return self
 
     def __exit__(self, *exc: Any) -> None:
-        if self._freezer is not None:
-            self._freezer.stop()
-        if self._patcher is not None:
-            self._patcher.tearDown()
+        try:
+            if self._freezer is not None:
+                self._freezer.stop()
+        finally:  # whatever the clock's stop raised, the fake file system comes down
+            if self._patcher is not None:
+                self._patcher.tearDown()
 
     # -- one incarnation ------------------------------------------------------------------
     def new_world(self) -> World:
