@@ -546,6 +546,11 @@ function runHtml(run, r, d) {
     esc(runName(run)) + ' <span class="muted">· ' + esc(run.crash_model) + " · " +
     esc(run.agent) + "</span></h2>" + (run.test ? '<div class="muted mono test">' + esc(run.test) +
     "</div>" : "") + countsHtml(run);
+  // what a representative run or a horizon left out (the console's words): never read as
+  // an exhaustive pass
+  (run.coverage_lines || []).forEach(function (line) {
+    h += '<p class="coverage" role="note">' + esc(line) + "</p>";
+  });
   (run.counterexamples || []).forEach(function (cx, k) {
     h += k === 0 ? counterexampleHtml(cx, r, k) : '<details class="cxfold"><summary>' +
       "Counterexample " + (k + 1) + ": " + esc(cx.invariants.join(" + ")) + " at " +

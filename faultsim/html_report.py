@@ -6,7 +6,7 @@ data beside this module, are inlined: nothing is loaded from anywhere, it opens 
 from a CI artifact.
 
 Imports the standard library, faultsim.errors, faultsim.outfile, faultsim.interrupted and
-faultsim.counts only.
+faultsim.counts, and lazily the one-line wordings of faultsim.classes and faultsim.report.
 """
 from __future__ import annotations
 
@@ -104,7 +104,25 @@ def _shown(run: dict[str, Any]) -> dict[str, Any]:
     shown = {k: v for k, v in run.items() if k != "states"}
     if "counts" not in shown:
         shown["counts"] = count(run).to_json()
+    shown["coverage_lines"] = coverage_lines(run)
     return shown
+
+
+def coverage_lines(run: dict[str, Any]) -> list[str]:
+    """What a run left out, as the console and the Markdown summary say it: a
+    representative run's coverage (first and second crashes) and a horizon's cut, read from
+    its JSON (so a page of an older report says it too). A page must not let a
+    representative pass read as an exhaustive one."""
+    from .classes import line_of
+    from .report import horizon_line_of
+
+    lines = []
+    try:
+        lines.append(line_of(run.get("coverage")))
+        lines.append(horizon_line_of(run.get("horizon"), run.get("crash_states_resumed", 0)))
+    except (KeyError, TypeError):  # a report written before these blocks took their shape
+        pass
+    return [line for line in lines if line]
 
 
 def _escape(text: str) -> str:

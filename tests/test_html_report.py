@@ -395,3 +395,49 @@ def test_the_counts_page_defines_every_count():
               "test_the_counts_page_defines_every_count -->")
     block = page.split(marker)[1].split("```")[1].strip("\n").splitlines()
     assert block == [f"{d.name}: {d.text}" for d in DEFINED]
+
+
+class _Notes(HTMLParser):
+    """The text of each `<p class="coverage">` of a rendered page."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.notes: list[str] = []
+        self._in = False
+
+    def handle_starttag(self, tag, attrs):
+        if tag == "p" and ("class", "coverage") in attrs:
+            self._in = True
+            self.notes.append("")
+
+    def handle_endtag(self, tag):
+        if tag == "p":
+            self._in = False
+
+    def handle_data(self, data):
+        if self._in:
+            self.notes[-1] += data
+
+
+def test_the_page_says_what_a_representative_run_and_a_horizon_left_out(tmp_path):
+    """A representative pass, or one cut at a horizon, must not read as an exhaustive pass
+    on the page either: each run says what it left out in the words the console uses."""
+    text = io.StringIO()
+    with contextlib.redirect_stdout(text):
+        status = main(["run", str(ROOT / "tests/data/tiny.toml"), "--agent", "reference_agent",
+                       "--crash-model", "process", "--crashes", "1", "--coverage",
+                       "representative", "--per-class", "0", "--horizon", "1",
+                       "--json", str(tmp_path / "r.json"), "--html", str(tmp_path / "r.html")])
+    assert status == 0
+    said = [line.split(": ", 1)[1] for line in text.getvalue().splitlines()
+            if line.startswith("tiny [process]: ")]
+    assert [s.split(":")[0] for s in said] == ["representative", "horizon 1"]
+    notes = _Notes()
+    notes.feed(browser.dump_dom(browser.require(), tmp_path / "r.html"))
+    assert notes.notes == said
+    # an exhaustive run's page has none
+    exhaustive = json.loads((tmp_path / "r.json").read_text())
+    for run in exhaustive["runs"]:
+        run["coverage"]["mode"] = "exhaustive"
+        del run["horizon"]
+    assert '"coverage_lines":[]' in render(exhaustive)
