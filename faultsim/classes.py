@@ -233,15 +233,37 @@ def cover(points: Sequence[KillPoint], trace: Sequence[Event], mode: str = "exha
 # over the resumed course), and the classes are shared by every resumed course of the
 # model: recovery at step 3 and at step 150 is one class, judged at its first and last
 # occurrence over all the courses (in the order of their first crashes, then of the
-# course) and `per_class` seeded others, not once per course; plus every kill point of
-# each course's first step (its recovery and first model turn) and its last.
+# course) and `per_class` seeded others, not once per course. Beside the classes:
+#
+# - per course, every kill point of its *recovery*: what it runs before its first model
+#   answer (loading the checkpoint, settling a pending call, repeating a blind one, the
+#   save that completes it, the request that re-asks). That is where the course differs
+#   from every other (what recovery does depends on the first crash's state), and where
+#   the mistakes only two crashes expose live (reconcile_in_place's in-place save,
+#   repeat_before_save's send before its record, a torn tail appended to): so each course
+#   is crashed through it, not just a class's ends. It is bounded per course (no model
+#   turn of the task runs in it; a write of it is torn at a bounded set of cuts past
+#   64 KiB, killpoints.torn_offsets), so this rule costs the courses times a bound;
+# - every kill point of the first step (recovery and first turn) and the last step of the
+#   first course and of the last course (first-crash order): the task's first and last
+#   step as the single-crash choice judges them, each after the earliest and the latest
+#   first crash, a bounded number of points however many courses there are.
+#
+# What that gives up (docs/explanation/guarantees.md): a course's ordinary steps after its
+# recovery run the task's step code again, in classes every course shares; a mistake that
+# shows there only after some first crashes is caught only where the class choice lands.
+# Before this rule every kill point of *every* course's first and last step was judged:
+# courses x (kill points of a step, which grow with the checkpoint's torn cuts), each a
+# resumed run, which made the pair stage grow as the square of the task's length.
 
 
 @dataclass(frozen=True)
 class PairCoverage:
     """What a representative pair stage crashes at: per resumed course (one per first crash
     explored, in their order) the positions of its kill points chosen, and the classes over
-    every course (`judged`: per course, the positions a second crash state was judged at)."""
+    every course (`judged`: per course, the positions a second crash state was judged at).
+    `chosen_by`: how many positions each rule chose first (`class`, then `recovery`, then
+    `ends`: the first and last step of the first and last course)."""
 
     per_class: int
     classes: tuple[str, ...]
@@ -249,6 +271,7 @@ class PairCoverage:
     kill_points: tuple[int, ...]  # per course, its kill points
     chosen: tuple[tuple[int, ...], ...]  # per course, the positions crashed at
     class_of: tuple[Sequence[int], ...]  # per course, per kill point, its class
+    chosen_by: tuple[tuple[str, int], ...] = ()
 
     def to_json(self, judged: Sequence[set[int]]) -> dict:
         """The `coverage.pairs` block: the classes of the resumed courses, per class its
@@ -261,7 +284,7 @@ class PairCoverage:
         return {"resumed_courses": len(self.kill_points), "kill_points": total,
                 "chosen": sum(len(c) for c in self.chosen), "judged": crashed,
                 "not_crashed": total - crashed, "per_class": self.per_class,
-                "at_least": 2 + self.per_class,
+                "at_least": 2 + self.per_class, "chosen_by": dict(self.chosen_by),
                 "classes": [{"signature": s, "occurrences": self.occurrences[c],
                              "judged": done[c]} for c, s in enumerate(self.classes)]}
 
@@ -272,9 +295,9 @@ def pairs_line_of(block: dict | None) -> str | None:
         return None
     return (f"second crashes: {len(block['classes'])} classes of {block['kill_points']} kill "
             f"points in {block['resumed_courses']} resumed courses, each judged at >= "
-            f"{block['at_least']} occurrences (every one of a class with fewer), and every "
-            f"kill point of each course's first and last step; {block['not_crashed']} kill "
-            "points not crashed")
+            f"{block['at_least']} occurrences (every one of a class with fewer), every kill "
+            "point of each course's recovery, and of the first and last step of the first "
+            f"and last course; {block['not_crashed']} kill points not crashed")
 
 
 def cover_courses(courses, per_class: int = PER_CLASS, seed: str = "0") -> PairCoverage:
@@ -286,8 +309,8 @@ def cover_courses(courses, per_class: int = PER_CLASS, seed: str = "0") -> PairC
 
     index: dict[str, int] = {}
     class_of: list = []
-    edges: list[tuple[int, int]] = []  # per course, (last position of its first step,
-    # first position of its last step)
+    edges: list[tuple[int, int, int]] = []  # per course, (end of its recovery, end of its
+    # first step, start of its last step): positions, steps being non-decreasing
     for points, trace in courses:
         tools = _tools(trace)
         row = array("I", (index.setdefault(signature(p, trace, tools), len(index))
@@ -295,9 +318,10 @@ def cover_courses(courses, per_class: int = PER_CLASS, seed: str = "0") -> PairC
         class_of.append(row)
         step = steps(points, trace)
         last = step[-1] if step else 0
-        first_end = sum(1 for s in step if s <= 1)  # steps are non-decreasing
+        recovery_end = sum(1 for s in step if s == 0)
+        first_end = sum(1 for s in step if s <= 1)
         last_start = next((n for n, s in enumerate(step) if s == last), len(step))
-        edges.append((first_end, last_start))
+        edges.append((recovery_end, first_end, last_start))
     classes = tuple(index)
     occurrences = [0] * len(classes)
     for row in class_of:
@@ -314,14 +338,23 @@ def cover_courses(courses, per_class: int = PER_CLASS, seed: str = "0") -> PairC
         if count > 2:
             ranks.update(draw.sample(range(1, count - 1), min(per_class, count - 2)))
         wanted.append(ranks)
+    # the first and the last course with kill points: their first and last steps whole
+    ends = [k for k, row in enumerate(class_of) if len(row)]
+    ends = {ends[0], ends[-1]} if ends else set()
     seen = [0] * len(classes)
     chosen = []
-    for row, (first_end, last_start) in zip(class_of, edges):
+    by = {"class": 0, "recovery": 0, "ends": 0}
+    for k, (row, (recovery_end, first_end, last_start)) in enumerate(zip(class_of, edges)):
         picked = []
         for n, c in enumerate(row):
-            if seen[c] in wanted[c] or n < first_end or n >= last_start:
+            rule = ("class" if seen[c] in wanted[c] else "recovery" if n < recovery_end
+                    else "ends" if k in ends and (n < first_end or n >= last_start)
+                    else None)
+            if rule is not None:
                 picked.append(n)
+                by[rule] += 1
             seen[c] += 1
         chosen.append(tuple(picked))
     return PairCoverage(per_class, classes, tuple(occurrences),
-                        tuple(len(r) for r in class_of), tuple(chosen), tuple(class_of))
+                        tuple(len(r) for r in class_of), tuple(chosen), tuple(class_of),
+                        tuple(by.items()))
