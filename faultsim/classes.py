@@ -241,9 +241,13 @@ def cover(points: Sequence[KillPoint], trace: Sequence[Event], mode: str = "exha
 #   from every other (what recovery does depends on the first crash's state), and where
 #   the mistakes only two crashes expose live (reconcile_in_place's in-place save,
 #   repeat_before_save's send before its record, a torn tail appended to): so each course
-#   is crashed through it, not just a class's ends. It is bounded per course (no model
-#   turn of the task runs in it; a write of it is torn at a bounded set of cuts past
-#   64 KiB, killpoints.torn_offsets), so this rule costs the courses times a bound;
+#   is crashed through it, not just a class's ends. A torn write there is crashed at its
+#   first, half and last byte and power-of-two cuts, not at every sector boundary: those
+#   grow with the file (a checkpoint that grows with the task), differ from the half cut
+#   only in how many whole sectors landed, and are judged as classes (`cut sector` per
+#   size bucket) at their first, last and seeded occurrences over all the courses. What
+#   is left is bounded per course (no model turn of the task runs in it), so this rule
+#   costs the courses times a bound;
 # - every kill point of the first step (recovery and first turn) and the last step of the
 #   first course and of the last course (first-crash order): the task's first and last
 #   step as the single-crash choice judges them, each after the earliest and the latest
@@ -309,8 +313,8 @@ def cover_courses(courses, per_class: int = PER_CLASS, seed: str = "0") -> PairC
 
     index: dict[str, int] = {}
     class_of: list = []
-    edges: list[tuple[int, int, int]] = []  # per course, (end of its recovery, end of its
-    # first step, start of its last step): positions, steps being non-decreasing
+    edges: list[tuple[frozenset, int, int]] = []  # per course, (the positions of its
+    # recovery, end of its first step, start of its last step), steps being non-decreasing
     for points, trace in courses:
         tools = _tools(trace)
         row = array("I", (index.setdefault(signature(p, trace, tools), len(index))
@@ -318,10 +322,15 @@ def cover_courses(courses, per_class: int = PER_CLASS, seed: str = "0") -> PairC
         class_of.append(row)
         step = steps(points, trace)
         last = step[-1] if step else 0
-        recovery_end = sum(1 for s in step if s == 0)
+        # the recovery, but a torn write's sector cuts: those grow with what is written
+        # (a checkpoint that grows with the task); its first, half, last byte and
+        # power-of-two cuts stay, the sector cuts are judged by their classes
+        recovery = frozenset(n for n, s in enumerate(step) if s == 0 and not (
+            points[n].torn and 0 < points[n].index <= len(trace) and _cut(
+                trace[points[n].index - 1].size, points[n].offset) == "sector"))
         first_end = sum(1 for s in step if s <= 1)
         last_start = next((n for n, s in enumerate(step) if s == last), len(step))
-        edges.append((recovery_end, first_end, last_start))
+        edges.append((recovery, first_end, last_start))
     classes = tuple(index)
     occurrences = [0] * len(classes)
     for row in class_of:
@@ -344,10 +353,10 @@ def cover_courses(courses, per_class: int = PER_CLASS, seed: str = "0") -> PairC
     seen = [0] * len(classes)
     chosen = []
     by = {"class": 0, "recovery": 0, "ends": 0}
-    for k, (row, (recovery_end, first_end, last_start)) in enumerate(zip(class_of, edges)):
+    for k, (row, (recovery, first_end, last_start)) in enumerate(zip(class_of, edges)):
         picked = []
         for n, c in enumerate(row):
-            rule = ("class" if seen[c] in wanted[c] else "recovery" if n < recovery_end
+            rule = ("class" if seen[c] in wanted[c] else "recovery" if n in recovery
                     else "ends" if k in ends and (n < first_end or n >= last_start)
                     else None)
             if rule is not None:

@@ -389,10 +389,12 @@ def test_the_coverage_settings_come_from_flags_ini_keys_and_the_project(tmp_path
 def test_the_pair_stage_shares_classes_across_resumed_courses():
     """classes.cover_courses over three copies of one course (the clean run's, standing for
     three resumed runs that took the same course): each class occurs three times as often,
-    its first occurrence falls in the first course and its last in the third, and the
-    middle course is crashed only at its first and last step's kill points and the seeded
-    draws, never at a class's ends; with per_class=0, exactly at its first and last step.
-    The same call makes the same choice (nothing but its input decides it)."""
+    its first occurrence falls in the first course and its last in the third; the first and
+    the last course are crashed at every kill point of their first and last step, the
+    middle one only at its recovery (its points before its first model answer) and the
+    seeded draws, never at a class's ends nor at its steps' other points; with
+    per_class=0, exactly at its recovery. The same call makes the same choice (nothing but
+    its input decides it), and `chosen_by` counts every chosen point once."""
     from faultsim.classes import cover_courses
     from reference_agent import make_agent
 
@@ -407,17 +409,39 @@ def test_the_pair_stage_shares_classes_across_resumed_courses():
         assert pairs.occurrences == tuple(3 * n for n in counts)
         step = steps(points, trace)
         ends = {n for n, s in enumerate(step) if s <= 1 or s == step[-1]}
+        recovery = {n for n, s in enumerate(step) if s == 0}
+        assert recovery and recovery < ends
         first = {one.class_of.index(c) for c in range(len(one.classes))}
         last = {len(one.class_of) - 1 - one.class_of[::-1].index(c)
                 for c in range(len(one.classes))}
-        assert first <= set(pairs.chosen[0]) and last <= set(pairs.chosen[2])
+        assert first | ends <= set(pairs.chosen[0]) and last | ends <= set(pairs.chosen[2])
         middle = set(pairs.chosen[1])
-        assert ends <= middle and len(middle - ends) <= per_class * len(one.classes)
+        assert recovery <= middle and len(middle - recovery) <= per_class * len(one.classes)
+        by = dict(pairs.chosen_by)
+        assert sum(by.values()) == sum(map(len, pairs.chosen))
         if per_class == 0:
-            assert middle == ends
+            assert middle == recovery
+            assert by["recovery"] >= len(recovery)  # the middle course's at least
         assert cover_courses([(points, trace)] * 3, per_class, "0") == pairs
         block = pairs.to_json([set(c) for c in pairs.chosen])
         assert block["not_crashed"] == 3 * len(points) - sum(map(len, pairs.chosen)) > 0
+        assert block["chosen_by"] == by
+
+
+def test_the_pair_stage_chooses_a_bounded_number_beside_the_classes():
+    """Why the pair stage is linear: over k copies of a course, the points chosen beside
+    the classes' own are each course's recovery plus the first and last step of two
+    courses, so k + 1 courses add exactly one recovery's worth (the rule before judged
+    every course's first and last step: a step's worth per course)."""
+    from faultsim.classes import cover_courses
+    from reference_agent import make_agent
+
+    points, trace = clean(make_agent, LOOP)
+    step = steps(points, trace)
+    recovery = sum(1 for s in step if s == 0)
+    totals = [sum(map(len, cover_courses([(points, trace)] * k, 0, "0").chosen))
+              for k in (3, 4, 5)]
+    assert totals[1] - totals[0] == totals[2] - totals[1] == recovery
 
 
 def test_a_shard_of_a_representative_pair_stage_is_refused(capsys):
