@@ -202,6 +202,26 @@ def test_a_mutant_caught_only_by_two_crashes_is_caught_from_representative_first
     assert second_classes(run) == found
 
 
+def test_reconcile_in_place_needs_two_crashes_and_is_caught_by_the_representative_pairs():
+    """The other mutant only two crashes expose in process (reference_agent.mutants
+    DOUBLE_CRASH_NAMES): the save that completes a reconciled turn, in place, torn by a
+    second crash in the recovery of the first. Its failing second crashes fall in each
+    course's recovery (classes.cover_courses judges every course's recovery, bar a torn
+    write's sector cuts, which its classes cover): the same pair classes fail under both
+    coverages, with second crashes left out."""
+    module = importlib.import_module("reference_agent.mutants.reconcile_in_place")
+    scenario = load_scenario(LOOP)
+    assert explore(module.make_agent, scenario, crashes=1, crash_model="process").ok
+    every = explore(module.make_agent, scenario, crashes=2, seed="7",
+                    crash_model="process").runs[0]
+    run = explore(module.make_agent, scenario, crashes=2, seed="7", crash_model="process",
+                  coverage="representative").runs[0]
+    pairs = run.pair_coverage
+    assert pairs["not_crashed"] > 0 and run.depth(2).explored < every.depth(2).explored
+    found = second_classes(every)
+    assert found and second_classes(run) == found
+
+
 def second_classes(run) -> set:
     """(class of the second crash in its resumed course, invariant) of each failing pair:
     the pair stage's own classes (classes.signature over the course the first crash's
