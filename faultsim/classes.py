@@ -242,12 +242,15 @@ def cover(points: Sequence[KillPoint], trace: Sequence[Event], mode: str = "exha
 #   the mistakes only two crashes expose live (reconcile_in_place's in-place save,
 #   repeat_before_save's send before its record, a torn tail appended to): so each course
 #   is crashed through it, not just a class's ends. A torn write there is crashed at its
-#   first, half and last byte and power-of-two cuts, not at every sector boundary: those
-#   grow with the file (a checkpoint that grows with the task), differ from the half cut
-#   only in how many whole sectors landed, and are judged as classes (`cut sector` per
-#   size bucket) at their first, last and seeded occurrences over all the courses. What
-#   is left is bounded per course (no model turn of the task runs in it), so this rule
-#   costs the courses times a bound;
+#   first, half and last byte, power-of-two cuts and its first sector boundary, not at
+#   every one: those grow with the file (a checkpoint that grows with the task), differ
+#   from the first only in how many whole sectors landed, and are judged as their class
+#   (`cut sector` per size bucket) at its first, last and seeded occurrences over all
+#   the courses. (One sector cut per course is needed: repeat_before_save's intent record,
+#   written after the repeated send, fails at its sector cut in the recovery of some
+#   courses only, and no draw of that class landed there: tests/test_classes.py.) What is
+#   left is bounded per course (no model turn of the task runs in it), so this rule costs
+#   the courses times a bound;
 # - every kill point of the first step (recovery and first turn) and the last step of the
 #   first course and of the last course (first-crash order): the task's first and last
 #   step as the single-crash choice judges them, each after the earliest and the latest
@@ -322,12 +325,21 @@ def cover_courses(courses, per_class: int = PER_CLASS, seed: str = "0") -> PairC
         class_of.append(row)
         step = steps(points, trace)
         last = step[-1] if step else 0
-        # the recovery, but a torn write's sector cuts: those grow with what is written
-        # (a checkpoint that grows with the task); its first, half, last byte and
-        # power-of-two cuts stay, the sector cuts are judged by their classes
-        recovery = frozenset(n for n, s in enumerate(step) if s == 0 and not (
-            points[n].torn and 0 < points[n].index <= len(trace) and _cut(
-                trace[points[n].index - 1].size, points[n].offset) == "sector"))
+        # the recovery, but of a torn write's sector cuts only the first: they grow with
+        # what is written (a checkpoint that grows with the task); its first, half, last
+        # byte and power-of-two cuts stay, and its other sector cuts are judged by their
+        # class (`cut sector`) at its first, last and seeded occurrences
+        recovery, sectors = set(), set()
+        for n, s in enumerate(step):
+            if s != 0:
+                break
+            point = points[n]
+            if point.torn and 0 < point.index <= len(trace) and _cut(
+                    trace[point.index - 1].size, point.offset) == "sector":
+                if point.index in sectors:
+                    continue
+                sectors.add(point.index)
+            recovery.add(n)
         first_end = sum(1 for s in step if s <= 1)
         last_start = next((n for n, s in enumerate(step) if s == last), len(step))
         edges.append((recovery, first_end, last_start))
