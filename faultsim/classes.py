@@ -235,13 +235,16 @@ def cover(points: Sequence[KillPoint], trace: Sequence[Event], mode: str = "exha
 # occurrence over all the courses (in the order of their first crashes, then of the
 # course) and `per_class` seeded others, not once per course. Beside the classes:
 #
-# - per course, every kill point of its *recovery*: what it runs before its first model
-#   answer (loading the checkpoint, settling a pending call, repeating a blind one, the
-#   save that completes it, the request that re-asks). That is where the course differs
-#   from every other (what recovery does depends on the first crash's state), and where
-#   the mistakes only two crashes expose live (reconcile_in_place's in-place save,
-#   repeat_before_save's send before its record, a torn tail appended to): so each course
-#   is crashed through it, not just a class's ends. A torn write there is crashed at its
+# - per course, every kill point of its *first step*: its recovery (loading the
+#   checkpoint, settling a pending call, repeating a blind one, the save that completes
+#   it, the request that re-asks) and its first turn (the answer and what is saved after
+#   it, the first write after recovery). That is where the course differs from every
+#   other (what recovery does depends on the first crash's state), and where the mistakes
+#   only two crashes expose live (reconcile_in_place's in-place save, repeat_before_save's
+#   send before its record, jsonl_transcript's record appended to a torn tail, which
+#   fails in the first turn after recovery, at its answer and the append's first and
+#   last byte: its recovery alone missed those): so each course is crashed through it,
+#   not just a class's ends. A torn write there is crashed at its
 #   first, half and last byte, power-of-two cuts and its first sector boundary, not at
 #   every one: those grow with the file (a checkpoint that grows with the task), differ
 #   from the first only in how many whole sectors landed, and are judged as their class
@@ -254,12 +257,14 @@ def cover(points: Sequence[KillPoint], trace: Sequence[Event], mode: str = "exha
 # - every kill point of the first step (recovery and first turn) and the last step of the
 #   first course and of the last course (first-crash order): the task's first and last
 #   step as the single-crash choice judges them, each after the earliest and the latest
-#   first crash, a bounded number of points however many courses there are.
+#   first crash, a bounded number of points however many courses there are (the first step of the
+#   others is judged by the rule above, bar its later sector cuts).
 #
 # What that gives up (docs/explanation/guarantees.md): a course's ordinary steps after its
 # recovery run the task's step code again, in classes every course shares; a mistake that
 # shows there only after some first crashes is caught only where the class choice lands.
-# Before this rule every kill point of *every* course's first and last step was judged:
+# Before this rule every kill point of *every* course's first and last step was judged
+# (the first step with all its sector cuts):
 # courses x (kill points of a step, which grow with the checkpoint's torn cuts), each a
 # resumed run, which made the pair stage grow as the square of the task's length.
 
@@ -269,8 +274,9 @@ class PairCoverage:
     """What a representative pair stage crashes at: per resumed course (one per first crash
     explored, in their order) the positions of its kill points chosen, and the classes over
     every course (`judged`: per course, the positions a second crash state was judged at).
-    `chosen_by`: how many positions each rule chose first (`class`, then `recovery`, then
-    `ends`: the first and last step of the first and last course)."""
+    `chosen_by`: how many positions each rule chose first (`class`, then `first_step`:
+    each course's, bar later sector cuts, then `ends`: the first and last step of the
+    first and last course)."""
 
     per_class: int
     classes: tuple[str, ...]
@@ -303,7 +309,8 @@ def pairs_line_of(block: dict | None) -> str | None:
     return (f"second crashes: {len(block['classes'])} classes of {block['kill_points']} kill "
             f"points in {block['resumed_courses']} resumed courses, each judged at >= "
             f"{block['at_least']} occurrences (every one of a class with fewer), every kill "
-            "point of each course's recovery, and of the first and last step of the first "
+            "point of each course's first step (recovery and first turn; a torn write at its "
+            "first sector cut), and of the first and last step of the first "
             f"and last course; {block['not_crashed']} kill points not crashed")
 
 
@@ -316,8 +323,8 @@ def cover_courses(courses, per_class: int = PER_CLASS, seed: str = "0") -> PairC
 
     index: dict[str, int] = {}
     class_of: list = []
-    edges: list[tuple[frozenset, int, int]] = []  # per course, (the positions of its
-    # recovery, end of its first step, start of its last step), steps being non-decreasing
+    edges: list[tuple[frozenset, int, int]] = []  # per course, (the positions of its first
+    # step chosen, end of its first step, start of its last step), steps non-decreasing
     for points, trace in courses:
         tools = _tools(trace)
         row = array("I", (index.setdefault(signature(p, trace, tools), len(index))
@@ -325,13 +332,13 @@ def cover_courses(courses, per_class: int = PER_CLASS, seed: str = "0") -> PairC
         class_of.append(row)
         step = steps(points, trace)
         last = step[-1] if step else 0
-        # the recovery, but of a torn write's sector cuts only the first: they grow with
+        # the first step, but of a torn write's sector cuts only the first: they grow with
         # what is written (a checkpoint that grows with the task); its first, half, last
         # byte and power-of-two cuts stay, and its other sector cuts are judged by their
         # class (`cut sector`) at its first, last and seeded occurrences
-        recovery, sectors = set(), set()
+        first, sectors = set(), set()
         for n, s in enumerate(step):
-            if s != 0:
+            if s > 1:
                 break
             point = points[n]
             if point.torn and 0 < point.index <= len(trace) and _cut(
@@ -339,10 +346,10 @@ def cover_courses(courses, per_class: int = PER_CLASS, seed: str = "0") -> PairC
                 if point.index in sectors:
                     continue
                 sectors.add(point.index)
-            recovery.add(n)
+            first.add(n)
         first_end = sum(1 for s in step if s <= 1)
         last_start = next((n for n, s in enumerate(step) if s == last), len(step))
-        edges.append((recovery, first_end, last_start))
+        edges.append((frozenset(first), first_end, last_start))
     classes = tuple(index)
     occurrences = [0] * len(classes)
     for row in class_of:
@@ -364,11 +371,11 @@ def cover_courses(courses, per_class: int = PER_CLASS, seed: str = "0") -> PairC
     ends = {ends[0], ends[-1]} if ends else set()
     seen = [0] * len(classes)
     chosen = []
-    by = {"class": 0, "recovery": 0, "ends": 0}
-    for k, (row, (recovery, first_end, last_start)) in enumerate(zip(class_of, edges)):
+    by = {"class": 0, "first_step": 0, "ends": 0}
+    for k, (row, (first, first_end, last_start)) in enumerate(zip(class_of, edges)):
         picked = []
         for n, c in enumerate(row):
-            rule = ("class" if seen[c] in wanted[c] else "recovery" if n in recovery
+            rule = ("class" if seen[c] in wanted[c] else "first_step" if n in first
                     else "ends" if k in ends and (n < first_end or n >= last_start)
                     else None)
             if rule is not None:
