@@ -8,9 +8,10 @@ replaced by one that only returns the course: this measures the choice, not its 
 bench/scaling.py --pairs-max measures the cost). Per N it prints the courses, their kill
 points, the classes, and the choice of:
   now     classes.cover_courses: per rule (class: a class's first, last and seeded
-          occurrences; recovery: each course's points before its first model answer;
-          ends: the first and last step of the first and the last course)
-  before  the rule before commit "pairs: recovery per course, ends once" (re-implemented
+          occurrences; first_step: each course's first step, its recovery and first
+          turn, bar a torn write's later sector cuts; ends: the first and last step of
+          the first and the last course)
+  before  the rule before commit "Pair stage: every course's recovery ..." (b98b6cc) (re-implemented
           here, to count it on the same courses): the class rule, then every kill point
           of each course's first step (first_step) and last step (last_step)
 Last, one JSON line with the same figures.

@@ -38,7 +38,7 @@ one JSON line:
                        by N; under representative coverage also the pair stage's choice
                        (faultsim.classes.cover_courses): resumed_courses, kill_points
                        (over all of them), classes, chosen, judged, not_crashed, and
-                       chosen_by (the second crashes each rule chose: class, recovery,
+                       chosen_by (the second crashes each rule chose: class, first_step,
                        ends; bench/pair_choice.py compares the rule before)
 
 Ratios within one run are the figures to read: timings on a loaded machine are noisy.
