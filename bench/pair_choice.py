@@ -11,7 +11,7 @@ points, the classes, and the choice of:
           occurrences; first_step: each course's first step, its recovery and first
           turn, bar a torn write's later sector cuts; ends: the first and last step of
           the first and the last course)
-  before  the rule before commit "Pair stage: every course's recovery ..." (b98b6cc) (re-implemented
+  before  the rule before commit b98b6cc (re-implemented
           here, to count it on the same courses): the class rule, then every kill point
           of each course's first step (first_step) and last step (last_step)
 Last, one JSON line with the same figures.
