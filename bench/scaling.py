@@ -37,7 +37,9 @@ one JSON line:
                        crashes too),
                        by N; under representative coverage also the pair stage's choice
                        (faultsim.classes.cover_courses): resumed_courses, kill_points
-                       (over all of them), classes, chosen, judged, not_crashed
+                       (over all of them), classes, chosen, judged, not_crashed, and
+                       chosen_by (the second crashes each rule chose: class, first_step,
+                       ends; bench/pair_choice.py compares the rule before)
 
 Ratios within one run are the figures to read: timings on a loaded machine are noisy.
 
@@ -166,7 +168,8 @@ def one(n: int, workers: int, pairs: bool, coverage: str = "exhaustive",
         if covered:
             out["pairs"].update(
                 {k: covered[k] for k in ("resumed_courses", "kill_points", "chosen",
-                                         "judged", "not_crashed")},
+                                         "judged", "not_crashed", "chosen_by")
+                 if k in covered},
                 classes=len(covered["classes"]))
     out["peak_rss_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
     return out

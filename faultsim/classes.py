@@ -233,15 +233,50 @@ def cover(points: Sequence[KillPoint], trace: Sequence[Event], mode: str = "exha
 # over the resumed course), and the classes are shared by every resumed course of the
 # model: recovery at step 3 and at step 150 is one class, judged at its first and last
 # occurrence over all the courses (in the order of their first crashes, then of the
-# course) and `per_class` seeded others, not once per course; plus every kill point of
-# each course's first step (its recovery and first model turn) and its last.
+# course) and `per_class` seeded others, not once per course. Beside the classes:
+#
+# - per course, every kill point of its *first step*: its recovery (loading the
+#   checkpoint, settling a pending call, repeating a blind one, the save that completes
+#   it, the request that re-asks) and its first turn (the answer and what is saved after
+#   it, the first write after recovery). That is where the course differs from every
+#   other (what recovery does depends on the first crash's state), and where the mistakes
+#   only two crashes expose live (reconcile_in_place's in-place save, repeat_before_save's
+#   send before its record, jsonl_transcript's record appended to a torn tail, which
+#   fails in the first turn after recovery, at its answer and the append's first and
+#   last byte: its recovery alone missed those): so each course is crashed through it,
+#   not just a class's ends. A torn write there is crashed at its
+#   first, half and last byte, power-of-two cuts and its first sector boundary, not at
+#   every one: those grow with the file (a checkpoint that grows with the task), differ
+#   from the first only in how many whole sectors landed, and are judged as their class
+#   (`cut sector` per size bucket) at its first, last and seeded occurrences over all
+#   the courses. (One sector cut per course is needed: repeat_before_save's intent record,
+#   written after the repeated send, fails at its sector cut in the recovery of some
+#   courses only, and no draw of that class landed there: tests/test_classes.py.) What is
+#   left is bounded per course (no model turn of the task runs in it), so this rule costs
+#   the courses times a bound;
+# - every kill point of the first step (recovery and first turn) and the last step of the
+#   first course and of the last course (first-crash order): the task's first and last
+#   step as the single-crash choice judges them, each after the earliest and the latest
+#   first crash, a bounded number of points however many courses there are (the first step of the
+#   others is judged by the rule above, bar its later sector cuts).
+#
+# What that gives up (docs/explanation/guarantees.md): a course's ordinary steps after its
+# recovery run the task's step code again, in classes every course shares; a mistake that
+# shows there only after some first crashes is caught only where the class choice lands.
+# Before this rule every kill point of *every* course's first and last step was judged
+# (the first step with all its sector cuts):
+# courses x (kill points of a step, which grow with the checkpoint's torn cuts), each a
+# resumed run, which made the pair stage grow as the square of the task's length.
 
 
 @dataclass(frozen=True)
 class PairCoverage:
     """What a representative pair stage crashes at: per resumed course (one per first crash
     explored, in their order) the positions of its kill points chosen, and the classes over
-    every course (`judged`: per course, the positions a second crash state was judged at)."""
+    every course (`judged`: per course, the positions a second crash state was judged at).
+    `chosen_by`: how many positions each rule chose first (`class`, then `first_step`:
+    each course's, bar later sector cuts, then `ends`: the first and last step of the
+    first and last course)."""
 
     per_class: int
     classes: tuple[str, ...]
@@ -249,6 +284,7 @@ class PairCoverage:
     kill_points: tuple[int, ...]  # per course, its kill points
     chosen: tuple[tuple[int, ...], ...]  # per course, the positions crashed at
     class_of: tuple[Sequence[int], ...]  # per course, per kill point, its class
+    chosen_by: tuple[tuple[str, int], ...] = ()
 
     def to_json(self, judged: Sequence[set[int]]) -> dict:
         """The `coverage.pairs` block: the classes of the resumed courses, per class its
@@ -261,7 +297,7 @@ class PairCoverage:
         return {"resumed_courses": len(self.kill_points), "kill_points": total,
                 "chosen": sum(len(c) for c in self.chosen), "judged": crashed,
                 "not_crashed": total - crashed, "per_class": self.per_class,
-                "at_least": 2 + self.per_class,
+                "at_least": 2 + self.per_class, "chosen_by": dict(self.chosen_by),
                 "classes": [{"signature": s, "occurrences": self.occurrences[c],
                              "judged": done[c]} for c, s in enumerate(self.classes)]}
 
@@ -272,9 +308,10 @@ def pairs_line_of(block: dict | None) -> str | None:
         return None
     return (f"second crashes: {len(block['classes'])} classes of {block['kill_points']} kill "
             f"points in {block['resumed_courses']} resumed courses, each judged at >= "
-            f"{block['at_least']} occurrences (every one of a class with fewer), and every "
-            f"kill point of each course's first and last step; {block['not_crashed']} kill "
-            "points not crashed")
+            f"{block['at_least']} occurrences (every one of a class with fewer), every kill "
+            "point of each course's first step (recovery and first turn; a torn write at its "
+            "first sector cut), and of the first and last step of the first "
+            f"and last course; {block['not_crashed']} kill points not crashed")
 
 
 def cover_courses(courses, per_class: int = PER_CLASS, seed: str = "0") -> PairCoverage:
@@ -286,8 +323,8 @@ def cover_courses(courses, per_class: int = PER_CLASS, seed: str = "0") -> PairC
 
     index: dict[str, int] = {}
     class_of: list = []
-    edges: list[tuple[int, int]] = []  # per course, (last position of its first step,
-    # first position of its last step)
+    edges: list[tuple[frozenset, int, int]] = []  # per course, (the positions of its first
+    # step chosen, end of its first step, start of its last step), steps non-decreasing
     for points, trace in courses:
         tools = _tools(trace)
         row = array("I", (index.setdefault(signature(p, trace, tools), len(index))
@@ -295,9 +332,24 @@ def cover_courses(courses, per_class: int = PER_CLASS, seed: str = "0") -> PairC
         class_of.append(row)
         step = steps(points, trace)
         last = step[-1] if step else 0
-        first_end = sum(1 for s in step if s <= 1)  # steps are non-decreasing
+        # the first step, but of a torn write's sector cuts only the first: they grow with
+        # what is written (a checkpoint that grows with the task); its first, half, last
+        # byte and power-of-two cuts stay, and its other sector cuts are judged by their
+        # class (`cut sector`) at its first, last and seeded occurrences
+        first, sectors = set(), set()
+        for n, s in enumerate(step):
+            if s > 1:
+                break
+            point = points[n]
+            if point.torn and 0 < point.index <= len(trace) and _cut(
+                    trace[point.index - 1].size, point.offset) == "sector":
+                if point.index in sectors:
+                    continue
+                sectors.add(point.index)
+            first.add(n)
+        first_end = sum(1 for s in step if s <= 1)
         last_start = next((n for n, s in enumerate(step) if s == last), len(step))
-        edges.append((first_end, last_start))
+        edges.append((frozenset(first), first_end, last_start))
     classes = tuple(index)
     occurrences = [0] * len(classes)
     for row in class_of:
@@ -314,14 +366,23 @@ def cover_courses(courses, per_class: int = PER_CLASS, seed: str = "0") -> PairC
         if count > 2:
             ranks.update(draw.sample(range(1, count - 1), min(per_class, count - 2)))
         wanted.append(ranks)
+    # the first and the last course with kill points: their first and last steps whole
+    ends = [k for k, row in enumerate(class_of) if len(row)]
+    ends = {ends[0], ends[-1]} if ends else set()
     seen = [0] * len(classes)
     chosen = []
-    for row, (first_end, last_start) in zip(class_of, edges):
+    by = {"class": 0, "first_step": 0, "ends": 0}
+    for k, (row, (first, first_end, last_start)) in enumerate(zip(class_of, edges)):
         picked = []
         for n, c in enumerate(row):
-            if seen[c] in wanted[c] or n < first_end or n >= last_start:
+            rule = ("class" if seen[c] in wanted[c] else "first_step" if n in first
+                    else "ends" if k in ends and (n < first_end or n >= last_start)
+                    else None)
+            if rule is not None:
                 picked.append(n)
+                by[rule] += 1
             seen[c] += 1
         chosen.append(tuple(picked))
     return PairCoverage(per_class, classes, tuple(occurrences),
-                        tuple(len(r) for r in class_of), tuple(chosen), tuple(class_of))
+                        tuple(len(r) for r in class_of), tuple(chosen), tuple(class_of),
+                        tuple(by.items()))

@@ -202,6 +202,26 @@ def test_a_mutant_caught_only_by_two_crashes_is_caught_from_representative_first
     assert second_classes(run) == found
 
 
+def test_reconcile_in_place_needs_two_crashes_and_is_caught_by_the_representative_pairs():
+    """The other mutant only two crashes expose in process (reference_agent.mutants
+    DOUBLE_CRASH_NAMES): the save that completes a reconciled turn, in place, torn by a
+    second crash in the recovery of the first. Its failing second crashes fall in each
+    course's recovery (classes.cover_courses judges every course's first step, bar a torn
+    write's later sector cuts, which its class covers): the same pair classes fail under both
+    coverages, with second crashes left out."""
+    module = importlib.import_module("reference_agent.mutants.reconcile_in_place")
+    scenario = load_scenario(LOOP)
+    assert explore(module.make_agent, scenario, crashes=1, crash_model="process").ok
+    every = explore(module.make_agent, scenario, crashes=2, seed="7",
+                    crash_model="process").runs[0]
+    run = explore(module.make_agent, scenario, crashes=2, seed="7", crash_model="process",
+                  coverage="representative").runs[0]
+    pairs = run.pair_coverage
+    assert pairs["not_crashed"] > 0 and run.depth(2).explored < every.depth(2).explored
+    found = second_classes(every)
+    assert found and second_classes(run) == found
+
+
 def second_classes(run) -> set:
     """(class of the second crash in its resumed course, invariant) of each failing pair:
     the pair stage's own classes (classes.signature over the course the first crash's
@@ -386,13 +406,32 @@ def test_the_coverage_settings_come_from_flags_ini_keys_and_the_project(tmp_path
     assert load(tmp_path).values["per_class"] == 5
 
 
+def first_step(points, trace) -> set:
+    """The positions of the first step (setup or recovery, and first turn) of a course,
+    bar a torn write's sector cuts after its first: what cover_courses judges per course."""
+    from faultsim.classes import _cut
+
+    step, out, sectors = steps(points, trace), set(), set()
+    for n, p in enumerate(points):
+        if step[n] > 1:
+            break
+        if p.torn and _cut(trace[p.index - 1].size, p.offset) == "sector":
+            if p.index in sectors:
+                continue
+            sectors.add(p.index)
+        out.add(n)
+    return out
+
+
 def test_the_pair_stage_shares_classes_across_resumed_courses():
     """classes.cover_courses over three copies of one course (the clean run's, standing for
     three resumed runs that took the same course): each class occurs three times as often,
-    its first occurrence falls in the first course and its last in the third, and the
-    middle course is crashed only at its first and last step's kill points and the seeded
-    draws, never at a class's ends; with per_class=0, exactly at its first and last step.
-    The same call makes the same choice (nothing but its input decides it)."""
+    its first occurrence falls in the first course and its last in the third; the first and
+    the last course are crashed at every kill point of their first and last step, the
+    middle one only at its first step (bar a torn write's later sector cuts) and the seeded
+    draws, never at a class's ends nor at its last step's other points; with per_class=0,
+    exactly at that first step. The same call makes the same choice (nothing but its input
+    decides it), and `chosen_by` counts every chosen point once."""
     from faultsim.classes import cover_courses
     from reference_agent import make_agent
 
@@ -407,17 +446,37 @@ def test_the_pair_stage_shares_classes_across_resumed_courses():
         assert pairs.occurrences == tuple(3 * n for n in counts)
         step = steps(points, trace)
         ends = {n for n, s in enumerate(step) if s <= 1 or s == step[-1]}
+        firsts = first_step(points, trace)
+        assert firsts and firsts < ends
         first = {one.class_of.index(c) for c in range(len(one.classes))}
         last = {len(one.class_of) - 1 - one.class_of[::-1].index(c)
                 for c in range(len(one.classes))}
-        assert first <= set(pairs.chosen[0]) and last <= set(pairs.chosen[2])
+        assert first | ends <= set(pairs.chosen[0]) and last | ends <= set(pairs.chosen[2])
         middle = set(pairs.chosen[1])
-        assert ends <= middle and len(middle - ends) <= per_class * len(one.classes)
+        assert firsts <= middle and len(middle - firsts) <= per_class * len(one.classes)
+        by = dict(pairs.chosen_by)
+        assert sum(by.values()) == sum(map(len, pairs.chosen))
         if per_class == 0:
-            assert middle == ends
+            assert middle == firsts
+            assert by["first_step"] >= len(firsts)  # the middle course's at least
         assert cover_courses([(points, trace)] * 3, per_class, "0") == pairs
         block = pairs.to_json([set(c) for c in pairs.chosen])
         assert block["not_crashed"] == 3 * len(points) - sum(map(len, pairs.chosen)) > 0
+        assert block["chosen_by"] == by
+
+
+def test_the_pair_stage_chooses_a_bounded_number_beside_the_classes():
+    """Why the pair stage is linear: over k copies of a course, the points chosen beside
+    the classes' own are each course's first step (bar later sector cuts) plus the first
+    and last step of two courses, so k + 1 courses add exactly one first step's worth
+    (the rule before judged every course's first and last step, every sector cut)."""
+    from faultsim.classes import cover_courses
+    from reference_agent import make_agent
+
+    points, trace = clean(make_agent, LOOP)
+    totals = [sum(map(len, cover_courses([(points, trace)] * k, 0, "0").chosen))
+              for k in (3, 4, 5)]
+    assert totals[1] - totals[0] == totals[2] - totals[1] == len(first_step(points, trace))
 
 
 def test_a_shard_of_a_representative_pair_stage_is_refused(capsys):
