@@ -159,7 +159,12 @@ class _Pool:
         """Decide in the parent; fork if some crash state here is new. True in the child.
         `frame`: where the kill would be raised (for `unwind.quiet`)."""
         signature = world_signature(self.world)
-        watch = write.path if write is not None else self.ex.interposer.last_touched
+        # The file whose content (or presence) a class of states may differ in: the one
+        # last created or written, as the replaying executor finds it after its kill. Not
+        # the file a torn write is writing: until that write lands, the interposer's last
+        # touched is the file before it (fs.py), and where the two differ, sharing over the
+        # other file would make the counts the worker count's (issue 54).
+        watch = self.ex.interposer.last_touched
         base = self.ex.interposer.snapshot()
         job, settled, parked = [], [], len(self.parked)
         aftermath = None  # a composed state's: what the kill at this point set off
