@@ -15,8 +15,10 @@ on): record with one, compare with another's venv (faultsim installed in it):
   python bench/same_json.py --record /tmp/py311
   python bench/same_json.py --compare /tmp/py311 --python .venv-3.13/bin/python
 
-`--workers 1` throughout: the report depends on the worker count in a few corners (issue 19),
-and one worker keeps the comparison about the code, not the scheduling.
+`--workers 1` throughout unless `--workers N` says otherwise: the report is the same on any
+worker count (tests/test_worker_count.py), so a baseline recorded with `--workers 0` (one
+state after another, the replaying executor) checks the forking executor when compared with
+`--workers 2`.
 """
 from __future__ import annotations
 
@@ -117,9 +119,10 @@ def strip(value, sharing: bool = True):
 RESUMED_KEYS = {"crash_states_resumed"}
 
 
-def run(name, args, tmp, python=sys.executable, resumed_aside=False):
+def run(name, args, tmp, python=sys.executable, resumed_aside=False, workers=1):
     out = os.path.join(tmp, f"{name}.raw.json")
-    cmd = [python, "-m", "faultsim.cli", "run", *args, "--workers", "1", "--json", out]
+    cmd = [python, "-m", "faultsim.cli", "run", *args, "--workers", str(workers), "--json",
+           out]
     proc = subprocess.run(cmd, capture_output=True, text=True)
     try:
         with open(out) as f:
@@ -146,6 +149,8 @@ def main(argv=None):
     p.add_argument("--wide", action="store_true",
                    help="also every bundled scenario and every mutant (several minutes)")
     p.add_argument("--only", action="append", help="run only this named command (repeatable)")
+    p.add_argument("--workers", type=int, default=1,
+                   help="faultsim's --workers for every command (default: 1)")
     p.add_argument("--python", default=sys.executable,
                    help="the interpreter that runs faultsim (default: this one)")
     a = p.parse_args(argv)
@@ -158,7 +163,7 @@ def main(argv=None):
     with ThreadPoolExecutor(a.jobs) as pool:
         results = dict(zip([n for n, _ in runs],
                            pool.map(lambda r: run(r[0], r[1], tmp, a.python,
-                                                     a.resumed_aside), runs)))
+                                                     a.resumed_aside, a.workers), runs)))
     broken = [n for n, r in results.items() if r["report"] is None]
     if a.record:
         for name, result in results.items():

@@ -18,7 +18,7 @@ from ..killpoints import KillPoint
 from ..oracle import Violation
 from ..pipeline.golden import compare_traces
 from ..pipeline.incarnation import CLEAN_LIMIT, starved, time_limit, world_signature
-from ..pipeline.sweep import ResumeResult, Sweep, by_event
+from ..pipeline.sweep import ResumeResult, Sweep, absent_digest, by_event, masked_digest
 from ..trace import Event, Killed, Tracer
 from ..world import World
 from .board import Board
@@ -137,10 +137,13 @@ class _Pool:
         self.unwinding = None  # in a child: the limit on that (`time_limit`)
         self.children: dict[int, dict] = {}
         self.waiting: dict[tuple, int] = {}  # masked class or exact key -> child pid
+        # the lookups (`Sweep.known`) a parked state may still answer: its exact key, its
+        # masked class, and its digest without the watched file (see `fork_for`)
+        self.blocked: set[tuple] = set()
         self.in_child = False
         self.job: list = []
         self.parked: list = []  # (entry, signature) waiting for another child's answer
-        self.no_parking = False
+        self.no_parking = False  # second pass: wait for the answer instead of parking
         self.fork_failed: str | None = None  # the point where fork() failed (fork_for)
         self.aftermath: dict[str, list[str]] = {}  # point id -> what its kill set off
         self.dies_at: KillPoint | None = None  # in a child: where it dies
@@ -156,7 +159,12 @@ class _Pool:
         """Decide in the parent; fork if some crash state here is new. True in the child.
         `frame`: where the kill would be raised (for `unwind.quiet`)."""
         signature = world_signature(self.world)
-        watch = write.path if write is not None else self.ex.interposer.last_touched
+        # The file whose content (or presence) a class of states may differ in: the one
+        # last created or written, as the replaying executor finds it after its kill. Not
+        # the file a torn write is writing: until that write lands, the interposer's last
+        # touched is the file before it (fs.py), and where the two differ, sharing over the
+        # other file would make the counts the worker count's (issue 54).
+        watch = self.ex.interposer.last_touched
         base = self.ex.interposer.snapshot()
         job, settled, parked = [], [], len(self.parked)
         aftermath = None  # a composed state's: what the kill at this point set off
@@ -174,22 +182,28 @@ class _Pool:
                 for i, state in enumerate(crash_states(self.ex, model, snapshot)):
                     if not self.sweep.mine(state, signature):
                         continue  # another shard's state
-                    known = self.sweep.known(state, signature, watch)
-                    key, result, masked, absent = (known.key, known.result, known.masked,
-                                                   known.absent)
+                    # Each state is decided as the replaying executor (a serial sweep)
+                    # decides it, whatever the children's timing: see `_pending`.
+                    known = self.sweep.known(state, signature, watch, self._pending)
+                    while known.busy and self.no_parking and self.children:
+                        # second pass: wait for that answer (no child waits on the
+                        # parent, board.py, so this ends) and look again
+                        self._collect(block=True)
+                        known = self.sweep.known(state, signature, watch, self._pending)
+                    key, result, masked = known.key, known.result, known.masked
+                    if known.busy and not self.no_parking:
+                        self._block(key, state, watch, signature)
                     if write is not None:  # keyed: from now on kept as the write's cut
                         state = kept_torn(state, write, point.offset, torn, bases)
                     entry = (model, point, i, state, key, watch, masked)
-                    busy = self.waiting.get(key) or (masked and self.waiting.get(
-                        (masked, watch, signature))) or (absent and self.waiting.get(
-                            (absent, signature)))
                     if result is not None:
                         settled.append((entry, result))
-                    elif busy and not self.no_parking:
-                        # A child is judging this state or its class: settle it when that
-                        # answer is in (or in a second pass, if the class proves sensitive).
-                        # (Before composing: the replaying executor would find it judged,
-                        # and the counts must not depend on the worker count.)
+                    elif known.busy and not self.no_parking:
+                        # An earlier state's answer may decide this one: settle it when
+                        # that answer is in (`wait_all`; or in a second pass, if it is
+                        # not shared after all). Before composing: the replaying executor
+                        # would find it judged, and the counts must not depend on the
+                        # worker count.
                         self.parked.append((entry, signature))
                     else:
                         composed = self.sweep.compose(model, point, i, state, self.world,
@@ -280,6 +294,43 @@ class _Pool:
                     child["waiting"] = chunk[:1] == b"W"
                 chunk = chunk[1:]
         child["buf"] += chunk
+
+    def _pending(self, lookup: tuple) -> bool:
+        """Whether a lookup `Sweep.known` makes may still be answered by an earlier state
+        (`known`'s `pending`): one a running child is judging, or one parked.
+
+        Why this makes the counts (which states are resumed, which share a run, and whose)
+        the replaying executor's on any worker count and load. That executor decides each
+        state, in the order of the kill points, with every earlier state's answer in the
+        memo; the driver decides in the same order, but some earlier answers are not in yet.
+        `known` makes at most three lookups, in order: the state's exact key, its masked
+        class (learned only from a run resumed for a state of that class, that turned out
+        blind to the watched file), its key without the watched file. An earlier state can
+        only add to what those lookups find through its own exact key (every decided state's
+        key goes into the memo), its masked class, or, for the third lookup, its key. So
+        while an earlier state is undecided or its run unfinished, its key and masked class
+        are `pending`, and a lookup that meets one stops there (`busy`): the state is parked
+        and decided later in kill-point order (`wait_all`), or, in a second pass, waited
+        for. A lookup no pending state can answer finds what the serial sweep finds,
+        because every other earlier state's answer is in. Parked states' answers must not
+        come from later ones either: a later state's exact key or masked class equal to a
+        parked one's is pending, so it is parked too; and the parked state's key without
+        the watched file is blocked as a key (`_block`), so a later state with that key
+        waits rather than putting an answer under it that the serial sweep would not have
+        had yet. Within one child's job the child decides as the serial sweep does
+        (`child_main`). Which pass resumes a state depends on the load; whether it is
+        resumed does not."""
+        return lookup in self.waiting or lookup in self.blocked
+
+    def _block(self, key: tuple, state, watch: str | None, signature: str) -> None:
+        """A parked state's lookups, `_pending` until it is decided."""
+        self.blocked.add(key)
+        masked = masked_digest(state, watch)
+        if masked is not None:
+            self.blocked.add((masked, watch, signature))
+        absent = absent_digest(state, watch)
+        if absent is not None:
+            self.blocked.add((absent, signature))
 
     def _busy(self) -> int:
         return sum(1 for c in self.children.values() if not c["waiting"])
@@ -382,7 +433,10 @@ class _Pool:
             resumed.add(id(outcome))
             if outcome.lead is not None:  # children forked from now on start with it
                 learn(self.ex.leads, self.ex.lead_contents, outcome.lead)  # record drops it
-            self.sweep.learn(key, state, child["signature"], watch, outcome)
+            if fresh:
+                self.sweep.learn(key, state, child["signature"], watch, outcome)
+            else:  # shared in the child: known under its key, as `Sweep.known` leaves it
+                self.sweep.memo[key] = outcome
             self.sweep.record(model, point, i, state, outcome, result["after_kill"], fresh,
                               key)
         for _ in child["points"]:
@@ -393,16 +447,22 @@ class _Pool:
         still need a run of their own (their class turned out to read the file)."""
         while self.children:
             self._collect(block=True)
+        # in kill-point order, as the serial sweep decides them; a state left undecided
+        # blocks its lookups for the later ones (`_pending`), which go to the second pass
+        # with it where they could depend on it
         again = []
+        self.blocked = set()
         for entry, signature in self.parked:
             model, point, i, state, key, watch, masked = entry
-            result = self.sweep.known(state, signature, watch).result
-            if result is not None:
-                self.sweep.record(model, point, i, state, result,
-                                  self.aftermath.get(point.id, []), False)
-            elif point not in again:
+            known = self.sweep.known(state, signature, watch, self._pending)
+            if known.result is not None:
+                self.sweep.record(model, point, i, state, known.result,
+                                  self.aftermath.get(point.id, []), False, known.key)
+                continue
+            self._block(key, state, watch, signature)
+            if point not in again:
                 again.append(point)
-        self.parked = []
+        self.parked, self.blocked = [], set()
         return again
 
     def kill_all(self) -> None:
@@ -430,11 +490,18 @@ class _Pool:
             for n, (model, point, i, state, key, watch, masked) in enumerate(self.job):
                 # an equal state of another crash model (a power loss after every write
                 # was synced leaves what a process kill does): one resumed run, as the
-                # replaying executor has, so counts do not depend on the executor
+                # replaying executor has, so counts do not depend on the executor; the
+                # three lookups of `Sweep.known`, in its order, among this job's runs
                 known = by_key.get(key)
                 if known is None and masked is not None:
                     known = by_class.get((masked, watch))
-                if known is not None:
+                absent = absent_digest(state, watch) if known is None and masked else None
+                if absent is not None:
+                    without = by_key.get((absent, key[1]))
+                    if without is not None and without.blind_to_presence(watch):
+                        known = without
+                if known is not None:  # known under its key from now on, as in the memo
+                    by_key[key] = known
                     results.append(known)
                     continue
                 w = copy.deepcopy(self.world) if n < len(self.job) - 1 else self.world

@@ -176,6 +176,9 @@ class Known:
     result: ResumeResult | None  # its resumed run, if judged or equivalent to one judged
     masked: str | None  # digest with the watched file's content blanked (None: not needed)
     absent: str | None  # digest without the watched file (None: not needed)
+    # not decided: a lookup `known` makes could be answered by a state still being judged
+    # (the forking executor's `pending`); what a serial sweep would find is not known yet
+    busy: bool = False
 
 
 @dataclass
@@ -233,18 +236,33 @@ class Sweep:
     def schedule(self, point: KillPoint) -> list[KillPoint]:
         return [e.point for e in self.earlier] + [point]
 
-    def known(self, state: CrashState, signature: str, watch: str | None) -> Known:
+    def known(self, state: CrashState, signature: str, watch: str | None,
+              pending: Callable[[tuple], bool] | None = None) -> Known:
         """What is known of `state`: its exact key, its result if judged (or equivalent to
-        one judged), and the digests its class is looked up by."""
+        one judged), and the digests its class is looked up by.
+
+        `pending` (the forking executor's): whether a lookup, an exact key `(digest,
+        signature)` or a class `(masked, watch, signature)`, may yet be answered by an
+        earlier state whose judging is not done. The lookups are made in their order, and
+        the first one `pending` holds makes the answer `busy` (nothing is changed): a
+        serial sweep, which has every earlier answer, might have stopped there."""
         key = (state.digest(), signature)
-        if key in self.memo or not self.equivalences:
-            return Known(key, self.memo.get(key), None, None)
+        if key in self.memo:
+            return Known(key, self.memo[key], None, None)
+        if pending is not None and pending(key):
+            return Known(key, None, None, None, busy=True)
+        if not self.equivalences:
+            return Known(key, None, None, None)
         masked = masked_digest(state, watch)
         if masked is not None and (masked, watch, signature) in self.insensitive:
             result = self.insensitive[(masked, watch, signature)]
             self.memo[key] = result
             return Known(key, result, masked, None)
+        if masked is not None and pending is not None and pending((masked, watch, signature)):
+            return Known(key, None, masked, None, busy=True)
         absent = absent_digest(state, watch)
+        if absent is not None and pending is not None and pending((absent, signature)):
+            return Known(key, None, masked, absent, busy=True)
         without = self.memo.get((absent, signature)) if absent is not None else None
         if without is not None and without.blind_to_presence(watch):
             self.memo[key] = without
