@@ -5,6 +5,7 @@ resumes it from the files alone; nothing in memory survives a crash.
 """
 from __future__ import annotations
 
+import contextvars
 import datetime as _dt
 import json
 from dataclasses import dataclass
@@ -100,12 +101,18 @@ class Agent:
 
     # -- the run --------------------------------------------------------------------------
     def run(self) -> RunResult:
-        # P13: every write of this run first checks the task is still its own (storage)
-        token = FENCE.set(lambda: self.owns("write"))
-        try:
-            return self._run()
-        finally:
-            FENCE.reset(token)
+        # P13: every write of this run first checks the task is still its own (storage).
+        # Set in a copy of the context, so nothing need be reset: a Token held in this
+        # frame for the whole run would be memory convergence cannot read (a C object),
+        # and no resumed run would ever be cut (faultsim.inprocess.convergence).
+        return contextvars.copy_context().run(self._fenced_run)
+
+    def _fenced_run(self) -> RunResult:
+        FENCE.set(self._owns_write)  # the Token is dropped: the copied context ends with run
+        return self._run()
+
+    def _owns_write(self) -> None:
+        self.owns("write")
 
     def _run(self) -> RunResult:
         if ":" not in self.namespace:
@@ -342,8 +349,14 @@ class Agent:
         """P13: raise OwnershipLost unless this incarnation's checkpoint is still the one
         in the store (a read: nothing is written). `where`: "request", "effect",
         "progress", "finish" or "write" (any atomic write of a record; the mutants of P13
-        check at some of them only); the checkpoint's save is checked by the store."""
-        self.store.owns()
+        check at some of them only); the checkpoint's save is checked by the store.
+
+        A store without `owns` (a user's own, written before P13: a class set as
+        `sqlite_store` or `redis_store`) keeps no version to compare, so it counts as
+        owning: that agent runs as it did before P13, unguarded under the pause model."""
+        owns = getattr(self.store, "owns", None)
+        if owns is not None:
+            owns()
 
     def _finish(self, checkpoint: Checkpoint) -> RunResult:
         self.owns("finish")  # P13: only the owner writes the summary and the archive
