@@ -5,7 +5,6 @@ resumes it from the files alone; nothing in memory survives a crash.
 """
 from __future__ import annotations
 
-import contextvars
 import datetime as _dt
 import json
 from dataclasses import dataclass
@@ -102,14 +101,17 @@ class Agent:
     # -- the run --------------------------------------------------------------------------
     def run(self) -> RunResult:
         # P13: every write of this run first checks the task is still its own (storage).
-        # Set in a copy of the context, so nothing need be reset: a Token held in this
-        # frame for the whole run would be memory convergence cannot read (a C object),
-        # and no resumed run would ever be cut (faultsim.inprocess.convergence).
-        return contextvars.copy_context().run(self._fenced_run)
-
-    def _fenced_run(self) -> RunResult:
-        FENCE.set(self._owns_write)  # the Token is dropped: the copied context ends with run
-        return self._run()
+        # No contextvars.Token is kept: one held in this frame for the whole run is memory
+        # convergence cannot read (a C object), and no resumed run was ever cut. Nor is the
+        # run called through Context.run: a Python frame calling C that calls back into
+        # Python stands at an offset that depends on CPython 3.11's specialisation (PRECALL
+        # or CALL), so whether runs were cut depended on what had run before in the process.
+        previous = FENCE.get()
+        FENCE.set(self._owns_write)
+        try:
+            return self._run()
+        finally:
+            FENCE.set(previous)  # an enclosing run's check (a subagent's run), or None
 
     def _owns_write(self) -> None:
         self.owns("write")
