@@ -127,3 +127,35 @@ def test_ownership_mutants_pass_a_process_crash():
     report = faultsim.explore(unfenced_save.make_agent, str(REF), crash_model="process",
                               workers=0)
     assert not [v for r in report.runs for v in r.verdicts if v.violations]
+
+
+def test_a_store_without_owns_counts_as_owning(tmp_path):
+    """A user's store class written before P13 (tests/broken_agents.py's SQLite ones) has
+    no `owns`: the reference agent's check counts it as owning (unguarded, as before P13)
+    instead of failing every step with an AttributeError. The reference store, by
+    contrast, refuses once another writer moved the checkpoint on."""
+    from types import SimpleNamespace
+
+    from reference_agent.agent import Agent
+    from reference_agent.checkpoint import Checkpoint, CheckpointStore, OwnershipLost
+
+    class OwnStore:  # load and save only, as users wrote them before P13
+        def load(self):
+            return None
+
+        def save(self, checkpoint):
+            pass
+
+    env = SimpleNamespace(client=None, clock=None, task="t", task_id="t1",
+                          workdir=str(tmp_path))
+    agent = Agent(env)
+    agent.store = OwnStore()
+    agent.owns("effect")  # no AttributeError, no OwnershipLost
+    agent.store = CheckpointStore(tmp_path / "checkpoint.json")
+    assert agent.store.load() is None
+    agent.owns("effect")  # nothing saved since this one read: still its own
+    other = CheckpointStore(tmp_path / "checkpoint.json")
+    other.load()
+    other.save(Checkpoint.new("t"))  # another incarnation saves
+    with pytest.raises(OwnershipLost):
+        agent.owns("effect")
