@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import random
 import subprocess
 import sys
 import time
@@ -35,7 +34,7 @@ sys.path.insert(0, str(ROOT))
 
 def before(courses, per_class: int, seed: str) -> dict:
     """The rule before: classes' ends and draws, plus every course's first and last step."""
-    from faultsim.classes import _tools, signature, steps
+    from faultsim.classes import _tools, pair_ranks, signature, steps
 
     index: dict[str, int] = {}
     rows, edges = [], []
@@ -51,14 +50,7 @@ def before(courses, per_class: int, seed: str) -> dict:
     for row in rows:
         for c in row:
             occurrences[c] += 1
-    names = list(index)
-    wanted = []
-    for c, count in enumerate(occurrences):
-        draw = random.Random(f"{seed}\x00pairs\x00{names[c]}")
-        ranks = {0, count - 1}
-        if count > 2:
-            ranks.update(draw.sample(range(1, count - 1), min(per_class, count - 2)))
-        wanted.append(ranks)
+    wanted = pair_ranks(list(index), occurrences, per_class, seed)
     seen = [0] * len(index)
     by = {"class": 0, "first_step": 0, "last_step": 0}
     for row, (first_end, last_start) in zip(rows, edges):

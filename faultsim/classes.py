@@ -314,6 +314,20 @@ def pairs_line_of(block: dict | None) -> str | None:
             f"and last course; {block['not_crashed']} kill points not crashed")
 
 
+def pair_ranks(classes: Sequence[str], occurrences: Sequence[int], per_class: int,
+               seed: str) -> list[set[int]]:
+    """Per class, the ranks of its occurrences (0-based, over every course in order) the
+    pair stage judges: the first, the last and `per_class` seeded among the rest."""
+    wanted: list[set[int]] = []
+    for c, count in enumerate(occurrences):
+        draw = random.Random(f"{seed}\x00pairs\x00{classes[c]}")
+        ranks = {0, count - 1}
+        if count > 2:
+            ranks.update(draw.sample(range(1, count - 1), min(per_class, count - 2)))
+        wanted.append(ranks)
+    return wanted
+
+
 def cover_courses(courses, per_class: int = PER_CLASS, seed: str = "0") -> PairCoverage:
     """The representative choice of second crashes over `courses`: an iterable of (kill
     points, trace) per resumed course, in the order of their first crashes (each course's
@@ -359,13 +373,7 @@ def cover_courses(courses, per_class: int = PER_CLASS, seed: str = "0") -> PairC
     # the first, the last and `per_class` seeded among the rest (a str seed is hashed with
     # SHA-512: the same draw in every process); "pairs" keeps it apart from the first
     # crashes' draw of the same class
-    wanted: list[set[int]] = []
-    for c, count in enumerate(occurrences):
-        draw = random.Random(f"{seed}\x00pairs\x00{classes[c]}")
-        ranks = {0, count - 1}
-        if count > 2:
-            ranks.update(draw.sample(range(1, count - 1), min(per_class, count - 2)))
-        wanted.append(ranks)
+    wanted = pair_ranks(classes, occurrences, per_class, seed)
     # the first and the last course with kill points: their first and last steps whole
     ends = [k for k, row in enumerate(class_of) if len(row)]
     ends = {ends[0], ends[-1]} if ends else set()
