@@ -91,16 +91,22 @@ class Partial:
     finished: list[str] = field(default_factory=list)  # the scenario runs that ended
     interrupted: str | None = None  # the one cut short
     not_started: list[str] = field(default_factory=list)
+    # `run --ray` cut short: its shards ("I/N") whose reports are whole, cut short (partial)
+    # and lost (no report came back); their runs stand side by side, unmerged
+    shards: dict[str, list[str]] | None = None
 
     def headline(self) -> str:
         """The one line every form of the report opens with."""
         return headline(self.to_json())
 
     def to_json(self) -> dict[str, Any]:
-        return {"reason": self.reason, "crash_states_judged": self.crash_states_judged,
-                "crash_states_planned": self.crash_states_planned,
-                "finished": list(self.finished), "interrupted": self.interrupted,
-                "not_started": list(self.not_started)}
+        out = {"reason": self.reason, "crash_states_judged": self.crash_states_judged,
+               "crash_states_planned": self.crash_states_planned,
+               "finished": list(self.finished), "interrupted": self.interrupted,
+               "not_started": list(self.not_started)}
+        if self.shards is not None:
+            out["shards"] = {k: list(v) for k, v in self.shards.items()}
+        return out
 
 
 def headline(partial: dict[str, Any]) -> str:
@@ -111,6 +117,10 @@ def headline(partial: dict[str, Any]) -> str:
     waiting = len(partial.get("not_started") or ())
     rest = (f"; {waiting} scenario run{'s' if waiting != 1 else ''} not started"
             if waiting else "")
+    shards = partial.get("shards") or {}
+    for key, said in (("cut", "cut short"), ("lost", "lost")):
+        if shards.get(key):
+            rest += f"; shard{'s' if len(shards[key]) > 1 else ''} {', '.join(shards[key])} {said}"
     return (f"PARTIAL REPORT: {partial.get('reason', 'interrupted')}{where} after judging "
             f"{judged}{of} crash states{rest}")
 

@@ -113,7 +113,10 @@ def _partial_suite(root: ET.Element, partial) -> None:
                                      "failures": "0", "errors": "1", "time": "0.000"})
     root.insert(0, suite)
     props = ET.SubElement(suite, "properties")
-    for name, value in partial.to_json().items():
+    fields = partial.to_json()
+    for key, shards in fields.pop("shards", {}).items():  # `run --ray`: "partial.shards.cut"
+        fields[f"shards.{key}"] = shards
+    for name, value in fields.items():
         if isinstance(value, list):
             value = ", ".join(value)
         ET.SubElement(props, "property", {"name": f"partial.{name}",

@@ -18,7 +18,14 @@ With no address the run starts a local cluster of its own (`ray.init(num_cpus=..
 to 127.0.0.1, with a token of its own (nothing written to ~/.ray) and its files in a
 temporary folder, and shuts it down before it returns, also on an error or Ctrl-C: no
 raylet or GCS process outlives it (tests/test_ray.py checks). Ray is an optional extra
-(`faultsim[ray]`); imported only here, only when asked for."""
+(`faultsim[ray]`); imported only here, only when asked for.
+
+Cut short (Ctrl-C, SIGTERM, a CI limit), the driver cancels the shards still running: each
+task sends its `faultsim run` SIGTERM, which writes that shard's partial report (as any
+interrupted run does), and hands it back within `SHARD_STOP` seconds. The interrupt then
+carries every shard's report, whole or partial, up to the front end (`judged_shards`),
+which writes them as one partial report: the shards' own runs side by side, never merged
+into a whole run's figures (cli/run.py)."""
 from __future__ import annotations
 
 import contextlib
@@ -33,6 +40,12 @@ from dataclasses import dataclass
 from typing import Any, Iterator, Sequence
 
 from .errors import AgentFinding, HarnessError, UsageError
+
+# how long a cut shard has to write its partial report once sent SIGTERM, and the driver
+# to collect them: a sweep answers SIGTERM at its next kill point, a forked crash run's
+# worth of time, then writes its reports
+SHARD_STOP = 30.0
+_SHARDS = "faultsim_shards"  # the attribute an interrupt carries the shards' runs in
 
 # `--ray` alone: a local cluster of this run's own
 LOCAL = ""
@@ -123,17 +136,41 @@ def _run_shard(args: list[str], index: int, of: int, cwd: str,
         # no sweep running, tests/test_ray.py)
         cmd = [sys.executable, "-m", "faultsim", "run", *args, "--shard", f"{index}/{of}",
                "--json", out]
-        proc = subprocess.run(cmd, cwd=cwd, env={**os.environ, **env}, capture_output=True,
-                              text=True, stdin=subprocess.DEVNULL)
+        proc = subprocess.Popen(cmd, cwd=cwd, env={**os.environ, **env},
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                stdin=subprocess.DEVNULL)
+        try:
+            err = _waited(proc)
+        except KeyboardInterrupt:  # ray.cancel: the driver was cut short
+            proc.terminate()  # the shard's partial report, as any run's on SIGTERM
+            try:
+                _, err = proc.communicate(timeout=SHARD_STOP)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                _, err = proc.communicate()
         report = None
-        if proc.returncode in (0, 1) and os.path.exists(out):  # passed, or found failures
+        # passed, found failures, or cut short (then its report says partial)
+        if proc.returncode in (0, 1, 130, 143) and os.path.exists(out):
             with open(out, encoding="utf-8") as f:
                 report = json.load(f)
         return {"report": report, "exit": proc.returncode, "node": platform.node(),
                 "seconds": time.perf_counter() - started,
-                "stderr": proc.stderr.strip().splitlines()[-3:]}
+                "stderr": err.strip().splitlines()[-3:]}
     finally:
         shutil.rmtree(folder, ignore_errors=True)
+
+
+def _waited(proc: Any) -> str:
+    """The process's standard error once it ended, waited for a second at a time: Ray
+    cancels a task by raising KeyboardInterrupt in it, which a wait without a timeout
+    would see only when the shard ended by itself."""
+    import subprocess
+
+    while True:
+        try:
+            return proc.communicate(timeout=1.0)[1]
+        except subprocess.TimeoutExpired:
+            continue
 
 
 def _import_ray():
@@ -176,11 +213,13 @@ def cluster(address: str | None, num_cpus: int | None) -> Iterator[tuple[Any, st
             # short: Ray's sockets live below it (a socket path has at most 107 bytes)
             folder = tempfile.mkdtemp(prefix="fsray-", dir="/tmp" if os.path.isdir("/tmp")
                                       else None)
-            ray.init(num_cpus=num_cpus or os.cpu_count() or 1, include_dashboard=False,
-                     _node_ip_address="127.0.0.1", _temp_dir=folder, log_to_driver=False,
-                     configure_logging=False)
+            with _own_sigterm():
+                ray.init(num_cpus=num_cpus or os.cpu_count() or 1,
+                         include_dashboard=False, _node_ip_address="127.0.0.1",
+                         _temp_dir=folder, log_to_driver=False, configure_logging=False)
         else:
-            ray.init(address=address, log_to_driver=False, configure_logging=False)
+            with _own_sigterm():
+                ray.init(address=address, log_to_driver=False, configure_logging=False)
         yield ray, folder
     finally:
         if ray.is_initialized():
@@ -192,6 +231,65 @@ def cluster(address: str | None, num_cpus: int | None) -> Iterator[tuple[Any, st
                 os.environ[k] = v
         if folder is not None:
             shutil.rmtree(folder, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def _signals_deferred() -> Iterator[Any]:
+    """While the driver waits on Ray: SIGINT and SIGTERM noted, and raised by the
+    handlers they had (the CLI's Terminated, the plugin's interrupt, their repeat rules)
+    when the returned function is called between two waits. Raised inside Ray's wait, an
+    interrupt is made over by Ray: a SystemExit is turned into `SystemExit(1)` (a SIGTERM
+    ended the run with exit 1 and no report)."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        yield lambda: None
+        return
+    got: list[int] = []
+    before = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+
+    def restore() -> None:
+        for s, handler in before.items():
+            if handler is not None:
+                signal.signal(s, handler)
+
+    def raised() -> None:
+        if not got:
+            return
+        n = got[0]
+        restore()
+        handler = before[signal.Signals(n)]
+        if callable(handler):
+            handler(n, None)
+        elif handler == signal.SIG_DFL:  # its default action, now restored
+            os.kill(os.getpid(), n)
+        got.clear()  # ignored, or absorbed as a repeat: wait on
+        for s in before:
+            signal.signal(s, lambda n, _frame: got.append(n))
+
+    for s in before:
+        signal.signal(s, lambda n, _frame: got.append(n))
+    try:
+        yield raised
+    finally:
+        restore()
+
+
+@contextlib.contextmanager
+def _own_sigterm() -> Iterator[None]:
+    """The driver's SIGTERM handler as it was before `ray.init`: Ray's core installs a
+    handler of its own that logs the signal and ends the process on the spot, so a
+    `timeout` or a CI job's limit left no report, partial or not, and no exit 143."""
+    import signal
+    import threading
+
+    before = signal.getsignal(signal.SIGTERM)
+    try:
+        yield
+    finally:
+        if before is not None and threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGTERM, before)
 
 
 def run_shards(args: Sequence[str], *, address: str | None, shards: int | None = None,
@@ -215,17 +313,56 @@ def run_shards(args: Sequence[str], *, address: str | None, shards: int | None =
         n = shards or max(1, int(ray.cluster_resources().get("CPU", 1)))
         task = ray.remote(num_cpus=1, max_retries=0)(_run_shard)
         refs = [task.remote(list(args), i, n, cwd, env, scratch) for i in range(1, n + 1)]
-        done = []
-        for i, ref in enumerate(refs, 1):
-            got = ray.get(ref)
-            run = ShardRun(i, n, got["report"], got["exit"], got["node"], got["seconds"])
-            if run.report is None:
-                why = "; ".join(got["stderr"]) or "no report"
-                raise _failed(run.exit, f"shard {i}/{n} (on {run.node}): faultsim run exited "
-                                  f"{run.exit}: {why}")
-            if say is not None:
-                say(f"faultsim: shard {i}/{n} on {run.node}: exit {run.exit}, "
-                    f"{run.seconds:.1f} s")
-            done.append(run)
+        done: list[ShardRun] = []
+        try:
+            for i, ref in enumerate(refs, 1):
+                with _signals_deferred() as interrupted:
+                    while not ray.wait([ref], timeout=0.5)[0]:
+                        interrupted()
+                    interrupted()
+                got = ray.get(ref)
+                run = ShardRun(i, n, got["report"], got["exit"], got["node"], got["seconds"])
+                if run.report is None:
+                    why = "; ".join(got["stderr"]) or "no report"
+                    raise _failed(run.exit, f"shard {i}/{n} (on {run.node}): faultsim run "
+                                  f"exited {run.exit}: {why}")
+                if say is not None:
+                    say(f"faultsim: shard {i}/{n} on {run.node}: exit {run.exit}, "
+                        f"{run.seconds:.1f} s")
+                done.append(run)
+        except BaseException as exc:
+            if isinstance(exc, Exception):  # an error, not an interrupt: no report
+                raise
+            _collect_cut(ray, refs[len(done):], len(done) + 1, n, done, exc)
+            raise
     merged = merge([(f"shard {r.index}/{r.of}", r.report) for r in done])
     return merged, done
+
+
+def _collect_cut(ray: Any, pending: list, first: int, n: int, done: list[ShardRun],
+                 exc: BaseException) -> None:
+    """On an interrupt: cancel the shards still running (each then writes its partial
+    report), wait for them at most SHARD_STOP seconds and a margin, and put every shard's
+    report on the interrupt (`judged_shards`). A second interrupt here is the CLI's to
+    absorb (cli/exits.py); one that gets through leaves the shards finished so far."""
+    setattr(exc, _SHARDS, (n, done))
+    for ref in pending:
+        try:
+            ray.cancel(ref)
+        except Exception:  # noqa: BLE001 - finished meanwhile: its report is read below
+            pass
+    ray.wait(pending, num_returns=len(pending), timeout=SHARD_STOP + 10)
+    for i, ref in enumerate(pending, first):
+        try:
+            got = ray.get(ref, timeout=0)
+        except Exception:  # noqa: BLE001 - cancelled before it started, or lost
+            continue
+        if got["report"] is not None:
+            done.append(ShardRun(i, n, got["report"], got["exit"], got["node"],
+                                 got["seconds"]))
+
+
+def judged_shards(exc: BaseException) -> tuple[int, list[ShardRun]] | None:
+    """The shards' reports an interrupt carries (None: none started): (their number, the
+    ones with a report, whole or partial, by index)."""
+    return vars(exc).get(_SHARDS)

@@ -274,9 +274,10 @@ class _Run:
 
         self.json = run
         self.scenario = SimpleNamespace(id=run["scenario"], path=run["path"])
-        for key in ("agent", "crash_model", "seed", "crashes", "wall_seconds", "seconds",
-                    "shard"):
+        for key in ("agent", "crash_model", "seed", "crashes", "wall_seconds", "seconds"):
             setattr(self, key, run.get(key))
+        shard = run.get("shard")  # (index, of), as a report.ModelRun keeps it
+        self.shard = None if shard is None else (shard["index"], shard["of"])
         self.kill_points = range(run["kill_points_total"])
         # the explored kill points as far as the JSON keeps them: their categories
         self.explored = [SimpleNamespace(category=c) for c, k in run["categories"].items()
@@ -347,8 +348,12 @@ def as_report(merged: dict[str, Any]):
                     found.append((worst, r, n, c["text"]))
             return [text for *_, text in sorted(found)[:limit]]
 
+    from .interrupted import Partial
+
+    partial = merged.get("partial")  # `run --ray` cut short: its shards' runs, unmerged
     return Merged(runs=[_Run(r) for r in merged["runs"]],  # type: ignore[misc]
-                  refused=[Refusal(**r) for r in merged.get("refused", [])])
+                  refused=[Refusal(**r) for r in merged.get("refused", [])],
+                  partial=None if not partial else Partial(**partial))
 
 
 def _merge_states(parts: list[tuple[str, dict]], violations: list[dict]) -> list[list]:

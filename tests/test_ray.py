@@ -236,26 +236,39 @@ def test_the_pytest_option_runs_whole_scenario_tests_on_ray(pytester, monkeypatc
 
 @needs_ray
 @pytest.mark.skipif(sys.platform != "linux", reason="the parent-death signal is Linux's")
-def test_ctrl_c_ends_the_local_cluster_and_every_shard(tmp_path, monkeypatch):
+@pytest.mark.parametrize("signame", ["SIGINT", "SIGTERM"])  # Ctrl-C; `timeout`, a CI limit
+def test_ctrl_c_ends_the_local_cluster_and_every_shard(tmp_path, monkeypatch, signame):
     import signal
     import subprocess
     import time
 
+    # SIGTERM raised inside Ray's wait was made SystemExit(1) by Ray: exit 1, no report
+    sig = getattr(signal, signame)
+
     tag = _tagged(monkeypatch)
     shards = lambda: _processes(tag, "--shard")  # noqa: E731 (the shards' faultsim runs)
+    out = tmp_path / "report.json"
     driver = subprocess.Popen(
         # pairs: a shard's sweep takes far longer than the 10 s it is given to end below
         [sys.executable, "-m", "faultsim", "run", TINY, "--agent", "reference_agent",
-         "--crash-model", "all", "--crashes", "2", "--ray", "--workers", "2"], cwd=tmp_path,
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+         "--crash-model", "all", "--crashes", "2", "--ray", "--workers", "2",
+         "--json", str(out)], cwd=tmp_path,
+        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, start_new_session=True,
+        text=True)
     try:
         deadline = time.monotonic() + 180
         while time.monotonic() < deadline and len(shards()) < 2:
             time.sleep(0.2)
         # both shards were running (the check below can fail)
         assert len(shards()) >= 2 and _ray_processes(tag)  # (and their crash runs)
-        driver.send_signal(signal.SIGINT)  # Ctrl-C
-        assert driver.wait(timeout=120) == 130
+        # into a sweep: a shard forks its crash runs (same command line), while one still
+        # in its clean runs has judged nothing to report
+        while time.monotonic() < deadline and len(shards()) < 3:
+            time.sleep(0.2)
+        time.sleep(1)
+        driver.send_signal(sig)
+        printed, _ = driver.communicate(timeout=120)
+        assert driver.returncode == 128 + sig
     finally:
         if driver.poll() is None:
             driver.kill()
@@ -263,3 +276,19 @@ def test_ctrl_c_ends_the_local_cluster_and_every_shard(tmp_path, monkeypatch):
     while time.monotonic() < deadline and (shards() or _ray_processes(tag)):
         time.sleep(0.2)
     assert shards() == [] and _ray_processes(tag) == []
+    # what the shards judged is a report, marked partial: each cut shard's own partial
+    # report (the shard wrote it on the SIGTERM its task sent), side by side, not merged
+    report = json.loads(out.read_text())
+    partial = report["partial"]
+    why = "interrupted (SIGINT)" if signame == "SIGINT" else "terminated (SIGTERM)"
+    assert report["ok"] is False and partial["reason"] == why
+    said = partial["shards"]
+    assert sorted(said["whole"] + said["cut"] + said["lost"]) == ["1/2", "2/2"]
+    assert said["cut"]  # two-crash sweeps of tiny take minutes: at least one was cut
+    runs = report["runs"]
+    assert runs and {(r["shard"]["index"], r["shard"]["of"]) for r in runs} == {
+        tuple(map(int, s.split("/"))) for s in said["whole"] + said["cut"]}
+    assert partial["crash_states_judged"] == sum(r["crash_states"] for r in runs)
+    assert f"PARTIAL REPORT: {why}" in printed
+    assert f"shard{'s' if len(said['cut']) > 1 else ''} {', '.join(said['cut'])} cut short" \
+        in printed

@@ -171,8 +171,12 @@ def run_on_ray(ns: argparse.Namespace, baseline: dict | None) -> int:
                          "the local cluster's CPUs (a running cluster has its own)")
     argv = ns.argv[ns.argv.index("run") + 1:]
     args = shard_args(argv, ns.ray) + ["--workers", "1"]
-    merged, shards = run_shards(args, address=address, shards=ns.ray_shards,
-                                num_cpus=ns.workers, say=print)
+    try:
+        merged, shards = run_shards(args, address=address, shards=ns.ray_shards,
+                                    num_cpus=ns.workers, say=print)
+    except (KeyboardInterrupt, Terminated) as exc:
+        leave_ray_partial(ns, exc)
+        raise
     report = as_report(merged)
     if not report.ok and ns.examples > 0:
         print()
@@ -190,3 +194,48 @@ def run_on_ray(ns: argparse.Namespace, baseline: dict | None) -> int:
         print(diff.text())
         verdict = EXIT_OK if diff.ok else EXIT_VIOLATION
     return verdict
+
+
+def leave_ray_partial(ns: argparse.Namespace, exc: BaseException) -> None:
+    """`run --ray` cut short: every shard's report that came back (whole, or the shard's
+    own partial one: ray_shards cancels the running ones, which then write it), printed
+    and written as one report marked partial. Their runs stand side by side, each with
+    its shard: a merge would pass the crash states the cut and lost shards never judged
+    for judged ones (`report merge` refuses partial reports for that reason)."""
+    from ..interrupted import Partial, reason
+    from ..ray_shards import judged_shards
+    from ..report_merge import as_report
+    from .output import write_outputs
+    from .report import merged_outputs
+
+    got = judged_shards(exc)
+    if got is None:  # cut before any shard was started: nothing was judged
+        return
+    n, shards = got
+    shards = sorted(shards, key=lambda s: s.index)
+    runs = [run for s in shards for run in s.report["runs"]]
+    name = lambda s: f"{s.index}/{n}"  # noqa: E731
+    have = {s.index for s in shards}
+    planned: int | None = 0
+    for s in shards:  # a whole shard planned what it judged; a cut one says its plan
+        part = s.report.get("partial")
+        mine = (sum(r["crash_states"] for r in s.report["runs"]) if not part
+                else part.get("crash_states_planned"))
+        planned = None if planned is None or mine is None else planned + mine
+    partial = Partial(
+        reason(exc), crash_states_judged=sum(r["crash_states"] for r in runs),
+        crash_states_planned=planned if len(have) == n else None,
+        shards={"whole": [name(s) for s in shards if not s.report.get("partial")],
+                "cut": [name(s) for s in shards if s.report.get("partial")],
+                "lost": [f"{i}/{n}" for i in range(1, n + 1) if i not in have]})
+    combined = {"ok": False, "version": shards[0].report.get("version") if shards else None,
+                "runs": runs, "partial": partial.to_json()}
+    report = as_report(combined)
+    print()
+    print(report.summary())
+    sys.stdout.flush()
+    try:
+        write_outputs(merged_outputs(ns, combined))
+    except OutputsFailed as failed:  # the interrupt's exit code stands; each failure said
+        for line in failed.lines:
+            print(f"faultsim: error: {line}", file=sys.stderr)
