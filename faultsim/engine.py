@@ -198,9 +198,8 @@ def explore_in_process(make_agent: Callable[[AgentEnv], Any], scenario: Scenario
             # are resumed in both, and so is a pair the whole run composes from a verdict
             # another shard judges (a single crash's, after convergence, or an earlier first
             # crash's second run): the depth-2 `resumed` figures may sum to more than the
-            # whole run's (tiny.toml: 233 + 377 against 436, of the 174 more 68 resumed in
-            # both and 106 composed or shared whole); `explored` and the verdicts add up
-            # exactly.
+            # whole run's (tiny.toml: 203 + 347 against 387); `explored` and the verdicts
+            # add up exactly.
             sweep_pairs(ex, sweep, models, position, workers, progress)
         # forked where the sweep forks: an agent that ends its process on resume ends a child
         probe = version_probe(ex, golden, forked=workers > 0 and hasattr(os, "fork")) \

@@ -449,3 +449,32 @@ def test_a_clock_that_fails_to_freeze_leaves_time_running(monkeypatch):
         with WorldClock(START).frozen():
             pass
     assert datetime.datetime is real and time.time() > 1.7e9
+
+
+
+def test_a_world_copied_or_sent_while_frozen_keeps_the_same_state_text():
+    # The executors copy a world at a kill point, and forked children send their verdicts'
+    # worlds, while time is frozen. freezegun's picklers turned each stored datetime into a
+    # FakeDatetime there: equal instants, but the state's text (what convergence and the
+    # memo compare) differed from the clean run's and every cut was refused.
+    import copy
+    import os
+
+    from faultsim.pipeline.incarnation import stores_state, world_signature
+    from faultsim.real import wire
+
+    original = world(tickets="keyed")
+    original.service("tickets").submit({"title": "a"}, key="k1")  # stored with its instant
+    read, write = os.pipe()
+    try:
+        with original.clock.frozen():
+            copied = copy.deepcopy(original)
+            wire.send(write, original)
+            sent = wire.receive(read)
+            assert type(copy.deepcopy(T0)) is not type(T0)  # freezegun's, for the agent
+    finally:
+        os.close(read)
+        os.close(write)
+    for other in (copied, sent):
+        assert stores_state(other) == stores_state(original)
+        assert world_signature(other) == world_signature(original)

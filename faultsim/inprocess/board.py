@@ -38,6 +38,7 @@ import select
 from typing import Any, Callable
 
 from ..realfile import read_bytes, write_bytes
+from ..world.clock import faithful_copies
 
 POLL = 0.002  # seconds between looks at a claim's answer while its claimant runs
 
@@ -91,7 +92,8 @@ class Board:
     def publish(self, name: str, lead: Any) -> None:
         """The claimant's answer: its lead, or None (its run made none)."""
         try:
-            data = pickle.dumps(lead)
+            with faithful_copies():  # the lead's world as it was (world/clock.py)
+                data = pickle.dumps(lead)
         except Exception:
             data = pickle.dumps(None)
         aside = f"{self.root}/{name}.{posix.getpid()}.tmp"

@@ -21,6 +21,7 @@ from ..pipeline.incarnation import CLEAN_LIMIT, starved, time_limit, world_signa
 from ..pipeline.sweep import ResumeResult, Sweep, absent_digest, by_event, masked_digest
 from ..trace import Event, Killed, Tracer
 from ..world import World
+from ..world.clock import faithful_copies
 from .board import Board
 from .forks import fork
 from .isolated import death, dies_with_parent
@@ -513,8 +514,9 @@ class _Pool:
                     by_class[(masked, watch)] = result
                 by_key[key] = result
                 results.append(result)
-            data = pickle.dumps({"after_kill": after_kill, "results": results,
-                                 "unwound": unwound})
+            with faithful_copies():  # its verdicts' worlds as they were (world/clock.py)
+                data = pickle.dumps({"after_kill": after_kill, "results": results,
+                                     "unwound": unwound})
             view = memoryview(data)
             while view:
                 written = _os.write(self.fd, view)

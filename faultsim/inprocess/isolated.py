@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, Callable
 import freezegun.api as _real_time  # time.perf_counter is frozen in here; this is not
 
 from ..errors import WorkerDied
+from ..world.clock import faithful_copies
 from .forks import fork
 
 if TYPE_CHECKING:
@@ -40,7 +41,9 @@ def in_child(call: Callable[[], Any], limit: float | None) -> Any:
         try:
             _os.close(read_fd)
             dies_with_parent()
-            view = memoryview(pickle.dumps(call()))
+            result = call()
+            with faithful_copies():  # its datetimes as they were (world/clock.py)
+                view = memoryview(pickle.dumps(result))
             while view:
                 view = view[_os.write(write_fd, view):]
             status = 0

@@ -26,6 +26,7 @@ from ..pipeline.incarnation import (Incarnation, IncarnationTimeout, captured_ou
                                     failure_details, time_limit, traced_world)
 from ..runner import make_env
 from ..trace import Event, Tracer
+from ..world.clock import faithful_copies
 from . import fstrace, helpers, wire
 
 
@@ -109,7 +110,7 @@ def run_job(job: dict, ctx: Any, out_fd: int) -> None:
         escapes = sandbox.escapes + helpers.escapes()
         helpers.stop()
         wire.send(out_fd, {"job": job["id"], "kind": kind, "events": tracer.events,
-                           "world": pickle.dumps(world),
+                           "world": _pickled(world),
                            "escapes": escapes,
                            "unwatched": helpers.unwatched(),
                            "first_position": result.first_position,
@@ -133,7 +134,7 @@ def run_job(job: dict, ctx: Any, out_fd: int) -> None:
                 listeners, world._listeners = world._listeners, []
                 wire.send(out_fd, {"job": job["id"], "kind": "crash", "point": point,
                                    "sigkilled": died, "files": ctx.left_behind(ctx),
-                                   "world": pickle.dumps(world), "after": len(tracer.events)})
+                                   "world": _pickled(world), "after": len(tracer.events)})
                 world._listeners = listeners
             finally:
                 fstrace.reactivate(saved)
@@ -170,3 +171,9 @@ def run_job(job: dict, ctx: Any, out_fd: int) -> None:
     report("done", outcome=outcome, error=error, timed_out=timed_out, details=details,
            seconds=seconds, strays=life.strays, contract=contract)
     os._exit(0)
+
+
+def _pickled(world: Any) -> bytes:
+    """The world as sent to faultsim: its datetimes as they were (world/clock.py)."""
+    with faithful_copies():
+        return pickle.dumps(world)

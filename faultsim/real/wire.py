@@ -10,11 +10,14 @@ import pickle
 import struct
 from typing import Any
 
+from ..world.clock import faithful_copies
+
 _HEADER = struct.Struct(">I")
 
 
 def send(fd: int, message: Any) -> None:
-    data = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
+    with faithful_copies():  # its datetimes as they were, frozen or not (world/clock.py)
+        data = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
     view = memoryview(_HEADER.pack(len(data)) + data)
     while view:
         n = os.write(fd, view)

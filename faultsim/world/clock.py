@@ -6,13 +6,61 @@ and a resume is one `advance()` instead of a real wait.
 """
 from __future__ import annotations
 
+import copyreg
 import datetime as _dt
 from contextlib import contextmanager
 from typing import Any, Iterator
 
 import freezegun
+import freezegun.api as _unfrozen  # freezegun patches every module's names but its own
 
 UTC = _dt.timezone.utc
+
+
+@contextmanager
+def faithful_copies() -> Iterator[None]:
+    """faultsim's own copies and messages (a world copied at a kill point, a verdict sent
+    by a forked child) keep each `datetime` the class it was. While frozen, freezegun
+    registers picklers that turn every real `datetime` and `date` deep-copied or pickled
+    into its FakeDatetime / FakeDate (by name a real one cannot be pickled then: the name
+    `datetime.datetime` is the fake's): equal instants, other texts. A world copied while
+    frozen stored `FakeDatetime(...)` where the clean run's stored `datetime.datetime(...)`,
+    its state's text (what convergence and the memo compare) differed, and cuts the clean
+    run allowed were refused. The agent's own copies keep freezegun's behaviour: this is
+    entered only around faultsim's."""
+    table = copyreg.dispatch_table
+    real_dt, real_d = _unfrozen.real_datetime, _unfrozen.real_date
+    if table.get(real_dt) is not _unfrozen.pickle_fake_datetime:  # not frozen
+        yield
+        return
+    taken = table[real_dt], table.get(real_d)
+    table[real_dt], table[real_d] = _reduce_datetime, _reduce_date
+    try:
+        yield
+    finally:
+        table[real_dt] = taken[0]
+        if taken[1] is None:
+            table.pop(real_d, None)
+        else:
+            table[real_d] = taken[1]
+
+
+def _reduce_datetime(value: _dt.datetime) -> tuple:
+    return _real_datetime, (value.year, value.month, value.day, value.hour, value.minute,
+                            value.second, value.microsecond, value.tzinfo, value.fold)
+
+
+def _reduce_date(value: _dt.date) -> tuple:
+    return _real_date, (value.year, value.month, value.day)
+
+
+def _real_datetime(*fields: Any) -> _dt.datetime:
+    *parts, fold = fields
+    return _unfrozen.real_datetime(*parts, fold=fold)
+
+
+def _real_date(*fields: int) -> _dt.date:
+    return _unfrozen.real_date(*fields)
 
 
 def parse_instant(value: str | _dt.datetime) -> _dt.datetime:

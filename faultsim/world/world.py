@@ -4,7 +4,7 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from ..model import FakeClaude, Script
-from .clock import WorldClock
+from .clock import WorldClock, faithful_copies
 from .ledger import Ledger
 from .services import Receiver, make_receiver
 
@@ -62,8 +62,9 @@ class World:
             cls = type(self)
             clone = cls.__new__(cls)
             memo[id(self)] = clone
-            for key, value in self.__dict__.items():
-                setattr(clone, key, copy.deepcopy(value, memo))
+            with faithful_copies():
+                for key, value in self.__dict__.items():
+                    setattr(clone, key, copy.deepcopy(value, memo))
         finally:
             self._listeners = listeners
         return clone
