@@ -37,6 +37,7 @@ import pytest
 from faultsim import explore, load_scenario
 from faultsim.classes import PER_CLASS, cover, signature
 from faultsim.cli import main
+from test_scenario_library import CAUGHT, caught_sweep
 
 ROOT = Path(__file__).resolve().parent.parent
 EX, BUGS, SCEN = ROOT / "examples", ROOT / "bench" / "known_bugs", ROOT / "scenarios"
@@ -123,12 +124,18 @@ CASES = [
 @pytest.mark.parametrize("name,spec,scenario,module,categories,leaves_out", CASES,
                          ids=[c[0] for c in CASES])
 def test_a_planted_mistake_violates_the_same_classes_under_representative_coverage(
-        name, spec, scenario, module, categories, leaves_out):
+        name, spec, scenario, module, categories, leaves_out, shared_cache):
     if module is not None and not _have(module):
         pytest.skip(f"{name}: {module} is not installed")
     only = None if categories is None else (lambda p: p.category in categories)
-    report = explore(spec, load_scenario(scenario), crashes=1, crash_model="process",
-                     only=only, agent_name=name)
+    if scenario.parent == SCEN and scenario.stem in CAUGHT:
+        # the same sweep as tests/test_scenario_library.py's, made once per session
+        mutant, _, caught_at = CAUGHT[scenario.stem]
+        assert (spec, categories) == (f"reference_agent.mutants.{mutant}", caught_at)
+        report = caught_sweep(shared_cache, scenario.stem)
+    else:
+        report = explore(spec, load_scenario(scenario), crashes=1, crash_model="process",
+                         only=only, agent_name=name)
     (run,) = report.runs
     found = violated(run)
     assert found, f"{name}: the exhaustive sweep finds no violation"
