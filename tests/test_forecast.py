@@ -25,22 +25,12 @@ def _counted(path):
         return scenario, points, golden, census(ex, points, ["process"]), ex.clean_seconds
 
 
-@pytest.fixture
-def counting(shared_cache):
-    """`_counted`, made once per session for every xdist worker (tests/shared_runs.py): the
-    50-step task's is read by three tests, which `-n 4` may hand to three workers. Sound:
-    the counting pass is deterministic but for the clean run's measured seconds, which no
-    test here weighs (they weigh the idle figure)."""
-    return lambda path: shared_cache.get(f"test_forecast: _counted({path})",
-                                         lambda: _counted(path))
-
-
 @pytest.mark.parametrize("path", [DATA / "tiny.toml", SCENARIOS / "flaky_api.toml"])
-def test_the_classes_counted_predict_the_resumed_runs_of_the_sweep(path, counting):
+def test_the_classes_counted_predict_the_resumed_runs_of_the_sweep(path):
     """The counting pass's classes of states (masked as the memo's insensitive classes)
     times RESUMED_SHARE is within a third of the runs the sweep then resumes; and the
     per-point counts add up to the plan's totals."""
-    scenario, points, golden, counted, _ = counting(path)
+    scenario, points, golden, counted, _ = _counted(path)
     assert counted.counts_at(points) == counted.counts
     report = faultsim.explore(reference_agent.make_agent, scenario, crash_model="process",
                               crashes=1, workers=1)
@@ -50,8 +40,8 @@ def test_the_classes_counted_predict_the_resumed_runs_of_the_sweep(path, countin
     assert abs(predicted - run.judged) <= run.judged / 3, (predicted, run.judged)
 
 
-def test_a_narrower_run_forecasts_less_and_each_coverage_is_said(counting):
-    scenario, points, golden, counted, clean = counting(SCENARIOS / "research_50_steps.toml")
+def test_a_narrower_run_forecasts_less_and_each_coverage_is_said():
+    scenario, points, golden, counted, clean = _counted(SCENARIOS / "research_50_steps.toml")
     # the clean run's time as measured on an idle 2-core machine (0.33 s), not this run's:
     # under load it stretches (1-4 s seen in the suite), and the resumed runs' share of
     # the forecast with it, where a sparse sweep pays more per run (pipeline/forecast.py)
@@ -83,7 +73,7 @@ def test_the_forecast_in_words():
 
 
 def test_a_budget_the_forecast_is_over_stops_before_any_crash_run(tmp_path, capsys,
-                                                                   monkeypatch, counting):
+                                                                   monkeypatch):
     """--budget: over it, exit 2 and one line naming the forecast and the coverage that
     fits, before any crash run (no run block; the report lists the refusal); within it,
     nothing is said."""
@@ -108,7 +98,7 @@ def test_a_budget_the_forecast_is_over_stops_before_any_crash_run(tmp_path, caps
     assert main(args) == 2
     capsys.readouterr()
     monkeypatch.delenv("FAULTSIM_BUDGET")
-    scenario, points, golden, counted, clean = counting(SCENARIOS / "research_50_steps.toml")
+    scenario, points, golden, counted, clean = _counted(SCENARIOS / "research_50_steps.toml")
     # the idle clean time, as in test_a_narrower_run_forecasts_less_and_each_coverage_is_said
     exhaustive, representative = _forecasts(counted, points, golden.trace, ["process"],
                                             clean_seconds=0.33)
@@ -133,7 +123,7 @@ def test_a_budget_where_no_forecast_is_made_is_refused(capsys):
         "(in-process mode only; drop --budget)")
 
 
-def test_a_horizon_caps_each_resumed_run_at_a_few_of_the_clean_runs_requests(counting):
+def test_a_horizon_caps_each_resumed_run_at_a_few_of_the_clean_runs_requests():
     """--horizon H (convergence.py, "The horizon"): a resumed run is cut at about its
     (H+1)-th model request, so the forecast charges it H + HORIZON_FIXED of the clean
     run's requests, never more than without a horizon; a horizon past the task changes
@@ -148,7 +138,7 @@ def test_a_horizon_caps_each_resumed_run_at_a_few_of_the_clean_runs_requests(cou
     assert estimate("exhaustive", 1000, 100, 20.0, 4000, horizon=10_000,
                     requests=200) == free
     # the run's own forecast: the 50-step task's, with the horizon the run asked for
-    scenario, points, golden, counted, _ = counting(SCENARIOS / "research_50_steps.toml")
+    scenario, points, golden, counted, _ = _counted(SCENARIOS / "research_50_steps.toml")
     plain = _forecasts(counted, points, golden.trace, ["process"], clean_seconds=0.33)
     capped = _forecasts(counted, points, golden.trace, ["process"], clean_seconds=0.33,
                         horizon=1)
