@@ -60,6 +60,25 @@ def violated(run, coverage, chosen_only=False):
             if not chosen_only or position[v.kill_point.id] in chosen}
 
 
+@pytest.fixture
+def mutant_sweep(shared_cache):
+    """`mutant_sweep(name, model)`: the exhaustive single-crash sweep of
+    reference_agent.mutants.NAME on loop.toml, made once per session (tests/shared_runs.py)
+    and read by every test here that sweeps that mutant so (save_b_only by three,
+    counters_reset by two). Sound: the same call gives the same report, timings aside (the
+    project's rule; a worker count changes nothing, as the representative test below checks
+    on its own runs), and each test only reads the run it gets (a fresh copy)."""
+
+    def sweep(name: str, model: str = "process"):
+        module = f"reference_agent.mutants.{name}"
+        return shared_cache.get(
+            f"test_classes: {module} on {LOOP}, crashes=1, {model}",
+            lambda: explore(importlib.import_module(module).make_agent, load_scenario(LOOP),
+                            crashes=1, crash_model=model, agent_name=module)).runs[0]
+
+    return sweep
+
+
 def test_a_class_does_not_depend_on_the_step():
     points, trace = clean(periodic_agent.make_agent, PERIODIC)
     step = steps(points, trace)
@@ -121,10 +140,11 @@ def _stripped(report):
     return strip(report.to_json())
 
 
-def test_a_representative_run_judges_its_points_as_the_exhaustive_run_on_any_worker_count():
+def test_a_representative_run_judges_its_points_as_the_exhaustive_run_on_any_worker_count(
+        mutant_sweep):
     module = importlib.import_module("reference_agent.mutants.save_b_only")
     scenario = load_scenario(LOOP)
-    whole = explore(module.make_agent, scenario, crashes=1, workers=2).runs[0]
+    whole = mutant_sweep("save_b_only")
     one, two = (explore(module.make_agent, scenario, crashes=1, workers=w,
                         coverage="representative") for w in (1, 2))
     assert _stripped(one) == _stripped(two)
@@ -141,25 +161,23 @@ def test_a_representative_run_judges_its_points_as_the_exhaustive_run_on_any_wor
 
 
 @pytest.mark.parametrize("name,model", MUTANTS, ids=[m[0] for m in MUTANTS])
-def test_every_mutant_violates_the_same_classes_under_representative_coverage(name, model):
+def test_every_mutant_violates_the_same_classes_under_representative_coverage(name, model,
+                                                                            mutant_sweep):
     """One exhaustive sweep; the representative run's verdicts are the exhaustive run's at
     its chosen points (the test above, and engine.md: a verdict never depends on which
     other kill points ran)."""
-    module = importlib.import_module(f"reference_agent.mutants.{name}")
-    run = explore(module.make_agent, load_scenario(LOOP), crashes=1, crash_model=model,
-                  agent_name=name).runs[0]
+    run = mutant_sweep(name, model)
     cov = representative(run)
     assert cov.not_crashed() > 0
     found = violated(run, cov)
     assert found and violated(run, cov, chosen_only=True) == found
 
 
-def test_first_and_last_occurrences_alone_would_miss_a_class_of_counters_reset():
+def test_first_and_last_occurrences_alone_would_miss_a_class_of_counters_reset(mutant_sweep):
     """Why `per_class` draws more than the ends: counters_reset fails a class of loop.toml
     at its middle occurrence only (the stored counters differ from step to step), which a
     choice of first and last occurrences (per_class=0) leaves out and the default keeps."""
-    module = importlib.import_module("reference_agent.mutants.counters_reset")
-    run = explore(module.make_agent, load_scenario(LOOP), crashes=1).runs[0]
+    run = mutant_sweep("counters_reset")  # loop.toml's own crash model: process
     ends = representative(run, per_class=0)
     assert violated(run, ends, chosen_only=True) < violated(run, ends)
     assert violated(run, representative(run), chosen_only=True) == violated(run, ends)
@@ -318,12 +336,10 @@ def test_the_run_says_what_it_covered_and_any_kill_point_stays_reachable(tmp_pat
     capsys.readouterr()
 
 
-def test_a_replay_token_reaches_a_kill_point_the_representative_run_left_out():
+def test_a_replay_token_reaches_a_kill_point_the_representative_run_left_out(mutant_sweep):
     from faultsim import replay
 
-    module = importlib.import_module("reference_agent.mutants.save_b_only")
-    run = explore(module.make_agent, load_scenario(LOOP), crashes=1,
-                  agent_name="reference_agent.mutants.save_b_only").runs[0]
+    run = mutant_sweep("save_b_only")  # named by its module: the token imports it
     cov = representative(run)
     chosen = {run.kill_points[n].id for n in cov.chosen}
     verdict = next(v for v in run.verdicts if not v.ok and v.kill_point.id not in chosen)

@@ -138,32 +138,48 @@ needs_ray = pytest.mark.skipif(
 
 
 @needs_ray
-@pytest.mark.parametrize("agent,code", [("reference_agent", 0), (MUTANT, 1)])
-def test_ray_shards_merge_into_the_unsharded_report(tmp_path, capsys, monkeypatch, agent,
-                                                   code):
+def test_ray_shards_merge_into_the_unsharded_report(tmp_path, capsys, monkeypatch):
+    """The reference agent (exit 0) and a mutant (exit 1), each run whole, then on Ray. One
+    local cluster serves both Ray runs (its start costs more than a shard of tiny): it is
+    started as `--ray` starts its own (ray_shards.cluster, num_cpus=2), and a run inside a
+    driver's Ray session uses that session, as in a notebook. That `--ray`'s own local
+    cluster is gone with the run is checked by
+    test_the_local_cluster_leaves_no_process_even_when_a_shard_fails and
+    test_ctrl_c_ends_the_local_cluster_and_every_shard; here, that this one is."""
     from faultsim.cli import main
+    from faultsim.ray_shards import cluster
 
     tag = _tagged(monkeypatch)
-
-    base = ["run", TINY, "--agent", agent, "--crash-model", "all", "--crashes", "1"]
-    whole, merged = tmp_path / "whole.json", tmp_path / "ray.json"
-    assert main(base + ["--workers", "1", "--json", str(whole)]) == code
-    said = capsys.readouterr().out
-    assert main(base + ["--ray", "--workers", "2", "--json", str(merged)]) == code
-    out = capsys.readouterr().out
-    assert "faultsim: shard 1/2 on" in out and "faultsim: shard 2/2 on" in out
-    assert _ray_processes(tag) == []  # the local cluster is gone with the run
-    whole_, merged_ = json.loads(whole.read_text()), json.loads(merged.read_text())
-    run = merged_["runs"][0]
-    # every state, once (315 on the reference agent, 273 on the mutant: both crash models)
-    assert run["shard"] is None and run["crash_states"] == whole_["runs"][0]["crash_states"]
-    assert _strip(merged_) == _strip(whole_)  # verdicts, counts, map, counterexamples
-    if code:  # the finding is there, as in the whole run, and the same counterexamples
-        assert any(r["violating"] for r in merged_["runs"])
-        texts = [c["text"] for r in whole_["runs"] for c in r["counterexamples"]]
-        shown = [t for t in texts if t in out]
-        assert len(shown) == min(3, len(texts)) > 0  # --examples' default
-        assert shown == [t for t in texts if t in said]  # the ones the whole run printed
+    cases = (("reference_agent", 0), (MUTANT, 1))
+    base = lambda agent: ["run", TINY, "--agent", agent, "--crash-model", "all",  # noqa: E731
+                          "--crashes", "1"]
+    said = {}
+    for n, (agent, code) in enumerate(cases):  # before the cluster: a sweep forks
+        assert main(base(agent) + ["--workers", "1", "--json", str(tmp_path / f"w{n}.json")]
+                    ) == code
+        said[agent] = capsys.readouterr().out
+    with cluster(None, 2):
+        assert _ray_processes(tag)  # the runs below are this cluster's: the check can fail
+        for n, (agent, code) in enumerate(cases):
+            merged = tmp_path / f"r{n}.json"
+            assert main(base(agent) + ["--ray", "--workers", "2", "--json", str(merged)]
+                        ) == code
+            out = capsys.readouterr().out
+            assert "faultsim: shard 1/2 on" in out and "faultsim: shard 2/2 on" in out
+            whole_ = json.loads((tmp_path / f"w{n}.json").read_text())
+            merged_ = json.loads(merged.read_text())
+            run = merged_["runs"][0]
+            # every state, once (315 on the reference agent, 273 on the mutant: both models)
+            assert run["shard"] is None and \
+                run["crash_states"] == whole_["runs"][0]["crash_states"]
+            assert _strip(merged_) == _strip(whole_)  # verdicts, counts, map, examples
+            if code:  # the finding is there, as in the whole run, the same counterexamples
+                assert any(r["violating"] for r in merged_["runs"])
+                texts = [c["text"] for r in whole_["runs"] for c in r["counterexamples"]]
+                shown = [t for t in texts if t in out]
+                assert len(shown) == min(3, len(texts)) > 0  # --examples' default
+                assert shown == [t for t in texts if t in said[agent]]  # the whole run's
+    assert _ray_processes(tag) == []  # the cluster is gone with the session
 
 
 @needs_ray

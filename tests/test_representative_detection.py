@@ -37,6 +37,7 @@ import pytest
 from faultsim import explore, load_scenario
 from faultsim.classes import PER_CLASS, cover, signature
 from faultsim.cli import main
+from test_scenario_library import CAUGHT, caught_sweep
 
 ROOT = Path(__file__).resolve().parent.parent
 EX, BUGS, SCEN = ROOT / "examples", ROOT / "bench" / "known_bugs", ROOT / "scenarios"
@@ -120,15 +121,31 @@ CASES = [
 ]
 
 
+def _sweep(shared_cache, spec: str, scenario: Path, categories):
+    """The exhaustive single-crash sweep of `spec` on `scenario` (at `categories`, None: all),
+    process model, made once per session: the pydantic-ai history saved per node is read
+    by its case and by the test that names its class. Sound: the same call gives the same
+    report, timings aside (the project's rule); the agent's name, a label, is the spec."""
+    only = None if categories is None else (lambda p: p.category in categories)
+    return shared_cache.get(
+        f"representative detection: {spec} on {scenario} at {categories}, crashes=1, process",
+        lambda: explore(spec, load_scenario(scenario), crashes=1, crash_model="process",
+                        only=only, agent_name=spec))
+
+
 @pytest.mark.parametrize("name,spec,scenario,module,categories,leaves_out", CASES,
                          ids=[c[0] for c in CASES])
 def test_a_planted_mistake_violates_the_same_classes_under_representative_coverage(
-        name, spec, scenario, module, categories, leaves_out):
+        name, spec, scenario, module, categories, leaves_out, shared_cache):
     if module is not None and not _have(module):
         pytest.skip(f"{name}: {module} is not installed")
-    only = None if categories is None else (lambda p: p.category in categories)
-    report = explore(spec, load_scenario(scenario), crashes=1, crash_model="process",
-                     only=only, agent_name=name)
+    if scenario.parent == SCEN and scenario.stem in CAUGHT:
+        # the same sweep as tests/test_scenario_library.py's, made once per session
+        mutant, _, caught_at = CAUGHT[scenario.stem]
+        assert (spec, categories) == (f"reference_agent.mutants.{mutant}", caught_at)
+        report = caught_sweep(shared_cache, scenario.stem)
+    else:
+        report = _sweep(shared_cache, spec, scenario, categories)
     (run,) = report.runs
     found = violated(run)
     assert found, f"{name}: the exhaustive sweep finds no violation"
@@ -136,7 +153,8 @@ def test_a_planted_mistake_violates_the_same_classes_under_representative_covera
     assert (left_out(run) > 0) == leaves_out
 
 
-def test_the_pydantic_ai_history_saved_per_node_is_caught_at_the_turn_after_a_tool():
+def test_the_pydantic_ai_history_saved_per_node_is_caught_at_the_turn_after_a_tool(
+        shared_cache):
     """Why a class names the tools the turn before called: `saves_per_node` saves the
     history after the model's node, not after the tools' node, so a crash while the next
     answer streams loses the payment's return (2 steps repeated). That answer's stream
@@ -144,9 +162,9 @@ def test_the_pydantic_ai_history_saved_per_node_is_caught_at_the_turn_after_a_to
     of the turn before in the class, the failing occurrences shared a class with those and
     no draw had to land on them (missed at seed 0)."""
     pytest.importorskip("pydantic_ai")
-    report = explore(f"{EX}/pydantic_ai/billing_agent.py:make_agent_saves_per_node",
-                     load_scenario(EX / "pydantic_ai/scenario.toml"), crashes=1,
-                     agent_name="saves_per_node")
+    # process: the scenario's own crash model
+    report = _sweep(shared_cache, f"{EX}/pydantic_ai/billing_agent.py:make_agent_saves_per_node",
+                    EX / "pydantic_ai/scenario.toml", None)
     (run,) = report.runs
     streamed = {c for c, i in violated(run) if c.startswith("mid-stream")}
     assert streamed == {"mid-stream | model.stream stream | after pay,pay_invoice"}

@@ -103,15 +103,31 @@ CAUGHT = {
 }
 
 
+def caught_sweep(shared_cache, name: str):
+    """The sweep of scenario `name`'s mutant (CAUGHT) at its categories, one crash, process
+    model: made once per session (tests/shared_runs.py) and read by the test below and by
+    tests/test_representative_detection.py, which classes the same sweep's violations.
+    Sound: the same call gives the same report, timings aside (the project's rule), and
+    each reader gets a fresh copy."""
+    mutant, _, categories = CAUGHT[name]
+
+    def sweep():
+        module = __import__(f"reference_agent.mutants.{mutant}", fromlist=["make_agent"])
+        only = lambda p: p.category in categories  # noqa: E731
+        return explore(module.make_agent, scenario(name), crashes=1, workers=2, only=only,
+                       crash_model="process")
+
+    return shared_cache.get(f"scenario library: {mutant} on {SCENARIOS / name}.toml at "
+                            f"{categories}, crashes=1, process", sweep)
+
+
 @pytest.mark.parametrize("name", sorted(CAUGHT))
-def test_each_scenario_catches_its_mutant(name):
+def test_each_scenario_catches_its_mutant(name, shared_cache):
     mutant, invariant, categories = CAUGHT[name]
     assert mutant in NAMES
-    module = __import__(f"reference_agent.mutants.{mutant}", fromlist=["make_agent"])
     sc = scenario(name)
     only = lambda p: p.category in categories  # noqa: E731
-    report = explore(module.make_agent, sc, crashes=1, workers=2, only=only,
-                     crash_model="process")
+    report = caught_sweep(shared_cache, name)
     (run,) = report.runs
     assert run.explored and len(run.verdicts) >= len(run.explored)  # the kills landed
     assert invariant in {v.invariant for f in run.failures for v in f.violations}
