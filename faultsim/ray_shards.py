@@ -44,7 +44,7 @@ from .errors import AgentFinding, HarnessError, UsageError
 # how long a cut shard has to write its partial report once sent SIGTERM, and the driver
 # to collect them: a sweep answers SIGTERM at its next kill point, a forked crash run's
 # worth of time, then writes its reports
-SHARD_STOP = 30.0
+SHARD_STOP = 15.0
 _SHARDS = "faultsim_shards"  # the attribute an interrupt carries the shards' runs in
 
 # `--ray` alone: a local cluster of this run's own
@@ -351,7 +351,7 @@ def _collect_cut(ray: Any, pending: list, first: int, n: int, done: list[ShardRu
             ray.cancel(ref)
         except Exception:  # noqa: BLE001 - finished meanwhile: its report is read below
             pass
-    ray.wait(pending, num_returns=len(pending), timeout=SHARD_STOP + 10)
+    ray.wait(pending, num_returns=len(pending), timeout=SHARD_STOP + 5)
     for i, ref in enumerate(pending, first):
         try:
             got = ray.get(ref, timeout=0)
