@@ -233,7 +233,8 @@ def cover(points: Sequence[KillPoint], trace: Sequence[Event], mode: str = "exha
 # over the resumed course), and the classes are shared by every resumed course of the
 # model: recovery at step 3 and at step 150 is one class, judged at its first and last
 # occurrence over all the courses (in the order of their first crashes, then of the
-# course) and `per_class` seeded others, not once per course. Beside the classes:
+# course) and `per_class` seeded others drawn among its occurrences in a few sampled
+# courses (`sampled_courses`), not once per course. Beside the classes:
 #
 # - per course, every kill point of its *first step*: its recovery (loading the
 #   checkpoint, settling a pending call, repeating a blind one, the save that completes
@@ -276,7 +277,7 @@ class PairCoverage:
     every course (`judged`: per course, the positions a second crash state was judged at).
     `chosen_by`: how many positions each rule chose first (`class`, then `first_step`:
     each course's, bar later sector cuts, then `ends`: the first and last step of the
-    first and last course)."""
+    first and last course); `sampled`: the courses the classes' seeded draws land in."""
 
     per_class: int
     classes: tuple[str, ...]
