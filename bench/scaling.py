@@ -39,7 +39,9 @@ one JSON line:
                        (faultsim.classes.cover_courses): resumed_courses, kill_points
                        (over all of them), classes, chosen, judged, not_crashed, and
                        chosen_by (the second crashes each rule chose: class, first_step,
-                       ends; bench/pair_choice.py compares the rule before)
+                       ends; bench/pair_choice.py compares the rule before) and
+                       sampled_courses (how many courses the classes' seeded draws
+                       land in: the first, the last and per_class seeded others)
 
 Ratios within one run are the figures to read: timings on a loaded machine are noisy.
 
@@ -170,7 +172,8 @@ def one(n: int, workers: int, pairs: bool, coverage: str = "exhaustive",
                 {k: covered[k] for k in ("resumed_courses", "kill_points", "chosen",
                                          "judged", "not_crashed", "chosen_by")
                  if k in covered},
-                classes=len(covered["classes"]))
+                classes=len(covered["classes"]),
+                sampled_courses=len(covered.get("sampled_courses", ())))
     out["peak_rss_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
     return out
 

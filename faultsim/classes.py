@@ -233,7 +233,8 @@ def cover(points: Sequence[KillPoint], trace: Sequence[Event], mode: str = "exha
 # over the resumed course), and the classes are shared by every resumed course of the
 # model: recovery at step 3 and at step 150 is one class, judged at its first and last
 # occurrence over all the courses (in the order of their first crashes, then of the
-# course) and `per_class` seeded others, not once per course. Beside the classes:
+# course) and `per_class` seeded others drawn among its occurrences in a few sampled
+# courses (`sampled_courses`), not once per course. Beside the classes:
 #
 # - per course, every kill point of its *first step*: its recovery (loading the
 #   checkpoint, settling a pending call, repeating a blind one, the save that completes
@@ -276,7 +277,7 @@ class PairCoverage:
     every course (`judged`: per course, the positions a second crash state was judged at).
     `chosen_by`: how many positions each rule chose first (`class`, then `first_step`:
     each course's, bar later sector cuts, then `ends`: the first and last step of the
-    first and last course)."""
+    first and last course); `sampled`: the courses the classes' seeded draws land in."""
 
     per_class: int
     classes: tuple[str, ...]
@@ -285,6 +286,7 @@ class PairCoverage:
     chosen: tuple[tuple[int, ...], ...]  # per course, the positions crashed at
     class_of: tuple[Sequence[int], ...]  # per course, per kill point, its class
     chosen_by: tuple[tuple[str, int], ...] = ()
+    sampled: tuple[int, ...] = ()  # the courses the classes' seeded draws land in
 
     def to_json(self, judged: Sequence[set[int]]) -> dict:
         """The `coverage.pairs` block: the classes of the resumed courses, per class its
@@ -298,6 +300,7 @@ class PairCoverage:
                 "chosen": sum(len(c) for c in self.chosen), "judged": crashed,
                 "not_crashed": total - crashed, "per_class": self.per_class,
                 "at_least": 2 + self.per_class, "chosen_by": dict(self.chosen_by),
+                "sampled_courses": list(self.sampled),
                 "classes": [{"signature": s, "occurrences": self.occurrences[c],
                              "judged": done[c]} for c, s in enumerate(self.classes)]}
 
@@ -315,17 +318,32 @@ def pairs_line_of(block: dict | None) -> str | None:
 
 
 def pair_ranks(classes: Sequence[str], occurrences: Sequence[int], per_class: int,
-               seed: str) -> list[set[int]]:
+               seed: str, among: Sequence[Sequence[int]] | None = None) -> list[set[int]]:
     """Per class, the ranks of its occurrences (0-based, over every course in order) the
-    pair stage judges: the first, the last and `per_class` seeded among the rest."""
+    pair stage judges: the first, the last and `per_class` seeded among the rest (`among`:
+    per class, the ranks of the rest the draw may land on, an empty one meaning all)."""
     wanted: list[set[int]] = []
     for c, count in enumerate(occurrences):
         draw = random.Random(f"{seed}\x00pairs\x00{classes[c]}")
         ranks = {0, count - 1}
-        if count > 2:
-            ranks.update(draw.sample(range(1, count - 1), min(per_class, count - 2)))
+        pool = [r for r in among[c] if 0 < r < count - 1] if among is not None else []
+        if not pool and count > 2:
+            pool = range(1, count - 1)
+        ranks.update(draw.sample(pool, min(per_class, len(pool))))
         wanted.append(ranks)
     return wanted
+
+
+def sampled_courses(kill_points: Sequence[int], per_class: int, seed: str) -> tuple[int, ...]:
+    """The courses a class's seeded draws land in (`cover_courses`): the first and the last
+    course with kill points and `per_class` seeded others, in first-crash order."""
+    have = [k for k, n in enumerate(kill_points) if n]
+    if len(have) <= 2:
+        return tuple(have)
+    middle = have[1:-1]
+    draw = random.Random(f"{seed}\x00pairs\x00courses")
+    return tuple(sorted({have[0], have[-1],
+                         *draw.sample(middle, min(per_class, len(middle)))}))
 
 
 def cover_courses(courses, per_class: int = PER_CLASS, seed: str = "0") -> PairCoverage:
@@ -373,7 +391,26 @@ def cover_courses(courses, per_class: int = PER_CLASS, seed: str = "0") -> PairC
     # the first, the last and `per_class` seeded among the rest (a str seed is hashed with
     # SHA-512: the same draw in every process); "pairs" keeps it apart from the first
     # crashes' draw of the same class
-    wanted = pair_ranks(classes, occurrences, per_class, seed)
+    #
+    # The seeded draws land in a few courses, not anywhere (`sampled_courses`: the first
+    # and the last course and `per_class` seeded others): a draw at a course's step k
+    # costs that course's driver k steps (its run is driven to its last chosen point and
+    # no further, inprocess/pairs.py), and draws spread over every course drove nearly
+    # all of every course (79 % of the courses' events at 25 steps), the courses times
+    # the task. So every course is driven through its first step, the sampled ones (and
+    # those holding a class's first or last occurrence) further. A class with no middle
+    # occurrence in the sampled courses is drawn over all of them, as before.
+    kill_points = [len(row) for row in class_of]
+    sampled = sampled_courses(kill_points, per_class, seed)
+    among: list[list[int]] = [[] for _ in classes]
+    seen = [0] * len(classes)
+    keep = set(sampled)
+    for k, row in enumerate(class_of):
+        for c in row:
+            if k in keep:
+                among[c].append(seen[c])
+            seen[c] += 1
+    wanted = pair_ranks(classes, occurrences, per_class, seed, among)
     # the first and the last course with kill points: their first and last steps whole
     ends = [k for k, row in enumerate(class_of) if len(row)]
     ends = {ends[0], ends[-1]} if ends else set()
@@ -392,5 +429,5 @@ def cover_courses(courses, per_class: int = PER_CLASS, seed: str = "0") -> PairC
             seen[c] += 1
         chosen.append(tuple(picked))
     return PairCoverage(per_class, classes, tuple(occurrences),
-                        tuple(len(r) for r in class_of), tuple(chosen), tuple(class_of),
-                        tuple(by.items()))
+                        tuple(kill_points), tuple(chosen), tuple(class_of),
+                        tuple(by.items()), sampled)

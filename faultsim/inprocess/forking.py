@@ -36,8 +36,11 @@ class ForkAt:
     the child dies there (and resumes), the parent goes on to the next point."""
 
     def __init__(self, pool: "_Pool", boundary: dict[int, KillPoint],
-                 torn: dict[int, list[KillPoint]], seal: Callable[[], None]) -> None:
+                 torn: dict[int, list[KillPoint]], seal: Callable[[], None],
+                 until: int | None = None) -> None:
         self.pool, self.boundary, self.torn, self._seal = pool, boundary, torn, seal
+        # the driver ends after this event (its last chosen point's; None: runs to its end)
+        self.until, self.stopped = until, False
         # A fork copies only the calling thread: one forked from another thread of the
         # agent would have no driver to resume and judge. Those points are replayed.
         self.runner, self.elsewhere = threading.get_ident(), []
@@ -54,6 +57,13 @@ class ForkAt:
                 [point], None, sys._getframe(1)):  # the kill is raised here, in emit's call
             self._seal()
             raise finality.killed(Killed(point.id))
+        if self.until is not None and event.index >= self.until and not self.stopped \
+                and not self.pool.in_child and threading.get_ident() == self.runner:
+            # every chosen point is behind the driver (its children are forked, its
+            # torn write's too): the rest of the run forks nothing (sweep_forking, `stop`)
+            self.stopped = True
+            self._seal()
+            raise finality.killed(Killed("faultsim: past the last chosen kill point"))
 
     def before_write(self, tracer: Tracer, write) -> bytes | None:
         points = self.torn.get(tracer.next_index)
@@ -66,7 +76,12 @@ class ForkAt:
 
 
 def sweep_forking(ex: Explorer, sweep: Sweep, chosen: list[KillPoint], models: list[str],
-                  workers: int, progress, start: Callable[[], World] | None = None) -> None:
+                  workers: int, progress, start: Callable[[], World] | None = None,
+                  stop: bool = False) -> None:
+    """`stop`: end each driver run after the event of its last chosen kill point, not at
+    the run's end (the pair stage under representative coverage: `pairs.sweep_after_first`
+    says why no verdict depends on the rest). Its check that the run does what the course
+    it was given says then covers that prefix."""
     boundary, torn = by_event(chosen)
     if any(p.index == 0 for p in chosen):  # before the first event: nothing to fork from
         sweep_replaying(ex, sweep, [p for p in chosen if p.index == 0], models, None, start)
@@ -74,16 +89,22 @@ def sweep_forking(ex: Explorer, sweep: Sweep, chosen: list[KillPoint], models: l
     # retried in the second pass below: an agent that ends its process on every resume
     # (tests/broken_agents.py:dies_on_resume) was seen to end faultsim itself there.
     revisit = _drive(ex, sweep, models, workers, progress, len(chosen), boundary, torn, False,
-                     start)
+                     start, _last(chosen) if stop else None)
     if revisit:  # second pass: only the states whose class turned out to read the file
         sweep.done_points -= len(revisit)
         boundary_again, torn_again = by_event(revisit)
         _drive(ex, sweep, models, workers, progress, len(chosen), boundary_again, torn_again,
-               True, start)
+               True, start, _last(revisit) if stop else None)
+
+
+def _last(points: list[KillPoint]) -> int | None:
+    """The event after which a driver that forks at `points` has nothing left to fork."""
+    return max((p.index for p in points if p.index > 0), default=None)
 
 
 def _drive(ex: Explorer, sweep: Sweep, models, workers, progress, total, boundary, torn,
-           no_parking: bool, start: Callable[[], World] | None = None) -> list[KillPoint]:
+           no_parking: bool, start: Callable[[], World] | None = None,
+           until: int | None = None) -> list[KillPoint]:
     """One driver run: the agent runs clean while children fork off at the kill points."""
     import gc
 
@@ -101,7 +122,8 @@ def _drive(ex: Explorer, sweep: Sweep, models, workers, progress, total, boundar
     # (no collection first: with the memos of a pair sweep it costs more than it saves).
     gc.freeze()
     policy = ForkAt(pool, boundary, torn, seal=lambda: (ex.interposer.kill(),
-                                                        setattr(world, "sealed", True)))
+                                                        setattr(world, "sealed", True)),
+                    until=until)
     try:
         inc = ex.incarnation(world, policy, timed=False)  # the driver: children have limits
         if pool.in_child:  # only a child gets here: it died at its kill point
@@ -110,7 +132,10 @@ def _drive(ex: Explorer, sweep: Sweep, models, workers, progress, total, boundar
             raise ForkFailed(f"{ex.scenario.path}: could not fork the process that dies at "
                              f"{pool.fork_failed} (the machine's limit on processes or "
                              "memory): lower --workers or free memory")
-        compare_traces(sweep.trace, inc.events)
+        if policy.stopped:  # ended after event `until`: the course's prefix is checked
+            compare_traces(sweep.trace[:until], inc.events[:until])
+        else:
+            compare_traces(sweep.trace, inc.events)
         again = pool.wait_all()
         if policy.elsewhere:
             sweep_replaying(ex, sweep, policy.elsewhere, models, None, start)

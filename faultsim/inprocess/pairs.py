@@ -76,7 +76,19 @@ def sweep_after_first(ex: Explorer, golden: Golden, runs: dict[str, ModelRun], m
     if chosen is not None:
         points = [points[n] for n in chosen]
     if workers > 0 and hasattr(os, "fork"):
-        sweep_forking(ex, sub, points, [model], workers, None, start)
+        # Representative coverage: the driver ends after the last chosen point's event.
+        # Why no verdict depends on the rest of the run: a second crash's verdict is made
+        # in the child forked at its point (its crash state, world and history are the
+        # driver's at that point, and its resumed run is the child's own), so nothing the
+        # driver does later reaches it; the first crash's own resumed run, the rest of
+        # this course included, was judged to its end in the single-crash stage (its
+        # `result`), not here; the course's kill points and classes are the learned
+        # course's (`known_course`), which `classes.cover_courses` chose from before this
+        # driver ran. What the rest would add: forks at no chosen point, and the check
+        # that the run does what the learned course says past that point (the prefix is
+        # still checked). Exhaustive coverage (`chosen` None) runs every driver to its end.
+        sweep_forking(ex, sub, points, [model], workers, None, start,
+                      stop=chosen is not None)
     else:
         sweep_replaying(ex, sub, points, [model], None, start)
     if observed is not None:
