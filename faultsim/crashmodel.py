@@ -23,7 +23,11 @@ import math
 from dataclasses import dataclass, field
 from typing import Iterable, Iterator, Mapping
 
-CRASH_MODELS = ("process", "power")
+CRASH_MODELS = ("process", "power")  # what a kill leaves on disk; "all" names these
+# the incarnation that was not dead: frozen at a kill point, woken later beside the next
+# one (faultsim.inprocess.pause); asked by name only, never part of "all"
+PAUSE = "pause"
+MODEL_NAMES = (*CRASH_MODELS, PAUSE)
 SECTOR = 512
 
 Files = Mapping[str, "bytes | None"]
