@@ -18,8 +18,8 @@ their future can read:
   work (its verdict is a function of the request alone);
 - the request itself (method, route, body: all the fake reads of it);
 - the agent's memory, as far as Python lets it be read: the frames on the stack from the
-  agent's `run()` to the request (code, position, and the locals the rest of the frame
-  can still read: `live_locals`) and the globals of the agent's own modules (outside the
+  agent's `run()` to the request (code, position: `cpython.position`, and the locals the
+  rest of the frame can still read: `live_locals`) and the globals of the agent's own modules (outside the
   standard library and site-packages), followed through every object they reach
   (`fingerprint`). Frames and bytecode are read only on an interpreter cpython.py knows
   (CPython 3.11): on another no run is cut (the run goes on to its end, as with
