@@ -102,10 +102,9 @@ class Agent:
     def run(self) -> RunResult:
         # P13: every write of this run first checks the task is still its own (storage).
         # No contextvars.Token is kept: one held in this frame for the whole run is memory
-        # convergence cannot read (a C object), and no resumed run was ever cut. Nor is the
-        # run called through Context.run: a Python frame calling C that calls back into
-        # Python stands at an offset that depends on CPython 3.11's specialisation (PRECALL
-        # or CALL), so whether runs were cut depended on what had run before in the process.
+        # convergence cannot read (a C object), and no resumed run was ever cut. (A run
+        # called through Context.run would do as well: convergence reads a frame in a call
+        # through C at one offset, specialised or not, cpython.position.)
         previous = FENCE.get()
         FENCE.set(self._owns_write)
         try:
