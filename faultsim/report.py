@@ -246,8 +246,6 @@ class ModelRun:
         worker count decides nothing (the same report for any)."""
         if verdict.kill_point.category == "version-probe":
             return self.run_command()  # the probe runs with every full run
-        if verdict.crash_model == "pause":  # no token carries a wake point yet: the run of
-            return self.rerun_command(verdict) or self.run_command()  # its pause point's
         return f"faultsim replay {verdict.token(self)}{self._timeout_option()}"  # its mode
 
     def rerun_command(self, verdict: Verdict) -> str | None:
@@ -338,7 +336,7 @@ class ModelRun:
                  "persisted_each": [e.persisted for e in verdict.earlier] + [verdict.persisted],
                  "replay": self.replay_command(verdict),
                  "token": None if verdict.kill_point.category == "version-probe"
-                 or verdict.crash_model == "pause" else verdict.token(self),
+                 else verdict.token(self),
                  "explanation": v.explanation, "rank": self.rank(verdict)}
                 for verdict in self.failures for v in verdict.violations],
             # for the HTML page (faultsim.crashmap): every kill point's verdict, compactly,
@@ -489,13 +487,10 @@ class ModelRun:
                 lines.append(f"resumed run ended: {run.outcome.status}, final answer "
                              f"{(run.outcome.final_answer or '')[:80]!r}")
         rerun = self.rerun_command(verdict)
-        if verdict.crash_model == "pause":  # no replay token carries a wake point yet
-            if rerun:
-                lines.append(f"rerun (every wake point of this pause point): {rerun}")
-            return "\n".join(lines)
         lines.append(f"replay: {self.replay_command(verdict)}")
         if rerun and rerun != self.replay_command(verdict):
-            lines.append(f"   or: {rerun}")
+            lines.append(f"   or: {rerun}" + (" (every wake point of this pause point)"
+                                              if verdict.crash_model == "pause" else ""))
         return "\n".join(lines)
 
 

@@ -159,3 +159,31 @@ def test_a_store_without_owns_counts_as_owning(tmp_path):
     other.save(Checkpoint.new("t"))  # another incarnation saves
     with pytest.raises(OwnershipLost):
         agent.owns("effect")
+
+
+def test_a_pause_counterexample_replays_from_its_token():
+    """The token carries the pause point and the wake point (its `order`): a replay runs
+    that one schedule and finds the sweep's violations; on the fenced agent (a fix) the
+    same schedule passes."""
+    from faultsim.token import ReplayToken
+
+    report = faultsim.explore(pause_agents.naive, str(SCENARIO), crash_model="pause",
+                              workers=0)
+    (run,) = report.runs
+    failed = [v for v in run.verdicts if v.violations]
+    assert failed
+    doc = run.to_json()
+    assert doc["violations"] and all(
+        v["token"] and v["replay"] == f"faultsim replay {v['token']}"
+        for v in doc["violations"])
+    for verdict in failed:
+        token = verdict.token(run)
+        assert ReplayToken.decode(token).crash_model == "pause"
+        again = faultsim.replay(token, make_agent=pause_agents.naive)
+        assert again.verdict.order == verdict.order
+        assert again.verdict.kill_point.id == verdict.kill_point.id
+        assert {v.invariant for v in again.violations} == \
+            {v.invariant for v in verdict.violations}, (verdict.kill_point.id, verdict.order)
+        assert faultsim.replay(token, make_agent=pause_agents.fenced).ok
+    shown = "\n".join(ReplayToken.decode(failed[0].token(run)).show("x"))
+    assert "woken at the new incarnation's" in shown

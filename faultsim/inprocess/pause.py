@@ -50,6 +50,7 @@ import pyfakefs
 from .. import finality
 from ..agent import Outcome, contract_broken, outcome_of, run_incarnation
 from ..checkpoints import history_length
+from ..crashmodel import WAKE_END
 from ..interpose.determinism import seeded
 from ..killpoints import KillPoint
 from ..oracle import CrashRun, Golden, Violation, effects_exactly_once, completes_or_escalates
@@ -81,7 +82,13 @@ class Wake:
     @property
     def order(self) -> int:
         """Its place among a pause point's wakes (the verdict's `order`)."""
-        return {"request": 0, "save": self.n, "end": 10_000}[self.kind]
+        return {"request": 0, "save": self.n, "end": WAKE_END}[self.kind]
+
+    @classmethod
+    def of_order(cls, order: int) -> "Wake":
+        """The wake `order` names (a replay token's)."""
+        return cls("request") if order == 0 else cls("end") if order == WAKE_END \
+            else cls("save", order)
 
 
 @dataclass
@@ -541,9 +548,46 @@ def pause_run(make_agent: Callable, scenario: Any, options: Any, name: str,
                        explored=pause_points(chosen), seed=options.seed, crashes=1,
                        timeout=options.timeout, timeout_seconds=ex.timeout)
         for r, violations in judged:
-            run.verdicts.append(Verdict(
-                r.point, PAUSE, f"paused, woken at the new incarnation's {r.wake.label}",
-                violations, _no_state(), None, golden, order=r.wake.order))
+            run.verdicts.append(_verdict(r, violations, golden))
             run.judged += 1
     run.seconds = real_time.real_perf_counter() - started
     return run
+
+
+def _verdict(r: PauseRun, violations: list[Violation], golden: Golden) -> Any:
+    from ..report import Verdict
+
+    return Verdict(r.point, PAUSE, f"paused, woken at the new incarnation's {r.wake.label}",
+                   violations, _no_state(), None, golden, order=r.wake.order)
+
+
+def replay_pause(make_agent: Callable, scenario: Any, index: int, order: int, *,
+                 seed: str, timeout: Any, name: str) -> Any:
+    """One pause schedule, as a replay token names it: paused after the clean run's event
+    `index`, woken where `order` says (`Wake.of_order`), judged as `pause_run` judges it.
+    The same run as the sweep's: `Driver.run` starts each schedule from a fresh sandbox and
+    world, both incarnations on their own seeded streams (test_pause.py compares them)."""
+    from ..errors import UsageError
+    from ..report import ModelRun
+    from ..schedule import ScheduleResult
+
+    with Explorer(make_agent, scenario, agent_name=name, timeout=timeout, seed=seed) as ex:
+        ex.convergence = False
+        golden = ex.golden()
+        points = golden.kill_points()
+        point = next((p for p in pause_points(points) if p.index == index), None)
+        if point is None:
+            raise UsageError(f"{scenario.path}: the token pauses after event #{index}, which "
+                             "is no boundary kill point of this clean run")
+        wake = Wake.of_order(order)
+        r = Driver(ex, golden).run(point, wake)
+        if r is None:
+            raise UsageError(f"{point.id}: met in a thread the agent started, not paused "
+                             "there")
+        verdict = _verdict(r, judge_pause(golden, r), golden)
+        run = ModelRun(scenario=scenario, agent=name, crash_model=PAUSE, kill_points=points,
+                       explored=[point], seed=seed, crashes=1, timeout=timeout,
+                       timeout_seconds=ex.timeout)
+        run.verdicts.append(verdict)
+        run.judged = 1
+    return ScheduleResult(verdict, run)
