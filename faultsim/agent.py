@@ -232,7 +232,12 @@ def run_incarnation(make_agent: Callable[[AgentEnv], Any], env: AgentEnv, *,
             check_made(agent, make_agent)  # before run(): a bare AttributeError blames no one
             return run_agent(agent)
     finally:
-        _current.pop()
+        # by identity, not the last: under the pause model two incarnations interleave
+        # (faultsim.inprocess.pause), and the first may end while the second runs
+        for n in range(len(_current) - 1, -1, -1):
+            if _current[n] is env:
+                del _current[n]
+                break
 
 
 def run_agent(agent: Any) -> Any:

@@ -112,6 +112,25 @@ def settled(spec: CheckpointSpec, path: str, data: bytes) -> bytes:
     return data
 
 
+def history_length(spec: CheckpointSpec, path: str, data: bytes) -> int | None:
+    """How many messages this checkpoint's conversation holds (a JSON document's
+    `messages` list or a bare list, a JSONL file's whole lines); None when that cannot be
+    read (not whole, another shape). The pause model's measure of a checkpoint's age: a
+    save that makes it shorter than the one it replaced went back in time."""
+    fmt = spec.format_of(path)
+    try:
+        if fmt == "json":
+            doc = json.loads(data)
+            if isinstance(doc, dict) and isinstance(doc.get("messages"), list):
+                return len(doc["messages"])
+            return len(doc) if isinstance(doc, list) else None
+        if fmt == "jsonl":
+            return sum(1 for line in data.split(b"\n")[:-1] if line.strip())
+    except (UnicodeDecodeError, ValueError):
+        return None
+    return None
+
+
 def progress(spec: CheckpointSpec, path: str, data: bytes) -> bool:
     """Whether this checkpoint holds a conversation in progress (more than the task)."""
     fmt = spec.format_of(path)

@@ -23,7 +23,19 @@ import math
 from dataclasses import dataclass, field
 from typing import Iterable, Iterator, Mapping
 
-CRASH_MODELS = ("process", "power")
+CRASH_MODELS = ("process", "power")  # what a kill leaves on disk; "all" names these
+# the incarnation that was not dead: frozen at a kill point, woken later beside the next
+# one (faultsim.inprocess.pause); asked by name only, never part of "all"
+PAUSE = "pause"
+MODEL_NAMES = (*CRASH_MODELS, PAUSE)
+# a pause schedule's wake point as a verdict's (and a replay token's) `order`: 0 the new
+# incarnation's first model request, N its N-th checkpoint save, WAKE_END its end
+WAKE_END = 10_000
+
+
+def wake_label(order: int) -> str:
+    """The wake point a pause verdict's `order` names, in words."""
+    return "request" if order == 0 else "end" if order == WAKE_END else f"save {order}"
 SECTOR = 512
 
 Files = Mapping[str, "bytes | None"]

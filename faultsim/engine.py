@@ -13,7 +13,7 @@ from typing import Any, Callable, Iterable
 import freezegun.api as _real_time  # time.perf_counter is frozen in here; these are not
 
 from .agent import AgentEnv
-from .crashmodel import CRASH_MODELS
+from .crashmodel import CRASH_MODELS, PAUSE
 from .errors import (AgentFailedCleanly, OverBudget, KillDidNotLand, NonDeterminismError,  # noqa: F401
                      StoreNeedsSubprocess, UsageError, WorkerDied)
 from .inprocess.counting import census, count_crash_states
@@ -134,6 +134,17 @@ def explore_in_process(make_agent: Callable[[AgentEnv], Any], scenario: Scenario
                        plan: Callable[["Plan"], None] | None = None) -> Report:
     """The in-process exploration, phase by phase, with resolved `options`."""
     name = agent_name or getattr(make_agent, "__module__", "agent")
+    if PAUSE in options.models:  # its own stage, after the others (inprocess/pause.py)
+        from dataclasses import replace
+
+        from .inprocess.pause import pause_run
+
+        rest = tuple(m for m in options.models if m != PAUSE)
+        report = explore_in_process(make_agent, scenario, replace(options, crash_model=rest),
+                                    agent_name=name, progress=progress, plan=plan) \
+            if rest else Report()
+        report.runs.append(pause_run(make_agent, scenario, options, name, progress))
+        return report
     models, crashes, shard = options.models, options.crashes, options.shard
     refused = options.pairs_shard_refusal(scenario.path)
     if refused is not None:

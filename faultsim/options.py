@@ -19,15 +19,15 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Sequence, TypeVar
 
 from .classes import COVERAGES, PER_CLASS, cover  # noqa: F401 (the front ends' choices)
-from .crashmodel import CRASH_MODELS
+from .crashmodel import CRASH_MODELS, MODEL_NAMES, PAUSE
 from .errors import StoreNeedsSubprocess, SubprocessModeError, UsageError
 
 P = TypeVar("P")
 
 MODES = ("auto", "in-process", "subprocess")
 # what --crash-model, --faultsim-crash-model and the marker take: a model, or both
-CRASH_MODEL_CHOICES = (*CRASH_MODELS, "all")
-CRASH_MODEL_EXPECTED = "process, power or all"
+CRASH_MODEL_CHOICES = (*CRASH_MODELS, PAUSE, "all")
+CRASH_MODEL_EXPECTED = "process, power, pause or all"
 SHARD_EXPECTED = "I/N with 1 <= I <= N, for example 2/4"
 # the coverage settings, for every front end (the CLI, [tool.faultsim], the scenario's
 # [fault_profile], the pytest option and ini key): the choices are faultsim.classes'
@@ -217,13 +217,14 @@ def mode_for(scenario: Any, asked: str) -> str:
 
 
 def crash_models(crash_model: str | Iterable[str]) -> list[str]:
-    """The crash models "process", "power", "all" or a list of them name."""
+    """The crash models "process", "power", "pause", "all" (process and power) or a list
+    of them name."""
     if isinstance(crash_model, str):
         names = list(CRASH_MODELS) if crash_model == "all" else [crash_model]
     else:
         names = list(crash_model)
     for name in names:
-        if name not in CRASH_MODELS:
+        if name not in MODEL_NAMES:
             raise ValueError(f"unknown crash model {name!r}; expected {CRASH_MODEL_EXPECTED}")
     return names
 

@@ -25,7 +25,8 @@ class Rule:
     invariant: str
     rule: str
     stage: str  # "state": every crash state; "resume": the resumed run; "kill": the dead
-    #             incarnation; "probe": the tampered-checkpoint probe
+    #             incarnation; "probe": the tampered-checkpoint probe; "pause": both
+    #             incarnations of a pause schedule (faultsim.inprocess.pause)
     summary: str  # fails when ...
 
 
@@ -71,6 +72,13 @@ REGISTRY: tuple[Rule, ...] = (
          "run's, or `tokensUsed` is below the golden spend or above what was billed"),
     Rule("progress_recorded_once", "P7/P9", "resume", "the agent reports a different number "
          "of completed steps"),
+    Rule("checkpoint_not_rolled_back", "P13", "pause", "under the pause model, a save of "
+         "the woken incarnation replaced the new incarnation's checkpoint with one holding "
+         "a shorter conversation: a lost update (a lease with a fencing token checked on "
+         "save, or a compare-and-set on the checkpoint's version, refuses it)"),
+    Rule("one_owner_completes", "P13", "pause", "under the pause model, both incarnations "
+         "reported the task done with different outcomes (answer, turns, steps): two "
+         "owners finished two runs of one task"),
     Rule("kill_point_judged", "harness", "point", "faultsim could not judge the kill point: "
          "its crash run took another course there twice (the agent is not deterministic "
          "there), its kill could not be proven landed twice, the process judging it died "

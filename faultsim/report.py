@@ -486,10 +486,11 @@ class ModelRun:
             if run.outcome is not None:
                 lines.append(f"resumed run ended: {run.outcome.status}, final answer "
                              f"{(run.outcome.final_answer or '')[:80]!r}")
-        lines.append(f"replay: {self.replay_command(verdict)}")
         rerun = self.rerun_command(verdict)
+        lines.append(f"replay: {self.replay_command(verdict)}")
         if rerun and rerun != self.replay_command(verdict):
-            lines.append(f"   or: {rerun}")
+            lines.append(f"   or: {rerun}" + (" (every wake point of this pause point)"
+                                              if verdict.crash_model == "pause" else ""))
         return "\n".join(lines)
 
 

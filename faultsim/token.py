@@ -119,6 +119,11 @@ class ReplayToken:
                  f"  crash model:  {self.crash_model}",
                  f"  seed:         {self.seed}",
                  f"  mode:         {self.mode}"]
+        if self.crash_model == "pause":  # one step: the pause point, and the wake point
+            from .crashmodel import wake_label
+
+            return lines + [f"  pause:        after event #{s.index}, woken at the new "
+                            f"incarnation's {wake_label(s.order)}" for s in self.steps]
         for k, step in enumerate(self.steps, 1):
             where = (f"after event #{step.index}" if step.offset is None else
                      f"inside the write of event #{step.index}, after {step.offset} bytes")

@@ -12,11 +12,11 @@ from pathlib import Path
 from typing import Any
 
 from . import retention
-from .checkpoint import Checkpoint, CheckpointStore, PendingCall
+from .checkpoint import Checkpoint, CheckpointStore, OwnershipLost, PendingCall
 from .records import (COMPLETED, ESCALATED, FAILED, RUNNING, Decisions, Intents, Plan,
                       Progress, RunStatus)
 from .stores import RedisCheckpointStore, SqliteCheckpointStore, store_for
-from .storage import atomic_write_json, ensure_dir, fsync_path, read_json
+from .storage import FENCE, atomic_write_json, ensure_dir, fsync_path, read_json
 from faultsim.world import ServiceError  # what the world's receivers raise on refusal
 from .tools import (BLIND, KEYED, TOOLS, Tool, ToolInputError, get_tool, target_of,
                     workspace_path)
@@ -24,6 +24,7 @@ from .tools import (BLIND, KEYED, TOOLS, Tool, ToolInputError, get_tool, target_
 SYSTEM_PROMPT = ("You are a careful operations agent. Use the tools to complete the task, "
                  "one step at a time, and finish with a short final answer.")
 MAX_TOKENS = 1024
+SUPERSEDED = "superseded"  # P13: another incarnation owns the task now (a legal stop)
 MAX_TURNS = 10_000  # when the env names no limit (the scenario's max_turns, env.max_turns)
 KEY_WINDOW = _dt.timedelta(hours=24)  # how long receivers keep idempotency keys
 
@@ -99,6 +100,22 @@ class Agent:
 
     # -- the run --------------------------------------------------------------------------
     def run(self) -> RunResult:
+        # P13: every write of this run first checks the task is still its own (storage).
+        # No contextvars.Token is kept: one held in this frame for the whole run is memory
+        # convergence cannot read (a C object), and no resumed run was ever cut. (A run
+        # called through Context.run would do as well: convergence reads a frame in a call
+        # through C at one offset, specialised or not, cpython.position.)
+        previous = FENCE.get()
+        FENCE.set(self._owns_write)
+        try:
+            return self._run()
+        finally:
+            FENCE.set(previous)  # an enclosing run's check (a subagent's run), or None
+
+    def _owns_write(self) -> None:
+        self.owns("write")
+
+    def _run(self) -> RunResult:
         if ":" not in self.namespace:
             retention.sweep(self.root / "runs", self.clock.now(), keep=self.namespace)
         status = self.status.read()
@@ -119,6 +136,9 @@ class Agent:
             return self._loop(checkpoint)
         except Escalation as esc:
             return self._escalate(esc)
+        except OwnershipLost as lost:  # P13: paused past its turn; the task is another's
+            self.mark("run.superseded")
+            return RunResult(SUPERSEDED, None, 0, 0, 0, escalation=str(lost))
         except Exception as exc:  # a real kill is a BaseException and never lands here
             self.status.write(self.run_id, FAILED, self.now(), namespace=self.namespace,
                               error=f"{type(exc).__name__}: {exc}")
@@ -143,6 +163,7 @@ class Agent:
                 return self._finish(checkpoint)
             if checkpoint.turns >= self.max_turns:
                 raise AgentError(f"{self.namespace}: stopped after {self.max_turns} turns")
+            self.owns("request")  # P13: a stale incarnation spends no tokens
             response = self.client.messages.create(
                 model=self.model, max_tokens=MAX_TOKENS, system=SYSTEM_PROMPT,
                 tools=[t.spec() for t in TOOLS.values()], messages=checkpoint.messages)
@@ -215,6 +236,7 @@ class Agent:
                 return {"type": "tool_result", "tool_use_id": call.id,
                         "content": f"error: {exc}", "is_error": True}
             self.mark("tool.end", tool=call.name, tool_use_id=call.id)
+        self.owns("progress")  # P13: a stale incarnation records no progress
         self.progress.record({"n": n, "tool_use_id": call.id, "tool": call.name,
                               "input": call.input, "key": key, "result": result,
                               "completed_at": self.now()})
@@ -236,6 +258,7 @@ class Agent:
                                  "happened: intent recorded, completion missing, receiver "
                                  "blind. A person must check before it is repeated.")
             self._write_intent(call, key, tool)
+            self.owns("effect")  # P13: right before the effect
             result = tool.run(self, call.input, key)
             self._complete_intent(call, result)
             return result
@@ -248,6 +271,7 @@ class Agent:
                 raise Escalation(n, f"step {n} ({call.name}) was planned at "
                                  f"{step['planned_at']}, longer ago than the receiver keeps "
                                  "idempotency keys: repeating it could apply it twice.")
+        self.owns("effect")  # P13: right before the effect
         return tool.run(self, call.input, key)  # keyed: same key; queryable: query first
 
     def _write_intent(self, call: PendingCall, key: str, tool: Tool) -> None:
@@ -322,7 +346,21 @@ class Agent:
                         fsync_path(directory)
                         directory = directory.parent
 
+    def owns(self, where: str) -> None:
+        """P13: raise OwnershipLost unless this incarnation's checkpoint is still the one
+        in the store (a read: nothing is written). `where`: "request", "effect",
+        "progress", "finish" or "write" (any atomic write of a record; the mutants of P13
+        check at some of them only); the checkpoint's save is checked by the store.
+
+        A store without `owns` (a user's own, written before P13: a class set as
+        `sqlite_store` or `redis_store`) keeps no version to compare, so it counts as
+        owning: that agent runs as it did before P13, unguarded under the pause model."""
+        owns = getattr(self.store, "owns", None)
+        if owns is not None:
+            owns()
+
     def _finish(self, checkpoint: Checkpoint) -> RunResult:
+        self.owns("finish")  # P13: only the owner writes the summary and the archive
         final = _text(checkpoint.messages[-1]["content"]) \
             if isinstance(checkpoint.messages[-1]["content"], list) \
             else checkpoint.messages[-1]["content"]

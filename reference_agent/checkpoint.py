@@ -161,11 +161,58 @@ def dumps(checkpoint: Checkpoint) -> bytes:
     return storage.encode_json(checkpoint.to_json())
 
 
+class OwnershipLost(Exception):
+    """P13: another incarnation saved this checkpoint since this one loaded or saved it:
+    this one was paused past its turn and the task is someone else's now. Stop."""
+
+
+UNREAD = "unread"  # a store that has not loaded yet: a caller's own save is not checked
+
+
+def tracked(store: Any, base: type) -> bool:
+    """Whether `store` keeps its version (P13): it loads and saves as `base` does. A
+    subclass that replaces how it reads or writes (the mutants of P1-P12) keeps none, and
+    is checked nowhere: those mutants behave as they did before P13."""
+    kind = type(store)
+    return kind.load is base.load and kind.save is base.save
+
+
+def version_of(raw: bytes | None) -> str | None:
+    """The checkpoint version a compare-and-set names: a digest of its bytes (None: none)."""
+    import hashlib
+
+    return None if raw is None else hashlib.sha256(raw).hexdigest()
+
+
 class CheckpointStore:
-    """Loads and saves one namespace's `checkpoint.json`."""
+    """Loads and saves one namespace's `checkpoint.json`.
+
+    P13, ownership by compare-and-set on the checkpoint's version: the store remembers the
+    version it last loaded or saved (`version`), and `owns()` checks that the file still
+    holds it; `save` checks it right before its rename. A second incarnation that saved in
+    between moved the version on, so a paused one that wakes finds it lost the task and
+    stops (OwnershipLost) instead of writing its older checkpoint over the newer one. Only
+    reads: the writes, and so every crash state and kill point, are those without it."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
+        # what this incarnation last read or wrote; UNREAD until its first load (the agent
+        # loads before any save; a tool that only saves through the store is not checked)
+        self.version: str | None = UNREAD
+        self.fenced = True  # False: the mutants that save without the check
+
+    def _current(self) -> str | None:
+        try:
+            return version_of(self.path.read_bytes())
+        except FileNotFoundError:
+            return None
+
+    def owns(self) -> None:
+        """Raise OwnershipLost unless the checkpoint is still the version this one holds."""
+        if self.version != UNREAD and tracked(self, CheckpointStore) and \
+                self._current() != self.version:
+            raise OwnershipLost(f"{self.path}: another incarnation saved it since this one "
+                                "last did: the task is no longer this incarnation's")
 
     def exists(self) -> bool:
         return self.path.exists()
@@ -174,13 +221,19 @@ class CheckpointStore:
         try:
             size = self.path.stat().st_size
         except FileNotFoundError:
+            self.version = None
             return None
         _check_size(self.path, size)  # before reading it into memory
         try:
             raw = self.path.read_bytes()
         except FileNotFoundError:
+            self.version = None
             return None
-        return loads(raw, self.path)
+        loaded = loads(raw, self.path)
+        self.version = version_of(raw)
+        return loaded
 
     def save(self, checkpoint: Checkpoint) -> None:
-        storage.atomic_write_bytes(self.path, dumps(checkpoint))
+        data = dumps(checkpoint)
+        storage.atomic_write_bytes(self.path, data, check=self.owns if self.fenced else None)
+        self.version = version_of(data)

@@ -5,12 +5,17 @@ version. The two fsyncs are what make it survive power loss, not only a killed p
 """
 from __future__ import annotations
 
+import contextvars
 import json
 import os
 from pathlib import Path
 from typing import Any
 
 TMP_SUFFIX = ".tmp"
+# P13: the running incarnation's ownership check, run by every atomic write it makes (its
+# records' too: their temp files' names are shared with any other incarnation). Set by
+# Agent.run for its duration; per thread, as two incarnations in one process need.
+FENCE: contextvars.ContextVar = contextvars.ContextVar("fence", default=None)
 
 
 def fsync_path(path: Path) -> None:
@@ -34,12 +39,22 @@ def ensure_dir(directory: Path) -> None:
         fsync_path(d.parent)
 
 
-def atomic_write_bytes(path: Path, data: bytes) -> None:
+def atomic_write_bytes(path: Path, data: bytes, check=None) -> None:
+    """`check()`, when given (a compare-and-set's check, P13), runs before the temp file is
+    written and again right before the rename: raising there leaves `path` untouched. Twice,
+    because the temp file's name is shared: a writer that was paused holding it open would
+    otherwise write, through its descriptor, into the file another writer has since renamed
+    into place (found by the pause model: both incarnations then stop)."""
+    check = check or FENCE.get()
     tmp = path.with_name(path.name + TMP_SUFFIX)
     with open(tmp, "wb") as f:
+        if check is not None:
+            check()
         f.write(data)
         f.flush()
         os.fsync(f.fileno())
+    if check is not None:
+        check()
     os.replace(tmp, path)
     fsync_path(path.parent)
 

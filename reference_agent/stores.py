@@ -17,7 +17,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from .checkpoint import Checkpoint, CheckpointError, _check_size, dumps, loads
+from .checkpoint import (UNREAD, Checkpoint, CheckpointError, OwnershipLost, _check_size, dumps,
+                         loads, tracked, version_of)
 
 COMPLETED_TTL_SECONDS = 24 * 3600
 
@@ -27,6 +28,15 @@ class SqliteCheckpointStore:
         self.db_path, self.namespace = Path(db_path), namespace
         self.label = f"{self.db_path}#checkpoints[{namespace}]"
         self._conn = None
+        self.version: str | None = UNREAD  # P13, as CheckpointStore: the version it holds
+        self.fenced = True
+
+    def owns(self) -> None:
+        """Raise OwnershipLost unless the row still holds the version this one holds."""
+        if self.version != UNREAD and tracked(self, SqliteCheckpointStore) and \
+                version_of(self.load_raw()) != self.version:
+            raise OwnershipLost(f"{self.label}: another incarnation saved it since this "
+                                "one last did: the task is no longer this incarnation's")
 
     def _db(self):
         import sqlite3
@@ -50,21 +60,32 @@ class SqliteCheckpointStore:
     def load(self) -> Checkpoint | None:
         raw = self.load_raw()
         if raw is None:
+            self.version = None
             return None
         _check_size(self.label, len(raw))
-        return loads(raw, self.label)
+        loaded = loads(raw, self.label)
+        self.version = version_of(raw)
+        return loaded
 
     def save(self, checkpoint: Checkpoint) -> None:
         db = self._db()
+        data = dumps(checkpoint)
         db.execute("BEGIN IMMEDIATE")
         try:
+            if self.fenced and self.version != UNREAD and \
+                    tracked(self, SqliteCheckpointStore) and \
+                    version_of(self.load_raw()) != self.version:
+                # P13: compared inside the write transaction, so no save slips in between
+                raise OwnershipLost(f"{self.label}: another incarnation saved it since "
+                                    "this one last did")
             db.execute("INSERT INTO checkpoints (namespace, data) VALUES (?, ?) "
                        "ON CONFLICT(namespace) DO UPDATE SET data = excluded.data",
-                       (self.namespace, dumps(checkpoint)))
+                       (self.namespace, data))
         except BaseException:
             db.execute("ROLLBACK")
             raise
         db.execute("COMMIT")
+        self.version = version_of(data)
 
     def retire(self) -> None:
         """A completed run: files and rows are swept by retention, nothing to do here."""
@@ -80,6 +101,15 @@ class RedisCheckpointStore:
         self.key = f"faultsim/{namespace}/checkpoint"
         self.log = f"faultsim/{namespace}/steps"
         self._client = None
+        self.version: str | None = UNREAD  # P13, as CheckpointStore: the version it holds
+        self.fenced = True
+
+    def owns(self) -> None:
+        """Raise OwnershipLost unless the key still holds the version this one holds."""
+        if self.version != UNREAD and tracked(self, RedisCheckpointStore) and \
+                version_of(self._redis().get(self.key)) != self.version:
+            raise OwnershipLost(f"{self.key}: another incarnation saved it since this one "
+                                "last did: the task is no longer this incarnation's")
 
     def _redis(self):
         import redis
@@ -95,6 +125,7 @@ class RedisCheckpointStore:
         r = self._redis()
         raw, last = r.get(self.key), r.lindex(self.log, -1)
         if raw is None:
+            self.version = None
             return None
         _check_size(self.key, len(raw))
         try:
@@ -104,7 +135,9 @@ class RedisCheckpointStore:
         if not isinstance(entry, dict) or entry.get("sha") != _sha(raw):
             raise CheckpointError(self.key, self.log, "the checkpoint is not the save its "
                                     "step log ends with: a save was torn from its log entry")
-        return loads(raw, self.key)
+        loaded = loads(raw, self.key)
+        self.version = version_of(raw)
+        return loaded
 
     def entry(self, checkpoint: Checkpoint, data: bytes) -> bytes:
         pending = [c.id for c in checkpoint.pendingToolUse or []]
@@ -112,11 +145,28 @@ class RedisCheckpointStore:
                            "sha": _sha(data)}, separators=(",", ":")).encode()
 
     def save(self, checkpoint: Checkpoint) -> None:
+        import redis
+
         data = dumps(checkpoint)
         pipe = self._redis().pipeline(transaction=True)  # MULTI ... EXEC: one unit
-        pipe.set(self.key, data)
-        pipe.rpush(self.log, self.entry(checkpoint, data))
-        pipe.execute()
+        try:
+            if self.fenced and self.version != UNREAD and \
+                    tracked(self, RedisCheckpointStore):  # P13: WATCH, compare; EXEC fails
+                # if the key moved on in between
+                pipe.watch(self.key)
+                if version_of(pipe.get(self.key)) != self.version:
+                    raise OwnershipLost(f"{self.key}: another incarnation saved it since "
+                                        "this one last did")
+                pipe.multi()
+            pipe.set(self.key, data)
+            pipe.rpush(self.log, self.entry(checkpoint, data))
+            pipe.execute()
+        except redis.WatchError:
+            raise OwnershipLost(f"{self.key}: another incarnation saved it as this one "
+                                "did") from None
+        finally:
+            pipe.reset()
+        self.version = version_of(data)
 
     def retire(self) -> None:
         """A completed run's keys expire after a day (P12), both at once."""

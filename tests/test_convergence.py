@@ -414,3 +414,43 @@ def test_a_context_variable_is_read_by_its_value_in_the_agents_context():
 
     assert holding(1) == holding(1) != holding(2)
     assert digest() not in (holding(1), holding(None))
+
+
+# -- where a frame stands ----------------------------------------------------------------
+@shortcut
+def test_a_call_through_c_reads_at_one_offset_cold_or_warm():
+    """A frame in a call to a C function that calls back into Python (Context.run) stands
+    at its CALL until 3.11 specialises the code, at its PRECALL after: `position` reads
+    both as the CALL. (The raw offsets are checked to move, so the test sees the case.)"""
+    import contextvars
+    import sys
+
+    seen = []
+
+    def inside():
+        caller = sys._getframe(1)
+        seen.append((caller.f_lasti, cpython.position(caller.f_code, caller.f_lasti)))
+
+    def outer():
+        contextvars.copy_context().run(inside)
+
+    for _ in range(20):  # past 3.11's warm-up (8 calls) and the call's specialisation
+        outer()
+    assert len({raw for raw, _ in seen}) == 2  # cold and warm stood apart
+    assert len({at for _, at in seen}) == 1
+
+
+@shortcut
+def test_an_agent_run_through_context_run_converges_as_a_plain_one(tmp_path):
+    """The plain agent run inside `contextvars.copy_context().run` (tests/convergence_agents
+    ContextAgent). Its clean runs are the process's first calls of that code, its resumed
+    runs later ones: before `cpython.position`, their `run` frames read at two offsets
+    (CALL, then PRECALL once specialised), so one state of sixteen was cut against eleven
+    for the plain agent, on one worker (a fork's children differ again)."""
+    scen = scenario(tmp_path, 3)
+    plain = faultsim.explore(agents.factory(), scen, crash_model="process", crashes=1,
+                             workers=0)
+    on, off = both(agents.context_agent, scen, crash_model="process", crashes=1, workers=0)
+    assert plain.runs[0].converged > 0
+    assert on.runs[0].converged == plain.runs[0].converged
+    assert comparable(on) == comparable(off)

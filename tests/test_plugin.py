@@ -516,7 +516,7 @@ def test_a_bad_project_setting_is_named_where_it_was_given(tmp_path, monkeypatch
     (tmp_path / "pyproject.toml").write_text('[tool.faultsim]\ncrashes = 0\n'
                                              'crash_model = "both"\n')
     with pytest.raises(FaultsimUsageError, match=r"^pyproject.toml: \[tool.faultsim\] "
-                       r"crash_model = 'both': expected process, power or all$"):
+                       r"crash_model = 'both': expected process, power, pause or all$"):
         monkeypatch.chdir(tmp_path)
         read_options(_Config(tmp_path))
     # a flag and an ini key override them, and are named when they are wrong

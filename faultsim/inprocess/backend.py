@@ -51,6 +51,14 @@ class InProcess:
 
         factory = agent.factory_for(token.scenario) if agent is not None else \
             factory_for(token.agent, token.scenario)
+        if token.crash_model == "pause":  # one pause schedule: its point and wake
+            from ..scenario import load_scenario
+            from .pause import replay_pause
+
+            (step,) = token.steps
+            return replay_pause(factory, load_scenario(token.scenario), step.index,
+                                step.order, seed=token.seed, timeout=timeout,
+                                name=token.agent)
         with Session(factory, token.scenario, crash_model=token.crash_model, seed=token.seed,
                      timeout=timeout, agent_name=token.agent) as session:
             return session.run(schedule_of(token))

@@ -18,8 +18,8 @@ their future can read:
   work (its verdict is a function of the request alone);
 - the request itself (method, route, body: all the fake reads of it);
 - the agent's memory, as far as Python lets it be read: the frames on the stack from the
-  agent's `run()` to the request (code, position, and the locals the rest of the frame
-  can still read: `live_locals`) and the globals of the agent's own modules (outside the
+  agent's `run()` to the request (code, position: `cpython.position`, and the locals the
+  rest of the frame can still read: `live_locals`) and the globals of the agent's own modules (outside the
   standard library and site-packages), followed through every object they reach
   (`fingerprint`). Frames and bytecode are read only on an interpreter cpython.py knows
   (CPython 3.11): on another no run is cut (the run goes on to its end, as with
@@ -323,7 +323,7 @@ class _Canon:
             code = obj.gi_code if hasattr(obj, "gi_code") else getattr(obj, "cr_code", None)
             out.append(f"g{getattr(code, 'co_filename', '')}:{getattr(code, 'co_name', '')}")
             if frame is not None:
-                out.append(str(frame.f_lasti))
+                out.append(str(cpython.position(frame.f_code, frame.f_lasti)))
                 self.add(_frame_state(frame), depth + 1)
         elif module.startswith(_PLUMBING) or (module.startswith("faultsim.") and
                                               not module.startswith("faultsim.adapters")):
@@ -505,8 +505,9 @@ def fingerprint(frame: Any, parts: dict | None = None) -> str:
         code = f.f_code
         starts.append((f"frame {len(frames) - 1 - i} {os.path.basename(code.co_filename)}:{code.co_name}",
                        len(canon.out)))
+        # where it stands, read the same whether its call is specialised or not
         canon.out.append(f"F{code.co_filename}:{code.co_name}:{code.co_firstlineno}:"
-                         f"{f.f_lasti}")
+                         f"{cpython.position(code, f.f_lasti)}")
         canon.add(_frame_state(f))
     for g in modules.values():
         starts.append((f"global {g.get('__name__')}", len(canon.out)))

@@ -108,6 +108,26 @@ def instructions(code: types.CodeType) -> list[dis.Instruction] | None:
     return found
 
 
+_CALLS: dict = {}
+
+
+def position(code: types.CodeType, lasti: int) -> int:
+    """Where a frame stands, as one offset whatever the interpreter has specialised: on
+    3.11 a frame that called a C function which called back into Python (Context.run,
+    sorted's key, a builtin's callback) reads as standing at its PRECALL once that
+    instruction is specialised (the specialised PRECALL makes the call itself and skips
+    the CALL) and at the CALL before, and whether it is depends on how often the code ran
+    before in the process. Both are the one call (PRECALL only prepares it; nothing reads
+    or writes a local in between), so a PRECALL reads as the CALL after it. Unchanged
+    where the instructions are not known (`instructions`)."""
+    table = _CALLS.get(code)
+    if table is None:
+        found = instructions(code) or ()
+        table = _CALLS[code] = {a.offset: b.offset for a, b in zip(found, found[1:])
+                                if a.opname == "PRECALL" and b.opname == "CALL"}
+    return table.get(lasti, lasti)
+
+
 def exception_table(code: types.CodeType, offsets: Any) -> list | None:
     """`code`'s exception table (entries with start, end, target), where the version is
     known, the entries `dis` reads encode back to the very bytes the code holds (`dis`

@@ -16,3 +16,6 @@ STORE_NAMES = ("redis_two_writes", "ttl_on_running")
 # A database-store mutant broken only on the recovery path: caught by pairs alone, in
 # subprocess mode with `--crashes 2` (every single crash passes).
 STORE_DOUBLE_CRASH_NAMES = ("recovery_two_writes",)
+# Mutants of P13 (ownership): correct under every crash that ends the old incarnation,
+# caught only by `--crash-model pause` (in process), where a paused one wakes beside the new.
+PAUSE_NAMES = ("no_ownership", "unfenced_save", "fenced_effect_only")

@@ -6,6 +6,7 @@ never reconciles, and a resumed run that is not killed again finishes its write.
 crash inside that write leaves a truncated checkpoint, and the next resume cannot parse it.
 """
 from ..agent import Agent
+from ..checkpoint import UNREAD
 from .overwrite_in_place import InPlaceStore
 
 
@@ -17,6 +18,7 @@ class ReconcileInPlaceAgent(Agent):
             return super()._reconcile_pending(checkpoint)
         finally:
             self.store = store
+            store.version = UNREAD  # its save went around this store: not tracked (P13)
 
 
 def make_agent(env):

@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..agent import Agent
-from ..checkpoint import Checkpoint, dumps
+from ..checkpoint import UNREAD, Checkpoint, dumps
 from ..stores import RedisCheckpointStore, SqliteCheckpointStore
 
 
@@ -46,6 +46,7 @@ class RecoveryTwoWritesAgent(Agent):
             return super()._reconcile_pending(checkpoint)
         finally:
             self.store = store
+            store.version = UNREAD  # its save went around this store: not tracked (P13)
 
 
 def make_agent(env: Any) -> RecoveryTwoWritesAgent:

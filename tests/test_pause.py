@@ -1,0 +1,189 @@
+"""The pause crash model (issue 55): an incarnation frozen at a kill point, a new one run
+on the same files and world, the frozen one woken at the new one's first request, after
+each of its checkpoint saves or at its end. Proven on agents written as users write them
+(tests/pause_agents.py): one that trusts it is the only writer fails, one with a lease and
+a fencing token passes."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+import faultsim
+from faultsim.inprocess.pause import Driver, Wake, explore_pause, pause_points
+from faultsim.inprocess.sandbox import Explorer
+from faultsim.options import crash_models
+from faultsim.scenario import load_scenario
+
+HERE = Path(__file__).parent
+sys.path.insert(0, str(HERE))
+import pause_agents  # noqa: E402
+
+SCENARIO = HERE / "data" / "pause_charge.toml"
+
+
+def _explore(agent):
+    with Explorer(agent, load_scenario(SCENARIO)) as ex:
+        golden = ex.golden()
+        return golden, explore_pause(ex, golden, golden.kill_points())
+
+
+def test_all_is_process_and_power_and_pause_is_asked_by_name():
+    assert crash_models("all") == ["process", "power"]
+    assert crash_models("pause") == ["pause"]
+    with pytest.raises(ValueError, match="process, power, pause or all"):
+        crash_models("freeze")
+
+
+def test_the_pause_lands_and_both_incarnations_run():
+    """The paused incarnation holds at its point (the new one runs meanwhile) and is
+    woken where asked: counted before anything is judged."""
+    with Explorer(pause_agents.naive, load_scenario(SCENARIO)) as ex:
+        golden = ex.golden()
+        point = next(p for p in golden.kill_points() if p.id == "k4-start-state.json#1")
+        run = Driver(ex, golden).run(point, Wake("request"))
+    # the paused one stopped exactly at the point: its trace up to it is the clean run's
+    assert [e.kind for e in run.paused.events[:4]] == [e.kind for e in golden.trace[:4]]
+    assert run.woke and run.held_at == 0  # the new one was held at its first request
+    assert run.paused.done and run.new.done
+    # the woken one's events after the point came after the new one was held
+    assert run.paused.events[4].kind == "model.response"
+    assert len(run.world.ledger.entries) == 2  # both charged: each asked the model
+
+
+def test_naive_agent_fails_with_both_traces_side_by_side():
+    golden, judged = _explore(pause_agents.naive)
+    failed = {v.invariant for _, vs in judged for v in vs}
+    assert {"effects_exactly_once", "checkpoint_not_rolled_back"} <= failed
+    text = next(v.explanation for _, vs in judged for v in vs
+                if v.invariant == "checkpoint_not_rolled_back")
+    assert "paused incarnation (woken)" in text and "| new incarnation" in text
+    assert "---- PAUSED at" in text and "---- WOKEN at the new one's" in text
+    # wake points enumerated: the first request, each save, the end
+    wakes = {r.wake.kind for r, _ in judged}
+    assert wakes == {"request", "save", "end"}
+
+
+def test_fenced_agent_passes_every_schedule():
+    golden, judged = _explore(pause_agents.fenced)
+    assert judged and all(not vs for _, vs in judged), [
+        (r.point.id, r.wake.label, vs[0].explanation) for r, vs in judged if vs][:1]
+    # a woken incarnation that lost its lease stopped: a legal end, and it happened
+    assert any((r.paused.result.error or "").startswith("LeaseLost") for r, _ in judged)
+    assert len({r.point.id for r, _ in judged}) == len(pause_points(golden.kill_points()))
+
+
+def test_same_schedules_same_verdicts():
+    a = [(r.point.id, r.wake.label, [v.explanation for v in vs])
+         for r, vs in _explore(pause_agents.naive)[1]]
+    b = [(r.point.id, r.wake.label, [v.explanation for v in vs])
+         for r, vs in _explore(pause_agents.naive)[1]]
+    assert a == b
+
+
+def test_explore_runs_pause_beside_process():
+    report = faultsim.explore(pause_agents.naive, str(SCENARIO),
+                              crash_model=["process", "pause"], workers=0)
+    runs = {r.crash_model: r for r in report.runs}
+    assert not [v for v in runs["process"].verdicts if v.violations]
+    assert [v for v in runs["pause"].verdicts if v.violations]
+
+
+# -- the reference agent and its P13 mutants (tests/data/pause_ref.toml) -------------------
+REF = HERE / "data" / "pause_ref.toml"
+
+
+def _ref(module: str):
+    import importlib
+
+    with Explorer(importlib.import_module(module).make_agent, load_scenario(REF)) as ex:
+        golden = ex.golden()
+        return explore_pause(ex, golden, golden.kill_points())
+
+
+def test_reference_agent_passes_every_pause_schedule():
+    judged = _ref("reference_agent.agent")
+    assert len(judged) > 400 and not [vs for _, vs in judged if vs], next(
+        (r.point.id, r.wake.label, vs[0].explanation) for r, vs in judged if vs)
+    # its stale incarnations did stop as superseded (the check was exercised, and won)
+    stopped = [r for r, _ in judged if r.paused.result.outcome is not None
+               and r.paused.result.outcome.status == "superseded"]
+    assert stopped
+
+
+@pytest.mark.parametrize("mutant", ["no_ownership", "unfenced_save", "fenced_effect_only"])
+def test_each_ownership_mutant_fails_with_both_traces(mutant):
+    judged = _ref(f"reference_agent.mutants.{mutant}")
+    failed = [v for _, vs in judged for v in vs]
+    assert {"checkpoint_not_rolled_back"} <= {v.invariant for v in failed}
+    assert all("paused incarnation (woken)" in v.explanation for v in failed)
+
+
+def test_ownership_mutants_pass_a_process_crash():
+    """P13's mutants break nothing a crash that ends the old incarnation can see."""
+    from reference_agent.mutants import unfenced_save
+
+    report = faultsim.explore(unfenced_save.make_agent, str(REF), crash_model="process",
+                              workers=0)
+    assert not [v for r in report.runs for v in r.verdicts if v.violations]
+
+
+def test_a_store_without_owns_counts_as_owning(tmp_path):
+    """A user's store class written before P13 (tests/broken_agents.py's SQLite ones) has
+    no `owns`: the reference agent's check counts it as owning (unguarded, as before P13)
+    instead of failing every step with an AttributeError. The reference store, by
+    contrast, refuses once another writer moved the checkpoint on."""
+    from types import SimpleNamespace
+
+    from reference_agent.agent import Agent
+    from reference_agent.checkpoint import Checkpoint, CheckpointStore, OwnershipLost
+
+    class OwnStore:  # load and save only, as users wrote them before P13
+        def load(self):
+            return None
+
+        def save(self, checkpoint):
+            pass
+
+    env = SimpleNamespace(client=None, clock=None, task="t", task_id="t1",
+                          workdir=str(tmp_path))
+    agent = Agent(env)
+    agent.store = OwnStore()
+    agent.owns("effect")  # no AttributeError, no OwnershipLost
+    agent.store = CheckpointStore(tmp_path / "checkpoint.json")
+    assert agent.store.load() is None
+    agent.owns("effect")  # nothing saved since this one read: still its own
+    other = CheckpointStore(tmp_path / "checkpoint.json")
+    other.load()
+    other.save(Checkpoint.new("t"))  # another incarnation saves
+    with pytest.raises(OwnershipLost):
+        agent.owns("effect")
+
+
+def test_a_pause_counterexample_replays_from_its_token():
+    """The token carries the pause point and the wake point (its `order`): a replay runs
+    that one schedule and finds the sweep's violations; on the fenced agent (a fix) the
+    same schedule passes."""
+    from faultsim.token import ReplayToken
+
+    report = faultsim.explore(pause_agents.naive, str(SCENARIO), crash_model="pause",
+                              workers=0)
+    (run,) = report.runs
+    failed = [v for v in run.verdicts if v.violations]
+    assert failed
+    doc = run.to_json()
+    assert doc["violations"] and all(
+        v["token"] and v["replay"] == f"faultsim replay {v['token']}"
+        for v in doc["violations"])
+    for verdict in failed:
+        token = verdict.token(run)
+        assert ReplayToken.decode(token).crash_model == "pause"
+        again = faultsim.replay(token, make_agent=pause_agents.naive)
+        assert again.verdict.order == verdict.order
+        assert again.verdict.kill_point.id == verdict.kill_point.id
+        assert {v.invariant for v in again.violations} == \
+            {v.invariant for v in verdict.violations}, (verdict.kill_point.id, verdict.order)
+        assert faultsim.replay(token, make_agent=pause_agents.fenced).ok
+    shown = "\n".join(ReplayToken.decode(failed[0].token(run)).show("x"))
+    assert "woken at the new incarnation's" in shown
