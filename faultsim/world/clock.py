@@ -33,16 +33,12 @@ def faithful_copies() -> Iterator[None]:
     if table.get(real_dt) is not _unfrozen.pickle_fake_datetime:  # not frozen
         yield
         return
-    taken = table[real_dt], table.get(real_d)
+    # freezegun registers both picklers at once (and removes both when it stops)
     table[real_dt], table[real_d] = _reduce_datetime, _reduce_date
     try:
         yield
     finally:
-        table[real_dt] = taken[0]
-        if taken[1] is None:
-            table.pop(real_d, None)
-        else:
-            table[real_d] = taken[1]
+        table[real_dt], table[real_d] = _unfrozen.pickle_fake_datetime, _unfrozen.pickle_fake_date
 
 
 def _reduce_datetime(value: _dt.datetime) -> tuple:
