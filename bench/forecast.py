@@ -56,7 +56,7 @@ def cpu() -> float:
 
 def one(scenario: str, spec: str, path: str, horizon: str = "") -> dict:
     import faultsim
-    from faultsim.loading import load_factory
+    from faultsim.settings.loading import load_factory
 
     if path:
         sys.path.insert(0, str(ROOT / path))

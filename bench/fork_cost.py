@@ -1,5 +1,5 @@
 """Benchmark: what a fork and exit costs the in-process executor, with the heap in 4 KiB
-pages and in huge pages (faultsim.hugepages), in one run.
+pages and in huge pages (faultsim.host.hugepages), in one run.
 
 The forking executor forks a child at every kill point of a first-crash sweep; a child
 whose states are all known only dies and reports. This script builds a process like the
@@ -61,7 +61,7 @@ def main() -> None:
 
     import faultsim.inprocess.sandbox  # noqa: F401
     import reference_agent  # noqa: F401
-    from faultsim.hugepages import collapse_heap
+    from faultsim.host.hugepages import collapse_heap
 
     heap = [{"n": i, "text": f"item {i}"} for i in range(200_000)]
     gc.freeze()

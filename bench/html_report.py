@@ -30,7 +30,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
 import browser  # noqa: E402  (tests/browser.py: how the tests start Chromium)
-from faultsim.html_report import render  # noqa: E402
+from faultsim.reports.html import render  # noqa: E402
 
 ALPHABET = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
 

@@ -30,7 +30,7 @@ MODES = ("sync", "async", "exit")
 def faultsim_figures(mode: str) -> dict:
     from faultsim import load_scenario
     from faultsim.adapters.langgraph.verdicts import classify
-    from faultsim.loading import factory_for
+    from faultsim.settings.loading import factory_for
     from faultsim.engine import explore
 
     sc = load_scenario(SCENARIO)

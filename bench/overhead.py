@@ -144,7 +144,7 @@ def untraced_run(make_agent, scenario, workdir: str) -> int:
     """One clean run of the agent's own `run()`, served by the fake through the real SDK's
     in-process transport, nothing subscribed to the world: the model requests it made."""
     from faultsim.agent import outcome_of
-    from faultsim.runner import make_env
+    from faultsim.pipeline.runner import make_env
 
     world = scenario.build_world()
     world.begin_incarnation()
@@ -167,7 +167,7 @@ def tier_untraced(make_agent, scenario, base: str, repeat: int) -> dict:
 def tier_guarded(make_agent, scenario, base: str, repeat: int) -> dict:
     """`faultsim.run_once`'s way (runner.ScenarioRun) on the same tmpfs: the bare run plus
     the frozen clock and the network and process guards, still untraced, no pyfakefs."""
-    from faultsim.runner import ScenarioRun
+    from faultsim.pipeline.runner import ScenarioRun
 
     with Timed() as t:
         for i in range(repeat):
@@ -201,7 +201,7 @@ def tier_tuned_pyfakefs(make_agent, scenario, repeat: int) -> dict:
 
     from faultsim.inprocess.fs import FsInterposer, install
     from faultsim.inprocess.sandbox import SANDBOX, readable_real_dirs
-    from faultsim.trace import Tracer
+    from faultsim.core.trace import Tracer
 
     install()
     readable = readable_real_dirs()

@@ -34,7 +34,7 @@ sys.path.insert(0, str(ROOT))
 
 def before(courses, per_class: int, seed: str) -> dict:
     """The rule before: classes' ends and draws, plus every course's first and last step."""
-    from faultsim.classes import _tools, pair_ranks, signature, steps
+    from faultsim.core.classes import _tools, pair_ranks, signature, steps
 
     index: dict[str, int] = {}
     rows, edges = [], []
@@ -69,7 +69,7 @@ def one(n: int, workers: int, horizon: int | None) -> dict:
     import faultsim
     import reference_agent
     from faultsim.inprocess import pairs as pair_stage
-    from faultsim.classes import PER_CLASS
+    from faultsim.core.classes import PER_CLASS
     from scaling import bundled, scenario_text
     import tempfile
 

@@ -39,7 +39,7 @@ class Bookkeeping:
 
     def work(self, points, write) -> None:
         from faultsim.inprocess.sandbox import crash_states
-        from faultsim.oracle import STATE_GUARDS, CrashRun, judge
+        from faultsim.judge.oracle import STATE_GUARDS, CrashRun, judge
         from faultsim.pipeline.incarnation import world_signature
         from faultsim.pipeline.sweep import absent_digest, masked_digest
 
@@ -49,7 +49,7 @@ class Bookkeeping:
         versions = None
         if write is not None:
             try:
-                from faultsim.crashmodel import torn_versions
+                from faultsim.core.crashmodel import torn_versions
                 versions = torn_versions(write, [p.offset for p in points])
             except ImportError:  # the code before: one version at a time
                 versions = [write.torn(p.offset) for p in points]

@@ -89,7 +89,7 @@ def wide_runs() -> list[tuple[str, list[str]]]:
 TIMING_KEYS = {"seconds", "time", "elapsed", "duration", "wall_seconds", "timeout_seconds"}
 # how the work was done, not what was found: resumed runs cut where they reached the clean
 # run's state (faultsim.inprocess.convergence), and why none was; how often each shortcut
-# applied (`shortcuts`, faultsim.shortcuts: its `leads` count depends on the worker count
+# applied (`shortcuts`, faultsim.reports.shortcuts: its `leads` count depends on the worker count
 # and the shards, and its other counts change with every change to a shortcut)
 WORK_KEYS = {"crash_states_converged", "convergence", "converged", "shortcuts"}
 # of longer schedules, how many were resumed and how many composed from the single-crash

@@ -36,7 +36,7 @@ one JSON line:
                        (the whole two-crash exploration's, its clean runs and first
                        crashes too),
                        by N; under representative coverage also the pair stage's choice
-                       (faultsim.classes.cover_courses): resumed_courses, kill_points
+                       (faultsim.core.classes.cover_courses): resumed_courses, kill_points
                        (over all of them), classes, chosen, judged, not_crashed, and
                        chosen_by (the second crashes each rule chose: class, first_step,
                        ends; bench/pair_choice.py compares the rule before) and
@@ -187,7 +187,7 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--coverage", default="exhaustive",
                         choices=("exhaustive", "representative"),
-                        help="the sweep's coverage (faultsim.classes; default exhaustive)")
+                        help="the sweep's coverage (faultsim.core.classes; default exhaustive)")
     parser.add_argument("--horizon", type=int, default=None, metavar="H",
                         help="cut resumed runs past their H-th model request after recovery "
                              "(faultsim.inprocess.convergence, the horizon; default: none)")

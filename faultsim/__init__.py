@@ -25,13 +25,13 @@ from typing import TYPE_CHECKING, Any
 from ._version import __version__
 
 _PUBLIC = {
-    "AgentEnv": "agent", "AgentLoadError": "loading", "Outcome": "agent",
-    "load_factory": "loading", "effect": "effects", "ExploreOptions": "options",
+    "AgentEnv": "agent", "AgentLoadError": "settings.loading", "Outcome": "agent",
+    "load_factory": "settings.loading", "effect": "effects", "ExploreOptions": "settings.options",
     "NonDeterminismError": "errors", "explore": "engine",
     "CATEGORIES": "killpoints", "KillPoint": "killpoints",
     "replay": "replayer",
-    "Report": "report",
-    "RunRecord": "runner", "ScenarioRun": "runner", "run_once": "runner",
+    "Report": "reports.report",
+    "RunRecord": "pipeline.runner", "ScenarioRun": "pipeline.runner", "run_once": "pipeline.runner",
     "Scenario": "scenario", "ScenarioError": "scenario", "load_scenario": "scenario",
     "parse_scenario": "scenario",
     "Crash": "schedule", "Schedule": "schedule", "ScheduleResult": "schedule",
@@ -60,16 +60,16 @@ def __dir__() -> list[str]:
 if TYPE_CHECKING:  # for type checkers and IDEs: the same names, eagerly
     from .agent import AgentEnv, Outcome
     from .effects import effect
-    from .loading import AgentLoadError, load_factory
-    from .options import ExploreOptions
+    from .settings.loading import AgentLoadError, load_factory
+    from .settings.options import ExploreOptions
     from .engine import explore
     from .errors import NonDeterminismError
     from .killpoints import CATEGORIES, KillPoint
     from .pytest.fixture import FaultsimFixture
     from .pytest.settings import parametrize
     from .replayer import replay
-    from .report import Report
-    from .runner import RunRecord, ScenarioRun, run_once
+    from .reports.report import Report
+    from .pipeline.runner import RunRecord, ScenarioRun, run_once
     from .scenario import Scenario, ScenarioError, load_scenario, parse_scenario
     from .schedule import Crash, Schedule, ScheduleResult
     from .session import Session

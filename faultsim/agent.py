@@ -195,13 +195,13 @@ def run_incarnation(make_agent: Callable[[AgentEnv], Any], env: AgentEnv, *,
     """Build the agent for `env` and run it (`run_agent`), with `env` the current one
     while it does (`faultsim.effect` routes calls made under it to `env.services`) and
     the network guard on: an address faultsim does not serve is refused, and noted in
-    the world (`faultsim.netguard`); and, unless the processes the agent starts are
+    the world (`faultsim.interpose.netguard`); and, unless the processes the agent starts are
     contained (subprocess mode's jail; `contained`: the caller's own, as the Claude Agent
-    SDK adapter kills its CLI's process group), the process guard (`faultsim.procguard`)."""
+    SDK adapter kills its CLI's process group), the process guard (`faultsim.interpose.procguard`)."""
     from contextlib import nullcontext
 
-    from . import procguard
-    from .netguard import guarded, parse_allowed
+    from .interpose import procguard
+    from .interpose.netguard import guarded, parse_allowed
 
     world = env.world
     allowed = list(getattr(world, "allow", ()))
@@ -254,7 +254,7 @@ def run_agent(agent: Any) -> Any:
         return result
     import asyncio
 
-    from . import finality
+    from .interpose import finality
 
     loop = asyncio.new_event_loop()
     ended: list = []  # set when run() is over: what its leftovers say then is no one's

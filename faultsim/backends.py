@@ -39,12 +39,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Protocol, Union
 
 from .errors import UsageError
-from .options import mode_for
+from .settings.options import mode_for
 
 if TYPE_CHECKING:
-    from .options import ExploreOptions
+    from .settings.options import ExploreOptions
     from .pipeline.sweep import Plan
-    from .report import Report
+    from .reports.report import Report
     from .scenario import Scenario
     from .schedule import ScheduleResult
     from .token import ReplayToken
@@ -89,7 +89,7 @@ class Agent:
         """The Python factory: the one given, or the one `spec` names (`loading`)."""
         if self.factory is not None:
             return self.factory
-        from .loading import factory_for
+        from .settings.loading import factory_for
 
         return factory_for(self.spec, scenario)  # type: ignore[arg-type]
 
@@ -205,7 +205,7 @@ def check(backend_: Backend, agent: Agent, scenario: "Scenario", options: Any,
 
 
 def unclassed_refusal(options: Any, scenario: Any, who: str, hint: str = "") -> str | None:
-    """What a backend whose kill points are not classed (faultsim.classes) and whose sweep
+    """What a backend whose kill points are not classed (faultsim.core.classes) and whose sweep
     is not forecast (pipeline/forecast.py) refuses to explore: representative coverage and
     --budget, in one line naming `who` it explores; None when neither is asked."""
     profile = getattr(scenario, "profile", None)  # None: a check without a scenario
@@ -262,7 +262,7 @@ def explore(agent: AgentLike, scenario: "Scenario", options: "ExploreOptions", *
 def survey(agent: AgentLike, scenario: "Scenario", *, mode: str = "auto",
            timeout: float | str | None = 30.0) -> Survey:
     """`faultsim list` for one scenario, on the backend `choose` picks."""
-    from .options import ExploreOptions
+    from .settings.options import ExploreOptions
 
     agent = agent_of(agent)
     chosen = choose(agent, scenario, mode)
@@ -280,7 +280,7 @@ def check_job(agent: AgentLike, scenario: Any, job: str) -> None:
     """For a job that runs an agent's Python factory in this process ("formats": faultsim
     formats; "items": the pytest plugin's kill-point items): the backend a prefixed agent
     always runs on may refuse it (one line); every other agent is a Python factory."""
-    from .options import ExploreOptions
+    from .settings.options import ExploreOptions
 
     agent = agent_of(agent)
     name = by_prefix(agent.spec)

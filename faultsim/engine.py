@@ -13,7 +13,7 @@ from typing import Any, Callable, Iterable
 import freezegun.api as _real_time  # time.perf_counter is frozen in here; these are not
 
 from .agent import AgentEnv
-from .crashmodel import CRASH_MODELS, PAUSE
+from .core.crashmodel import CRASH_MODELS, PAUSE
 from .errors import (AgentFailedCleanly, OverBudget, KillDidNotLand, NonDeterminismError,  # noqa: F401
                      StoreNeedsSubprocess, UsageError, WorkerDied)
 from .inprocess.counting import census, count_crash_states
@@ -23,13 +23,13 @@ from .inprocess.probes import PROBE_VERSION, version_probe  # noqa: F401
 from .inprocess.replaying import sweep_replaying
 from .inprocess.sharding import state_owner
 from .inprocess.sandbox import SANDBOX, Explorer, KillAt, unwound_notes  # noqa: F401
-from .interrupted import leaves
+from .reports.interrupted import leaves
 from .killpoints import KillPoint
 from .pipeline.incarnation import Incarnation, IncarnationTimeout, world_signature  # noqa: F401
-from .options import FIXED_TIMEOUT, ExploreOptions, select
+from .settings.options import FIXED_TIMEOUT, ExploreOptions, select
 from .pipeline.sweep import (Earlier, Plan, ResumeResult, Sweep,  # noqa: F401
                              bounded_cuts, largest_write, schedule_violations)
-from .report import ModelRun, Report
+from .reports.report import ModelRun, Report
 from .scenario import Scenario
 
 
@@ -64,7 +64,7 @@ def explore(make_agent: Callable[[AgentEnv], Any] | str, scenario: Scenario | st
     `coverage` ("exhaustive" or "representative") and `per_class` default to the
     scenario's fault profile: representative coverage crashes each kill-point class at
     its first and last occurrence and `per_class` seeded others, and every kill point of
-    the first and last step (`faultsim.classes`); its report says what was left out.
+    the first and last step (`faultsim.core.classes`); its report says what was left out.
     `horizon=H` cuts each resumed run past its H-th model request after recovery, at its
     first request equal to one the clean run made, and takes the rest of its course from
     the clean run's (a stated assumption, not a proof: docs/explanation/guarantees.md);
@@ -118,7 +118,7 @@ def run(scenario: Scenario, options: ExploreOptions, *,
     from .backends import Agent, explore as explore_on_backend
 
     if spec is not None and spec.rstrip(":") == "langgraph":
-        from .loading import langgraph_spec
+        from .settings.loading import langgraph_spec
 
         spec = langgraph_spec(spec, scenario)  # the mode the scenario names
         agent_name = spec if agent_name in (None, "langgraph", "langgraph:") else agent_name
@@ -153,7 +153,7 @@ def explore_in_process(make_agent: Callable[[AgentEnv], Any], scenario: Scenario
     report = Report()
     runs: dict[str, ModelRun] = {}
     started = _real_time.real_perf_counter()
-    # Ctrl-C or SIGTERM: the verdicts judged so far go up with it (faultsim.interrupted)
+    # Ctrl-C or SIGTERM: the verdicts judged so far go up with it (faultsim.reports.interrupted)
     with leaves(lambda: report.runs or list(runs.values())), \
             Explorer(make_agent, scenario, agent_name=name, timeout=options.timeout,
                      seed=options.seed) as ex:
@@ -293,7 +293,7 @@ def _forecasts(counted, points: list[KillPoint], trace, models: list[str], *, on
     first, narrowed as the run is (`only`: `--kill-point`; `horizon`: --horizon). A pair
     stage is not forecast. `known`: the run's own `classes.Coverage`, not classed again (a
     pass over every kill point's events)."""
-    from .classes import PER_CLASS, cover
+    from .core.classes import PER_CLASS, cover
     from .pipeline.forecast import estimate
 
     if not clean_seconds:

@@ -7,10 +7,10 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Mapping, Sequence
 
-from .trace import Event
+from .core.trace import Event
 
 if TYPE_CHECKING:
-    from .checkpoints import CheckpointSpec
+    from .core.checkpoints import CheckpointSpec
 
 SECTOR = 512
 
@@ -277,7 +277,7 @@ def _checkpoint_test(trace: Sequence[Event], checkpoint: "CheckpointSpec | None"
 def label(event: Event) -> str:
     """What a kill-point id names an event by, without its index or occurrence (a file's
     name, a service call, a mark, the model): also part of a crash state's identity
-    (faultsim.identity)."""
+    (faultsim.reports.identity)."""
     if event.kind.startswith("fs."):
         name = posixpath.basename(event.subject)
     elif event.kind.startswith("effect."):

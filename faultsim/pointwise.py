@@ -22,10 +22,10 @@ from .inprocess.pairs import sweep_after_first
 from .inprocess.replaying import sweep_replaying
 from .inprocess.sandbox import Explorer
 from .killpoints import KillPoint
-from .options import ExploreOptions
-from .outfile import OutputError, write_atomic
+from .settings.options import ExploreOptions
+from .reports.outfile import OutputError, write_atomic
 from .pipeline.sweep import Earlier, Sweep
-from .report import ModelRun, Report
+from .reports.report import ModelRun, Report
 from .scenario import Scenario
 
 

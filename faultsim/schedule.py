@@ -14,7 +14,7 @@ from typing import Sequence
 
 from .errors import UsageError
 from .killpoints import KillPoint
-from .report import ModelRun, Verdict
+from .reports.report import ModelRun, Verdict
 
 RESOLUTION = 1 << 16
 # Phases of a kill point in which a tool call is pending on disk: a crash there makes the

@@ -12,7 +12,7 @@ from typing import Any
 
 import freezegun.api as _real_time
 
-from .draws import seed_only
+from .core.draws import seed_only
 from .errors import AgentFinding, KillDidNotLand
 from .killpoints import KillPoint
 from .schedule import NoSuchKillPoint, Schedule, ScheduleResult
@@ -98,7 +98,7 @@ def search(session: Session, *, max_crashes: int = 2, min_crashes: int = 1,
         if not derandomize and seed is not None:
             test = with_seed(_int_seed(seed) + round_)(test)
         try:
-            with seed_only():  # draws follow the seed, not the code loaded (faultsim.draws)
+            with seed_only():  # draws follow the seed, not the code loaded (faultsim.core.draws)
                 test()
         except _Counterexample:
             # hypothesis runs the shrunk example last, to raise it: the minimal one

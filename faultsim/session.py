@@ -8,9 +8,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from .crashmodel import CRASH_MODELS, CrashState
+from .core.crashmodel import CRASH_MODELS, CrashState
 from .killpoints import KillPoint
-from .report import ModelRun, Verdict
+from .reports.report import ModelRun, Verdict
 from .schedule import Crash, Schedule, ScheduleResult, pick
 
 

@@ -120,7 +120,7 @@ class ReplayToken:
                  f"  seed:         {self.seed}",
                  f"  mode:         {self.mode}"]
         if self.crash_model == "pause":  # one step: the pause point, and the wake point
-            from .crashmodel import wake_label
+            from .core.crashmodel import wake_label
 
             return lines + [f"  pause:        after event #{s.index}, woken at the new "
                             f"incarnation's {wake_label(s.order)}" for s in self.steps]

@@ -40,7 +40,7 @@ def pytest_sessionstart(session):
     # `faultsim run` prints ::error annotations under GitHub Actions: the tests that want
     # them ask (tests/test_ci.py), whichever CI runs the suite
     os.environ.pop("GITHUB_ACTIONS", None)
-    # progress lines are timed (faultsim.console): on a loaded machine any run may cross
+    # progress lines are timed (faultsim.cli.console): on a loaded machine any run may cross
     # their interval, so the tests that compare stderr see none; tests/test_progress.py
     # asks for them
     os.environ["FAULTSIM_PROGRESS_SECONDS"] = "0"
@@ -140,7 +140,7 @@ def sandbox():
 
     import faultsim.inprocess.fs as fsmod
     from faultsim.inprocess.fs import FsInterposer, install
-    from faultsim.trace import Tracer
+    from faultsim.core.trace import Tracer
 
     install()
     with Patcher() as patcher:

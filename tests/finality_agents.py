@@ -1,5 +1,5 @@
 """Agents written as users write them, for what runs after an in-process kill
-(faultsim/finality.py): cleanup that a real SIGKILL never runs (a framework's
+(faultsim/interpose/finality.py): cleanup that a real SIGKILL never runs (a framework's
 `except BaseException: unlink; raise`, a `finally:` saving a session, an atexit handler),
 an agent that swallows the kill and goes on asking the model, and one whose background
 thread keeps appending after run() returns.

@@ -2,7 +2,7 @@
 routed with `faultsim.effect`, no faultsim marks), careful in `make_agent`, and variants
 whose one mistake shows only at some steps of a long task: the first, the last, every
 10th, or once the checkpoint passes 4 KiB. tests/test_classes.py asks which of them a
-representative sweep (faultsim.classes) catches, and why."""
+representative sweep (faultsim.core.classes) catches, and why."""
 from __future__ import annotations
 
 import json

@@ -103,7 +103,7 @@ def test_checkpoint_declarations_are_checked(tmp_path_factory):
 
 
 def test_each_format_is_judged_on_its_own_terms():
-    from faultsim.checkpoints import CheckpointSpec, progress, whole
+    from faultsim.core.checkpoints import CheckpointSpec, progress, whole
 
     spec = CheckpointSpec(("log/*.jsonl", "state.json", "db.sqlite"), declared=True)
     assert spec.matches("log/a.jsonl") and spec.matches("state.json")
@@ -175,7 +175,7 @@ def test_kill_point_categories_follow_the_declaration(tmp_path_factory):
 
 
 def test_a_run_with_no_effect_says_so(tmp_path_factory, capsys):
-    from faultsim.console import print_run
+    from faultsim.cli.console import print_run
 
     text = ('id = "no_effects"\ntask = "Say hello."\nexpected_final_answer = "Hello."\n'
             + DECLARED + '[[turns]]\nfinal = "Hello."\n')
@@ -195,7 +195,7 @@ def test_a_run_with_no_effect_says_so(tmp_path_factory, capsys):
 def test_an_answer_in_a_torn_transcript_tail_is_not_progress():
     # The resumed agent skips a JSONL transcript's torn last line, legally: a tool-use id
     # found only there shows no progress (examples/jsonl_transcript would be a false alarm).
-    from faultsim.checkpoints import CheckpointSpec, settled
+    from faultsim.core.checkpoints import CheckpointSpec, settled
 
     spec = CheckpointSpec(("t.jsonl", "s.json"), declared=True)
     torn = b'{"role": "user"}\n{"role": "assistant", "id": "toolu_s_01_1"}'

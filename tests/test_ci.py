@@ -12,10 +12,10 @@ import pytest
 import yaml
 
 from conftest import DATA
-from faultsim import ci_action
-from faultsim.ci import escape_data, escape_property
+from faultsim.cli import ci_action
+from faultsim.reports.ci import escape_data, escape_property
 from faultsim.cli import main
-from faultsim.report import SEVERITY
+from faultsim.reports.report import SEVERITY
 
 ROOT = Path(__file__).resolve().parent.parent
 TINY = str(DATA / "tiny.toml")
@@ -151,7 +151,7 @@ def test_action_yml_runs_the_entry_point_with_every_input():
     action = yaml.safe_load((ROOT / "action.yml").read_text())
     steps = action["runs"]["steps"]
     run = next(s for s in steps if s.get("id") == "faultsim")
-    assert run["run"] == "python -m faultsim.ci_action"
+    assert run["run"] == "python -m faultsim.cli.ci_action"
     env = run["env"]
     for name in ("scenarios", "agent", "crash-model", "shard", "budget", "baseline", "args",
                  "report-dir", "html"):

@@ -1,4 +1,4 @@
-"""Kill-point classes and representative coverage (faultsim.classes): a class does not
+"""Kill-point classes and representative coverage (faultsim.core.classes): a class does not
 depend on the step; the representative choice keeps each class's first and last
 occurrence, its seeded draws and every kill point of the first and last step, the same on
 any worker count and split by shards; a representative run judges those points as the
@@ -16,11 +16,11 @@ import xml.etree.ElementTree as ET
 import pytest
 
 from conftest import DATA
-from faultsim.classes import cover, signature, steps
+from faultsim.core.classes import cover, signature, steps
 from faultsim.cli import main
 from faultsim.engine import explore
 from faultsim.inprocess.sandbox import Explorer
-from faultsim.options import ExploreOptions, select
+from faultsim.settings.options import ExploreOptions, select
 from faultsim.scenario import load_scenario
 from tests import periodic_agent
 
@@ -416,7 +416,7 @@ def test_the_coverage_settings_come_from_flags_ini_keys_and_the_project(tmp_path
                        r"coverage = 'most': expected exhaustive or representative$"):
         read_options(_Config(tmp_path))
     # and `faultsim run` reads the same keys
-    from faultsim.config import load
+    from faultsim.settings.config import load
 
     monkeypatch.setenv("FAULTSIM_PER_CLASS", "5")
     assert load(tmp_path).values["per_class"] == 5
@@ -425,7 +425,7 @@ def test_the_coverage_settings_come_from_flags_ini_keys_and_the_project(tmp_path
 def first_step(points, trace) -> set:
     """The positions of the first step (setup or recovery, and first turn) of a course,
     bar a torn write's sector cuts after its first: what cover_courses judges per course."""
-    from faultsim.classes import _cut
+    from faultsim.core.classes import _cut
 
     step, out, sectors = steps(points, trace), set(), set()
     for n, p in enumerate(points):
@@ -448,7 +448,7 @@ def test_the_pair_stage_shares_classes_across_resumed_courses():
     draws, never at a class's ends nor at its last step's other points; with per_class=0,
     exactly at that first step. The same call makes the same choice (nothing but its input
     decides it), and `chosen_by` counts every chosen point once."""
-    from faultsim.classes import cover_courses
+    from faultsim.core.classes import cover_courses
     from reference_agent import make_agent
 
     points, trace = clean(make_agent, LOOP)
@@ -486,7 +486,7 @@ def test_the_pair_stage_chooses_a_bounded_number_beside_the_classes():
     the classes' own are each course's first step (bar later sector cuts) plus the first
     and last step of two courses, so k + 1 courses add exactly one first step's worth
     (the rule before judged every course's first and last step, every sector cut)."""
-    from faultsim.classes import cover_courses
+    from faultsim.core.classes import cover_courses
     from reference_agent import make_agent
 
     points, trace = clean(make_agent, LOOP)

@@ -208,7 +208,7 @@ def test_the_duplicate_is_the_agents_not_the_guards(crashed):
 
 def test_no_cli_process_outlives_the_runs(crashed):
     from faultsim.adapters.claude_agent_sdk.control import RUNNING
-    from faultsim.groups import dead
+    from faultsim.host.groups import dead
 
     pids = [p.pid for p in RUNNING.clis]
     assert all(dead(pid) for pid in pids)

@@ -16,8 +16,8 @@ import pytest
 from conftest import DATA
 from faultsim.cli import main
 from faultsim.cli.exits import Terminated, sigterm_unwinds
-from faultsim.console import Progress
-from faultsim.report import SEVERITY
+from faultsim.cli.console import Progress
+from faultsim.reports.report import SEVERITY
 
 TINY = str(DATA / "tiny.toml")
 

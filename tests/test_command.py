@@ -94,7 +94,7 @@ def test_power_states_are_the_inprocess_model_on_the_same_calls(tmp_path, sandbo
     from faultsim.command.disk import DiskModel
     from faultsim.command.incarnation import read_tree
     from faultsim.command.syscalls import command_line
-    from faultsim.crashmodel import power_states
+    from faultsim.core.crashmodel import power_states
 
     fs, ip, _tracer = sandbox
     ip.restore({})
@@ -367,7 +367,7 @@ def test_a_crash_during_recovery_is_a_pair_and_every_second_kill_lands(caught,
 def test_a_pairs_token_replays_its_two_crashes(capsys, in_place_pairs):
     from faultsim.cli import main
     from faultsim.command.backend import Command
-    from faultsim.options import ExploreOptions
+    from faultsim.settings.options import ExploreOptions
 
     run = in_place_pairs.runs["process"]
     (verdict,) = run.deep_failures

@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 import faultsim
-from faultsim.loading import load_factory
+from faultsim.settings.loading import load_factory
 
 from conftest import ROOT
 

@@ -1,4 +1,4 @@
-"""Differential verdicts (faultsim.compare, faultsim.identity): crash states aligned by
+"""Differential verdicts (faultsim.reports.compare, faultsim.reports.identity): crash states aligned by
 their stable identity between two agents, on the receipts example (its planted mistake
 against its fix) and on two versions whose kill-point indices shift."""
 from __future__ import annotations
@@ -11,7 +11,7 @@ import pytest
 
 import faultsim
 from faultsim.cli import main
-from faultsim.compare import compare
+from faultsim.reports.compare import compare
 
 ROOT = Path(__file__).resolve().parent.parent
 RECEIPTS = ROOT / "examples" / "receipts"
@@ -131,7 +131,7 @@ def test_run_with_a_baseline_fails_only_on_added_failing_states(reports, tmp_pat
 
 def test_the_action_with_a_baseline_fails_the_job_naming_the_states_a_change_adds(
         reports, tmp_path, capsys, memo_backend):
-    from faultsim import ci_action
+    from faultsim.cli import ci_action
 
     base = _write(tmp_path, "base.json", reports["fixed"])
     agent = f"{RECEIPTS / 'receipts_agent.py'}:make_agent_without_intents"
@@ -191,7 +191,7 @@ def test_abridge_keeps_roles_block_types_and_the_ends_of_a_long_conversation():
 def test_a_resumed_request_like_the_clean_one_is_said_to_be_the_same():
     from types import SimpleNamespace
 
-    from faultsim.report import _first_request_lines, first_request
+    from faultsim.reports.report import _first_request_lines, first_request
 
     sent = ("user: text 'go'", "assistant: tool_use look", "user: tool_result 'ok'")
     verdict = SimpleNamespace(resume=SimpleNamespace(first=(2, "main", 1, "turn 2", sent)),
@@ -207,7 +207,7 @@ def test_a_resumed_request_like_the_clean_one_is_said_to_be_the_same():
 
 
 def test_the_html_page_leaves_the_states_out(reports):
-    from faultsim.html_report import render
+    from faultsim.reports.html import render
 
     page = render(reports["blind"])
     assert "mailer.send#1 turn 2 tool send_receipt" not in page
@@ -218,7 +218,7 @@ def test_a_point_that_is_no_event_of_the_trace_is_named_by_its_words():
     """The Claude Agent SDK backend's kill points (its hooks, the CLI's transcript writes)
     are not events of the trace its run keeps: their identity is what the point says, and
     a full run's report no longer fails naming them."""
-    from faultsim.identity import identities
+    from faultsim.reports.identity import identities
     from faultsim.killpoints import KillPoint
 
     points = [(KillPoint(0, None, "start", "k0-start", "the start"), 0),
@@ -357,7 +357,7 @@ def test_the_guard_names_how_a_resumed_run_failed():
     HTTP 400 (what compare's "the failure changed" reads)."""
     from types import SimpleNamespace
 
-    from faultsim.oracle import api_valid, completes_or_escalates
+    from faultsim.judge.oracle import api_valid, completes_or_escalates
 
     hung = SimpleNamespace(timed_out=True, error="no answer in 30 s")
     assert completes_or_escalates(None, hung).fact("cause") == "hang"

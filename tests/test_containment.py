@@ -35,9 +35,9 @@ import time
 import pytest
 
 import faultsim
-from faultsim import procguard
+from faultsim.interpose import procguard
 from faultsim.errors import SandboxEscape, UncontainedProcess, UnroutedEffect
-from faultsim.loading import load_factory
+from faultsim.settings.loading import load_factory
 
 from conftest import DATA
 from helpers import CountingServer
@@ -93,7 +93,7 @@ def _jail_here() -> str:
     if not _JAIL:
         import tempfile
 
-        from faultsim.real import jail
+        from faultsim.host import jail
 
         with tempfile.TemporaryDirectory() as root:
             built = jail.establish(root, [])
@@ -356,7 +356,7 @@ def test_a_fork_warning_through_the_guard_is_the_callers():
     import types
     import warnings
 
-    from faultsim import procguard
+    from faultsim.interpose import procguard
 
     def fork():
         warnings.warn("This process is multi-threaded, use of fork() may lead to "

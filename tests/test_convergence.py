@@ -314,7 +314,7 @@ def test_fingerprint_refuses_what_it_cannot_read():
 
 @shortcut
 def test_threads_alive_refuse_the_cut():
-    from faultsim import finality
+    from faultsim.interpose import finality
 
     life = finality.begin()
     stop = threading.Event()

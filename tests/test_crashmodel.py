@@ -5,12 +5,12 @@ import os
 
 import pytest
 
-from faultsim.crashmodel import SECTOR, CrashState, power_states, process_state
+from faultsim.core.crashmodel import SECTOR, CrashState, power_states, process_state
 from faultsim.engine import KillAt
 from faultsim.inprocess.fs import DIR, FsInterposer
 from faultsim.killpoints import (CATEGORIES, REQUIRED_ON_REFERENCE, KillPoint, categories,
                                  kill_points, torn_offsets)
-from faultsim.trace import Event, Killed
+from faultsim.core.trace import Event, Killed
 
 from conftest import SB, dir_fsync  # the shared sandbox fixture comes from conftest too
 
@@ -449,8 +449,8 @@ def test_a_torn_state_is_the_state_it_was_cut_from_to_every_reader():
     import copy
     import pickle
 
-    from faultsim.crashmodel import LARGE, TornState, kept_torn
-    from faultsim.trace import PendingWrite
+    from faultsim.core.crashmodel import LARGE, TornState, kept_torn
+    from faultsim.core.trace import PendingWrite
 
     old, new = NEW * 3, NEW * 6  # a checkpoint rewritten longer: the cut in its new tail
     write = PendingWrite("checkpoint.json", old, new, lambda data: None)
@@ -492,7 +492,7 @@ def test_a_sweep_keeps_torn_states_as_cuts_and_judges_as_before(tmp_path, monkey
     saves in place: a torn state.json is read by the resume)."""
     import convergence_agents
     from faultsim import explore, load_scenario
-    from faultsim.crashmodel import TornState
+    from faultsim.core.crashmodel import TornState
     from faultsim.inprocess import forking
 
     path = tmp_path / "lookups_16.toml"

@@ -1,4 +1,4 @@
-"""What a counterexample shows of an SQLite store at the kill (faultsim.dbview): LangGraph's
+"""What a counterexample shows of an SQLite store at the kill (faultsim.judge.dbview): LangGraph's
 saved checkpoint and its pending writes, or any schema's tables, read with the WAL."""
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import sqlite3
 
 import pytest
 
-from faultsim import dbview
+from faultsim.judge import dbview
 
 
 def _files(root, name="store.db"):

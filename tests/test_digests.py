@@ -10,9 +10,9 @@ import hashlib
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from faultsim import checkpoints, crashmodel
-from faultsim.crashmodel import LARGE, CrashState, file_digest, files_digest, torn_versions
-from faultsim.trace import PendingWrite
+from faultsim.core import checkpoints, crashmodel
+from faultsim.core.crashmodel import LARGE, CrashState, file_digest, files_digest, torn_versions
+from faultsim.core.trace import PendingWrite
 
 
 def blake(data: bytes) -> bytes:

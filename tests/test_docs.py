@@ -273,7 +273,7 @@ def run_python(block: Block, monkeypatch) -> int:
 def run_toml(block: Block) -> int:
     data = tomllib.loads(block.code)
     if "tool" in data:
-        from faultsim.config import KEYS
+        from faultsim.settings.config import KEYS
         assert set(data["tool"]["faultsim"]) <= set(KEYS), block.where
         return len(data["tool"]["faultsim"])
     from faultsim.scenario.schema import schema
@@ -349,7 +349,7 @@ def _project(pytester, test_code: str) -> None:
 def test_own_agent_snippets_are_the_examples_code():
     example = (ROOT / "examples" / "receipts" / "receipts_agent.py").read_text()
     test = (ROOT / "examples" / "receipts" / "test_receipts.py").read_text()
-    from faultsim.config import KEYS
+    from faultsim.settings.config import KEYS
     kinds = set()
     for block in checked_blocks():
         lines = block.code.splitlines()
@@ -494,7 +494,7 @@ def test_mkdocs_build_strict(tmp_path):
 
 
 def test_protocol_page_cites_the_registrys_invariants_under_each_rule():
-    from faultsim import oracle
+    from faultsim.judge import oracle
     page = (ROOT / "docs/reference/protocol.md").read_text()
     for n in range(1, 13):
         section = page[page.index(f"{{#p{n}}}"):]

@@ -1,5 +1,5 @@
 """faultsim's own hypothesis draws follow the seed alone, not the literals of whatever local
-code the process has loaded (hypothesis's "local constants": faultsim.draws)."""
+code the process has loaded (hypothesis's "local constants": faultsim.core.draws)."""
 from __future__ import annotations
 
 import importlib.util

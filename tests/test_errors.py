@@ -7,12 +7,12 @@ import pytest
 from faultsim import cli, errors
 from faultsim.cli import parser
 from faultsim.agent import FactoryError
-from faultsim.loading import AgentLoadError
+from faultsim.settings.loading import AgentLoadError
 from faultsim.pytest.fixture import known_errors
 from faultsim.pytest.settings import FaultsimUsageError
-from faultsim.config import ConfigError
+from faultsim.settings.config import ConfigError
 from faultsim.formats.corpus import CorpusError
-from faultsim.options import OptionError
+from faultsim.settings.options import OptionError
 from faultsim.real.explore import SubprocessModeError
 from faultsim.real.pool import ServerFailed
 from faultsim.scenario import ScenarioError

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 import faultsim
-from faultsim.loading import load_factory
+from faultsim.settings.loading import load_factory
 from faultsim.real.explore import explore_subprocess
 
 from conftest import ROOT

@@ -17,7 +17,7 @@ from conftest import DATA, SESSION_RUNS
 from faultsim import explore, load_scenario
 from faultsim.agent import FactoryError, check_factory, check_made
 from faultsim.cli import main
-from faultsim.loading import load_callable
+from faultsim.settings.loading import load_callable
 
 TINY = str(DATA / "tiny.toml")
 

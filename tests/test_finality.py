@@ -1,4 +1,4 @@
-"""The kill is final (faultsim/finality.py): cleanup that runs as the in-process kill
+"""The kill is final (faultsim/interpose/finality.py): cleanup that runs as the in-process kill
 unwinds leaves nothing in the crash state and is no finding; an agent that swallows the
 kill and goes on is reported, once, where it went on; threads end with their incarnation
 and one still working after run() returns is stopped and reported. Each guard proven on

@@ -1,4 +1,4 @@
-"""faultsim.groups: a process group SIGSTOPped is proven stopped (every live process of it
+"""faultsim.host.groups: a process group SIGSTOPped is proven stopped (every live process of it
 in state T), SIGCONT lets it go on, and a group that is gone cannot be proven stopped; the
 kill's proof beside it. Real processes (`sleep`, strace), started here, never left behind."""
 from __future__ import annotations
@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from faultsim.groups import _all_stopped, continue_groups, group_alive, kill_groups, stop_groups
+from faultsim.host.groups import _all_stopped, continue_groups, group_alive, kill_groups, stop_groups
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc")
 

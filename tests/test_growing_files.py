@@ -19,11 +19,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from faultsim import load_scenario
-from faultsim.crashmodel import SECTOR, power_states, process_state, torn_variants, \
+from faultsim.core.crashmodel import SECTOR, power_states, process_state, torn_variants, \
     unsynced_sectors
 from faultsim.engine import explore
 from faultsim.inprocess.fs import DIR, FsInterposer, install
-from faultsim.trace import Tracer
+from faultsim.core.trace import Tracer
 
 from conftest import DATA, ROOT, SB, dir_fsync
 
@@ -414,7 +414,7 @@ EXAMPLE = ROOT / "examples" / "jsonl_transcript"
 
 
 def _example(attr):
-    from faultsim.loading import load_factory
+    from faultsim.settings.loading import load_factory
 
     return load_factory(f"{EXAMPLE / 'agent.py'}:{attr}")
 

@@ -3,7 +3,7 @@
 browser (headless Chromium): every violation present, the counts, the map's cells, the
 first counterexample before the map and the violations, the replay commands never clipped.
 The pytest plugin writes one page for a session, its kill-point items merged into the map
-the whole-scenario run draws. Every count (faultsim.counts) is the same in the text, the
+the whole-scenario run draws. Every count (faultsim.reports.counts) is the same in the text, the
 JSON, JUnit, the Markdown summary and the page."""
 from __future__ import annotations
 
@@ -19,10 +19,10 @@ from pathlib import Path
 import pytest
 
 import browser
-from faultsim.ci import summary_markdown
+from faultsim.reports.ci import summary_markdown
 from faultsim.cli import main
 from faultsim.errors import UsageError
-from faultsim.html_report import NOT_PROVEN, from_json_file, render, session_report
+from faultsim.reports.html import NOT_PROVEN, from_json_file, render, session_report
 
 ROOT = Path(__file__).resolve().parent.parent
 RECEIPTS = ROOT / "examples/receipts"
@@ -124,7 +124,7 @@ def test_a_file_that_is_no_report_is_a_one_line_error(tmp_path):
 
 
 def test_the_markdown_summary_links_the_page(receipts, monkeypatch):
-    from faultsim.report import Report
+    from faultsim.reports.report import Report
 
     for key in ("GITHUB_SERVER_URL", "GITHUB_REPOSITORY", "GITHUB_RUN_ID"):
         monkeypatch.delenv(key, raising=False)
@@ -253,12 +253,12 @@ def test_a_real_browser_draws_every_violation_the_counts_and_the_cells(receipts)
 
 
 def test_every_count_is_the_same_in_text_json_junit_markdown_and_html(receipts):
-    """One run with violations of one and of two crashes: each count (faultsim.counts) is
+    """One run with violations of one and of two crashes: each count (faultsim.reports.counts) is
     what the JSON's own verdicts give, and the text, JUnit, the Markdown summary and the
     page say the same figure."""
     import xml.etree.ElementTree as ET
 
-    from faultsim.counts import DEFINED
+    from faultsim.reports.counts import DEFINED
 
     (run,) = receipts["json"]["runs"]
     c = run["counts"]
@@ -386,9 +386,9 @@ def test_the_plugin_writes_one_page_for_the_session(pytester, receipts):
 
 
 def test_the_counts_page_defines_every_count():
-    """docs/reference/json-report.md's `counts` block is faultsim.counts.DEFINED, word for
+    """docs/reference/json-report.md's `counts` block is faultsim.reports.counts.DEFINED, word for
     word: one definition, in the code and on the page."""
-    from faultsim.counts import DEFINED
+    from faultsim.reports.counts import DEFINED
 
     page = (ROOT / "docs/reference/json-report.md").read_text()
     marker = ("<!-- docs: checked-by tests/test_html_report.py::"

@@ -1,4 +1,4 @@
-"""faultsim.hugepages: the forking processes' heap in huge pages, where the kernel allows it
+"""faultsim.host.hugepages: the forking processes' heap in huge pages, where the kernel allows it
 (cheaper forks; `python bench/fork_cost.py` measures by how much)."""
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from faultsim import hugepages
-from faultsim.realfile import read_bytes
+from faultsim.host import hugepages
+from faultsim.core.realfile import read_bytes
 
 THP = Path("/sys/kernel/mm/transparent_hugepage/enabled")
 

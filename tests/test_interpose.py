@@ -19,7 +19,7 @@ from pyfakefs.fake_filesystem_unittest import Patcher
 
 import faultsim.inprocess.fs as fsmod
 from faultsim.inprocess.fs import DIR, FsInterposer, install
-from faultsim.trace import Killed, PendingWrite, Tracer
+from faultsim.core.trace import Killed, PendingWrite, Tracer
 
 from conftest import SB, dir_fsync  # the shared sandbox fixture comes from conftest too
 

@@ -30,7 +30,7 @@ ROOT = Path(__file__).resolve().parent.parent
 # sweep stays busy (a long crash run) until the signal comes.
 _HOOK = """
 import os, sys, time
-from faultsim.realfile import write_bytes
+from faultsim.core.realfile import write_bytes
 READY, AFTER = os.environ["FAULTSIM_TEST_READY"], int(os.environ["FAULTSIM_TEST_AFTER"])
 ME = os.getpid()
 
@@ -336,7 +336,7 @@ _SECOND_SIGNAL = """
 import os, signal, time
 import pytest
 from pyfakefs.fake_filesystem_unittest import Patcher
-from faultsim.realfile import write_bytes
+from faultsim.core.realfile import write_bytes
 
 _tear_down = Patcher.tearDown
 def tear_down(self, *args, **kwargs):

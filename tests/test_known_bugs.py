@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from faultsim import explore, load_scenario  # noqa: E402
-from faultsim.loading import factory_for  # noqa: E402
-from faultsim.report import why_of  # noqa: E402
+from faultsim.settings.loading import factory_for  # noqa: E402
+from faultsim.reports.report import why_of  # noqa: E402
 
 BUG = Path(__file__).resolve().parent.parent / "bench" / "known_bugs" / "langgraph_7417"
 ROOT = BUG.parent.parent.parent
@@ -65,7 +65,7 @@ def test_openai_agents_4827_on_the_installed_fix_carries_the_conversation_to_its
     sends the follow-up into the session and completes with its answer (on 0.23.1 that
     request carries the orphan tool result and the API refuses it: run.py's table)."""
     pytest.importorskip("agents")
-    from faultsim.runner import ScenarioRun
+    from faultsim.pipeline.runner import ScenarioRun
 
     bug = BUG.parent / "openai_agents_4827"
     spec = json.loads((bug / "bug.json").read_text())

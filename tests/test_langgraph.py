@@ -26,7 +26,7 @@ from faultsim import load_scenario
 from faultsim.adapters.langgraph import (CHECKPOINTER_KEY, DURABILITY_MODES, effect,
                                          graph_agent)
 from faultsim.adapters.langgraph.verdicts import classify, rows, table
-from faultsim.loading import factory_for, load_callable
+from faultsim.settings.loading import factory_for, load_callable
 from faultsim.engine import explore
 from faultsim.inprocess.sandbox import Explorer
 from faultsim.killpoints import kill_points
@@ -209,7 +209,7 @@ def test_a_blind_email_is_sent_twice_in_every_mode(mode):
     assert all("email.send" in v.explanation for f in dup for v in f.violations
                if v.invariant == "effects_exactly_once")
     if mode == "sync":  # each duplicate says whether it is LangGraph's documented re-run
-        from faultsim.report import why_of
+        from faultsim.reports.report import why_of
 
         classes = {f.kill_point.id: why_of(f)[0] for f in dup}
         assert set(classes.values()) == {"by-design", "ordering"}, classes
@@ -415,7 +415,7 @@ def test_langgraph_without_a_mode_takes_the_one_the_scenario_names(tmp_path):
     import argparse
 
     from faultsim.cli.args import agents_for
-    from faultsim.loading import AgentLoadError, langgraph_spec
+    from faultsim.settings.loading import AgentLoadError, langgraph_spec
     from faultsim.scenario import load_scenario as load
 
     named = tmp_path / "named.toml"
@@ -448,7 +448,7 @@ def test_langgraph_without_a_mode_takes_the_one_the_scenario_names(tmp_path):
 
 
 def test_two_durability_modes_compare_state_by_state():
-    from faultsim.compare import compare
+    from faultsim.reports.compare import compare
 
     def report(mode, verdict):
         return {"runs": [{"scenario": "lg", "crash_model": "process",
@@ -601,7 +601,7 @@ def test_async_sqlite_saver_statements_are_kill_points_in_subprocess_mode():
 def test_a_graph_driven_with_stream_runs_as_with_invoke():
     """`method = "stream"`: the sync `graph.stream(...)` read to the end, not `invoke`;
     the same run."""
-    from faultsim.loading import load_callable
+    from faultsim.settings.loading import load_callable
 
     sc = load_scenario(BUNDLED / "react_payments.toml")
     outcomes, called = {}, []
@@ -660,7 +660,7 @@ def test_a_follow_up_goes_into_the_same_thread_and_a_restart_redoes_nothing(kind
     """After the first answer the follow-up is the next invocation's input, into the same
     thread: the model gets the whole conversation with the follow-up once, after that
     answer; a restart after the last answer sends nothing and asks nothing."""
-    from faultsim.runner import ScenarioRun
+    from faultsim.pipeline.runner import ScenarioRun
 
     factory, _ = _loop(kind)
     with ScenarioRun(FOLLOW_UP, factory) as run:

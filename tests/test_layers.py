@@ -14,10 +14,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent / "faultsim"
 
 # Imported by no faultsim module at import time from the bottom layer: the standard library.
-BOTTOM = {"faultsim.errors", "faultsim._version", "faultsim.trace", "faultsim.killpoints",
-          "faultsim.crashmodel", "faultsim.token", "faultsim.netguard",
-          "faultsim.procguard", "faultsim.finality", "faultsim.outfile", "faultsim.counts",
-          "faultsim.classes", "faultsim.lifetime"}
+BOTTOM = {"faultsim.errors", "faultsim._version", "faultsim.core.trace", "faultsim.killpoints",
+          "faultsim.core.crashmodel", "faultsim.token", "faultsim.interpose.netguard",
+          "faultsim.interpose.procguard", "faultsim.interpose.finality", "faultsim.reports.outfile", "faultsim.reports.counts",
+          "faultsim.core.classes", "faultsim.host.lifetime"}
 
 
 def _name(path: Path) -> str:
@@ -180,7 +180,7 @@ def test_the_contract_reaches_no_adapter_and_no_spec_resolution():
     # adapter (LangGraph), the loader, or the machinery that runs agents
     direct = {i.target for i in IMPORTS["faultsim.agent"]}  # lazy ones included
     reached = _reach("faultsim.agent", _edges()) | direct
-    assert not {r for r in reached if r.startswith(("faultsim.adapters", "faultsim.loading",
+    assert not {r for r in reached if r.startswith(("faultsim.adapters", "faultsim.settings.loading",
                                                     "faultsim.engine", "faultsim.inprocess",
                                                     "faultsim.real"))}
 
@@ -205,7 +205,7 @@ BACKEND_PACKAGES = _backend_packages()
 # the in-process backend's orchestrator lives above its package (explore() is public)
 BACKEND_PACKAGES_WIDE = {name: (pkg, "faultsim.engine") if name == "in-process" else (pkg,)
                          for name, pkg in BACKEND_PACKAGES.items()}
-FRONT_ENDS = ("faultsim.cli", "faultsim.plugin", "faultsim.fixture", "faultsim.pytest",
+FRONT_ENDS = ("faultsim.cli", "faultsim.pytest",
               "faultsim.replayer")
 
 

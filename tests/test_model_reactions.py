@@ -221,7 +221,7 @@ def test_the_loader_and_validate_name_the_same_mistake(tmp_path, table, key, mes
 def test_the_one_step_rule_counts_only_the_re_asks_beyond_the_clean_runs_own():
     """A clean run that asks a turn twice by design (here turn 2) repeats it in every crash
     run: only what a crash adds counts against it."""
-    from faultsim.oracle import Golden, reasked_turns
+    from faultsim.judge.oracle import Golden, reasked_turns
 
     fake = FakeClaude(two_part())
     client = fake.client()

@@ -95,7 +95,7 @@ def test_forking_and_replaying_pair_sweeps_agree(pair):
             golden = ex.golden()
             points = [p for p in kill_points(golden.trace) if p.category in
                       ("between-A-and-tool", "after-tool-before-B")][:6]
-            from faultsim.report import ModelRun
+            from faultsim.reports.report import ModelRun
 
             runs = {"process": ModelRun(pair, "m", "process", points, points)}
             top = _Sweep(golden, runs, keep_traces=True)

@@ -1,5 +1,5 @@
 """faultsim's own files: written whole or not at all, checked before work, and never over a
-folder faultsim did not make (faultsim/outfile.py)."""
+folder faultsim did not make (faultsim/reports/outfile.py)."""
 from __future__ import annotations
 
 import errno
@@ -7,8 +7,8 @@ import os
 
 import pytest
 
-from faultsim import outfile
-from faultsim.outfile import OutputError
+from faultsim.reports import outfile
+from faultsim.reports.outfile import OutputError
 
 
 def _full_disk_after(monkeypatch, budget: int) -> None:

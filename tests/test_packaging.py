@@ -57,7 +57,7 @@ def test_the_wheel_carries_the_scenarios_and_the_agent_under_faultsim_only(wheel
     assert agent == {str(p.relative_to(ROOT / "reference_agent"))
                      for p in (ROOT / "reference_agent").rglob("*.py")}
     assert "faultsim/py.typed" in names and "faultsim/scenario.schema.json" in names
-    assert {"faultsim/html_report.js", "faultsim/html_report.css"} <= set(names)  # inlined
+    assert {"faultsim/reports/html_report.js", "faultsim/reports/html_report.css"} <= set(names)  # inlined
     # pyproject.toml lists faultsim's packages by hand: none may be left out
     for folder in (ROOT / "faultsim").rglob("*"):
         if folder.is_dir() and any(folder.glob("*.py")):

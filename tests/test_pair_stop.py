@@ -72,7 +72,7 @@ def test_the_seeded_draws_land_in_the_sampled_courses():
     other than its first and last occurrence) fall in the sampled courses: the first, the
     last and per_class seeded others; the same call samples the same; the report says
     which (`sampled_courses`)."""
-    from faultsim.classes import cover_courses, pair_ranks, sampled_courses
+    from faultsim.core.classes import cover_courses, pair_ranks, sampled_courses
     from faultsim.inprocess.sandbox import Explorer
     from faultsim.scenario import load_scenario
     from reference_agent import make_agent

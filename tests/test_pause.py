@@ -13,7 +13,7 @@ import pytest
 import faultsim
 from faultsim.inprocess.pause import Driver, Wake, explore_pause, pause_points
 from faultsim.inprocess.sandbox import Explorer
-from faultsim.options import crash_models
+from faultsim.settings.options import crash_models
 from faultsim.scenario import load_scenario
 
 HERE = Path(__file__).parent

@@ -119,14 +119,11 @@ def test_the_plugin_is_registered_and_light():
     declared = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"][
         "entry-points"]["pytest11"]
     assert declared == {"faultsim": "faultsim.pytest.plugin"}
-    # an environment installed before faultsim.pytest existed names the old module, which
-    # is the same module object: one plugin, whichever name pytest loads
     installed = [e for e in entry_points(group="pytest11") if e.name == "faultsim"]
-    assert [e.value for e in installed] in (["faultsim.pytest.plugin"], ["faultsim.plugin"])
-    import faultsim.plugin
+    assert [e.value for e in installed] == ["faultsim.pytest.plugin"]
     import faultsim.pytest.plugin
 
-    assert installed[0].load() is faultsim.plugin is faultsim.pytest.plugin
+    assert installed[0].load() is faultsim.pytest.plugin
     heavy = ("anthropic", "faultsim.engine", "pyfakefs", "hypothesis", "freezegun", "httpx2")
     out = subprocess.run([sys.executable, "-c", "import sys, faultsim.pytest.plugin, faultsim; "
                           f"print([m for m in {heavy!r} if m in sys.modules])"],
@@ -475,7 +472,7 @@ def test_ini_keys_set_a_projects_defaults_and_the_header_says_so(pytester):
 
 
 def test_the_plugin_reads_tool_faultsim_under_ini_keys_and_flags(pytester):
-    # [tool.faultsim] (faultsim.config, as `faultsim run` reads it) gives all three; the ini
+    # [tool.faultsim] (faultsim.settings.config, as `faultsim run` reads it) gives all three; the ini
     # key overrides its seed, the flag its crashes
     pytester.makepyprojecttoml("[tool.pytest.ini_options]\nfaultsim_seed = 9\n\n"
                                "[tool.faultsim]\ncrash_model = \"power\"\ncrashes = 1\n"

@@ -9,7 +9,7 @@ import pytest
 from faultsim.formats import record
 from faultsim.inprocess import counting, forking, sandbox
 from faultsim.real import child
-from faultsim.trace import TracerPolicy
+from faultsim.core.trace import TracerPolicy
 
 POLICIES = [sandbox.KillAt, forking.ForkAt, counting._CountAt, record._RecordAt,
             child.RealKill, child.ForkAtEach]

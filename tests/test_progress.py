@@ -1,4 +1,4 @@
-"""What faultsim says while it works (faultsim.console.Progress): the plan and its forecast
+"""What faultsim says while it works (faultsim.cli.console.Progress): the plan and its forecast
 of the largest costs; on a terminal a bar; off one (a CI log, a pipe) a plain line at most
 every N seconds, driven by a timer as well as by the engine, so a stage where nothing moves
 (the clean runs, one long crash run) still says it is working and where; never from a
@@ -18,11 +18,11 @@ import pytest
 
 import faultsim
 from conftest import DATA, ROOT
-from faultsim import console
+from faultsim.cli import console
 from faultsim.cli import build_parser
 from faultsim.cli.args import project_defaults
-from faultsim.config import ConfigError, load
-from faultsim.console import Progress
+from faultsim.settings.config import ConfigError, load
+from faultsim.cli.console import Progress
 from faultsim.errors import AgentFailedCleanly
 from faultsim.killpoints import KillPoint
 from faultsim.pipeline.sweep import Plan, largest_write

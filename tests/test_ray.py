@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from faultsim.errors import UsageError
-from faultsim.ray_shards import check_address, shard_args
+from faultsim.pipeline.ray_shards import check_address, shard_args
 
 from conftest import ROOT
 
@@ -125,7 +125,7 @@ def test_the_pytest_options_are_checked_in_one_line(pytester):
 
 
 def test_without_ray_the_flag_says_how_to_install_it(monkeypatch):
-    from faultsim.ray_shards import RayMissing, run_shards
+    from faultsim.pipeline.ray_shards import RayMissing, run_shards
 
     monkeypatch.setitem(sys.modules, "ray", None)  # import ray fails
     with pytest.raises(RayMissing, match=r"pip install 'faultsim\[ray\]'"):
@@ -147,7 +147,7 @@ def test_ray_shards_merge_into_the_unsharded_report(tmp_path, capsys, monkeypatc
     test_the_local_cluster_leaves_no_process_even_when_a_shard_fails and
     test_ctrl_c_ends_the_local_cluster_and_every_shard; here, that this one is."""
     from faultsim.cli import main
-    from faultsim.ray_shards import cluster
+    from faultsim.pipeline.ray_shards import cluster
 
     tag = _tagged(monkeypatch)
     cases = (("reference_agent", 0), (MUTANT, 1))
@@ -184,7 +184,7 @@ def test_ray_shards_merge_into_the_unsharded_report(tmp_path, capsys, monkeypatc
 
 @needs_ray
 def test_the_local_cluster_leaves_no_process_even_when_a_shard_fails(tmp_path, monkeypatch):
-    from faultsim.ray_shards import run_shards
+    from faultsim.pipeline.ray_shards import run_shards
 
     tag = _tagged(monkeypatch)
 

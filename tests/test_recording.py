@@ -26,7 +26,7 @@ from faultsim.recorder.messages import MessagesError, scenario_from_messages
 from faultsim.recorder.proxy import RecordingProxy
 from faultsim.recorder.record import RecordingFailed, record
 from faultsim.recorder.toml_text import Unwritable, check, dumps, write
-from faultsim.runner import ScenarioRun
+from faultsim.pipeline.runner import ScenarioRun
 from faultsim.scenario import SECTIONS
 from faultsim.scenario.validate import validate_file
 
@@ -631,7 +631,7 @@ def test_an_upstream_named_by_host_name_is_reached_at_its_address(upstream, monk
     the loopback fake, which faultsim then no longer counts as its own.)"""
     import socket
 
-    from faultsim import netguard
+    from faultsim.interpose import netguard
 
     real = socket.getaddrinfo
 

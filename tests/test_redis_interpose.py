@@ -9,7 +9,7 @@ import pytest
 import redis
 
 from faultsim.interpose import redis as tracing
-from faultsim.trace import digest
+from faultsim.core.trace import digest
 
 
 @pytest.fixture

@@ -1,7 +1,7 @@
 """faultsim's own reports survive what it tests agents for: output paths (and --baseline)
 are checked before any run, every report is written atomically and tried even when
 another fails (a full disk), and a run cut short by SIGINT or SIGTERM leaves the report of
-what it judged, marked partial, in every form (faultsim.cli.output, faultsim.interrupted).
+what it judged, marked partial, in every form (faultsim.cli.output, faultsim.reports.interrupted).
 """
 from __future__ import annotations
 
@@ -225,7 +225,7 @@ def test_a_run_that_was_not_interrupted_is_not_marked_partial(whole):
 _SLOW_SWEEP = """
 import os, sys, time
 from faultsim.pipeline.sweep import Sweep
-from faultsim.realfile import write_bytes
+from faultsim.core.realfile import write_bytes
 real = Sweep.record
 def record(self, *args, **kwargs):
     real(self, *args, **kwargs)
@@ -299,7 +299,7 @@ def test_a_pytest_session_stopped_by_ctrl_c_leaves_its_page_marked_partial(statu
 def test_a_report_path_that_is_a_symbolic_link_keeps_the_link(tmp_path):
     """`--json latest.json` linked to a dated file: the dated file gets the report, the
     link stays (a temp file renamed over the path would replace the link with a file)."""
-    from faultsim.outfile import write_atomic
+    from faultsim.reports.outfile import write_atomic
 
     dated = tmp_path / "2024-05-01.json"
     dated.write_text("old")

@@ -35,7 +35,7 @@ from pathlib import Path
 import pytest
 
 from faultsim import explore, load_scenario
-from faultsim.classes import PER_CLASS, cover, signature
+from faultsim.core.classes import PER_CLASS, cover, signature
 from faultsim.cli import main
 from test_scenario_library import CAUGHT, caught_sweep
 

@@ -5,8 +5,10 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from faultsim import oracle, report
+from faultsim.judge import oracle
 
+
+from faultsim.reports import report
 INVARIANTS = Path(__file__).resolve().parent.parent / "docs/reference/invariants.md"
 
 
@@ -27,7 +29,7 @@ def test_each_guard_is_registered_at_its_stage():
 
 def test_the_docs_invariants_table_is_the_registry():
     page = INVARIANTS.read_text()
-    table = page.split("<!-- generated: faultsim.oracle.registry_table() -->\n")[1]
+    table = page.split("<!-- generated: faultsim.judge.oracle.registry_table() -->\n")[1]
     table = table.split("\n<!-- end generated -->")[0]
     assert table == oracle.registry_table()
     rows = re.findall(r"^\| `(\w+)` \| ([^|]+) \| (\w+) \| (.+) \|$", table, re.M)
@@ -41,7 +43,7 @@ def test_a_violation_takes_its_rule_code_from_the_registry():
 
 def test_violations_carry_their_facts_so_no_consumer_parses_prose():
     from faultsim import explore, load_scenario
-    from faultsim.loading import load_factory
+    from faultsim.settings.loading import load_factory
 
     from conftest import DATA
 

@@ -232,7 +232,7 @@ def test_servers_say_how_they_give_the_one_workdir(forced, monkeypatch):
 
 
 def test_the_flake_guard_names_a_path_under_the_workdir_that_differs(pay):
-    from faultsim.loading import load_factory
+    from faultsim.settings.loading import load_factory
 
     factory = load_factory(f"{pay / 'path_agent.py'}:make_counting")
     with pytest.raises(NonDeterminismError) as caught:

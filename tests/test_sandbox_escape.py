@@ -17,7 +17,7 @@ import user_agents
 from conftest import DATA, ROOT
 from faultsim.cli import main
 from faultsim.errors import SandboxEscape
-from faultsim.loading import load_factory
+from faultsim.settings.loading import load_factory
 from faultsim.real.explore import explore_subprocess
 
 SCENARIO = faultsim.load_scenario(DATA / "one_charge.toml")

@@ -10,7 +10,7 @@ import re
 import pytest
 
 import faultsim
-from faultsim.loading import load_factory
+from faultsim.settings.loading import load_factory
 
 from conftest import ROOT
 
@@ -94,7 +94,7 @@ def test_merged_shard_reports_are_the_whole_runs_report(tmp_path):
         assert timed.sub("", got) == timed.sub("", want), kind
 
     # what is not the shards of one run is refused, naming the file and the field
-    from faultsim.report_merge import MergeError, merge
+    from faultsim.reports.merge import MergeError, merge
 
     def refused(reports) -> str:
         with pytest.raises(MergeError) as err:

@@ -1,7 +1,7 @@
 """The pieces the two real-process backends share (issue 34 item 6): the command backend
 (`faultsim.command`) and the Claude Agent SDK adapter use one copy each of the sandbox's
-read and write (`faultsim.tree`), of the thread that follows strace's log
-(`faultsim.strace.follow`), of the memo that lets equal crash states share one resumed
+read and write (`faultsim.core.tree`), of the thread that follows strace's log
+(`faultsim.host.strace.follow`), of the memo that lets equal crash states share one resumed
 run (`faultsim.pipeline.sweep.Shared`), of the kill-point loop, its landed check and its
 conversion to the report (`faultsim.pipeline.crashes`), and of the clean runs' check
 saying where two runs part (`faultsim.pipeline.golden.agree`). Each piece checked here on
@@ -23,18 +23,18 @@ from dataclasses import dataclass, field
 import pytest
 
 from faultsim.agent import Outcome
-from faultsim.crashmodel import DIR, CrashState
+from faultsim.core.crashmodel import DIR, CrashState
 from faultsim.errors import NonDeterminismError
 from faultsim.killpoints import KillPoint
-from faultsim.oracle import Golden, Violation
+from faultsim.judge.oracle import Golden, Violation
 from faultsim.pipeline.crashes import Found, Kill, explored, sweep, verdicts
 from faultsim.pipeline.golden import agree
 from faultsim.pipeline.sweep import ResumeResult, Shared
-from faultsim.report import ModelRun
-from faultsim.trace import Event
+from faultsim.reports.report import ModelRun
+from faultsim.core.trace import Event
 from faultsim.scenario import load_scenario
-from faultsim.strace import follow
-from faultsim.tree import read_tree, regular, under, write_tree
+from faultsim.host.strace import follow
+from faultsim.core.tree import read_tree, regular, under, write_tree
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -13,7 +13,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
 import faultsim  # noqa: E402
 from faultsim import backends  # noqa: E402
 from faultsim.backends import Agent  # noqa: E402
-from faultsim.options import ExploreOptions  # noqa: E402
+from faultsim.settings.options import ExploreOptions  # noqa: E402
 from same_json import strip  # noqa: E402  (the CI's own "timings aside")
 from helpers import SMALL  # noqa: E402
 from shared_runs import SharedCache, memo_in_process  # noqa: E402

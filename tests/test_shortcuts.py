@@ -1,4 +1,4 @@
-"""The report's `shortcuts` block (faultsim.shortcuts, issue 53): each of the sweep's
+"""The report's `shortcuts` block (faultsim.reports.shortcuts, issue 53): each of the sweep's
 shortcuts (convergence, leads, the aftermath of convergence, the memo of equal states) says
 how often it applied and, where it never did, why; in the JSON report, in the summary, and
 alike in merged shards."""
@@ -9,11 +9,11 @@ import re
 import pytest
 
 import faultsim
-from faultsim import report_merge
-from faultsim.console import print_run
+from faultsim.reports import merge as report_merge
+from faultsim.cli.console import print_run
 from faultsim.inprocess import cpython
 from faultsim.scenario import load_scenario
-from faultsim.shortcuts import NAMES, off
+from faultsim.reports.shortcuts import NAMES, off
 
 import convergence_agents
 import logging_transport_agent

@@ -18,7 +18,7 @@ import uuid
 import pytest
 
 import faultsim
-from faultsim.loading import load_factory
+from faultsim.settings.loading import load_factory
 from faultsim.errors import AgentFailedCleanly, SandboxEscape, StoreNeedsSubprocess
 from faultsim.real.explore import SubprocessModeError, explore_subprocess
 from faultsim.real.pool import MARKER, sandbox_parent

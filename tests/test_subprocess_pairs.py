@@ -18,7 +18,7 @@ import sys
 import pytest
 
 import faultsim
-from faultsim.loading import load_factory
+from faultsim.settings.loading import load_factory
 from faultsim.pipeline.probes import PROBE_VERSION, tamper_versions
 from faultsim.real.explore import SubprocessModeError, explore_subprocess
 from faultsim.replayer import replay

@@ -9,9 +9,9 @@ from __future__ import annotations
 import pytest
 
 from faultsim.agent import Outcome
-from faultsim.crashmodel import CrashState
+from faultsim.core.crashmodel import CrashState
 from faultsim.killpoints import KillPoint
-from faultsim.oracle import Golden
+from faultsim.judge.oracle import Golden
 from faultsim.pipeline.crashes import Found, Kill, sweep
 from faultsim.pipeline.sweep import ResumeResult
 from faultsim.world.ledger import Ledger

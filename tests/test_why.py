@@ -1,10 +1,10 @@
 """A duplicated effect that is the at-least-once window LangGraph documents, told apart from
-one a finished task should not have had (faultsim.why), on hand-made traces."""
+one a finished task should not have had (faultsim.judge.why), on hand-made traces."""
 from __future__ import annotations
 
-from faultsim.oracle import Violation
-from faultsim.trace import Event
-from faultsim.why import classify
+from faultsim.judge.oracle import Violation
+from faultsim.core.trace import Event
+from faultsim.judge.why import classify
 
 DUP = [Violation.of("effects_exactly_once", "email twice", extra={'email.send({"to":"a"})': 1},
                     missing={})]
@@ -71,7 +71,7 @@ def test_a_step_runner_is_named_only_where_the_trace_shows_nothing_recorded_the_
 def test_the_tables_are_read_from_the_crash_states_databases(tmp_path):
     import sqlite3
 
-    from faultsim import dbview
+    from faultsim.judge import dbview
 
     path = tmp_path / "dbos.sqlite"
     with sqlite3.connect(path) as conn:

@@ -17,7 +17,7 @@ import pytest
 
 import faultsim
 from faultsim.agent import AgentEnv, run_incarnation
-from faultsim.trace import Killed
+from faultsim.core.trace import Killed
 from faultsim.world import World
 from faultsim.world.wire import env_name, serve_services
 

@@ -14,7 +14,7 @@ import pytest
 from faultsim.killpoints import (TORN_ALL_UP_TO, every_cut, kill_points, torn_bounded,
                                  torn_bounded_line, torn_offsets, write_runs)
 from faultsim.pipeline.sweep import largest_write
-from faultsim.trace import Event, Killed, digest
+from faultsim.core.trace import Event, Killed, digest
 
 from conftest import SB
 

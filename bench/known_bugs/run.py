@@ -99,7 +99,7 @@ def classes(report: dict) -> list[str]:
 
 def check(folder: Path, here: bool) -> dict:
     sys.path.insert(0, str(ROOT))
-    from faultsim.compare import compare
+    from faultsim.reports.compare import compare
 
     spec = json.loads((folder / "bug.json").read_text())
     reports, controls = {}, {}

@@ -18,7 +18,7 @@ import pytest
 
 from faultsim.model.endpoint import serve
 from faultsim.scenario import load_scenario
-from faultsim.trace import Killed
+from faultsim.core.trace import Killed
 from faultsim.world.wire import serve_services
 
 HERE = Path(__file__).resolve().parent

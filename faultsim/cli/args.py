@@ -34,7 +34,7 @@ def check_plan(plan, scenario, ns: argparse.Namespace, progress) -> None:
 
 
 def durability_modes(asked: str | None) -> list[str]:
-    from ..loading import LANGGRAPH_MODES
+    from ..settings.loading import LANGGRAPH_MODES
 
     modes = [m.strip() for m in (asked or ",".join(LANGGRAPH_MODES)).split(",") if m.strip()]
     bad = [m for m in modes if m not in LANGGRAPH_MODES]
@@ -51,7 +51,7 @@ def agents_for(scenario, ns: argparse.Namespace, modes: list[str]) -> list[str]:
     table (`langgraph:` alone: the table's graph in the mode it names); a default one
     (FAULTSIM_AGENT, [tool.faultsim]) does not: it is the project's agent for the plain
     scenarios beside the graph's."""
-    from ..loading import LANGGRAPH, langgraph_spec, names_graph
+    from ..settings.loading import LANGGRAPH, langgraph_spec, names_graph
 
     if scenario.langgraph is None:
         if names_graph(ns.agent):
@@ -74,9 +74,9 @@ BUNDLED_COMMANDS = {"run", "list"}  # the ones that default to the bundled scena
 
 def project_defaults(ns: argparse.Namespace) -> None:
     """Fill what the command line left unset from FAULTSIM_* and [tool.faultsim]
-    (faultsim.config), then from the built-in defaults. With nothing named anywhere, `run`
-    and `list` use the bundled scenarios and reference agent (faultsim.config.bundled)."""
-    from ..config import bundled, load
+    (faultsim.settings.config), then from the built-in defaults. With nothing named anywhere, `run`
+    and `list` use the bundled scenarios and reference agent (faultsim.settings.config.bundled)."""
+    from ..settings.config import bundled, load
 
     project = load()
     # an --agent typed here wins over a scenario's [langgraph] graph; a default does not
@@ -116,7 +116,7 @@ def project_defaults(ns: argparse.Namespace) -> None:
 
 def explore_options(ns: argparse.Namespace, only=None):
     """The run's ExploreOptions, from the flags; an out-of-range flag is named as typed."""
-    from ..options import ExploreOptions, OptionError
+    from ..settings.options import ExploreOptions, OptionError
 
     try:
         return ExploreOptions(crash_model=ns.crash_model, crashes=ns.crashes, seed=ns.seed,
@@ -132,7 +132,7 @@ def explore_options(ns: argparse.Namespace, only=None):
 
 
 def shard(text: str | None) -> tuple[int, int] | None:
-    from ..options import SHARD_EXPECTED, parse_shard
+    from ..settings.options import SHARD_EXPECTED, parse_shard
 
     if text is None:
         return None

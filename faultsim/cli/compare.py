@@ -12,10 +12,10 @@ from .output import Output, check_outputs, read_report, write_outputs
 
 def cmd_compare(ns: argparse.Namespace) -> int:
     """Two saved reports, or one scenario run on two agents: the crash states B fixes,
-    breaks, and the rest (faultsim.compare); exit 1 when B adds failing crash states."""
+    breaks, and the rest (faultsim.reports.compare); exit 1 when B adds failing crash states."""
     import json
 
-    from ..compare import compare
+    from ..reports.compare import compare
 
     check_outputs(ns, [("json", "--json")])  # before any run of the agents
     items, agents = ns.items, ns.agent or []
@@ -24,9 +24,9 @@ def cmd_compare(ns: argparse.Namespace) -> int:
         names = items
     elif items and not any(i.endswith(".json") for i in items) and len(agents) == 2:
         from ..backends import Agent, explore as explore_one
-        from ..loading import langgraph_spec, load_factory, names_graph, prefix_of
+        from ..settings.loading import langgraph_spec, load_factory, names_graph, prefix_of
         from ..errors import AgentFinding
-        from ..report import Refusal, Report
+        from ..reports.report import Refusal, Report
         from ..scenario import load_scenario
 
         options = explore_options(ns)

@@ -37,7 +37,7 @@ class Terminated(SystemExit):
 def sigterm_unwinds(terminated: type[BaseException] = Terminated,
                     only_if: Callable[[], bool] | None = None) -> Iterator[None]:
     """Turn SIGTERM into `terminated` (Terminated; the pytest plugin's is a
-    KeyboardInterrupt, faultsim.interrupted.SigtermInterrupt), so that every `finally` runs
+    KeyboardInterrupt, faultsim.reports.interrupted.SigtermInterrupt), so that every `finally` runs
     on the way out: the subprocess mode's run folder in /dev/shm is removed like on Ctrl-C.
     With `only_if`, a SIGTERM that comes while it is false takes its default action (an
     xdist controller learns only as tests start whether the session has faultsim tests).

@@ -10,9 +10,9 @@ from .exits import EXIT_OK
 
 def cmd_list(ns: argparse.Namespace) -> int:
     from ..backends import Agent, survey
-    from ..console import Progress
+    from .console import Progress
     from ..killpoints import categories
-    from ..loading import load_factory, names_graph, prefix_of
+    from ..settings.loading import load_factory, names_graph, prefix_of
     from ..scenario import format_duration, load_scenario
 
     scenarios = [load_scenario(p) for p in scenario_paths(ns.scenarios)]

@@ -1,7 +1,7 @@
 """What a run leaves besides its text: the --json, --junit, --html and --summary-md
 reports (also when a scenario is refused before its verdicts, and when the run is
 interrupted: then marked partial), their paths checked before any work, each written
-atomically (faultsim.outfile), and saved reports read back."""
+atomically (faultsim.reports.outfile), and saved reports read back."""
 from __future__ import annotations
 
 import argparse
@@ -10,8 +10,8 @@ from dataclasses import dataclass
 from typing import Callable, Iterable, Iterator
 
 from ..errors import AgentFinding, FaultsimError, HarnessError, UsageError
-from ..interrupted import partial_reason
-from ..outfile import OutputError, append_atomic, check_writable, write_atomic
+from ..reports.interrupted import partial_reason
+from ..reports.outfile import OutputError, append_atomic, check_writable, write_atomic
 
 # the report options of `faultsim run` (and `report merge`): namespace attribute, flag
 REPORTS = (("json", "--json"), ("junit", "--junit"), ("html", "--html"),
@@ -68,7 +68,7 @@ def write_outputs(outputs: Iterable[Output]) -> None:
 
 
 def read_report(path: str) -> dict:
-    from ..report_merge import read
+    from ..reports.merge import read
 
     return read(path)
 
@@ -95,7 +95,7 @@ def refusals_reported(ns: argparse.Namespace, report, scenario: str, agent: str
     scenario cannot work, faultsim failed) still leaves --json, --junit and --summary-md,
     with the refusal as their content (CI reads a report, not stderr); the error then
     goes on to `main`, which prints its one line and exits as it always did."""
-    from ..report import Refusal
+    from ..reports.report import Refusal
 
     try:
         yield
@@ -123,15 +123,15 @@ def report_outputs(ns: argparse.Namespace, report) -> list[Output]:
 
         outputs.append(Output("--json", ns.json, lambda: json.dumps(data(), indent=2)))
     if ns.junit:
-        from ..junit import junit_xml
+        from ..reports.junit import junit_xml
 
         outputs.append(Output("--junit", ns.junit, lambda: junit_xml(report)))
     if ns.html:
-        from ..html_report import render
+        from ..reports.html import render
 
         outputs.append(Output("--html", ns.html, lambda: render(data())))
     if ns.summary_md:
-        from ..ci import summary_markdown
+        from ..reports.ci import summary_markdown
 
         outputs.append(Output("--summary-md", ns.summary_md,
                               lambda: summary_markdown(report, html=ns.html), append=True))

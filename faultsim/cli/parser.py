@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from .._version import __version__
-from ..options import COVERAGES, CRASH_MODEL_CHOICES, FIXED_TIMEOUT, PER_CLASS
+from ..settings.options import COVERAGES, CRASH_MODEL_CHOICES, FIXED_TIMEOUT, PER_CLASS
 from .compare import cmd_compare
 from .formats import cmd_formats_check, cmd_formats_record
 from .listing import cmd_list
@@ -169,7 +169,7 @@ def build_parser() -> argparse.ArgumentParser:
                      help="compare this run with a saved --json report, crash state by "
                      "crash state, and exit 1 only when this run adds failing crash states")
     debug_flag(run)
-    # FAULTSIM_PROGRESS_SECONDS, [tool.faultsim] progress_seconds (faultsim.config): no flag
+    # FAULTSIM_PROGRESS_SECONDS, [tool.faultsim] progress_seconds (faultsim.settings.config): no flag
     run.set_defaults(func=cmd_run, progress_seconds=None)
     cmp = sub.add_parser("compare", help="differential verdicts: which crash states B fixes "
                          "and breaks, from two JSON reports or a scenario on two agents")

@@ -5,13 +5,13 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from ..outfile import check_writable
+from ..reports.outfile import check_writable
 from .exits import EXIT_OK, EXIT_VIOLATION
 from .output import Output, check_outputs, write_outputs
 
 
 def cmd_report_html(ns: argparse.Namespace) -> int:
-    from ..html_report import from_json_file
+    from ..reports.html import from_json_file
 
     out = ns.out or str(Path(ns.report).with_suffix(".html"))
     check_writable(out, "--out")
@@ -21,7 +21,7 @@ def cmd_report_html(ns: argparse.Namespace) -> int:
 
 
 def cmd_report_merge(ns: argparse.Namespace) -> int:
-    from ..report_merge import load, merge
+    from ..reports.merge import load, merge
 
     check_outputs(ns)
     merged = merge(load(ns.reports))
@@ -43,13 +43,13 @@ def merged_outputs(ns: argparse.Namespace, merged: dict) -> list[Output]:
     if ns.json:
         outputs.append(Output("--json", ns.json, lambda: json.dumps(merged, indent=2)))
     if ns.html:
-        from ..html_report import render
+        from ..reports.html import render
 
         outputs.append(Output("--html", ns.html, lambda: render(merged)))
     if ns.junit or ns.summary_md:
-        from ..ci import summary_markdown
-        from ..junit import junit_xml
-        from ..report_merge import as_report
+        from ..reports.ci import summary_markdown
+        from ..reports.junit import junit_xml
+        from ..reports.merge import as_report
 
         report = as_report(merged)
         if ns.junit:

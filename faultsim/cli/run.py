@@ -18,9 +18,9 @@ def cmd_run(ns: argparse.Namespace) -> int:
     import time
 
     from ..backends import Agent, explore as explore_one
-    from ..console import Progress, print_run
-    from ..loading import load_factory, names_graph, prefix_of
-    from ..report import Report
+    from .console import Progress, print_run
+    from ..settings.loading import load_factory, names_graph, prefix_of
+    from ..reports.report import Report
     from ..scenario import load_scenario
 
     only = None
@@ -60,7 +60,7 @@ def cmd_run(ns: argparse.Namespace) -> int:
                                        plan=check, settings=settings)
             finally:
                 progress.close()
-            for n, run in enumerate(part.runs):  # measured once, on the first (faultsim.junit)
+            for n, run in enumerate(part.runs):  # measured once, on the first (faultsim.reports.junit)
                 run.wall_seconds = time.perf_counter() - started if n == 0 else 0.0
             for run in part.runs:
                 report.runs.append(run)
@@ -100,13 +100,13 @@ def cmd_run(ns: argparse.Namespace) -> int:
         unwritten = exc
     if ns.annotations or (ns.annotations is None
                           and os.environ.get("GITHUB_ACTIONS") == "true"):
-        from ..ci import annotations
+        from ..reports.ci import annotations
 
         for line in annotations(report):
             print(line)
     verdict = EXIT_OK if report.ok else EXIT_VIOLATION
     if baseline is not None:  # the verdict is the difference: only crash states B adds fail
-        from ..compare import compare
+        from ..reports.compare import compare
 
         diff = compare(baseline, report.to_json(), ns.baseline, "this run")
         print()
@@ -120,11 +120,11 @@ def cmd_run(ns: argparse.Namespace) -> int:
 def leave_partial(ns: argparse.Namespace, report, exc: BaseException, names: list[str],
                   current: int, plan, started: float) -> None:
     """An interrupted run's report: the runs finished, and the interrupted one's verdicts
-    judged so far (carried by the interrupt, faultsim.interrupted), printed as the table
+    judged so far (carried by the interrupt, faultsim.reports.interrupted), printed as the table
     and written to every report asked for, marked partial."""
     import time
 
-    from ..interrupted import Partial, judged, reason, settle
+    from ..reports.interrupted import Partial, judged, reason, settle
 
     finished = sum(len(run.verdicts) for run in report.runs)
     cut = [settle(run) for run in judged(exc)]
@@ -150,13 +150,13 @@ def leave_partial(ns: argparse.Namespace, report, exc: BaseException, names: lis
 
 
 def run_on_ray(ns: argparse.Namespace, baseline: dict | None) -> int:
-    """`run --ray`: the shards as Ray tasks (faultsim.ray_shards), their reports merged
+    """`run --ray`: the shards as Ray tasks (faultsim.pipeline.ray_shards), their reports merged
     into the whole run's, printed and written as `report merge` writes a merged one. Each
     shard holds one CPU and forks one crash run at a time (`--workers 1`); `--workers N`
     sizes the local cluster instead."""
     from ..errors import UsageError
-    from ..ray_shards import check_address, run_shards, shard_args
-    from ..report_merge import as_report
+    from ..pipeline.ray_shards import check_address, run_shards, shard_args
+    from ..reports.merge import as_report
     from .output import write_outputs
     from .report import merged_outputs
 
@@ -187,7 +187,7 @@ def run_on_ray(ns: argparse.Namespace, baseline: dict | None) -> int:
     write_outputs(merged_outputs(ns, merged))
     verdict = EXIT_OK if merged["ok"] else EXIT_VIOLATION
     if baseline is not None:  # as a run's: only crash states this run adds fail
-        from ..compare import compare
+        from ..reports.compare import compare
 
         diff = compare(baseline, merged, ns.baseline, "this run")
         print()
@@ -202,9 +202,9 @@ def leave_ray_partial(ns: argparse.Namespace, exc: BaseException) -> None:
     and written as one report marked partial. Their runs stand side by side, each with
     its shard: a merge would pass the crash states the cut and lost shards never judged
     for judged ones (`report merge` refuses partial reports for that reason)."""
-    from ..interrupted import Partial, reason
-    from ..ray_shards import judged_shards
-    from ..report_merge import as_report
+    from ..reports.interrupted import Partial, reason
+    from ..pipeline.ray_shards import judged_shards
+    from ..reports.merge import as_report
     from .output import write_outputs
     from .report import merged_outputs
 

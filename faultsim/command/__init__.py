@@ -12,7 +12,7 @@ contract is `launch.py`'s (docs/reference/agent-contract.md).
   launch.py      the command's environment, process group, jail, kill and outcome contract
   syscalls.py    strace's command line (holding a call at its entry) and its log, parsed
   disk.py        the workdir as the traced calls changed it: trace events and the power
-                 model's durability (faultsim.crashmodel's model, the same as in-process)
+                 model's durability (faultsim.core.crashmodel's model, the same as in-process)
   control.py     the boundaries (model requests and streams, service calls, file system
                  calls, the exit) and the kill at the target one
   incarnation.py one run of the command, its kill proven

@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from ..backends import Agent, Survey, refuse_settings, unclassed_refusal
-from ..options import in_shard
-from ..report import Report
+from ..settings.options import in_shard
+from ..reports.report import Report
 
 
 def no_factory(spec: str) -> Callable[..., Any]:
@@ -22,7 +22,7 @@ def no_factory(spec: str) -> Callable[..., Any]:
     that resolve a spec to a factory first (the pytest marker) get one that refuses to be
     called: `backends.BY_PREFIX` sends the agent here, where only its spec is used."""
     def factory(env: Any) -> Any:
-        from ..loading import AgentLoadError
+        from ..settings.loading import AgentLoadError
 
         raise AgentLoadError(f"agent {spec!r} is a command: it runs as a process of its "
                              "own, it has no Python factory to call")

@@ -25,7 +25,7 @@ import threading
 from pathlib import Path
 from typing import Any, Callable
 
-from ..trace import Killed, Tracer
+from ..core.trace import Killed, Tracer
 from .disk import DiskModel
 from .syscalls import CHANGING, Call, LogReader, follow, read_log
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from ..trace import Event
+from ..core.trace import Event
 
 
 def name(event: Event, before: Sequence[Event]) -> str:

@@ -1,7 +1,7 @@
 """The agent's disk as its traced system calls changed it: the events each call is (the
 in-process interposer's kinds: fs.create, fs.write, fs.truncate, fs.rename, fs.unlink,
 fs.mkdir, fs.rmdir, fs.fsync, fs.fdatasync) and what an fsync made durable, for the power
-model of `faultsim.crashmodel` (the same model, the same states, as in-process).
+model of `faultsim.core.crashmodel` (the same model, the same states, as in-process).
 
 The model starts from the workdir as restored (all of it durable: it is what was on disk)
 and replays each call that touched the workdir, in strace's order: inodes, names, bytes
@@ -21,8 +21,8 @@ import os
 import posixpath
 from dataclasses import dataclass, field
 
-from ..crashmodel import DIR, CrashState, Durability, power_states
-from ..trace import digest
+from ..core.crashmodel import DIR, CrashState, Durability, power_states
+from ..core.trace import digest
 from .syscalls import Call
 
 O_ACCMODE, O_CREAT, O_TRUNC, O_APPEND = 3, os.O_CREAT, os.O_TRUNC, os.O_APPEND

@@ -15,8 +15,8 @@ from ..agent import Outcome
 from ..model.endpoint import ModelEndpoint
 from ..pipeline.incarnation import Incarnation as _Record, traced_world
 from ..scenario import Scenario
-from ..trace import Event, Tracer
-from ..tree import Files, read_tree, under, write_tree
+from ..core.trace import Event, Tracer
+from ..core.tree import Files, read_tree, under, write_tree
 from ..world import World
 from .launch import Jailed, environment, kill_group, left_behind, outcome, start
 from .control import Controller, Door

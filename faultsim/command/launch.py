@@ -17,10 +17,10 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from .. import procguard  # noqa: F401 - imported before any fork: jail.enter uses it
+from ..interpose import procguard  # noqa: F401 - imported before any fork: jail.enter uses it
 from ..agent import Outcome
-from .. import jail as _jail
-from ..groups import kill_groups, members
+from ..host import jail as _jail
+from ..host.groups import kill_groups, members
 
 ESCALATE = 3  # the exit status of an escalation to a person
 # Variables never passed on: credentials of real services and proxies that would take
@@ -96,7 +96,7 @@ def start(argv: list[str], cwd: Path, env: dict[str, str], jailed: Jailed,
 
 def kill_group(process: subprocess.Popen, timeout: float = 10.0) -> bool:
     """SIGKILL the command's process group; True once no process of it is left (the
-    leader reaped: it is our child). `faultsim.groups`' kill, shared with the Claude Agent
+    leader reaped: it is our child). `faultsim.host.groups`' kill, shared with the Claude Agent
     SDK adapter."""
     return kill_groups([process.pid], timeout, reap=process.wait)
 

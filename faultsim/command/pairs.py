@@ -22,13 +22,13 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from ..crashmodel import CrashState
+from ..core.crashmodel import CrashState
 from ..errors import NonDeterminismError
 from ..killpoints import KillPoint
-from ..oracle import Golden, judge
+from ..judge.oracle import Golden, judge
 from ..pipeline.incarnation import world_signature
 from ..pipeline.sweep import Earlier
-from ..report import ModelRun, ResumeSummary, Verdict
+from ..reports.report import ModelRun, ResumeSummary, Verdict
 from ..scenario import Scenario
 from .incarnation import Services, incarnation
 from .sweep import (Exploration, First, files_key, filtered_calls, hold_for, killed_run,

@@ -12,20 +12,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from ..crashmodel import CrashState
+from ..core.crashmodel import CrashState
 from ..errors import UsageError
 from ..killpoints import KillPoint
-from ..oracle import CrashRun, Golden, judge, unknown_version_refused
+from ..judge.oracle import CrashRun, Golden, judge, unknown_version_refused
 from ..pipeline.golden import COMMAND_ADVICE, CleanRun, golden_checked
 from ..pipeline.probes import PROBE_VERSION, tamper_versions
 from ..pipeline.incarnation import clean_limit, resumed_limit, world_signature
-from ..interrupted import leaves
+from ..reports.interrupted import leaves
 from ..pipeline.crashes import (Found, Kill, Swept, landed, so_far, sweep, taken,
                                   verdicts)
 from ..pipeline.sweep import ResumeResult
-from ..report import ModelRun, Report, ResumeSummary, Verdict
+from ..reports.report import ModelRun, Report, ResumeSummary, Verdict
 from ..scenario import Scenario
-from ..tree import regular
+from ..core.tree import regular
 from .launch import split
 from .diagnosis import name
 from .incarnation import Run, Services, incarnation
@@ -129,7 +129,7 @@ def explore(command: str, scenario: Scenario, *, crash_models: Sequence[str] = (
         backend = _Backend(argv, scenario, base, first, calls, paths, limit, seed,
                            services, result, crash_models)
         swept = Swept()
-        # Ctrl-C or SIGTERM: the verdicts judged so far go up with it (faultsim.interrupted)
+        # Ctrl-C or SIGTERM: the verdicts judged so far go up with it (faultsim.reports.interrupted)
         stack.enter_context(leaves(lambda: so_far(runs, swept, golden, backend.engine_point)))
         sweep(backend, chosen, golden, share=share, progress=progress, swept=swept)
         verdicts(runs, taken(swept), golden, backend.engine_point)

@@ -7,11 +7,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from ..crashmodel import CrashState
+from ..core.crashmodel import CrashState
 from ..inprocess.sandbox import Explorer, resume_and_judge
 from ..killpoints import KillPoint
-from ..options import FIXED_TIMEOUT
-from ..oracle import Violation
+from ..settings.options import FIXED_TIMEOUT
+from ..judge.oracle import Violation
 from ..pipeline.sweep import schedule_violations
 from ..scenario import load_scenario
 from ..world.snapshot import SnapshotError, restore_world

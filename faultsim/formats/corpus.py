@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import UsageError
-from ..outfile import write_atomic
+from ..reports.outfile import write_atomic
 
 CORPUS_FORMAT = 1
 MANIFEST = "manifest.json"

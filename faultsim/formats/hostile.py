@@ -15,9 +15,9 @@ import json
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
-from ..draws import seed_only
+from ..core.draws import seed_only
 from ..errors import UsageError
-from ..options import FIXED_TIMEOUT
+from ..settings.options import FIXED_TIMEOUT
 
 SECRET = "sk-ant-faultsim-canary-7f3a9c2e51d84b06"  # planted; must never be echoed
 LARGE = 64 * 1024 * 1024 + 1  # "a very large file": just over 64 MiB
@@ -188,7 +188,7 @@ class Attack:
         self.ex.__exit__(*exc)
 
     def __call__(self, case: HostileFile) -> HostileVerdict:
-        from ..crashmodel import CrashState
+        from ..core.crashmodel import CrashState
 
         world = self._copy(self.world)
         files = {**self.files, self.path: case.data}
@@ -254,7 +254,7 @@ def attack_all(make_agent: Callable, scenario, *, drawn: int = 100, timeout: flo
 
         if asked > 0:
             try:
-                with seed_only():  # the same cases whatever code is loaded (faultsim.draws)
+                with seed_only():  # the same cases whatever code is loaded (faultsim.core.draws)
                     refused()
             except AssertionError:
                 pass

@@ -13,12 +13,12 @@ import tempfile
 from pathlib import Path
 from typing import Any, Callable
 
-from ..checkpoints import CheckpointSpec
+from ..core.checkpoints import CheckpointSpec
 from ..errors import UsageError
 from ..inprocess.sandbox import Explorer
 from ..killpoints import KillPoint
-from ..options import FIXED_TIMEOUT
-from ..outfile import OutputError, check_replaceable, replace_folder, write_atomic
+from ..settings.options import FIXED_TIMEOUT
+from ..reports.outfile import OutputError, check_replaceable, replace_folder, write_atomic
 from ..scenario import Scenario
 from ..world.snapshot import world_to_json
 from .corpus import (MANIFEST, MAX_BLOB, MAX_MANIFEST, SCENARIO, Corpus, CorpusEntry,

@@ -67,9 +67,9 @@ import copy
 from dataclasses import dataclass, replace
 from typing import Any
 
-from ..oracle import RESUME_GUARDS, CrashRun, Golden, judge
+from ..judge.oracle import RESUME_GUARDS, CrashRun, Golden, judge
 from ..pipeline.sweep import ResumeResult
-from ..report import ResumeSummary
+from ..reports.report import ResumeSummary
 from ..world.ledger import Ledger
 
 

@@ -27,7 +27,7 @@ from typing import Any, Callable
 
 from pyfakefs import fake_file, helpers
 
-from ..trace import PendingWrite, hasher
+from ..core.trace import PendingWrite, hasher
 
 TAIL = "_faultsim_tail"  # a file's appended bytes not yet joined to its `_byte_contents`
 HASH = "_faultsim_hash"  # (epoch, the running hash of the file's bytes at that epoch)

@@ -46,7 +46,7 @@ class InProcess:
 
     def replay(self, token: Any, agent: Agent | None, *,
                timeout: float | str | None = "auto") -> Any:
-        from ..loading import factory_for
+        from ..settings.loading import factory_for
         from ..session import Session
 
         factory = agent.factory_for(token.scenario) if agent is not None else \

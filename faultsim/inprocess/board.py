@@ -37,7 +37,7 @@ import secrets
 import select
 from typing import Any, Callable
 
-from ..realfile import read_bytes, write_bytes
+from ..core.realfile import read_bytes, write_bytes
 from ..world.clock import faithful_copies
 
 POLL = 0.002  # seconds between looks at a claim's answer while its claimant runs

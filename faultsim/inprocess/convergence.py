@@ -105,13 +105,13 @@ from itertools import chain
 from typing import Any
 
 from .. import agent as _agent
-from .. import finality
-from ..crashmodel import files_digest
+from ..interpose import finality
+from ..core.crashmodel import files_digest
 from . import cpython, leads
 from ..interpose import determinism
 from ..pipeline.incarnation import held, stores_state
 from ..errors import FaultsimError
-from ..trace import Killed
+from ..core.trace import Killed
 from ..world.ledger import canonical
 
 
@@ -737,7 +737,7 @@ class Cut:
     horizon: bool = False  # cut past the horizon (taken as the clean run's), not met
 
 
-# Why a cut was refused where the memory read as one but differed (faultsim.shortcuts)
+# Why a cut was refused where the memory read as one but differed (faultsim.reports.shortcuts)
 CLEAN_MEMORY = "the agent's memory differs from the clean run's"
 LEAD_MEMORY = "the agent's memory differs from the earlier resumed run's"
 
@@ -763,7 +763,7 @@ class Watch:
         self.claimed: str | None = None  # its state there, claimed on the lead board
         self.before: tuple | None = None  # its first touches up to its first request
         # the first reason a cut was refused, apart: against the clean run, and against an
-        # earlier resumed run (the report's `shortcuts` block, faultsim.shortcuts)
+        # earlier resumed run (the report's `shortcuts` block, faultsim.reports.shortcuts)
         self.clean_why: str | None = None
         self.lead_why: str | None = None
         self.probe = (diagnostic.Probe(course.diagnosis)

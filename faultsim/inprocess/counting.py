@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from ..killpoints import KillPoint
 from ..pipeline.incarnation import held, world_signature
 from ..pipeline.sweep import by_event, masked_digest
-from ..trace import Event, Tracer
+from ..core.trace import Event, Tracer
 from .sandbox import Explorer, crash_states
 
 

@@ -10,16 +10,16 @@ from typing import Callable
 
 import freezegun.api as _real_time  # time.perf_counter is frozen in here; these are not
 
-from .. import finality
+from ..interpose import finality
 from ..errors import ForkFailed
-from ..hugepages import before_fork
-from ..crashmodel import each_torn_version, forget, kept_torn
+from ..host.hugepages import before_fork
+from ..core.crashmodel import each_torn_version, forget, kept_torn
 from ..killpoints import KillPoint
-from ..oracle import Violation
+from ..judge.oracle import Violation
 from ..pipeline.golden import compare_traces
 from ..pipeline.incarnation import CLEAN_LIMIT, starved, time_limit, world_signature
 from ..pipeline.sweep import ResumeResult, Sweep, absent_digest, by_event, masked_digest
-from ..trace import Event, Killed, Tracer
+from ..core.trace import Event, Killed, Tracer
 from ..world import World
 from ..world.clock import faithful_copies
 from .board import Board

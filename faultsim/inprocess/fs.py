@@ -26,11 +26,11 @@ from typing import Any
 
 from pyfakefs import fake_file, fake_filesystem, fake_os
 
-from .. import finality
+from ..interpose import finality
 from . import appends
-from ..crashmodel import DIR, Durability  # what a snapshot and an fsync record
-from ..netguard import call_site
-from ..trace import Killed, PendingWrite, Tracer, digest
+from ..core.crashmodel import DIR, Durability  # what a snapshot and an fsync record
+from ..interpose.netguard import call_site
+from ..core.trace import Killed, PendingWrite, Tracer, digest
 
 _active: "FsInterposer | None" = None
 _UNSEEN = object()
@@ -519,7 +519,7 @@ class FsInterposer:
         What runs as the kill unwinds (buffers flushed by `with` blocks, a temp file
         removed in an `except`, a session saved in a `finally`, a thread of the
         incarnation) never runs under a real SIGKILL: it is discarded, and is no finding
-        (the swallowed kill is: faultsim/finality.py)."""
+        (the swallowed kill is: faultsim/interpose/finality.py)."""
         self.killed = True
 
     # -- paths ----------------------------------------------------------------------------

@@ -46,7 +46,7 @@ meet the clean run (`crash_states_converged`): each request is compared with the
 run's first, and a lead met the clean run at none of its requests (it would have been
 cut there, and is no lead), so a run that takes its steps would not have either. How many
 runs were cut this way is counted beside it (`ModelRun.met`, `DepthStats.met`), in the JSON
-report only in its `shortcuts` block (`leads`, faultsim.shortcuts, which bench/same_json.py
+report only in its `shortcuts` block (`leads`, faultsim.reports.shortcuts, which bench/same_json.py
 strips): it is how the work was done, and varies with the scheduling.
 """
 from __future__ import annotations
@@ -83,7 +83,7 @@ class Lead:
     presence: dict
     listed: frozenset
     # the first reason its run was refused a cut against the clean run (None: none met a
-    # state of the clean run's); a run cut against it takes it (faultsim.shortcuts)
+    # state of the clean run's); a run cut against it takes it (faultsim.reports.shortcuts)
     why: str | None = None
 
 

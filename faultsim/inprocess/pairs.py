@@ -7,13 +7,13 @@ import copy
 
 import freezegun.api as _real_time  # time.perf_counter is frozen in here; these are not
 
-from ..classes import cover_courses
-from ..crashmodel import CrashState
+from ..core.classes import cover_courses
+from ..core.crashmodel import CrashState
 from ..errors import NonDeterminismError
 from ..killpoints import KillPoint
-from ..oracle import Golden
+from ..judge.oracle import Golden
 from ..pipeline.sweep import Earlier, ResumeResult, Sweep, first_crashes  # noqa: F401
-from ..report import ModelRun
+from ..reports.report import ModelRun
 from ..world import World
 from .forking import sweep_forking
 from .replaying import sweep_replaying

@@ -47,17 +47,17 @@ from typing import Any, Callable
 import freezegun.api as real_time  # time is frozen while incarnations run; these are not
 import pyfakefs
 
-from .. import finality
+from ..interpose import finality
 from ..agent import Outcome, contract_broken, outcome_of, run_incarnation
-from ..checkpoints import history_length
-from ..crashmodel import WAKE_END
+from ..core.checkpoints import history_length
+from ..core.crashmodel import WAKE_END
 from ..interpose.determinism import seeded
 from ..killpoints import KillPoint
-from ..oracle import CrashRun, Golden, Violation, effects_exactly_once, completes_or_escalates
+from ..judge.oracle import CrashRun, Golden, Violation, effects_exactly_once, completes_or_escalates
 from ..pipeline.incarnation import (Incarnation, IncarnationTimeout, captured_output,
                                     failure_details, traced_world)
-from ..runner import make_env
-from ..trace import Event, Tracer
+from ..pipeline.runner import make_env
+from ..core.trace import Event, Tracer
 from ..world import World
 from .sandbox import SANDBOX, Explorer
 
@@ -449,7 +449,7 @@ def _with(v: Violation, side: str) -> Violation:
 
 
 def _no_state():
-    from ..crashmodel import CrashState
+    from ..core.crashmodel import CrashState
 
     return CrashState.of(PAUSE, "paused", {})
 
@@ -531,7 +531,7 @@ def pause_run(make_agent: Callable, scenario: Any, options: Any, name: str,
     that point's schedules, `--shard` and `--coverage` do not (what remains: issue 55)."""
     import freezegun.api as real_time
 
-    from ..report import ModelRun, Verdict
+    from ..reports.report import ModelRun, Verdict
 
     started = real_time.real_perf_counter()
     with Explorer(make_agent, scenario, agent_name=name, timeout=options.timeout,
@@ -555,7 +555,7 @@ def pause_run(make_agent: Callable, scenario: Any, options: Any, name: str,
 
 
 def _verdict(r: PauseRun, violations: list[Violation], golden: Golden) -> Any:
-    from ..report import Verdict
+    from ..reports.report import Verdict
 
     return Verdict(r.point, PAUSE, f"paused, woken at the new incarnation's {r.wake.label}",
                    violations, _no_state(), None, golden, order=r.wake.order)
@@ -568,7 +568,7 @@ def replay_pause(make_agent: Callable, scenario: Any, index: int, order: int, *,
     The same run as the sweep's: `Driver.run` starts each schedule from a fresh sandbox and
     world, both incarnations on their own seeded streams (test_pause.py compares them)."""
     from ..errors import UsageError
-    from ..report import ModelRun
+    from ..reports.report import ModelRun
     from ..schedule import ScheduleResult
 
     with Explorer(make_agent, scenario, agent_name=name, timeout=timeout, seed=seed) as ex:

@@ -2,11 +2,11 @@
 code cannot know must be refused loudly and left untouched."""
 from __future__ import annotations
 
-from ..crashmodel import CrashState
+from ..core.crashmodel import CrashState
 from ..killpoints import KillPoint
-from ..oracle import Golden, Violation, unknown_version_refused
+from ..judge.oracle import Golden, Violation, unknown_version_refused
 from ..pipeline.probes import PROBE_VERSION, tamper_versions
-from ..report import ResumeSummary, Verdict
+from ..reports.report import ResumeSummary, Verdict
 from .sandbox import Explorer
 
 __all__ = ["PROBE_VERSION", "version_probe"]

@@ -16,8 +16,8 @@ import freezegun.api as _real_time  # time.perf_counter is frozen in here; these
 from pyfakefs.fake_filesystem_unittest import Patcher
 
 from ..agent import AgentEnv, contract_broken, outcome_of, run_incarnation
-from .. import finality
-from ..crashmodel import CrashState, power_states, process_state
+from ..interpose import finality
+from ..core.crashmodel import CrashState, power_states, process_state
 from ..errors import KillDidNotLand, StoreNeedsSubprocess
 from .. import agent as _agent
 from ..interpose.determinism import draws, seeded
@@ -28,17 +28,17 @@ from .convergence import Course, Recorder, Watch, complete, course_events, track
 from . import cpython, leads
 from .fs import FsInterposer, install
 from ..killpoints import KillPoint
-from ..oracle import RESUME_GUARDS, CrashRun, Golden, judge
+from ..judge.oracle import RESUME_GUARDS, CrashRun, Golden, judge
 from ..pipeline.golden import CleanRun, golden_checked, routed_only
 from ..pipeline.incarnation import (AUTO, Incarnation, IncarnationTimeout, captured_output,
                                     clean_hang, clean_limit, failure_details, held_seconds,
                                     not_unwound, resumed_limit, time_limit, traced_world)
 from ..pipeline.sweep import ResumeResult
-from ..report import ResumeSummary
-from ..runner import make_env
-from ..shortcuts import KEPT, NO_CLEAN_STATE, NO_LEAD_STATE
+from ..reports.report import ResumeSummary
+from ..pipeline.runner import make_env
+from ..reports.shortcuts import KEPT, NO_CLEAN_STATE, NO_LEAD_STATE
 from ..scenario import Scenario
-from ..trace import Event, Killed, Tracer, WorldSealed
+from ..core.trace import Event, Killed, Tracer, WorldSealed
 from ..world import World
 from ..world.clock import freeze
 
@@ -422,7 +422,7 @@ class Explorer:
 def refused(ex: Explorer, converge: bool, lead: bool, watch: Any) -> tuple:
     """Why the last resumed run was not cut against the clean run, and why not against an
     earlier resumed run: its first reason each (None where it was cut so), for the
-    report's `shortcuts` block (faultsim.shortcuts)."""
+    report's `shortcuts` block (faultsim.reports.shortcuts)."""
     if watch is None or not watch.exact:  # none, or a horizon's only: no exact cut tried
         off = ex.convergence_off or "not asked for this resumed run"
         return off, off

@@ -57,8 +57,8 @@ import copy
 from dataclasses import replace
 from typing import Any
 
-from ..crashmodel import CrashState
-from ..oracle import Golden
+from ..core.crashmodel import CrashState
+from ..judge.oracle import Golden
 from ..pipeline.sweep import ResumeResult
 from .after_convergence import compose
 from .convergence import course_events, world_key

@@ -22,7 +22,7 @@ from ..killpoints import KillPoint
 from ..pipeline.incarnation import world_signature
 from ..pipeline.shards import Classes, shard_of
 from ..pipeline.sweep import absent_digest, by_event, masked_digest
-from ..trace import Event, Tracer
+from ..core.trace import Event, Tracer
 from .sandbox import Explorer, crash_states
 
 

@@ -402,7 +402,7 @@ def quiet_here(frame: types.FrameType) -> bool:
     if not ENABLED or cpython.shapes() is None:
         return False
     from .. import agent
-    from ..trace import Killed
+    from ..core.trace import Killed
 
     found = quiet(frame, Killed, agent.run_agent.__code__)
     counts["read" if found else "forked"] += 1

@@ -29,7 +29,7 @@ import redis
 from redis.client import EMPTY_RESPONSE, Pipeline
 from redis.exceptions import ExecAbortError, ResponseError, WatchError
 
-from ..trace import digest
+from ..core.trace import digest
 
 Emit = Callable[..., Any]  # emit(kind: str, subject: str, detail: str = "")
 

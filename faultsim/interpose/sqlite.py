@@ -13,7 +13,7 @@ import sqlite3
 import sqlite3.dbapi2
 from typing import Any, Callable
 
-from ..trace import digest
+from ..core.trace import digest
 
 Emit = Callable[..., None]  # (kind, subject, detail="", text=""): fstrace.emit
 _emit: Emit | None = None

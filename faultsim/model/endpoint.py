@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Iterator
 
 import httpx2
 
-from ..netguard import serving, stopped
+from ..interpose.netguard import serving, stopped
 from .fake import FAKE_API_KEY
 
 if TYPE_CHECKING:

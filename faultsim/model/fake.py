@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Callable, ContextManager, Iterable, Mappi
 
 import httpx2
 
-from .. import finality
+from ..interpose import finality
 from .clients import API_URL, FAKE_API_KEY  # noqa: F401  (imported from here by others)
 from .clients import async_client, serving_new_clients, sync_client
 from .placement import Unplaceable, errored_calls, place  # noqa: F401  (re-exported)
@@ -130,7 +130,7 @@ class FakeClaude:
     def handle(self, request: httpx2.Request) -> httpx2.Response:
         finality.refuse_stray("call the model")
         if self.sealed is not None and self.sealed():
-            from ..trace import WorldSealed
+            from ..core.trace import WorldSealed
             finality.went_on("it asked the model")
             raise WorldSealed("a killed incarnation called the model")
         if self.before_request is not None:
@@ -340,7 +340,7 @@ class FakeClaude:
     def _stream_event(self, message: dict, where: str) -> None:
         finality.refuse_stray("read the model's stream")
         if self.sealed is not None and self.sealed():
-            from ..trace import WorldSealed
+            from ..core.trace import WorldSealed
             finality.went_on("it read the model's stream")
             raise WorldSealed("a killed incarnation read the model's stream")
         self._on_event("model.stream", message_id=message["id"], where=where)

@@ -17,11 +17,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Protocol
 
-from ..crashmodel import CRASH_MODELS, CrashState
+from ..core.crashmodel import CRASH_MODELS, CrashState
 from ..errors import KillDidNotLand
 from ..killpoints import KillPoint
-from ..oracle import Golden, Violation
-from ..report import ModelRun, Verdict
+from ..judge.oracle import Golden, Violation
+from ..reports.report import ModelRun, Verdict
 from .sweep import ResumeResult, Shared
 from .unjudged import NO_STATE, finding, twice
 
@@ -222,7 +222,7 @@ def taken(swept: Swept) -> list[Judged]:
 
 def so_far(runs: dict[str, ModelRun], swept: Swept, golden: Golden,
            engine_point: Callable[[Any], KillPoint]) -> list[ModelRun]:
-    """A sweep cut short by Ctrl-C or SIGTERM (`faultsim.interrupted.leaves` calls this as
+    """A sweep cut short by Ctrl-C or SIGTERM (`faultsim.reports.interrupted.leaves` calls this as
     the interrupt passes): `runs` with the verdicts of every state judged so far, the
     runs an interrupted report is made of."""
     verdicts(runs, taken(swept), golden, engine_point)

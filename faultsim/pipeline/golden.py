@@ -12,7 +12,7 @@ from ..errors import (AgentFailedCleanly, NoDurableState, NonDeterminismError,
                       SandboxEscape, ScriptMismatch, UncontainedProcess,
                       UnreachedService, UnroutedEffect)
 from ..scenario import Scenario
-from ..trace import Event
+from ..core.trace import Event
 
 
 def _short(text: str, limit: int = 70) -> str:

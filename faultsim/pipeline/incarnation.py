@@ -18,10 +18,10 @@ from typing import Any, Callable, Iterator
 
 import freezegun.api as _real_time  # time is frozen while an incarnation runs; these are not
 
-from .. import finality
+from ..interpose import finality
 from ..agent import Outcome, close_leftovers, run_agent, run_incarnation
 from ..scenario import Scenario
-from ..trace import Event, Tracer, digest
+from ..core.trace import Event, Tracer, digest
 from ..world import World
 from ..world.ledger import canonical
 

@@ -11,7 +11,7 @@ import json
 import os
 import tempfile
 
-from ..checkpoints import DEFAULT, CheckpointSpec
+from ..core.checkpoints import DEFAULT, CheckpointSpec
 
 PROBE_VERSION = 999
 SQLITE_HEADER = b"SQLite format 3\x00"

@@ -7,12 +7,12 @@ import posixpath
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
-from ..crashmodel import CrashState, files_digest
+from ..core.crashmodel import CrashState, files_digest
 from ..killpoints import KillPoint, torn_bounded_line, write_runs
-from ..oracle import (OUTPUTS, RESUME_GUARDS, STATE_GUARDS, CrashRun, Golden, Violation,
+from ..judge.oracle import (OUTPUTS, RESUME_GUARDS, STATE_GUARDS, CrashRun, Golden, Violation,
                       judge, no_work_after_kill)
-from ..report import ModelRun, ResumeSummary, Verdict
-from ..trace import Event
+from ..reports.report import ModelRun, ResumeSummary, Verdict
+from ..core.trace import Event
 
 
 @dataclass

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from typing import Any, Callable, TypeVar
 
-from ..crashmodel import CrashState
+from ..core.crashmodel import CrashState
 from ..errors import KillDidNotLand, WorkerDied
-from ..oracle import Violation
-from ..report import Verdict
+from ..judge.oracle import Violation
+from ..reports.report import Verdict
 
 T = TypeVar("T")
 

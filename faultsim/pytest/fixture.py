@@ -27,7 +27,7 @@ from .state import BrokenParam, PluginState, PointParam, group_of, rerun_command
 if TYPE_CHECKING:
     from ..killpoints import KillPoint
     from ..pointwise import PointwiseExplorer
-    from ..report import Report
+    from ..reports.report import Report
     from ..session import Session
 
 
@@ -148,9 +148,9 @@ class FaultsimFixture:
 
     def _explore_on_ray(self, settings: Settings, spec: str | None, options) -> Any:
         """--faultsim-ray: this sweep's shards as Ray tasks, each a `faultsim run --shard`
-        of the same settings (faultsim.ray_shards), merged into the whole run's report."""
-        from ..ray_shards import check_address, run_shards
-        from ..report_merge import as_report
+        of the same settings (faultsim.pipeline.ray_shards), merged into the whole run's report."""
+        from ..pipeline.ray_shards import check_address, run_shards
+        from ..reports.merge import as_report
 
         where = f"{self._request.node.nodeid}: --faultsim-ray"
         if spec is None:
@@ -192,11 +192,11 @@ class FaultsimFixture:
     def _added_over_baseline(self, report: "Report") -> str | None:
         """With --faultsim-baseline: "" when the run adds no failing crash state over the
         baseline report, else the failure naming the states it adds (aligned by their
-        stable identity, faultsim.compare); None without a baseline."""
+        stable identity, faultsim.reports.compare); None without a baseline."""
         base = self._state.baseline()
         if base is None:
             return None
-        from ..compare import compare
+        from ..reports.compare import compare
 
         path = self._state.options.baseline
         diff = compare(base, report.to_json(), path, "this run")
@@ -237,7 +237,7 @@ class FaultsimFixture:
             elif make_agent is None and self.settings is not None and self.settings.agent:
                 factory, _ = self.settings.resolve_agent(None)
             else:
-                from ..loading import load_factory
+                from ..settings.loading import load_factory
 
                 factory = load_factory(make_agent or corpus.agent)
             verdicts = check_corpus(factory, corpus)
@@ -267,7 +267,7 @@ class FaultsimFixture:
 
     # -- what the summary and the failure say ---------------------------------------------
     def _failure_text(self, report: "Report") -> str:
-        from ..counts import all_failing_in_words
+        from ..reports.counts import all_failing_in_words
 
         failing = all_failing_in_words([r.counts() for r in report.runs])
         where = (f"kill point {self._param.id}" if isinstance(self._param, PointParam)
@@ -294,7 +294,7 @@ class FaultsimFixture:
             "models": {r.crash_model: {
                 "kill_points": len(r.explored),
                 "categories": {k: n for k, n in categories(r.explored).items() if n},
-                # faultsim.counts: the figures every report shows
+                # faultsim.reports.counts: the figures every report shows
                 "crash_states": len(r.verdicts), "violating": r.counts().crash_states_failed,
                 "resumed": r.judged,
                 "pairs": {"total": r.depth(2).total, "explored": r.depth(2).explored,

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from ..errors import UsageError
-from ..options import COVERAGES, CRASH_MODEL_CHOICES, PER_CLASS
+from ..settings.options import COVERAGES, CRASH_MODEL_CHOICES, PER_CLASS
 from .fixture import FaultsimFixture, known_errors, told as _told
 from .settings import INI_KEYS, MARKER, FaultsimUsageError, Options, read_options, settings_for
 from .state import BrokenParam, PluginState, PointParam
@@ -130,7 +130,7 @@ def pytest_configure(config: pytest.Config) -> None:
         # end. SIGTERM unwinds a sweep (Summary.pytest_runtestloop); Linux only.
         import signal
 
-        from ..lifetime import die_with_parent
+        from ..host.lifetime import die_with_parent
 
         die_with_parent(signal.SIGTERM)
     config.stash[_STATE] = state

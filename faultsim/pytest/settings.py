@@ -11,9 +11,9 @@ from typing import Any, Callable
 import pytest
 
 from ..errors import UsageError
-from ..options import (COVERAGE_EXPECTED, CRASH_MODEL_EXPECTED, PER_CLASS_EXPECTED,
+from ..settings.options import (COVERAGE_EXPECTED, CRASH_MODEL_EXPECTED, PER_CLASS_EXPECTED,
                        SHARD_EXPECTED, ExploreOptions, OptionError)
-from ..options import parse_shard as _parse_shard
+from ..settings.options import parse_shard as _parse_shard
 
 
 MARKER = "faultsim"
@@ -52,7 +52,7 @@ class Options:
     record: bool = False
     html: str | None = None  # --faultsim-html: the session's one HTML page
     baseline: str | None = None  # --faultsim-baseline: a JSON report the run is judged against
-    # whole-scenario tests: every kill point, or a representative choice (faultsim.classes)
+    # whole-scenario tests: every kill point, or a representative choice (faultsim.core.classes)
     coverage: str | None = None
     per_class: int | None = None
     # --faultsim-ray: whole-scenario sweeps as Ray tasks ("": a local cluster; None: no Ray)
@@ -74,7 +74,7 @@ INI_KEYS = {"faultsim_seed": "the seed", "faultsim_crash_model": CRASH_MODEL_EXP
             "seconds each session may spend exploring", "faultsim_shard": "I/N",
             "faultsim_coverage": COVERAGE_EXPECTED,
             "faultsim_per_class": "seeded kill points per class (representative)"}
-# those a project sets for `faultsim run` too: FAULTSIM_* and [tool.faultsim] (faultsim.config)
+# those a project sets for `faultsim run` too: FAULTSIM_* and [tool.faultsim] (faultsim.settings.config)
 PROJECT_KEYS = {"faultsim_seed": "seed", "faultsim_crash_model": "crash_model",
                 "faultsim_crashes": "crashes", "faultsim_coverage": "coverage",
                 "faultsim_per_class": "per_class"}
@@ -83,9 +83,9 @@ PROJECT_KEYS = {"faultsim_seed": "seed", "faultsim_crash_model": "crash_model",
 def read_options(config: Any) -> Options:
     """The session's `--faultsim-*` settings. Each is the command line's, else its ini key's,
     else the project's (FAULTSIM_* over [tool.faultsim] in the nearest pyproject.toml at or
-    above the rootdir: faultsim.config, as `faultsim run` reads them). An error names the
+    above the rootdir: faultsim.settings.config, as `faultsim run` reads them). An error names the
     setting where it was given; ExploreOptions checks what it holds, once."""
-    from ..config import load
+    from ..settings.config import load
 
     project = load(Path(config.rootpath))
 
@@ -128,7 +128,7 @@ def read_options(config: Any) -> Options:
     shard, shard_at = setting("faultsim_shard")
     ray, ray_shards = config.getoption("faultsim_ray"), config.getoption("faultsim_ray_shards")
     if ray is not None:
-        from ..ray_shards import check_address
+        from ..pipeline.ray_shards import check_address
 
         try:
             check_address(ray, "--faultsim-ray")
@@ -142,7 +142,7 @@ def read_options(config: Any) -> Options:
                                  ">= 1")
     html = config.getoption("faultsim_html")
     if html:  # before any test: a typo must not cost the session's sweeps
-        from ..outfile import check_writable
+        from ..reports.outfile import check_writable
 
         check_writable(html, "--faultsim-html")
     return Options(seed=None if seed is None else str(seed), crash_model=crash_model,
@@ -187,7 +187,7 @@ def factory_and_name(agent: Any, scenario: str | None = None) -> tuple[Callable,
     or "langgraph:MODE" for the graph a scenario's [langgraph] table names)."""
     import types
 
-    from ..loading import AgentLoadError, bound_name, factory_for, langgraph_spec, names_graph
+    from ..settings.loading import AgentLoadError, bound_name, factory_for, langgraph_spec, names_graph
 
     if isinstance(agent, str):
         try:

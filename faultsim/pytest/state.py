@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
-from ..options import in_shard
+from ..settings.options import in_shard
 from .settings import Options, Settings
 
 if TYPE_CHECKING:
@@ -83,11 +83,11 @@ class PluginState:
     _baseline: Any = None  # the --faultsim-baseline report, read on first use
 
     def baseline(self) -> dict | None:
-        """The --faultsim-baseline report (faultsim.report_merge.read), or None."""
+        """The --faultsim-baseline report (faultsim.reports.merge.read), or None."""
         if self.options.baseline is None:
             return None
         if self._baseline is None:
-            from ..report_merge import read
+            from ..reports.merge import read
 
             self._baseline = read(self.options.baseline)
         return self._baseline

@@ -50,7 +50,7 @@ class Summary:
         without that gets SIGTERM from the kernel (`pytest_configure`)."""
         import signal
 
-        from ..interrupted import SigtermInterrupt
+        from ..reports.interrupted import SigtermInterrupt
 
         xdist = self.controller and session.config.pluginmanager.has_plugin("dsession")
         if signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL or not (
@@ -69,7 +69,7 @@ class Summary:
         self.current = nodeid
 
     def pytest_keyboard_interrupt(self, excinfo: Any) -> None:
-        from ..interrupted import judged, reason, settle
+        from ..reports.interrupted import judged, reason, settle
 
         self.cut = (reason(excinfo.value), [settle(run) for run in judged(excinfo.value)])
         if self.controller:
@@ -102,7 +102,7 @@ class Summary:
         partial = None
         if exitstatus == pytest.ExitCode.INTERRUPTED:
             # Ctrl-C or SIGTERM: the tests that ended, and what the one stopped had judged
-            from ..interrupted import Partial
+            from ..reports.interrupted import Partial
 
             why, cut = self.cut or ("interrupted (SIGINT)", [])
             finished = sorted({test for test, _, _ in self.runs})
@@ -120,7 +120,7 @@ class Summary:
                               interrupted=", ".join(t for t, _ in stopped) or None)
             _junit_property(session.config, "faultsim_partial", partial.headline())
         if path and self.controller:
-            from ..html_report import session_report, write_html
+            from ..reports.html import session_report, write_html
 
             page = session_report(self.runs)
             if partial is not None:
@@ -171,7 +171,7 @@ def _stop_workers(pids: set[int]) -> None:
 
 
 def _hand_over(folder: Path, stopped: list) -> None:
-    from ..outfile import write_atomic
+    from ..reports.outfile import write_atomic
 
     write_atomic(folder / f"stopped-{os.getpid()}.json", json.dumps(stopped),
                  what="the stopped test's partial report")
@@ -273,7 +273,7 @@ def summary_lines(entries: list, budget: float | None) -> list[str]:
             lines.append(f"  budget   {g['skipped']} kill points skipped: the budget of "
                          f"{budget:g} s was spent")
     if failures:
-        from ..counts import entries_in_words  # what each failure is, counted apart
+        from ..reports.counts import entries_in_words  # what each failure is, counted apart
 
         lines.append(f"violations: {entries_in_words([f for _, f in failures])}; the first "
                      "of each kind per test, with the commands that rerun and replay it")

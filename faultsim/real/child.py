@@ -18,14 +18,14 @@ from typing import Any
 
 import freezegun.api as _real_time  # perf_counter is frozen in here; this is not
 
-from .. import finality, procguard
+from ..interpose import finality, procguard
 from ..agent import contract_broken, outcome_of, run_incarnation
 from ..interpose.determinism import seeded
 from ..killpoints import registered_phases
 from ..pipeline.incarnation import (Incarnation, IncarnationTimeout, captured_output,
                                     failure_details, time_limit, traced_world)
-from ..runner import make_env
-from ..trace import Event, Tracer
+from ..pipeline.runner import make_env
+from ..core.trace import Event, Tracer
 from ..world.clock import faithful_copies
 from . import fstrace, helpers, wire
 
@@ -121,7 +121,7 @@ def run_job(job: dict, ctx: Any, out_fd: int) -> None:
     def die() -> None:
         fstrace.deactivate()
         report("killed")
-        # the incarnation leads its process group (faultsim.real.jail): the processes it
+        # the incarnation leads its process group (faultsim.host.jail): the processes it
         # started die with it, at the same instant
         os.killpg(0, signal.SIGKILL)
 

@@ -24,12 +24,12 @@ import freezegun.api as _real_time
 
 # the errors of this mode, imported from here by tests and users
 from ..errors import KillDidNotLand, SubprocessModeError, UsageError, WorkerDied  # noqa: F401
-from ..interrupted import leaves
+from ..reports.interrupted import leaves
 from ..killpoints import KillPoint
 from ..model import sdk
-from ..options import FIXED_TIMEOUT, ExploreOptions, select
+from ..settings.options import FIXED_TIMEOUT, ExploreOptions, select
 from ..pipeline.sweep import Plan, Sweep, bounded_cuts, largest_write
-from ..report import ModelRun, Report
+from ..reports.report import ModelRun, Report
 from ..scenario import Scenario
 from .crashes import Target, crash_targets
 from .golden import golden_of
@@ -84,7 +84,7 @@ def explore_resolved(agent: str, scenario: Scenario, options: ExploreOptions, *,
     report = Report()
     run: ModelRun | None = None
     started = _real_time.real_perf_counter()
-    # Ctrl-C or SIGTERM: the verdicts judged so far go up with it (faultsim.interrupted)
+    # Ctrl-C or SIGTERM: the verdicts judged so far go up with it (faultsim.reports.interrupted)
     with leaves(lambda: [run] if run is not None else []), ExitStack() as stack:
         redis_url = redis_for(stack, scenario)
         try:

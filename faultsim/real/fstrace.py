@@ -19,9 +19,9 @@ import os
 import stat as _statmod
 from typing import Any
 
-from .. import finality
-from ..netguard import call_site
-from ..trace import PendingWrite, Tracer, digest
+from ..interpose import finality
+from ..interpose.netguard import call_site
+from ..core.trace import PendingWrite, Tracer, digest
 
 _orig: dict[str, Any] = {}
 _state: "_Sandbox | None" = None

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pickle
 
 from ..killpoints import register_phases
-from ..oracle import Golden
+from ..judge.oracle import Golden
 from ..pipeline.golden import CleanRun, golden_checked, routed_only
 from ..pipeline.incarnation import resumed_limit
 from ..scenario import Scenario

@@ -1,7 +1,7 @@
 """Writes outside the sandbox by the processes the agent starts, in subprocess mode: each is
 reported as the agent's own (`fstrace`'s `sandbox.escape`, `no_sandbox_escape`).
 
-The jail (`faultsim.jail`) makes every mount but the sandbox read-only, so such a write
+The jail (`faultsim.host.jail`) makes every mount but the sandbox read-only, so such a write
 fails with EROFS; but `fstrace` sees only the agent's own Python, and nothing saw the
 failure. So while an incarnation runs contained, every program it starts through
 `subprocess` (Popen, run, asyncio's subprocesses, multiprocessing's spawn: they end in
@@ -25,7 +25,7 @@ the agent's write. Where strace is missing or cannot attach, the program runs un
 and `unwatched` says why (the run's note; never a silent pass). Only runs that start a
 program pay anything (one `sh` and one strace attach per program).
 
-Part of the subprocess backend: the bottom layer and `faultsim.strace` (standard library).
+Part of the subprocess backend: the bottom layer and `faultsim.host.strace` (standard library).
 """
 from __future__ import annotations
 
@@ -38,9 +38,9 @@ import threading
 import time
 from typing import Any
 
-from ..netguard import call_site
-from ..procguard import describe
-from ..strace import parse
+from ..interpose.netguard import call_site
+from ..interpose.procguard import describe
+from ..host.strace import parse
 
 # The calls that change a file system by a path (what EROFS can refuse).
 WRITES = ("open", "openat", "creat", "mkdir", "mkdirat", "mknod", "mknodat", "rename",

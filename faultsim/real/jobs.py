@@ -28,7 +28,7 @@ def report_of(result: JobResult, what: str) -> dict:
 
 def with_refused(world: Any, result: JobResult) -> Any:
     """The connections the jail refused to the incarnation's process tree
-    (faultsim.real.jail), noted as the network guard notes its own: the same finding."""
+    (faultsim.host.jail), noted as the network guard notes its own: the same finding."""
     for address in result.refused:
         world.unrouted.append(f"{address} from a process the agent started, or code below "
                               f"Python's sockets (incarnation {world.incarnation})")

@@ -12,16 +12,16 @@ import pickle
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..crashmodel import process_state
+from ..core.crashmodel import process_state
 from ..errors import WorkerDied
 from ..killpoints import KillPoint
-from ..oracle import RESUME_GUARDS, CrashRun, Golden, judge
+from ..judge.oracle import RESUME_GUARDS, CrashRun, Golden, judge
 from ..pipeline.incarnation import world_signature
 from ..pipeline import unjudged
 from ..pipeline.shards import Classes, shard_of
 from ..pipeline.sweep import ResumeResult, Sweep, masked_digest
 from ..pipeline.unjudged import twice
-from ..report import ResumeSummary
+from ..reports.report import ResumeSummary
 from ..scenario import Scenario
 from .crashes import Target
 from .jobs import new_job, report_of, with_refused

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import freezegun.api as _real_time
 
-from ..classes import cover_courses
+from ..core.classes import cover_courses
 from ..errors import WorkerDied
 from ..killpoints import KillPoint
 from ..pipeline.sweep import Earlier, Sweep, first_crashes

@@ -22,7 +22,7 @@ from typing import Any, Callable
 from ..errors import HarnessError
 from ..pipeline.incarnation import AUTO, clean_limit
 from . import wire
-from ..lifetime import PARENT_DIED, preexec_die_with_parent
+from ..host.lifetime import PARENT_DIED, preexec_die_with_parent
 from .samepath import canonical_path
 
 MARKER = "FAULTSIM_RUN"  # in every server's (and child's) environment: tests find strays

@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import pickle
 
-from ..crashmodel import CrashState
+from ..core.crashmodel import CrashState
 from ..killpoints import KillPoint
-from ..oracle import Golden, unknown_version_refused
+from ..judge.oracle import Golden, unknown_version_refused
 from ..pipeline.probes import PROBE_VERSION, tamper_versions
 from ..pipeline.sweep import Sweep
-from ..report import ResumeSummary, Verdict
+from ..reports.report import ResumeSummary, Verdict
 from ..scenario import Scenario
 from .crashes import Target, crash_targets
 from .jobs import new_job, report_of

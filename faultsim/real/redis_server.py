@@ -19,7 +19,7 @@ from pathlib import Path
 import redis
 
 from ..errors import HarnessError
-from ..lifetime import preexec_die_with_parent
+from ..host.lifetime import preexec_die_with_parent
 
 INSTALL_HINT = "apt-get install redis-server"
 

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from contextlib import ExitStack
 
-from ..crashmodel import process_state
+from ..core.crashmodel import process_state
 from ..errors import KillDidNotLand, UsageError, WorkerDied
 from ..pipeline.sweep import Earlier, Sweep, schedule_violations
-from ..report import ModelRun, Verdict
+from ..reports.report import ModelRun, Verdict
 from ..scenario import load_scenario
 from ..schedule import ScheduleResult
 from ..token import ReplayToken

@@ -28,9 +28,10 @@ from typing import Any, NoReturn
 
 import freezegun.api as _real_time  # perf_counter is frozen in the server; this is not
 
-from ..hugepages import before_fork
-from . import jail as _jail, wire
-from ..lifetime import PARENT_DIED, die_with_parent
+from ..host.hugepages import before_fork
+from ..host import jail as _jail
+from . import wire
+from ..host.lifetime import PARENT_DIED, die_with_parent
 from .samepath import SamePath, establish
 
 
@@ -45,7 +46,7 @@ class Context:
     store: Any
     redis: Any = None  # a client on this server's Redis database, for snapshots
     same: SamePath | None = None  # how `root` is this server's own directory
-    jail: Any = None  # the namespaces its children enter (faultsim.real.jail)
+    jail: Any = None  # the namespaces its children enter (faultsim.host.jail)
     # the TTLs its commands set (redis_state.TtlWatch: this process's own MONITOR), and
     # those the job's starting state put in place (a driving child's watch starts there)
     ttl: Any = None
@@ -67,7 +68,7 @@ def _setup(init: dict, same: SamePath) -> Context:
     sdk.load()  # the expensive import of anthropic, paid once here (an unserved one refused)
     from ..agent import Store
     from ..world.clock import freeze
-    from ..loading import factory_for
+    from ..settings.loading import factory_for
     from ..interpose import sqlite as sqlite_trace
     from ..scenario import load_scenario
     from . import fstrace
@@ -194,7 +195,7 @@ def _faultsim_died(run_dir: str) -> NoReturn:
 def _fork() -> int:
     """os.fork, with the child on record before a PARENT_DIED can be handled."""
     global _child
-    before_fork()  # fewer page-table entries to copy once forks add up (faultsim.hugepages)
+    before_fork()  # fewer page-table entries to copy once forks add up (faultsim.host.hugepages)
     signal.pthread_sigmask(signal.SIG_BLOCK, {PARENT_DIED})
     try:
         pid = os.fork()
@@ -274,7 +275,7 @@ def _serve(out_fd: int, run_dir: str) -> None:
 def _relayed(scenario: Any, redis_url: str | None) -> list[tuple[str, int]]:
     """The addresses an incarnation may reach from inside the jail: the scenario's
     `[sandbox] allow` and the Redis database faultsim started."""
-    from ..netguard import parse_allowed
+    from ..interpose.netguard import parse_allowed
 
     out = list(getattr(scenario, "allow", ()))
     if redis_url:

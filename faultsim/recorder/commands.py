@@ -7,10 +7,10 @@ import os
 import sys
 from pathlib import Path
 
-from ..config import load
+from ..settings.config import load
 from ..errors import UsageError
-from ..loading import LANGGRAPH, load_factory
-from ..outfile import check_writable
+from ..settings.loading import LANGGRAPH, load_factory
+from ..reports.outfile import check_writable
 from ..scenario import show_value
 from .messages import load_messages, scenario_from_messages
 from .record import DEFAULT_UPSTREAM, parse_service_flags, services_file

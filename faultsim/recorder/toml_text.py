@@ -16,7 +16,7 @@ import tomllib
 from typing import Any
 
 from ..errors import UsageError
-from ..outfile import write_atomic
+from ..reports.outfile import write_atomic
 from ..scenario import SECTIONS, Field
 from ..scenario.validate import problems
 

@@ -14,12 +14,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
 
-from ..checkpoints import DEFAULT as DEFAULT_CHECKPOINT
-from ..checkpoints import FORMATS as CP_FORMATS
-from ..checkpoints import CheckpointSpec
-from ..classes import COVERAGES, PER_CLASS
+from ..core.checkpoints import DEFAULT as DEFAULT_CHECKPOINT
+from ..core.checkpoints import FORMATS as CP_FORMATS
+from ..core.checkpoints import CheckpointSpec
+from ..core.classes import COVERAGES, PER_CLASS
 from ..killpoints import TORN_CUTS
-from ..netguard import parse_allowed
+from ..interpose.netguard import parse_allowed
 from ..model import ApiFault, Script, ToolCall, Turn
 from ..model.script import FAULT_KINDS, ON_ERROR
 from ..world import RECEIVER_KINDS, parse_instant

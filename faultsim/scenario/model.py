@@ -11,10 +11,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..checkpoints import DEFAULT as DEFAULT_CHECKPOINT
-from ..checkpoints import CheckpointSpec
-from ..classes import PER_CLASS
-from ..crashmodel import CRASH_MODELS
+from ..core.checkpoints import DEFAULT as DEFAULT_CHECKPOINT
+from ..core.checkpoints import CheckpointSpec
+from ..core.classes import PER_CLASS
+from ..core.crashmodel import CRASH_MODELS
 from ..errors import UsageError
 from ..model import Script
 from ..world import World, WorldClock
@@ -118,7 +118,7 @@ class FaultProfile:
     # ("all"); killpoints.torn_offsets
     torn_cuts: str = "bounded"
     # every kill point ("exhaustive") or a representative choice of each class
-    # ("representative": its first, last and `per_class` seeded others; faultsim.classes)
+    # ("representative": its first, last and `per_class` seeded others; faultsim.core.classes)
     coverage: str = "exhaustive"
     per_class: int = PER_CLASS
 

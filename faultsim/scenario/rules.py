@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any, Iterator
 
 from ..model.script import ON_ERROR
-from ..netguard import parse_allowed
+from ..interpose.netguard import parse_allowed
 from ..world import RECEIVER_KINDS
 from .model import MAIN_TAG, Problem
 

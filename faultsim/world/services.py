@@ -18,7 +18,7 @@ import datetime as _dt
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Mapping
 
-from .. import finality
+from ..interpose import finality
 from .ledger import APPLIED, DEDUPLICATED, UNCHANGED, canonical
 
 if TYPE_CHECKING:
@@ -54,7 +54,7 @@ class Receiver:
         """A killed incarnation must not act on the world (a real SIGKILL runs no cleanup)."""
         finality.refuse_stray("call", self.name)
         if self._world.sealed:
-            from ..trace import WorldSealed
+            from ..core.trace import WorldSealed
             finality.went_on(f"it called {self.name}.{op}")
             raise WorldSealed(f"a killed incarnation called {self.name}.{op}")
 

@@ -58,7 +58,7 @@ from typing import TYPE_CHECKING, Any, Callable
 from urllib.parse import quote, unquote, urlsplit
 
 from ..model.endpoint import LoopbackServer
-from ..trace import Killed, WorldSealed
+from ..core.trace import Killed, WorldSealed
 from . import mcp_tools
 from .services import IdempotencyConflict, ServiceError
 

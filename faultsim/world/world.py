@@ -32,12 +32,12 @@ class World:
         # of what a resumed run can observe (`faultsim.engine.world_signature`).
         self.durable: dict[str, Any] = {}
         # The network guard: the addresses the scenario lets the agent reach besides
-        # faultsim's own, and every connection it refused (faultsim.netguard), as
+        # faultsim's own, and every connection it refused (faultsim.interpose.netguard), as
         # "HOST:PORT from FILE:LINE (incarnation N)"
         self.allow = allow
         self.unrouted: list[str] = []
         # processes the agent started that faultsim could not contain, refused before they
-        # ran (faultsim.procguard): "COMMAND from FILE:LINE (incarnation N)"
+        # ran (faultsim.interpose.procguard): "COMMAND from FILE:LINE (incarnation N)"
         self.processes: list[str] = []
         self.processes_why = ""  # why faultsim could not contain them (and what to do)
         self._listeners: list[Listener] = []

@@ -25,7 +25,7 @@ at a kill point (the CLI child is not forked with its parent) nor pyfakefs (the 
 the real disk) applies. So this is its own crash-state source, on real processes: each crash
 run replays the clean run from the start and, at the chosen kill point, SIGKILLs the CLI's
 process group (the CLI runs in a session of its own) and stops the Python side with
-`faultsim.trace.Killed`; the sandbox is read at that instant. Crash states equal to one resumed
+`faultsim.core.trace.Killed`; the sandbox is read at that instant. Crash states equal to one resumed
 already (the same sandbox up to the CLI's own ids and clock, the same world: `memo.py`)
 share its resumed run. The world (services, ledger,
 the fake Claude) lives in this process, as in the other modes.
@@ -91,8 +91,8 @@ The machinery is the command backend's (`faultsim.command`), one copy of each pi
 loop over kill points with its landed check, memo, resumes, verdicts, progress lines and
 its conversion to the report (`faultsim.pipeline.crashes`, `pipeline.sweep.Shared`), the
 clean runs' check saying where two runs part (`pipeline.golden.agree`), strace's command
-line and log (`faultsim.strace`), the process group's kill, stop and their proofs (`faultsim.groups`),
-the sandbox's read and write (`faultsim.tree`). What is this adapter's own:
+line and log (`faultsim.host.strace`), the process group's kill, stop and their proofs (`faultsim.host.groups`),
+the sandbox's read and write (`faultsim.core.tree`). What is this adapter's own:
 
   sdk.py           the pinned SDK and CLI, the CLI's environment
   control.py       the SDK seams that report its kill points, the kill at the target,

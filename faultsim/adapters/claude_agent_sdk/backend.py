@@ -13,8 +13,8 @@ from typing import Any, Callable, Mapping
 
 from ...backends import Agent, Survey, unclassed_refusal
 from ...errors import UsageError
-from ...options import in_shard
-from ...report import Report
+from ...settings.options import in_shard
+from ...reports.report import Report
 
 
 def _seconds(timeout: Any) -> float:

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from ...groups import continue_groups, group_alive, kill_groups, stop_groups
-from ...trace import Killed
+from ...host.groups import continue_groups, group_alive, kill_groups, stop_groups
+from ...core.trace import Killed
 from ...world import World
 from .writes import session_id
 from .sandbox import snapshot
@@ -377,6 +377,6 @@ def _builtin_hook(category: str) -> Callable[..., Any]:
 
 def kill_clis(timeout: float = 10.0) -> bool:
     """SIGKILL every CLI process group of this incarnation; True once no process of any is
-    left (`faultsim.groups`' kill, the command backend's)."""
+    left (`faultsim.host.groups`' kill, the command backend's)."""
     pids = [p.pid for p in RUNNING.clis]
     return kill_groups(pids, timeout) and bool(pids)

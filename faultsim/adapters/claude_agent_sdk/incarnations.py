@@ -14,10 +14,10 @@ from typing import Any, Awaitable, Callable
 
 from ...agent import AgentEnv, Outcome, outcome_of, run_incarnation
 from ...errors import UsageError
-from ...groups import dead
+from ...host.groups import dead
 from ...model import serve
 from ...scenario import Scenario
-from ...trace import Killed, WorldSealed
+from ...core.trace import Killed, WorldSealed
 from ...world import World
 from .writes import WriteWatch, session_id, tracer, transcript_path
 from .control import (RUNNING, WRITE_KILL, Controller, KillPoint, kill_clis, mark,

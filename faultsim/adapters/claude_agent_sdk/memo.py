@@ -67,7 +67,7 @@ import json
 import re
 from typing import Any
 
-from ...crashmodel import CrashState
+from ...core.crashmodel import CrashState
 from ...pipeline.incarnation import world_signature
 from ...world import World
 

@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING, Sequence
 
 from ...killpoints import KillPoint as EnginePoint
 from ...pipeline.crashes import explored, verdicts
-from ...report import ModelRun, Report, Verdict as ReportVerdict
-from ...trace import Event
+from ...reports.report import ModelRun, Report, Verdict as ReportVerdict
+from ...core.trace import Event
 from .control import WRITE_KILL, KillPoint
 
 if TYPE_CHECKING:

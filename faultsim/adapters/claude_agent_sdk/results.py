@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ...crashmodel import CrashState
-from ...oracle import Golden, Violation
+from ...core.crashmodel import CrashState
+from ...judge.oracle import Golden, Violation
 from ...pipeline.crashes import Judged
-from ...report import ResumeSummary
+from ...reports.report import ResumeSummary
 from ...scenario import Scenario
 from .control import KillPoint
 from .states import orphaned

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Callable, Sequence
 
-from ...loading import CLAUDE_AGENT_SDK, load_callable
+from ...settings.loading import CLAUDE_AGENT_SDK, load_callable
 from ...pipeline.crashes import judge_state, landed
 from ...pipeline.sweep import Shared
 from ...scenario import Scenario, load_scenario
@@ -18,7 +18,7 @@ from .sandbox import sandbox_root
 from .sweep import Backend, Exploration, Verdict, explore, golden_run, write_points
 
 if TYPE_CHECKING:
-    from ...report import ModelRun
+    from ...reports.report import ModelRun
 
 CRASH_MODELS = ("process", "power")
 

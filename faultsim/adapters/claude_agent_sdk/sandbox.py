@@ -8,14 +8,14 @@ import tempfile
 from pathlib import Path
 from typing import Iterator
 
-from ...crashmodel import DIR
-from ...tree import read_tree, under, write_tree
+from ...core.crashmodel import DIR
+from ...core.tree import read_tree, under, write_tree
 
 DIRS = ("work", "claude", "home", "tmp")
 
 
 def snapshot(root: Path) -> dict[str, bytes]:
-    """Every regular file under the sandbox, by path relative to it (`faultsim.tree`'s
+    """Every regular file under the sandbox, by path relative to it (`faultsim.core.tree`'s
     read, the command backend's: no directories, no links)."""
     return read_tree(root, dirs=False, links=False)  # type: ignore[return-value]
 

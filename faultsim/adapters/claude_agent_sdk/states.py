@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from ...checkpoints import CheckpointSpec
+from ...core.checkpoints import CheckpointSpec
 
 PREFIXES = ("written", "messages", "entries")
 TRANSCRIPTS = "claude/projects/*/*.jsonl"  # the session transcripts, under the sandbox

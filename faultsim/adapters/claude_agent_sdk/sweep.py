@@ -12,11 +12,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from ...crashmodel import CrashState
+from ...core.crashmodel import CrashState
 from ...errors import AgentFailedCleanly, NonDeterminismError
 from ...killpoints import KillPoint as EnginePoint
-from ...oracle import CrashRun, Golden
-from ...interrupted import leaves
+from ...judge.oracle import CrashRun, Golden
+from ...reports.interrupted import leaves
 from ...pipeline.crashes import Found, Kill, Swept, judge_state, sweep
 from ...pipeline.golden import agree
 from ...pipeline.sweep import ResumeResult, Shared
@@ -171,7 +171,7 @@ def explore(run: AgentRun, scenario: Scenario, *, prefixes: str = "messages",
     stopping the CLI's process group there and letting it go on (`Controller._stop`);
     `stops=False` kills a crash run of its own at each point (the long way). `leaving`
     makes the report's runs of an exploration cut short (Ctrl-C, SIGTERM: what the
-    interrupt carries up, `faultsim.interrupted`)."""
+    interrupt carries up, `faultsim.reports.interrupted`)."""
     if prefixes not in PREFIXES:
         raise ValueError(f"prefixes {prefixes!r}: expected one of {', '.join(PREFIXES)}")
     if writes is None:

@@ -24,8 +24,8 @@ import uuid
 from pathlib import Path
 from typing import Callable
 
-from ...strace import Hold, LogReader, command_line, follow, parse, read_log
-from ...strace import strace_unavailable  # noqa: F401 - shared with faultsim.command
+from ...host.strace import Hold, LogReader, command_line, follow, parse, read_log
+from ...host.strace import strace_unavailable  # noqa: F401 - shared with faultsim.command
 
 HOLD = 0.5  # seconds each transcript write waits at its entry: the window for the kill
 WRITES = ("write", "writev", "pwrite64")
@@ -44,7 +44,7 @@ def transcript_path(root: Path, sid: str) -> Path:
 
 
 def tracer(path: Path, log: Path, hold: float = HOLD) -> Callable[[list[str]], list[str]]:
-    """The CLI's command line prefixed with strace (`faultsim.strace`'s, as the command
+    """The CLI's command line prefixed with strace (`faultsim.host.strace`'s, as the command
     backend's): writes to `path` held `hold` s at entry and logged to `log` as they enter
     (`contents=False`: the line this adapter's kills were measured with)."""
     held = Hold(",".join(WRITES), None, hold, (str(path),))
@@ -56,7 +56,7 @@ def tracer(path: Path, log: Path, hold: float = HOLD) -> Callable[[list[str]], l
 
 class WriteWatch:
     """Counts the transcript writes in strace's log as they enter (strace prints a call's
-    start before it holds it; `faultsim.strace`'s `LogReader`, followed by its `follow`
+    start before it holds it; `faultsim.host.strace`'s `LogReader`, followed by its `follow`
     thread, as the command backend follows its log) and calls `kill` once, at the `n`th.
     With `stops`, calls `stop(m)` at the entry of each write m of them instead (while strace
     holds it), which reads the state and returns True to go on; False: it killed there

@@ -47,7 +47,7 @@ from typing import Any, Callable, Iterable, Iterator, Mapping
 from ...agent import AgentEnv, Outcome
 from ...effects import Effect, act, transparent
 from ...killpoints import register_phases
-from ...loading import LANGGRAPH_MODES
+from ...settings.loading import LANGGRAPH_MODES
 from ...scenario.model import LANGGRAPH_METHODS
 
 try:
@@ -135,7 +135,7 @@ class _Session:
 
     def guard(self, op: str) -> None:
         if self.world.is_sealed():
-            from ...trace import WorldSealed
+            from ...core.trace import WorldSealed
             raise WorldSealed(f"a killed incarnation called the checkpointer's {op}")
 
     def on_world(self, kind: str, **info: Any) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Callable
 
-from ...loading import LANGGRAPH, AgentLoadError, load_callable
+from ...settings.loading import LANGGRAPH, AgentLoadError, load_callable
 from . import graph_agent
 
 
