@@ -64,7 +64,7 @@ def main() -> None:
     figures["subprocess"] = {"crash_states": stats["crash_states"],
                              "kills": stats["kills_landed"], "seconds": round(seconds, 2)}
 
-    from faultsim.engine import explore
+    from faultsim.inprocess.explore import explore
     from any_language_agent import make_agent
 
     started = time.perf_counter()

@@ -31,7 +31,7 @@ def faultsim_figures(mode: str) -> dict:
     from faultsim import load_scenario
     from faultsim.adapters.langgraph.verdicts import classify
     from faultsim.settings.loading import factory_for
-    from faultsim.engine import explore
+    from faultsim.inprocess.explore import explore
 
     sc = load_scenario(SCENARIO)
     started = time.perf_counter()

@@ -4,18 +4,8 @@ The public API is re-exported here and loaded on first use: pytest loads the fau
 plugin in every session, and a session that does not use faultsim must not pay for the SDK,
 pyfakefs and the engine (PEP 562 lazy attributes).
 
-Layers, each importing only from those before it (tests/test_layers.py): (1) errors,
-_version, trace, killpoints, crashmodel, token, netguard, procguard: the standard library
-only; (2) world/,
-model/, scenario/ (the format, its loader, its checks, its JSON Schema), agent (the
-contract), runner; (3) oracle, report, options (one validated
-ExploreOptions), loading (--agent specs), pipeline/ (mode-neutral: incarnation, golden run,
-sweep bookkeeping); (4) the backends inprocess/ (pyfakefs) and real/
-(subprocesses), never each other; (5) engine (the orchestrator), schedule, session,
-schedule_search, strategies, pointwise, replayer, formats/; (6) the front ends cli/ (the
-command) and pytest/ (the plugin), console, junit, ci and ci_action (CI summaries,
-annotations, the GitHub Action), adapters/, recorder/ (`faultsim scenario record` and
-`from-messages`).
+The folders in pipeline order and the layers that keep them apart: ARCHITECTURE.md at the
+repository's root (tests/test_layers.py enforces its table for every module).
 """
 from __future__ import annotations
 
@@ -27,7 +17,7 @@ from ._version import __version__
 _PUBLIC = {
     "AgentEnv": "agent", "AgentLoadError": "settings.loading", "Outcome": "agent",
     "load_factory": "settings.loading", "effect": "effects", "ExploreOptions": "settings.options",
-    "NonDeterminismError": "errors", "explore": "engine",
+    "NonDeterminismError": "errors", "explore": "inprocess.explore",
     "CATEGORIES": "killpoints", "KillPoint": "killpoints",
     "replay": "replayer",
     "Report": "reports.report",
@@ -35,8 +25,8 @@ _PUBLIC = {
     "Scenario": "scenario", "ScenarioError": "scenario", "load_scenario": "scenario",
     "parse_scenario": "scenario",
     "Crash": "schedule", "Schedule": "schedule", "ScheduleResult": "schedule",
-    "Session": "session",
-    "SearchResult": "schedule_search", "search": "schedule_search",
+    "Session": "inprocess.session",
+    "SearchResult": "inprocess.search", "search": "inprocess.search",
     "ReplayToken": "token", "TokenError": "token",
     "parametrize": "pytest.settings", "FaultsimFixture": "pytest.fixture",
 }
@@ -62,7 +52,7 @@ if TYPE_CHECKING:  # for type checkers and IDEs: the same names, eagerly
     from .effects import effect
     from .settings.loading import AgentLoadError, load_factory
     from .settings.options import ExploreOptions
-    from .engine import explore
+    from .inprocess.explore import explore
     from .errors import NonDeterminismError
     from .killpoints import CATEGORIES, KillPoint
     from .pytest.fixture import FaultsimFixture
@@ -72,6 +62,6 @@ if TYPE_CHECKING:  # for type checkers and IDEs: the same names, eagerly
     from .pipeline.runner import RunRecord, ScenarioRun, run_once
     from .scenario import Scenario, ScenarioError, load_scenario, parse_scenario
     from .schedule import Crash, Schedule, ScheduleResult
-    from .session import Session
-    from .schedule_search import SearchResult, search
+    from .inprocess.session import Session
+    from .inprocess.search import SearchResult, search
     from .token import ReplayToken, TokenError

@@ -6,7 +6,7 @@ in-process mode (pyfakefs in this process, `faultsim.inprocess.backend`), the su
 mode (fork servers on a real directory, `faultsim.real.backend`), the Claude Agent SDK
 adapter (the agent's own processes and CLI, `faultsim.adapters.claude_agent_sdk.backend`),
 and any later one. The front ends (`faultsim run/list/replay/formats`, the pytest fixture
-and marker, `faultsim.explore`, `engine.run`) never import a backend: they call `explore`,
+and marker, `faultsim.explore`) never import a backend: they call `explore`,
 `survey`, `replay` or `refusal` here, which load the chosen backend by its dotted name
 (`importlib`, on first use: a backend's heavy imports, pyfakefs or the Claude Agent SDK,
 are paid only by the runs that need them). This is pytest-xdist's scheduler Protocol and
@@ -18,6 +18,8 @@ httpx's transport seam: the front end holds the table, the backend does the work
         def explore(self, agent, scenario, options, *, progress, plan, settings) -> Report
         def survey(self, agent, scenario, *, timeout) -> Survey
         def replay(self, token, agent, *, timeout) -> ScheduleResult
+        def items(self, agent, scenario, *, crash_model, crashes, seed, timeout) -> Items
+        def session(self, agent, scenario, *, crash_model, seed, timeout) -> Session
 
 The agent is an `Agent`: a spec string (`MODULE[:ATTR]`, `FILE.py[:ATTR]`, or a prefixed
 spec such as `langgraph:sync`, `claude-agent-sdk:FILE.py:ATTR`, `cmd:...`), a Python
@@ -36,7 +38,7 @@ from __future__ import annotations
 
 import importlib
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Mapping, Protocol, Union
+from typing import TYPE_CHECKING, Any, Callable, Mapping, NoReturn, Protocol, Union
 
 from .errors import UsageError
 from .settings.options import mode_for
@@ -62,8 +64,10 @@ BY_PREFIX = {
     "claude-agent-sdk:": "claude-agent-sdk",
     "cmd:": "command",
 }
-# what a front end asks a backend to do ("items": the pytest plugin's kill-point items)
-JOBS = ("explore", "survey", "replay", "formats", "items")
+# what a front end asks a backend to do ("items": the pytest plugin's kill-point items;
+# "session": a Session for hypothesis tests of crash schedules; "formats": `faultsim
+# formats`, asked through `check_job` only: its work is not behind the seam yet)
+JOBS = ("explore", "survey", "replay", "formats", "items", "session")
 
 
 @dataclass(frozen=True)
@@ -138,6 +142,13 @@ class Backend(Protocol):
     (its kill points by index, its crash states by order) and judges it: a
     `ScheduleResult`. `agent` is None to replay the token's own agent, or the fixed one.
 
+    `items(agent, scenario, *, crash_model, crashes, seed, timeout)` gives what the pytest
+    plugin's kill-point items run, one first crash per item (`explore_point(position)`,
+    the in-process `PointwiseExplorer`); `session(agent, scenario, *, crash_model, seed,
+    timeout)` a `faultsim.Session` that runs any schedule a hypothesis test draws. Both
+    run a Python factory in this process; a backend that cannot refuses them in `refuses`
+    ("items", "session"), and its method raises that refusal if called anyway.
+
     A backend that runs an arbitrary command (an agent as a shell command) implements all
     four from `agent.spec` alone: nothing here asks for a Python factory, an import of the
     agent, or this process's file system.
@@ -158,6 +169,12 @@ class Backend(Protocol):
 
     def replay(self, token: "ReplayToken", agent: Agent | None, *,
                timeout: float | str | None = "auto") -> "ScheduleResult": ...
+
+    def items(self, agent: Agent, scenario: "Scenario", *, crash_model: str, crashes: int,
+              seed: str, timeout: float | str | None) -> Any: ...
+
+    def session(self, agent: Agent, scenario: "Scenario", *, crash_model: str, seed: str,
+                timeout: float | str | None) -> Any: ...
 
 
 _LOADED: dict[str, Backend] = {}
@@ -194,6 +211,15 @@ def choose(agent: Agent | str | None, scenario: "Scenario", mode: str = "auto") 
 def for_token(token: "ReplayToken") -> Backend:
     """The backend that made a token: its agent's prefix, else the mode it records."""
     return backend(by_prefix(token.agent) or token.mode)
+
+
+def refused(backend_: Backend, agent: Agent, scenario: Any, job: str) -> NoReturn:
+    """For a backend's method of a job it refuses (`items`, `session`): its refusal, raised
+    as `check` raises it."""
+    from .settings.options import ExploreOptions
+
+    raise UsageError(backend_.refuses(agent, scenario, ExploreOptions(), job)
+                     or f"{job}: the {backend_.name} backend does not run it")
 
 
 def check(backend_: Backend, agent: Agent, scenario: "Scenario", options: Any,
@@ -286,6 +312,32 @@ def check_job(agent: AgentLike, scenario: Any, job: str) -> None:
     name = by_prefix(agent.spec)
     if name is not None:
         check(backend(name), agent, scenario, ExploreOptions(), job)
+
+
+def items(agent: AgentLike, scenario: "Scenario", *, crash_model: str, crashes: int,
+          seed: str, timeout: float | str | None) -> Any:
+    """The pytest plugin's kill-point items for `agent` on `scenario` (see `Backend`): a
+    prefixed agent's own backend refuses them or gives them; any other agent is a Python
+    factory, run by the in-process backend."""
+    return _in_this_process("items", agent, scenario).items(
+        agent_of(agent), scenario, crash_model=crash_model, crashes=crashes, seed=seed,
+        timeout=timeout)
+
+
+def session(agent: AgentLike, scenario: "Scenario", *, crash_model: str, seed: str,
+            timeout: float | str | None) -> Any:
+    """A `faultsim.Session` for `agent` on `scenario` (see `Backend`; chosen as `items`)."""
+    return _in_this_process("session", agent, scenario).session(
+        agent_of(agent), scenario, crash_model=crash_model, seed=seed, timeout=timeout)
+
+
+def _in_this_process(job: str, agent: AgentLike, scenario: Any) -> Backend:
+    from .settings.options import ExploreOptions
+
+    agent = agent_of(agent)
+    chosen = backend(by_prefix(agent.spec) or "in-process")
+    check(chosen, agent, scenario, ExploreOptions(), job)
+    return chosen
 
 
 def python_factory(agent: AgentLike, scenario: Any = None,

@@ -16,7 +16,7 @@ sys.path.insert(0, str(ROOT))  # reference_agent, as the suite imports it
 import anthropic  # noqa: E402
 
 from faultsim import load_scenario  # noqa: E402
-from faultsim.engine import explore  # noqa: E402
+from faultsim.inprocess.explore import explore  # noqa: E402
 from faultsim.reports.report import states  # noqa: E402
 
 import reference_agent  # noqa: E402

@@ -18,7 +18,7 @@ import pytest
 from conftest import DATA
 from faultsim.core.classes import cover, signature, steps
 from faultsim.cli import main
-from faultsim.engine import explore
+from faultsim.inprocess.explore import explore
 from faultsim.inprocess.sandbox import Explorer
 from faultsim.settings.options import ExploreOptions, select
 from faultsim.scenario import load_scenario

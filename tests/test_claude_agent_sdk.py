@@ -450,7 +450,7 @@ def test_what_this_agent_kind_cannot_do_is_one_line(flags, said, capsys):
     ("in-process", 1, "--mode in-process: a Claude Agent SDK agent runs its CLI"),
 ])
 def test_engine_run_and_explore_refuse_what_this_backend_cannot_do(mode, crashes, said):
-    from faultsim.engine import run
+    from faultsim.inprocess.explore import run
     from faultsim.errors import UsageError
 
     with pytest.raises(UsageError, match=re.escape(said)):

@@ -6,7 +6,7 @@ import os
 import pytest
 
 from faultsim.core.crashmodel import SECTOR, CrashState, power_states, process_state
-from faultsim.engine import KillAt
+from faultsim.inprocess.explore import KillAt
 from faultsim.inprocess.fs import DIR, FsInterposer
 from faultsim.killpoints import (CATEGORIES, REQUIRED_ON_REFERENCE, KillPoint, categories,
                                  kill_points, torn_offsets)

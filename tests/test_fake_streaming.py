@@ -15,7 +15,7 @@ import pytest
 
 from faultsim import load_scenario
 from helpers import scenario_from
-from faultsim.engine import explore
+from faultsim.inprocess.explore import explore
 from faultsim.model import ApiFault, FakeClaude, Script, ToolCall, Turn
 from faultsim.model import sdk, sse
 from faultsim.model.endpoint import serve

@@ -7,7 +7,7 @@ import pytest
 
 import faultsim
 import reference_agent
-from faultsim.engine import _forecasts
+from faultsim.inprocess.explore import _forecasts
 from faultsim.inprocess.counting import census
 from faultsim.inprocess.sandbox import Explorer
 from faultsim.pipeline.forecast import RESUMED_SHARE, Forecast, duration, estimate, words
@@ -103,7 +103,7 @@ def test_a_budget_the_forecast_is_over_stops_before_any_crash_run(tmp_path, caps
     exhaustive, representative = _forecasts(counted, points, golden.trace, ["process"],
                                             clean_seconds=0.33)
     between = (exhaustive.cpu_seconds + representative.cpu_seconds) / 2
-    from faultsim.engine import within_budget
+    from faultsim.inprocess.explore import within_budget
     from faultsim.errors import OverBudget
 
     with pytest.raises(OverBudget, match="representative coverage fits, about .* "

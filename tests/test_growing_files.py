@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 from faultsim import load_scenario
 from faultsim.core.crashmodel import SECTOR, power_states, process_state, torn_variants, \
     unsynced_sectors
-from faultsim.engine import explore
+from faultsim.inprocess.explore import explore
 from faultsim.inprocess.fs import DIR, FsInterposer, install
 from faultsim.core.trace import Tracer
 

@@ -101,7 +101,7 @@ def test_hung_states_share_one_hang_exactly_as_resuming_each():
 def test_the_plugins_kill_point_items_derive_the_limit_too(tmp_path):
     """The pytest plugin's items (one kill point each, the clean runs shared between xdist
     workers through a file) stop a hang at the same derived limit, not at 30 s."""
-    from faultsim.pointwise import PointwiseExplorer
+    from faultsim.inprocess.pointwise import PointwiseExplorer
 
     def explorer():
         found = PointwiseExplorer(user_agents.hangs_on_resume, SCENARIO,

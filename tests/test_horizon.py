@@ -13,7 +13,7 @@ import pytest
 
 from conftest import DATA
 from faultsim.cli import main
-from faultsim.engine import explore
+from faultsim.inprocess.explore import explore
 from faultsim.inprocess import convergence
 from faultsim.reports.report import coverage_lines
 

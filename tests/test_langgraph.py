@@ -27,7 +27,7 @@ from faultsim.adapters.langgraph import (CHECKPOINTER_KEY, DURABILITY_MODES, eff
                                          graph_agent)
 from faultsim.adapters.langgraph.verdicts import classify, rows, table
 from faultsim.settings.loading import factory_for, load_callable
-from faultsim.engine import explore
+from faultsim.inprocess.explore import explore
 from faultsim.inprocess.sandbox import Explorer
 from faultsim.killpoints import kill_points
 from faultsim.model import serve

@@ -124,7 +124,7 @@ def test_the_plugin_is_registered_and_light():
     import faultsim.pytest.plugin
 
     assert installed[0].load() is faultsim.pytest.plugin
-    heavy = ("anthropic", "faultsim.engine", "pyfakefs", "hypothesis", "freezegun", "httpx2")
+    heavy = ("anthropic", "faultsim.inprocess.explore", "pyfakefs", "hypothesis", "freezegun", "httpx2")
     out = subprocess.run([sys.executable, "-c", "import sys, faultsim.pytest.plugin, faultsim; "
                           f"print([m for m in {heavy!r} if m in sys.modules])"],
                          capture_output=True, text=True, check=True).stdout
@@ -137,7 +137,7 @@ def test_a_session_without_faultsim_tests_does_not_load_the_engine(pytester):
 
         def test_plain():
             assert "faultsim.pytest.plugin" in sys.modules  # loaded by its entry point ...
-            assert "faultsim.engine" not in sys.modules  # ... and nothing heavy
+            assert "faultsim.inprocess.explore" not in sys.modules  # ... and nothing heavy
             assert "anthropic" not in sys.modules
         """)
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
@@ -189,8 +189,7 @@ def test_a_failing_agent_fails_exactly_the_kill_points_the_engine_condemns(pytes
            f"kill point {failing[0]}" in text
     assert "VIOLATED effects_exactly_once" in text
     assert f"rerun this test alone: pytest 'test_agent.py::test_agent[{failing[0]}]'" in text
-    for internal in ("faultsim/pytest/", "faultsim/engine.py", "faultsim/pointwise.py",
-                     "faultsim/fixture.py", "faultsim/plugin.py"):
+    for internal in ("faultsim/pytest/", "faultsim/inprocess/", "faultsim/backends.py"):
         assert internal not in text
     lines = summary(result)
     assert f"violations: {len(failing)} crash states; the first of each kind per test, " \
@@ -423,7 +422,7 @@ def test_mistakes_in_a_project_are_one_line_each(pytester):
     result.assert_outcomes(failed=7)  # 1 + 1 + 1 + the 4 lazy after-B items
     # the broken agent's own traceback is shown (as pytest shows a test's), never faultsim's
     assert "agents.py\", line 2, in broken" in text
-    assert "faultsim/engine.py" not in text and "faultsim/inprocess" not in text
+    assert "faultsim/inprocess/explore.py" not in text and "faultsim/inprocess" not in text
 
 
 def test_the_old_fixture_name_still_works_and_warns(pytester):

@@ -246,7 +246,7 @@ def test_a_hung_clean_run_is_the_agents_and_says_whose_time_it_was(monkeypatch):
 
 def test_faultsim_list_gives_clean_runs_the_limit_run_gives_and_fingerprints_nothing(
         monkeypatch):
-    from faultsim.engine import survey
+    from faultsim.inprocess.explore import survey
     from faultsim.inprocess import convergence
     from tests import state_agent
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from faultsim.cli import main
-from faultsim.engine import explore
+from faultsim.inprocess.explore import explore
 from faultsim.errors import NonDeterminismError
 from faultsim.scenario import load_scenario
 

@@ -55,7 +55,7 @@ def test_a_user_patcher_leaves_no_stale_faultsim_behind():
         "import sys\n"
         "from pyfakefs.fake_filesystem_unittest import Patcher\n"
         "import anthropic, faultsim  # the SDK reads its metadata from the real disk\n"
-        "assert 'faultsim.engine' not in sys.modules\n"
+        "assert 'faultsim.inprocess.explore' not in sys.modules\n"
         "with Patcher():\n"
         "    faultsim.explore\n"
         "fn = faultsim.explore\n"

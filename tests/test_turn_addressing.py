@@ -11,7 +11,7 @@ import os
 import pytest
 
 from helpers import scenario_from
-from faultsim.engine import explore
+from faultsim.inprocess.explore import explore
 from faultsim.model import Script, ToolCall, Turn, place
 
 SCENARIO = """

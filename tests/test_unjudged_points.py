@@ -103,7 +103,7 @@ def _failing(report) -> dict:
 def test_a_crash_run_that_misses_its_point_twice_in_process_is_its_finding(monkeypatch):
     from unjudged_agents import makes_its_folder
 
-    from faultsim.engine import explore
+    from faultsim.inprocess.explore import explore
 
     _flaky_at(monkeypatch, 2)
     report = explore(makes_its_folder, ONE_CHARGE, workers=0)
@@ -118,7 +118,7 @@ def test_a_crash_run_that_misses_its_point_twice_in_process_is_its_finding(monke
 def test_a_crash_run_that_misses_its_point_once_is_judged_on_its_second_try(monkeypatch):
     from unjudged_agents import makes_its_folder
 
-    from faultsim.engine import explore
+    from faultsim.inprocess.explore import explore
 
     _flaky_at(monkeypatch, 1)
     report = explore(makes_its_folder, ONE_CHARGE, workers=0)
@@ -135,7 +135,7 @@ def test_a_forked_child_that_dies_is_its_points_finding_in_process(workers):
     count (not retried in process: subprocess mode, below, retries in a fresh process)."""
     from unjudged_agents import ends_its_process
 
-    from faultsim.engine import explore
+    from faultsim.inprocess.explore import explore
 
     report = explore(ends_its_process, ONE_CHARGE, workers=workers)
     (run,) = report.runs

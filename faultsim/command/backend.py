@@ -12,7 +12,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from ..backends import Agent, Survey, refuse_settings, unclassed_refusal
+from ..backends import Agent, Survey, refuse_settings, refused, unclassed_refusal
 from ..settings.options import in_shard
 from ..reports.report import Report
 
@@ -38,6 +38,11 @@ class Command:
         if job == "formats":
             return (f"{agent.spec}: faultsim formats resumes recorded checkpoints of a Python "
                     "agent factory in-process; explore a command with faultsim run")
+        if job in ("items", "session"):
+            return (f"{agent.spec}: "
+                    + ("kill-point items run" if job == "items" else "a session runs")
+                    + " a Python agent factory in-process; for an agent run as a command "
+                    "mark the test without them and call crash_safety.check()")
         if job == "explore":
             if options.mode == "in-process":
                 return ("--mode in-process: an agent run as a command is a real process; "
@@ -131,6 +136,11 @@ class Command:
                              f"{last.order + 1} where the token names one")
         return ScheduleResult(chosen[0], run)
 
+    def items(self, agent: Agent, scenario: Any, **settings: Any) -> Any:
+        refused(self, agent, scenario, "items")
+
+    def session(self, agent: Agent, scenario: Any, **settings: Any) -> Any:
+        refused(self, agent, scenario, "session")
 
 def kills_line(found: Any) -> str:
     again = f", {found.held_again} held again on every call of the kind" \

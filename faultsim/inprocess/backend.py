@@ -1,9 +1,11 @@
 """The in-process backend behind `faultsim.backends`: the agent's Python factory run under
-pyfakefs in this process (`engine.explore_in_process`), every crash model, any number of
-crashes. Loaded by name (`backends.BACKENDS`); no front end imports it.
+pyfakefs in this process (`explore.explore_in_process`), every crash model, any number of
+crashes, and the two jobs only this process can do: the pytest plugin's kill-point items
+(`pointwise`) and sessions for hypothesis tests (`session`). Loaded by name
+(`backends.BACKENDS`); no front end imports it.
 
-May import: the orchestrator (`engine`), `session` (a token's replay), what they import;
-never another backend (`real/`, an adapter's backend)."""
+May import: the rest of `inprocess/` and what it may import; never another backend
+(`real/`, `command/`, an adapter's backend)."""
 from __future__ import annotations
 
 from typing import Any, Callable, Mapping
@@ -28,7 +30,7 @@ class InProcess:
     def explore(self, agent: Agent, scenario: Any, options: Any, *,
                 progress: Callable[..., None] | None = None, plan: Callable | None = None,
                 settings: Mapping[str, Any] | None = None) -> Any:
-        from ..engine import explore_in_process
+        from .explore import explore_in_process
 
         refuse_settings(settings)
         return explore_in_process(agent.factory_for(scenario), scenario,
@@ -38,7 +40,7 @@ class InProcess:
 
     def survey(self, agent: Agent, scenario: Any, *,
                timeout: float | str | None = 30.0) -> Survey:
-        from ..engine import survey
+        from .explore import survey
 
         points, states, forecasts = survey(agent.factory_for(scenario), scenario,
                                            agent_name=agent.label, timeout=timeout)
@@ -47,7 +49,7 @@ class InProcess:
     def replay(self, token: Any, agent: Agent | None, *,
                timeout: float | str | None = "auto") -> Any:
         from ..settings.loading import factory_for
-        from ..session import Session
+        from .session import Session
 
         factory = agent.factory_for(token.scenario) if agent is not None else \
             factory_for(token.agent, token.scenario)
@@ -62,3 +64,18 @@ class InProcess:
         with Session(factory, token.scenario, crash_model=token.crash_model, seed=token.seed,
                      timeout=timeout, agent_name=token.agent) as session:
             return session.run(schedule_of(token))
+
+    def items(self, agent: Agent, scenario: Any, *, crash_model: str, crashes: int,
+              seed: str, timeout: float | str | None) -> Any:
+        from .pointwise import PointwiseExplorer
+
+        return PointwiseExplorer(agent.factory_for(scenario), scenario, agent_name=agent.label,
+                                 crash_model=crash_model, crashes=crashes, seed=seed,
+                                 timeout=timeout)
+
+    def session(self, agent: Agent, scenario: Any, *, crash_model: str, seed: str,
+                timeout: float | str | None) -> Any:
+        from .session import Session
+
+        return Session(agent.factory_for(scenario), scenario, crash_model=crash_model,
+                       seed=seed, timeout=timeout, agent_name=agent.label)

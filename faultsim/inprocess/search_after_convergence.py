@@ -1,4 +1,4 @@
-"""Longer schedules after convergence, in the hypothesis search (`faultsim.session`): the
+"""Longer schedules after convergence, in the hypothesis search (`faultsim.inprocess.session`): the
 last crash of a schedule, once an earlier crash's resumed run has met the clean run, is
 the clean run's shorter schedule of the same crashes; where that shorter schedule's last
 resumed run is known, the verdict is composed from it instead of resuming again.

@@ -44,7 +44,7 @@ PER_POINT = 0.0027  # CPU seconds per kill point
 RESUMED_SHARE = 0.62  # resumed runs per class of crash states (masked)
 RESUME_SHARE = 0.665  # one resumed run, in clean incarnations, times events^EXPONENT
 RESUME_EXPONENT = -0.2
-# A clean run without convergence's fingerprints (`faultsim list` skips them: engine.survey)
+# A clean run without convergence's fingerprints (`faultsim list` skips them: inprocess.explore.survey)
 # is this many times faster than one with them, which the constants above were fitted on
 # (measured 1.6x to 3.2x: tiny, refunds, research_50_steps); the list's forecast is rougher
 FINGERPRINT_FACTOR = 2.4

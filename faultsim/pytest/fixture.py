@@ -26,9 +26,9 @@ from .state import BrokenParam, PluginState, PointParam, group_of, rerun_command
 
 if TYPE_CHECKING:
     from ..killpoints import KillPoint
-    from ..pointwise import PointwiseExplorer
+    from ..inprocess.pointwise import PointwiseExplorer
     from ..reports.report import Report
-    from ..session import Session
+    from ..inprocess.session import Session
 
 
 def told(exc: BaseException) -> str:
@@ -255,15 +255,15 @@ class FaultsimFixture:
                 crash_model: str | None = None) -> "Session":
         """A `faultsim.Session` with this test's agent, scenario, seed and timeout (use it
         in `with`)."""
-        from ..session import Session
+        from ..backends import Agent, session
 
         settings = self._settings_for(scenario)
         factory, name = settings.resolve_agent(make_agent)
         model = crash_model or settings.crash_model
         if model == "all":
             model = "process"
-        return Session(factory, settings.scenario, crash_model=model, seed=settings.seed,
-                       timeout=settings.timeout, agent_name=name)
+        return session(Agent(None, factory, name), settings.scenario, crash_model=model,
+                       seed=settings.seed, timeout=settings.timeout)
 
     # -- what the summary and the failure say ---------------------------------------------
     def _failure_text(self, report: "Report") -> str:

@@ -12,7 +12,7 @@ from ..settings.options import in_shard
 from .settings import Options, Settings
 
 if TYPE_CHECKING:
-    from ..pointwise import PointwiseExplorer
+    from ..inprocess.pointwise import PointwiseExplorer
 
 
 def _golden_key(scenario: Any, name: str, settings: Settings) -> str:
@@ -58,22 +58,21 @@ class PluginState:
     mapped: set = field(default_factory=set)  # (test, crash model): full map sent (html)
 
     def explorer_for(self, settings: Settings) -> "PointwiseExplorer":
-        from ..backends import check_job
-        from ..pointwise import PointwiseExplorer
+        from ..backends import Agent, check_job, items
         from ..scenario import load_scenario
 
-        if isinstance(settings.agent, str):  # kill-point items run a factory in-process
-            check_job(settings.agent, settings.scenario, "items")
+        spec = settings.agent if isinstance(settings.agent, str) else None
+        if spec is not None:  # refused before the spec is resolved (a cmd: agent)
+            check_job(spec, settings.scenario, "items")
         factory, name = settings.resolve_agent()
         key = (id(factory), name, settings.scenario, settings.crash_model, settings.crashes,
                settings.seed, settings.timeout)
         explorer = self.explorers.get(key)
         if explorer is None:
             scenario = load_scenario(settings.scenario)
-            explorer = PointwiseExplorer(factory, scenario,
-                                         agent_name=name, crash_model=settings.crash_model,
-                                         crashes=settings.crashes, seed=settings.seed,
-                                         timeout=settings.timeout)
+            explorer = items(Agent(spec, factory, name), scenario,
+                             crash_model=settings.crash_model, crashes=settings.crashes,
+                             seed=settings.seed, timeout=settings.timeout)
             shared = self.shared_dir()
             if shared is not None:
                 explorer.golden_cache = shared / _golden_key(scenario, name, settings)

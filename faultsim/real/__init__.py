@@ -8,5 +8,5 @@ parent), `jail` (the namespaces that contain each incarnation's process tree).
 
 May import: `pipeline/` and what it may import (bottom layer, world, agent, scenario,
 oracle, report), `interpose.sqlite`/`interpose.redis`. Never `inprocess/`, the
-orchestrator (`engine`) or pyfakefs: a fork server loads only what a real run needs
+in-process orchestrator or pyfakefs: a fork server loads only what a real run needs
 (tests/test_layers.py checks it)."""

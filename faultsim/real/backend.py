@@ -2,18 +2,22 @@
 a real directory (`real.explore`), the agent imported by its spec in fork servers of its
 own (so it needs a spec, never a factory). Loaded by name (`backends.BACKENDS`).
 
-May import: what `real/` may import; never the in-process backend, pyfakefs or `engine`."""
+May import: what `real/` may import; never the in-process backend or pyfakefs."""
 from __future__ import annotations
 
 from typing import Any, Callable, Mapping
 
-from ..backends import Agent, Survey, horizon_refusal, refuse_settings
+from ..backends import Agent, Survey, horizon_refusal, refuse_settings, refused
 
 
 class Subprocess:
     name = "subprocess"
 
     def refuses(self, agent: Agent, scenario: Any, options: Any, job: str) -> str | None:
+        if job in ("items", "session"):  # asked only of a backend chosen by hand
+            return (("kill-point items run" if job == "items" else "a session runs")
+                    + " a Python agent factory in this process; subprocess mode explores "
+                    "whole runs (faultsim run --mode subprocess, or the fixture's check())")
         if agent.spec is None and job in ("explore", "survey"):
             return (f"{scenario.path}: subprocess mode imports the agent by name: give a "
                     "module-level factory or 'module:attr'")
@@ -52,3 +56,9 @@ class Subprocess:
                              "name it as an importable spec (agent='MODULE[:ATTR]'), not a "
                              "factory")
         return replay_subprocess(token, agent.spec if agent is not None else None, timeout)
+
+    def items(self, agent: Agent, scenario: Any, **settings: Any) -> Any:
+        refused(self, agent, scenario, "items")
+
+    def session(self, agent: Agent, scenario: Any, **settings: Any) -> Any:
+        refused(self, agent, scenario, "session")

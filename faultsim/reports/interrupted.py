@@ -4,7 +4,7 @@ of the plan was judged.
 
 The verdicts travel up with the interrupt itself, the one mechanism of every backend. The
 backends keep them in ModelRuns that live in the frame of the sweep (in-process:
-`engine.explore_in_process`; subprocess mode: `real.explore`; the command and Claude Agent
+`inprocess.explore.explore_in_process`; subprocess mode: `real.explore`; the command and Claude Agent
 SDK backends: the states judged by `pipeline.crashes.sweep`, made into ModelRuns by
 `pipeline.crashes.so_far` and the adapter's `model_runs`), and an interrupt unwinds that
 frame before any front end could ask for them. `leaves(runs)` around a sweep puts its runs on the KeyboardInterrupt (or the CLI's

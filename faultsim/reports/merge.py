@@ -6,7 +6,7 @@ Works on the JSON reports alone (docs/reference/json-report.md). Shards of crash
 point's verdict is the union of the shards' (a point passes when it passes in every
 shard), and failures interleave by their `rank`. Shards of kill points (an agent run as a command)
 add up their explored kill points too. With pairs, `schedules[n].resumed` is the shards'
-sum: second crash states are shared within a shard only (see engine.explore_in_process). Reports of different runs, or shards that overlap
+sum: second crash states are shared within a shard only (see inprocess.explore.explore_in_process). Reports of different runs, or shards that overlap
 or leave one out, are refused in one line naming the file and the field, as is a partial
 report (an interrupted run's). Standard library, errors, the report's severity order, the
 crash map's encoding, faultsim.reports.counts, faultsim.core.classes (a representative run's line),

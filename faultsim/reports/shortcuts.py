@@ -14,7 +14,7 @@ one never did, why (issue 53: a shortcut that is off says so).
 
 Each is `{"applied", "of", "why_not"}` (`why_not` null once it applied), convergence and
 leads with `refused` too. Built from a run's counts (`block`) and again from merged shards'
-(`merge`), so both say the same; standard library only (report_merge reads it)."""
+(`merge`), so both say the same; standard library only (`merge` reads it)."""
 from __future__ import annotations
 
 from typing import Any

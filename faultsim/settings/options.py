@@ -4,7 +4,7 @@ Every front end (the CLI, the pytest fixture, `explore()` and `explore_subproces
 from Python) builds one; building it is the validation, so no front end and no backend
 checks a setting again. `resolve(scenario)` then fills in what the scenario decides (its
 fault profile's crash models and crashes, the mode its store needs, one worker per core):
-the one mode dispatch (`engine.run`) reads a resolved object only.
+the one mode dispatch (`backends.choose`) reads a resolved object only.
 
 Also here, what every front end shares about settings: the choices (crash models, modes),
 the fixed timeout, how a shard `I/N` is written; and the rules the options hold: which
@@ -50,7 +50,7 @@ class OptionError(UsageError, ValueError):
 
 @dataclass(frozen=True)
 class ExploreOptions:
-    """Every setting that decides what an exploration does (see `engine.explore` for each).
+    """Every setting that decides what an exploration does (see `faultsim.explore` for each).
 
     `crash_model` and `crashes` left at None take the scenario's fault profile, `mode`
     "auto" the mode its store needs, `workers` None one per core; `resolve()` fills them.

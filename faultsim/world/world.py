@@ -29,7 +29,7 @@ class World:
         self.sealed = False  # set at a kill: a dead incarnation can no longer act
         # State an adapter keeps outside the agent's process, as a server would (LangGraph's
         # in-memory checkpointer): it survives crashes, is copied with the world and is part
-        # of what a resumed run can observe (`faultsim.engine.world_signature`).
+        # of what a resumed run can observe (`faultsim.inprocess.explore.world_signature`).
         self.durable: dict[str, Any] = {}
         # The network guard: the addresses the scenario lets the agent reach besides
         # faultsim's own, and every connection it refused (faultsim.interpose.netguard), as

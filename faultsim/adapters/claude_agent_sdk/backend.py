@@ -11,7 +11,7 @@ import time
 from collections import Counter
 from typing import Any, Callable, Mapping
 
-from ...backends import Agent, Survey, unclassed_refusal
+from ...backends import Agent, Survey, refused, unclassed_refusal
 from ...errors import UsageError
 from ...settings.options import in_shard
 from ...reports.report import Report
@@ -30,9 +30,11 @@ class ClaudeAgentSdk:
             return (f"{agent.spec}: faultsim formats resumes recorded checkpoints of a Python "
                     "agent factory in-process; a Claude Agent SDK agent runs its own CLI, "
                     "explore it with faultsim run")
-        if job == "items":
-            return (f"{agent.spec}: kill-point items (kill_points=True, faultsim.parametrize) "
-                    "run a Python agent factory in-process; for a Claude Agent SDK agent "
+        if job in ("items", "session"):
+            return (f"{agent.spec}: "
+                    + ("kill-point items (kill_points=True, faultsim.parametrize) run"
+                       if job == "items" else "a session runs")
+                    + " a Python agent factory in-process; for a Claude Agent SDK agent "
                     "mark the test without them and call crash_safety.check()")
         if agent.spec is None:
             return ("a Claude Agent SDK agent is named by its spec, "
@@ -126,6 +128,11 @@ class ClaudeAgentSdk:
         return replay(token, agent=agent.spec if agent is not None else None,
                       timeout=_seconds(timeout))
 
+    def items(self, agent: Agent, scenario: Any, **settings: Any) -> Any:
+        refused(self, agent, scenario, "items")
+
+    def session(self, agent: Agent, scenario: Any, **settings: Any) -> Any:
+        refused(self, agent, scenario, "session")
 
 def _kills_line(found: Any) -> str:
     """What the report cannot say: how many kills landed, and the transcript writes."""

@@ -451,7 +451,7 @@ def explore_modes(build_graph: GraphFactory, scenario: Any, *,
                   modes: Iterable[str] = DURABILITY_MODES, human_reply: str | None = None,
                   method: str = "invoke", **options: Any) -> Mapping[str, Any]:
     """`faultsim.explore` once per durability mode: {mode: Report}."""
-    from ...engine import explore
+    from ...inprocess.explore import explore
 
     return {mode: explore(graph_agent(build_graph, durability=mode, human_reply=human_reply,
                                       method=method),

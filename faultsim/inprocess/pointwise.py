@@ -18,15 +18,15 @@ from typing import Any, Callable
 
 import freezegun.api as _real_time
 
-from .inprocess.pairs import sweep_after_first
-from .inprocess.replaying import sweep_replaying
-from .inprocess.sandbox import Explorer
-from .killpoints import KillPoint
-from .settings.options import ExploreOptions
-from .reports.outfile import OutputError, write_atomic
-from .pipeline.sweep import Earlier, Sweep
-from .reports.report import ModelRun, Report
-from .scenario import Scenario
+from .pairs import sweep_after_first
+from .replaying import sweep_replaying
+from .sandbox import Explorer
+from ..killpoints import KillPoint
+from ..settings.options import ExploreOptions
+from ..reports.outfile import OutputError, write_atomic
+from ..pipeline.sweep import Earlier, Sweep
+from ..reports.report import ModelRun, Report
+from ..scenario import Scenario
 
 
 @dataclasses.dataclass

@@ -12,10 +12,10 @@ from typing import Any
 
 import freezegun.api as _real_time
 
-from .core.draws import seed_only
-from .errors import AgentFinding, KillDidNotLand
-from .killpoints import KillPoint
-from .schedule import NoSuchKillPoint, Schedule, ScheduleResult
+from ..core.draws import seed_only
+from ..errors import AgentFinding, KillDidNotLand
+from ..killpoints import KillPoint
+from ..schedule import NoSuchKillPoint, Schedule, ScheduleResult
 from .session import Session
 
 

@@ -8,10 +8,10 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from .core.crashmodel import CRASH_MODELS, CrashState
-from .killpoints import KillPoint
-from .reports.report import ModelRun, Verdict
-from .schedule import Crash, Schedule, ScheduleResult, pick
+from ..core.crashmodel import CRASH_MODELS, CrashState
+from ..killpoints import KillPoint
+from ..reports.report import ModelRun, Verdict
+from ..schedule import Crash, Schedule, ScheduleResult, pick
 
 
 class Session:
@@ -30,7 +30,7 @@ class Session:
     def __init__(self, make_agent: Callable, scenario: Any, *, crash_model: str = "process",
                  seed: str = "0", timeout: float | str | None = "auto",
                  agent_name: str | None = None, after_convergence: bool = True) -> None:
-        from .scenario import Scenario, load_scenario
+        from ..scenario import Scenario, load_scenario
 
         if crash_model not in CRASH_MODELS:
             raise ValueError(f"a session runs one crash model, process or power, not "
@@ -53,8 +53,8 @@ class Session:
         self._known: Any = None
 
     def __enter__(self) -> "Session":
-        from .inprocess.sandbox import Explorer
-        from . import strategies
+        from .sandbox import Explorer
+        from .. import strategies
 
         # Modules first imported under the fake filesystem are unloaded when it is torn
         # down; hypothesis imports its flatmap strategy lazily, and a copy imported again
@@ -72,7 +72,7 @@ class Session:
             raise
         self.trace = self.golden.trace
         self.kill_points = self.golden.kill_points()
-        from .inprocess.search_after_convergence import Known
+        from .search_after_convergence import Known
 
         self._known = Known(self.golden)
         self.model_run = ModelRun(scenario=self.scenario, agent=self.agent_name,
@@ -149,7 +149,7 @@ class Session:
         where a tool call is pending). The built-in search uses this."""
         from hypothesis import strategies as st
 
-        from . import strategies as fst
+        from .. import strategies as fst
 
         count = data.draw(st.integers(min_crashes, max_crashes), label="crashes")
 
@@ -166,9 +166,9 @@ class Session:
 
     # -- the mechanism --------------------------------------------------------------------
     def _run(self, count: int, choose: Callable, choose_state: Callable) -> ScheduleResult:
-        from .inprocess.sandbox import resume_and_judge
-        from .pipeline.incarnation import world_signature
-        from .pipeline.sweep import Earlier, schedule_violations
+        from .sandbox import resume_and_judge
+        from ..pipeline.incarnation import world_signature
+        from ..pipeline.sweep import Earlier, schedule_violations
 
         if self._ex is None:
             raise RuntimeError("use the session inside `with`: it holds the fake filesystem")
@@ -223,7 +223,7 @@ class Session:
         key = (state.digest(), signature)
         if key not in self._traces:
             if self.after_convergence:
-                from .inprocess.search_after_convergence import converged_course
+                from .search_after_convergence import converged_course
 
                 self._traces[key] = converged_course(self._ex, world, state)
             else:

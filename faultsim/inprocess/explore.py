@@ -4,7 +4,7 @@ probe, the search of longer schedules); `survey` counts without crashing anythin
 
 The work is done elsewhere: `pipeline/` (mode-neutral: incarnation, golden run, sweep
 bookkeeping) and `inprocess/` (the pyfakefs sandbox and its executors). The names they
-used to have here are re-exported below for callers of `faultsim.engine`."""
+used to have here are re-exported below for callers of `faultsim.inprocess.explore`."""
 from __future__ import annotations
 
 import os
@@ -12,25 +12,25 @@ from typing import Any, Callable, Iterable
 
 import freezegun.api as _real_time  # time.perf_counter is frozen in here; these are not
 
-from .agent import AgentEnv
-from .core.crashmodel import CRASH_MODELS, PAUSE
-from .errors import (AgentFailedCleanly, OverBudget, KillDidNotLand, NonDeterminismError,  # noqa: F401
+from ..agent import AgentEnv
+from ..core.crashmodel import CRASH_MODELS, PAUSE
+from ..errors import (AgentFailedCleanly, OverBudget, KillDidNotLand, NonDeterminismError,  # noqa: F401
                      StoreNeedsSubprocess, UsageError, WorkerDied)
-from .inprocess.counting import census, count_crash_states
-from .inprocess.forking import ForkAt, sweep_forking  # noqa: F401
-from .inprocess.pairs import sweep_pairs
-from .inprocess.probes import PROBE_VERSION, version_probe  # noqa: F401
-from .inprocess.replaying import sweep_replaying
-from .inprocess.sharding import state_owner
-from .inprocess.sandbox import SANDBOX, Explorer, KillAt, unwound_notes  # noqa: F401
-from .reports.interrupted import leaves
-from .killpoints import KillPoint
-from .pipeline.incarnation import Incarnation, IncarnationTimeout, world_signature  # noqa: F401
-from .settings.options import FIXED_TIMEOUT, ExploreOptions, select
-from .pipeline.sweep import (Earlier, Plan, ResumeResult, Sweep,  # noqa: F401
+from .counting import census, count_crash_states
+from .forking import ForkAt, sweep_forking  # noqa: F401
+from .pairs import sweep_pairs
+from .probes import PROBE_VERSION, version_probe  # noqa: F401
+from .replaying import sweep_replaying
+from .sharding import state_owner
+from .sandbox import SANDBOX, Explorer, KillAt, unwound_notes  # noqa: F401
+from ..reports.interrupted import leaves
+from ..killpoints import KillPoint
+from ..pipeline.incarnation import Incarnation, IncarnationTimeout, world_signature  # noqa: F401
+from ..settings.options import FIXED_TIMEOUT, ExploreOptions, select
+from ..pipeline.sweep import (Earlier, Plan, ResumeResult, Sweep,  # noqa: F401
                              bounded_cuts, largest_write, schedule_violations)
-from .reports.report import ModelRun, Report
-from .scenario import Scenario
+from ..reports.report import ModelRun, Report
+from ..scenario import Scenario
 
 
 def explore(make_agent: Callable[[AgentEnv], Any] | str, scenario: Scenario | str, *,
@@ -89,7 +89,7 @@ def explore(make_agent: Callable[[AgentEnv], Any] | str, scenario: Scenario | st
     `faultsim run --agent SPEC` runs it; `scenario` may be a Scenario or its file.
     """
     if isinstance(scenario, (str, os.PathLike)):
-        from .scenario import load_scenario
+        from ..scenario import load_scenario
 
         scenario = load_scenario(scenario)
     options = ExploreOptions(crash_model=crash_model, crashes=crashes, seed=seed,
@@ -99,7 +99,7 @@ def explore(make_agent: Callable[[AgentEnv], Any] | str, scenario: Scenario | st
                              coverage=coverage, per_class=per_class, horizon=horizon,
                              mode="auto" if isinstance(make_agent, str) else "in-process")
     if isinstance(make_agent, str):
-        from .backends import Agent, explore as explore_on_backend
+        from ..backends import Agent, explore as explore_on_backend
 
         return explore_on_backend(Agent(make_agent, name=agent_name), scenario, options,
                                   progress=progress, plan=plan)
@@ -115,10 +115,10 @@ def run(scenario: Scenario, options: ExploreOptions, *,
     mode `options` ask (the in-process mode runs `make_agent`, or the factory `spec` names;
     subprocess mode and the Claude Agent SDK backend need `spec`, which they import in
     processes of their own)."""
-    from .backends import Agent, explore as explore_on_backend
+    from ..backends import Agent, explore as explore_on_backend
 
     if spec is not None and spec.rstrip(":") == "langgraph":
-        from .settings.loading import langgraph_spec
+        from ..settings.loading import langgraph_spec
 
         spec = langgraph_spec(spec, scenario)  # the mode the scenario names
         agent_name = spec if agent_name in (None, "langgraph", "langgraph:") else agent_name
@@ -137,7 +137,7 @@ def explore_in_process(make_agent: Callable[[AgentEnv], Any], scenario: Scenario
     if PAUSE in options.models:  # its own stage, after the others (inprocess/pause.py)
         from dataclasses import replace
 
-        from .inprocess.pause import pause_run
+        from .pause import pause_run
 
         rest = tuple(m for m in options.models if m != PAUSE)
         report = explore_in_process(make_agent, scenario, replace(options, crash_model=rest),
@@ -261,7 +261,7 @@ def _search(make_agent, scenario, report: Report, name: str, options: ExploreOpt
             min_crashes: int, progress) -> None:
     """Schedules beyond the exhaustive sweep, searched with hypothesis, per crash model."""
     from .session import Session
-    from .schedule_search import search
+    from .search import search
 
     seed, timeout, max_crashes = options.seed, options.timeout, options.crashes
 
@@ -293,8 +293,8 @@ def _forecasts(counted, points: list[KillPoint], trace, models: list[str], *, on
     first, narrowed as the run is (`only`: `--kill-point`; `horizon`: --horizon). A pair
     stage is not forecast. `known`: the run's own `classes.Coverage`, not classed again (a
     pass over every kill point's events)."""
-    from .core.classes import PER_CLASS, cover
-    from .pipeline.forecast import estimate
+    from ..core.classes import PER_CLASS, cover
+    from ..pipeline.forecast import estimate
 
     if not clean_seconds:
         return ()
@@ -314,7 +314,7 @@ def within_budget(where: Any, forecasts: tuple, budget: float, workers: int) -> 
     """Stop before any crash run (OverBudget, exit 2) when the run's own forecast is over
     `budget` wall seconds, naming the coverage that fits; never a silent switch. Wall time
     is the forecast CPU over the crash runs that go at once (`workers`, at most the cores)."""
-    from .pipeline.forecast import duration
+    from ..pipeline.forecast import duration
 
     if not forecasts:
         return
