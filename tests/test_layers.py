@@ -318,3 +318,10 @@ def test_killpoints_names_no_adapter():
     text = MODULES["faultsim.killpoints"].read_text()
     assert not re.findall(r"mark\.(?!checkpoint\.|tool\.|run\.)[a-z]+\.", text)
     assert "adapters." not in text and "adapters import" not in text
+
+
+def test_the_in_process_orchestrator_stays_thin():
+    # inprocess/explore.py (once engine.py) says what happens in which order and hands
+    # each stage to a module of its own; the stages' work does not grow back into it
+    lines = MODULES["faultsim.inprocess.explore"].read_text().count("\n")
+    assert lines <= 400, f"inprocess/explore.py has {lines} lines"

@@ -12,15 +12,13 @@ For agents that build their own client and cannot be handed one: LangChain's
 from __future__ import annotations
 
 import os
-import sys
 import threading
 from contextlib import contextmanager
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TYPE_CHECKING, Iterator
 
 import httpx2
 
-from ..interpose.netguard import serving, stopped
+from ..interpose.loopback import Handler as LoopbackHandler, LoopbackServer
 from .fake import FAKE_API_KEY
 
 if TYPE_CHECKING:
@@ -28,42 +26,6 @@ if TYPE_CHECKING:
 
 _HOP_BY_HOP = {"connection", "keep-alive", "transfer-encoding", "content-length",
                "content-encoding"}
-
-
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-
-    def handle_error(self, request, client_address) -> None:  # type: ignore[no-untyped-def]
-        # a client killed mid-request (faultsim's own SIGKILL) resets its connection: the
-        # crash being tested, not an error of the server to print
-        if not isinstance(sys.exc_info()[1], (ConnectionResetError, BrokenPipeError)):
-            super().handle_error(request, client_address)
-
-
-class LoopbackServer:
-    """An HTTP server faultsim itself runs on 127.0.0.1 (a free port), from a daemon thread;
-    the network guard lets connections to it through from start() to close()."""
-
-    def __init__(self, handler: type[BaseHTTPRequestHandler], name: str) -> None:
-        self.server = _Server(("127.0.0.1", 0), handler)
-        # a short poll: close() waits for the server loop to see the shutdown
-        self._thread = threading.Thread(target=self.server.serve_forever, args=(0.05,),
-                                        name=name, daemon=True)
-
-    @property
-    def base_url(self) -> str:
-        host, port = self.server.server_address[:2]
-        return f"http://{host}:{port}"
-
-    def start(self) -> None:
-        self._thread.start()
-        serving(*self.server.server_address[:2])  # the network guard lets the agent in
-
-    def close(self) -> None:
-        stopped(*self.server.server_address[:2])
-        self.server.shutdown()
-        self.server.server_close()
-        self._thread.join(timeout=5)
 
 
 class ModelEndpoint:
@@ -92,15 +54,10 @@ class ModelEndpoint:
     def close(self) -> None:
         self._http.close()
 
-    def _handler(self) -> type[BaseHTTPRequestHandler]:
+    def _handler(self) -> type[LoopbackHandler]:
         endpoint = self
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, format: str, *args: object) -> None:
-                pass  # the fake keeps its own log (FakeClaude.requests)
-
+        class Handler(LoopbackHandler):  # the fake keeps its own log (FakeClaude.requests)
             def _answer(self) -> None:
                 length = int(self.headers.get("content-length") or 0)
                 body = self.rfile.read(length) if length else b""

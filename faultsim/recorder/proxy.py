@@ -15,17 +15,15 @@ does), never a header: the API key passes through and is not stored.
 from __future__ import annotations
 
 import json
-import socket
 import threading
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler
 from typing import Any
 from urllib.parse import urlsplit
 
 import httpx2
 
 from ..errors import UsageError
-from ..model.endpoint import LoopbackServer
+from ..interpose.loopback import Handler as LoopbackHandler, LoopbackServer
 
 _HOP_BY_HOP = {"connection", "keep-alive", "proxy-authenticate", "proxy-authorization",
                "te", "trailer", "transfer-encoding", "upgrade", "host", "content-length",
@@ -69,9 +67,6 @@ class RecordingProxy:
         self.upstream, self.upstream_host, self.upstream_port = upstream_url(upstream)
         self.exchanges: list[Exchange] = []
         self._lock = threading.Lock()
-        # the connections being served, by their threads: a client's keep-alive connection
-        # would hold its thread in a read after close() otherwise
-        self._open: dict[threading.Thread, socket.socket] = {}
         self._client = httpx2.Client(timeout=timeout, follow_redirects=False)
         self._http = LoopbackServer(self._handler(), "faultsim-recording-proxy")
 
@@ -86,21 +81,12 @@ class RecordingProxy:
     def close(self) -> None:
         """Stop serving, end every open connection and wait for the threads serving them."""
         self._http.close()
-        with self._lock:
-            still = dict(self._open)
-        for thread, connection in still.items():
-            try:
-                connection.shutdown(socket.SHUT_RDWR)  # its read returns: the thread ends
-            except OSError:
-                pass
-            thread.join(timeout=5)
         self._client.close()
 
     @property
     def threads(self) -> list[threading.Thread]:
         """The threads serving connections now (none after close())."""
-        with self._lock:
-            return list(self._open)
+        return self._http.threads
 
     def __enter__(self) -> "RecordingProxy":
         return self.start()
@@ -118,25 +104,10 @@ class RecordingProxy:
             self.exchanges.append(exchange)
         return exchange
 
-    def _handler(self) -> type[BaseHTTPRequestHandler]:
+    def _handler(self) -> type[LoopbackHandler]:
         proxy = self
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, format: str, *args: object) -> None:
-                pass  # the exchanges are the log
-
-            def setup(self) -> None:
-                super().setup()
-                with proxy._lock:
-                    proxy._open[threading.current_thread()] = self.connection
-
-            def finish(self) -> None:
-                with proxy._lock:
-                    proxy._open.pop(threading.current_thread(), None)
-                super().finish()
-
+        class Handler(LoopbackHandler):  # the exchanges are the log
             def _forward(self) -> None:
                 length = int(self.headers.get("content-length") or 0)
                 body = self.rfile.read(length) if length else b""

@@ -48,16 +48,14 @@ from __future__ import annotations
 import json
 import re
 import shlex
-import socket
 import sys
 import threading
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 from urllib.parse import quote, unquote, urlsplit
 
-from ..model.endpoint import LoopbackServer
+from ..interpose.loopback import Handler as LoopbackHandler, LoopbackServer
 from ..core.trace import Killed, WorldSealed
 from . import mcp_tools
 from .services import IdempotencyConflict, ServiceError
@@ -161,10 +159,6 @@ class ServiceWire:
         # one call at a time, hooks included: the ledger's order is the calls' order
         self.lock = threading.Lock()
         self._http = LoopbackServer(self._handler(), "faultsim-service-wire")
-        # open connections and the threads serving them: a client's keep-alive connection
-        # holds its thread in a read, which close() must end (it leaves no thread)
-        self._open: dict[threading.Thread, Any] = {}
-        self._open_lock = threading.Lock()
         self.tools = mcp_tools.Tools(world, names)
 
     @property
@@ -213,16 +207,7 @@ class ServiceWire:
         return self
 
     def close(self) -> None:
-        self._http.close()  # no new connection from here on
-        with self._open_lock:
-            open_now = dict(self._open)
-        for connection in open_now.values():
-            try:
-                connection.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass  # already closed by the client
-        for thread in open_now:
-            thread.join(timeout=5)
+        self._http.close()  # and every open connection, waited for
 
     def __enter__(self) -> "ServiceWire":
         return self
@@ -238,27 +223,10 @@ class ServiceWire:
         self.calls[service] += 1
         return self.calls[service]
 
-    def _handler(self) -> type[BaseHTTPRequestHandler]:
+    def _handler(self) -> type[LoopbackHandler]:
         wire = self
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, format: str, *args: object) -> None:
-                pass  # the ledger is the log
-
-            def setup(self) -> None:
-                super().setup()
-                with wire._open_lock:
-                    wire._open[threading.current_thread()] = self.connection
-
-            def finish(self) -> None:
-                try:
-                    super().finish()
-                finally:
-                    with wire._open_lock:
-                        wire._open.pop(threading.current_thread(), None)
-
+        class Handler(LoopbackHandler):  # the ledger is the log
             def _body(self) -> bytes:
                 if self.headers.get("transfer-encoding", "").lower() == "chunked":
                     data = b""
