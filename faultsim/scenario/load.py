@@ -23,7 +23,7 @@ from ..interpose.netguard import parse_allowed
 from ..model import ApiFault, Script, ToolCall, Turn
 from ..model.script import FAULT_KINDS, ON_ERROR
 from ..world import RECEIVER_KINDS, parse_instant
-from .model import (CRASH_MODEL_NAMES, LANGGRAPH_METHODS, LANGGRAPH_MODES, MAIN_TAG,
+from .types import (CRASH_MODEL_NAMES, LANGGRAPH_METHODS, LANGGRAPH_MODES, MAIN_TAG,
                     STORE_KINDS, FaultProfile, LangGraphSpec, Problem, Scenario, ScenarioError,
                     ServiceSpec, StoreSpec)
 from .rules import (ALLOW_EXPECTED, GLOB_EXPECTED, checkpoint_declared, checkpoint_glob,

@@ -12,7 +12,7 @@ from typing import Any, Iterator
 from ..model.script import ON_ERROR
 from ..interpose.netguard import parse_allowed
 from ..world import RECEIVER_KINDS
-from .model import MAIN_TAG, Problem
+from .types import MAIN_TAG, Problem
 
 SERVICE_WITH_RECORDS = ("queryable", "readonly")
 ALLOW_EXPECTED = "\"HOST:PORT\", e.g. \"127.0.0.1:6379\""

@@ -26,7 +26,7 @@ from typing import Any, Iterable
 from ..world import parse_instant
 from .load import (MOVED_FAULTS, SECTIONS, Field, parse_duration, parse_scenario,
                    toml_error_line)
-from .model import MAIN_TAG, Problem, ScenarioError
+from .types import MAIN_TAG, Problem, ScenarioError
 from .rules import (checkpoint_declared, checkpoint_glob, distinct_tasks, ends_with_final,
                     fault_position, fault_script, final_is_last, langgraph_graph,
                     sandbox_allow, service_records, subagent_name, turn_reactions, turn_shape)

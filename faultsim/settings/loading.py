@@ -95,7 +95,7 @@ def bound_name(factory: Any) -> str | None:
 
 
 LANGGRAPH = "langgraph:"  # agent spec langgraph:MODE: the scenario's [langgraph] graph
-from ..scenario.model import LANGGRAPH_MODES  # noqa: E402  LangGraph's durability modes
+from ..scenario.types import LANGGRAPH_MODES  # noqa: E402  LangGraph's durability modes
 # agent spec claude-agent-sdk:FILE.py:ATTR: a Claude Agent SDK agent's coroutine, explored
 # by faultsim.adapters.claude_agent_sdk on its own processes
 CLAUDE_AGENT_SDK = "claude-agent-sdk:"

@@ -48,7 +48,7 @@ from ...agent import AgentEnv, Outcome
 from ...effects import Effect, act, transparent
 from ...killpoints import register_phases
 from ...settings.loading import LANGGRAPH_MODES
-from ...scenario.model import LANGGRAPH_METHODS
+from ...scenario.types import LANGGRAPH_METHODS
 
 try:
     from langchain_anthropic import ChatAnthropic
