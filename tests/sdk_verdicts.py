@@ -17,7 +17,7 @@ import anthropic  # noqa: E402
 
 from faultsim import load_scenario  # noqa: E402
 from faultsim.inprocess.explore import explore  # noqa: E402
-from faultsim.reports.report import states  # noqa: E402
+from faultsim.reports.text import states  # noqa: E402
 
 import reference_agent  # noqa: E402
 from reference_agent.mutants import save_b_only  # noqa: E402

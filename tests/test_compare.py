@@ -191,7 +191,7 @@ def test_abridge_keeps_roles_block_types_and_the_ends_of_a_long_conversation():
 def test_a_resumed_request_like_the_clean_one_is_said_to_be_the_same():
     from types import SimpleNamespace
 
-    from faultsim.reports.report import _first_request_lines, first_request
+    from faultsim.reports.text import _first_request_lines, first_request
 
     sent = ("user: text 'go'", "assistant: tool_use look", "user: tool_result 'ok'")
     verdict = SimpleNamespace(resume=SimpleNamespace(first=(2, "main", 1, "turn 2", sent)),

@@ -15,7 +15,7 @@ from conftest import DATA
 from faultsim.cli import main
 from faultsim.inprocess.explore import explore
 from faultsim.inprocess import convergence
-from faultsim.reports.report import coverage_lines
+from faultsim.reports.text import coverage_lines
 
 TINY = str(DATA / "tiny.toml")
 # invariants judged on the files a run ends with: under a horizon they are the clean

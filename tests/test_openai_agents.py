@@ -30,7 +30,7 @@ from faultsim.adapters.openai_agents import (FakeClaudeModel, _Inline,  # noqa: 
                                              _seeded_ids, agent_factory, sqlite_session)
 from faultsim.inprocess.sandbox import Explorer  # noqa: E402
 from faultsim.killpoints import categories, kill_points  # noqa: E402
-from faultsim.reports.report import states  # noqa: E402
+from faultsim.reports.text import states  # noqa: E402
 from faultsim.pipeline.runner import ScenarioRun  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -310,7 +310,7 @@ def test_a_crash_in_either_user_turn_resumes_to_the_last_answer():
                               agent_name="pydantic_followup_agent:make_agent")
     [run] = report.runs
     assert len(run.verdicts) == len(run.explored) >= 100  # every kill landed
-    from faultsim.reports.report import states
+    from faultsim.reports.text import states
     turns = {ident.split(" turn ")[1].split()[0] for ident, *_ in states(run)
              if " turn " in ident}
     assert {"0", "1", "2", "3"} <= turns  # the payment's turns and the follow-up's

@@ -18,7 +18,6 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 import faultsim  # noqa: E402
-from faultsim.real.explore import explore_subprocess  # noqa: E402
 
 import approval_agent  # noqa: E402
 
@@ -43,8 +42,9 @@ INVARIANTS = ("effects_exactly_once", "one_step_repeated_per_crash", "completes_
 def explore(spec: str, scenario_file: str):
     scenario = faultsim.load_scenario(HERE / scenario_file)
     module, name = spec.split(":")
-    if scenario.store.needs_subprocess:
-        return explore_subprocess(f"{HERE / module}.py:{name}", scenario, agent_name=spec)
+    if scenario.store.needs_subprocess:  # a spec: it runs on the backend its store needs
+        return faultsim.explore(f"{HERE / module}.py:{name}", scenario, agent_name=spec,
+                                workers=1)
     return faultsim.explore(getattr(approval_agent, name), scenario, agent_name=spec)
 
 

@@ -9,8 +9,8 @@ import os
 from pathlib import Path
 
 from .counts import failing_in_words
-from .report import (RULES, SEVERITY, TABLE_HEAD, ModelRun, Report, Verdict, coverage_lines,
-                     shard_lines)
+from .report import RULES, SEVERITY, ModelRun, Report, Verdict
+from .text import TABLE_HEAD, coverage_lines, shard_lines
 
 
 def escape_data(text: str) -> str:
@@ -104,7 +104,7 @@ def summary_markdown(report: Report, html: str | None = None) -> str:
                                 f"{len(failed)} of {len(report.runs)} runs with violations"),
              "", *([html_link(html), ""] if html else [])]
     if report.runs or not report.refused:
-        # the text table's columns (report.TABLE_HEAD, faultsim.reports.counts)
+        # the text table's columns (text.TABLE_HEAD, faultsim.reports.counts)
         lines += ["| " + " | ".join(TABLE_HEAD) + " |",
                   "|---|---|" + "--:|" * (len(TABLE_HEAD) - 2)]
     for run, (name, model, points, passed, failed_, deeper, _) in zip(report.runs,

@@ -53,7 +53,7 @@ class StateDiff:
     b: str | None
     a_id: str | None  # the kill point id (or ids, for a schedule) on each side
     b_id: str | None
-    a_how: str = ""  # a failing verdict in words (report.states), "" where not known
+    a_how: str = ""  # a failing verdict in words (text.states), "" where not known
     b_how: str = ""
     # the other side's identity, where this state was aligned with it by kind of cut
     aligned_with: str | None = None

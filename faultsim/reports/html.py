@@ -114,7 +114,7 @@ def coverage_lines(run: dict[str, Any]) -> list[str]:
     its JSON (so a page of an older report says it too). A page must not let a
     representative pass read as an exhaustive one."""
     from ..core.classes import line_of
-    from .report import horizon_line_of
+    from .text import horizon_line_of
 
     lines = []
     try:

@@ -164,7 +164,7 @@ function cmd(text) {
   return '<div class="cmd"><code>' + esc(text) + "</code>" + copyButton(text) + "</div>";
 }
 
-// the text report's table (report.TABLE_HEAD: the counts of faultsim.reports.counts.TABLE), and
+// the text report's table (text.TABLE_HEAD: the counts of faultsim.reports.counts.TABLE), and
 // where each failing run's first counterexample is
 function summaryTable() {
   var h = '<table class="summary"><tr><th>scenario</th><th>crash model</th>' +

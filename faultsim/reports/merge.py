@@ -326,7 +326,7 @@ class _Run:
         return line_of(self.json.get("coverage"))  # as a report.ModelRun says it
 
     def horizon_line(self) -> str | None:
-        from .report import horizon_line_of
+        from .text import horizon_line_of
 
         return horizon_line_of(self.json.get("horizon"), self.json["crash_states_resumed"])
 
