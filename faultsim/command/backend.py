@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from ..backends import Agent, Survey, refuse_settings, unclassed_refusal
+from ..crashmodel import PAUSE
 from ..options import in_shard
 from ..report import Report
 
@@ -48,6 +49,9 @@ class Command:
             refused = unclassed_refusal(options, scenario, "an agent run as a command")
             if refused:
                 return refused
+            refused = pause_refusal(options)
+            if refused:
+                return refused
         from .syscalls import strace_unavailable
 
         why = strace_unavailable()
@@ -66,16 +70,27 @@ class Command:
         if progress is not None:
             say = lambda line: print(f"  {scenario.id} {line}",  # noqa: E731
                                      file=sys.stderr, flush=True)
-        found = explore(agent.spec, scenario, crash_models=options.crash_model
-                        or tuple(scenario.profile.crash_models), only=keep,
-                        timeout=options.timeout, seed=options.seed, progress=say,
-                        agent=agent.label, probe=options.only is None and (
-                            options.shard is None or options.shard[0] == 1),
-                        crashes=options.crashes or 1)
-        runs = list(found.runs.values())
-        if runs:
-            runs[-1].notes.append(kills_line(found))
-        return found.report()
+        models = tuple(options.crash_model or scenario.profile.crash_models)
+        rest = tuple(m for m in models if m != PAUSE)
+        report = Report()
+        if rest:
+            found = explore(agent.spec, scenario, crash_models=rest, only=keep,
+                            timeout=options.timeout, seed=options.seed, progress=say,
+                            agent=agent.label, probe=options.only is None and (
+                                options.shard is None or options.shard[0] == 1),
+                            crashes=options.crashes or 1)
+            runs = list(found.runs.values())
+            if runs:
+                runs[-1].notes.append(kills_line(found))
+            report = found.report()
+        if PAUSE in models:  # its own stage, after the others (command/pause.py)
+            from .pause import pause_run
+
+            run, _found = pause_run(agent.spec, scenario, only=options.only,
+                                    timeout=options.timeout, seed=options.seed,
+                                    agent=agent.label, progress=say)
+            report.runs.append(run)
+        return report
 
     def survey(self, agent: Agent, scenario: Any, *,
                timeout: float | str | None = 30.0) -> Survey:
@@ -108,6 +123,11 @@ class Command:
         from ..schedule import ScheduleResult
         from .pairs import explore
 
+        if token.crash_model == PAUSE:  # one pause schedule: its point and its wake
+            from .pause import replay_pause
+
+            return replay_pause(token, agent.spec if agent is not None and agent.spec
+                                else token.agent, timeout)
         if len(token.steps) > 2:
             raise UsageError("a token of an agent run as a command names one or two "
                              "crashes; schedules of more are not explored for it")
@@ -130,6 +150,20 @@ class Command:
             raise UsageError(f"k{last.index}: the replay left no crash state "
                              f"{last.order + 1} where the token names one")
         return ScheduleResult(chosen[0], run)
+
+
+def pause_refusal(options: Any) -> str | None:
+    """What the pause model of a command does not do yet, in one line (issue 55)."""
+    models = options.crash_model or ()
+    if PAUSE not in (models if not isinstance(models, str) else (models,)):
+        return None
+    if (options.crashes or 1) > 1:
+        return (f"--crashes {options.crashes}: the pause model pauses one incarnation per "
+                "schedule (give --crashes 1)")
+    if options.shard is not None:
+        return ("--shard: the pause model of an agent run as a command runs every schedule "
+                "in one run (drop --shard)")
+    return None
 
 
 def kills_line(found: Any) -> str:
