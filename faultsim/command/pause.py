@@ -51,7 +51,7 @@ from ..trace import Event, Tracer
 from ..tree import Files, read_tree, regular, under, write_tree
 from ..world import World
 from .control import _WORLD, Controller, Door
-from .disk import DiskModel
+from .disk import DiskModel, _Fd
 from .launch import Jailed, environment, kill_group, outcome, start
 from .syscalls import Hold, command_line
 
@@ -319,9 +319,27 @@ class Live:
                 f"{len(self.events) - self.events_at_stop} of its events were traced after "
                 "it was proven stopped")
         self._held.clear()
+        self.refresh()
         self.baton.running = self
         continue_groups([self.process.pid])
         self._go.set()
+
+    def refresh(self) -> None:
+        """Its model of the workdir is what its own traced calls left: while it was held
+        the other incarnation changed the disk. At its wake (the other stopped or ended)
+        the disk is what it will see: the model is rebuilt from it, its open
+        descriptors kept (on the same path, else on their old bytes: an unlinked temp
+        file), so its next calls are read against the files it meets."""
+        old = self.controller.model
+        new = DiskModel.of(old.root, read_tree(self.base / "sandbox" / "work"))
+        new.cwd = old.cwd
+        for key, fd in old._fds.items():
+            path = old._path_of(fd.ino)
+            ino = new._lookup(path) if path is not None else None
+            if ino is None or ino in new.names:
+                ino = new._new_file(bytes(old.data.get(fd.ino, b"")))
+            new._fds[key] = _Fd(ino, fd.pos, fd.append)
+        self.controller.model = new
 
     def _ended(self) -> None:
         if self.ended:
