@@ -30,6 +30,7 @@ proven gone (`Live.close`): no stopped process is left behind.
 """
 from __future__ import annotations
 
+import dataclasses
 import subprocess
 import threading
 import time
@@ -50,12 +51,13 @@ from ..scenario import Scenario
 from ..trace import Event, Tracer
 from ..tree import Files, read_tree, regular, under, write_tree
 from ..world import World
-from .control import _WORLD, Controller, Door
-from .disk import DiskModel, _Fd
+from .control import Controller, Door
+from .disk import DiskModel
 from .launch import Jailed, environment, kill_group, outcome, start
 from .syscalls import Hold, command_line
 
 STOP_SECONDS = 10.0  # how long a group may take to show every process stopped
+WORLD_EVENTS = ("model.response", "model.stream")  # held in place, as control.py kills
 
 
 class Baton:
@@ -92,7 +94,7 @@ class PauseController(Controller):
         if self.target is None or len(self.tracer.events) != self.target:
             return False
         last = self.tracer.events[-1] if self.tracer.events else None
-        if last is not None and (last.kind in _WORLD or last.kind.startswith("effect.")):
+        if last is not None and (last.kind in WORLD_EVENTS or last.kind.startswith("effect.")):
             return False  # held at the world's event already, or at its answer
         self.target, self.pending = None, where
         return False
@@ -135,7 +137,7 @@ class PauseController(Controller):
                 return
             if kind.startswith("effect."):
                 self.target, self._after_effect = None, True  # held at that call's answer
-            elif kind in _WORLD:
+            elif kind in WORLD_EVENTS:
                 self.target = None
                 self.pending = f"after {kind} (not yet sent to the agent)"
         # the listener that called this is inside the fake's or the service's handler:
@@ -260,9 +262,9 @@ class Live:
             wire = self.services(self.world, self.scenario, hook=controller.service)
             self._closers.append(wire.close)
             env.update(wire.env)
-        from .incarnation import _addresses
+        from .incarnation import addresses
 
-        jailed = Jailed.build(self.base, _addresses(list(env.values())))
+        jailed = Jailed.build(self.base, addresses(list(env.values())))
         self._closers.append(jailed.close)
         self.jail_why = jailed.jail.why
         self.log.touch()
@@ -340,7 +342,7 @@ class Live:
             ino = new._lookup(path) if path is not None else None
             if ino is None or ino in new.names:
                 ino = new._new_file(bytes(old.data.get(fd.ino, b"")))
-            new._fds[key] = _Fd(ino, fd.pos, fd.append)
+            new._fds[key] = dataclasses.replace(fd, ino=ino)
         self.controller.model = new
 
     def _ended(self) -> None:
