@@ -386,9 +386,11 @@ def pause_run(make_agent: Callable, scenario: Any, options: Any, name: str,
     when `--crash-model pause` is asked): every pause schedule of the clean run's boundary
     kill points (`explore_pause`), one verdict each. Every schedule runs in full: no
     verdict is shared between schedules, no run is cut short; `--kill-point` narrows it to
-    that point's schedules, `--shard` and `--coverage` do not (what remains: issue 55)."""
+    that point's schedules, `--coverage representative` to the pause points of the kill
+    points it covers, `--shard i/n` to the pause points of its share of those."""
     import freezegun.api as real_time
 
+    from ..options import select
     from ..report import ModelRun
 
     started = real_time.real_perf_counter()
@@ -398,13 +400,21 @@ def pause_run(make_agent: Callable, scenario: Any, options: Any, name: str,
         golden = ex.golden()
         points = golden.kill_points()
         only = getattr(options, "only", None)  # --kill-point: the schedules of that point
-        chosen = [p for p in points if only is None or only(p)]
+        # --coverage and --shard choose pause points as they choose kill points (the
+        # process sweep's `select`): no verdict is shared between schedules and each
+        # schedule's run depends on its point and wake alone, so a shard's schedules are
+        # exactly the whole run's at its points, and the shards' union is the whole run
+        # (test_pause.py compares them)
+        coverage = options.cover(points, golden.trace)
+        chosen = select(points, only, getattr(options, "shard", None), coverage)
         said = (lambda line: progress(0, 1, stage=f"pause: {line}")) \
             if progress is not None else None
         judged = explore_pause(ex, golden, chosen, said)
         run = ModelRun(scenario=scenario, agent=name, crash_model=PAUSE, kill_points=points,
                        explored=pause_points(chosen), seed=options.seed, crashes=1,
-                       timeout=options.timeout, timeout_seconds=ex.timeout)
+                       timeout=options.timeout, timeout_seconds=ex.timeout,
+                       shard=getattr(options, "shard", None), shard_by="kill point",
+                       coverage=coverage)
         for r, violations in judged:
             run.verdicts.append(_verdict(r, violations, golden))
             run.judged += 1
