@@ -220,3 +220,16 @@ def test_a_stop_that_did_not_land_is_an_error_and_leaves_nothing(monkeypatch):
             driver.run(point, Wake("request"))
     assert seen and not any(group_alive(pid) for pid in seen)
     assert not _ours_stopped()
+
+
+def test_same_schedules_same_verdicts_as_a_command(explored):
+    """Determinism: a pause point's schedules run again give the same verdicts, word for
+    word (both traces side by side included), as the whole run gave them."""
+    run = explored["naive"]
+    point = next(v.kill_point.id for v in run.verdicts
+                 if any(x.invariant == "checkpoint_not_rolled_back" for x in v.violations))
+    (again,) = faultsim.explore(NAIVE, str(SCENARIO), crash_model="pause",
+                                only=lambda p: p.id == point).runs
+    shown = lambda r: [(v.kill_point.id, v.order, [x.explanation for x in v.violations])  # noqa: E731
+                       for v in r.verdicts if v.kill_point.id == point]
+    assert shown(again) and shown(again) == shown(run)
