@@ -233,3 +233,31 @@ def test_same_schedules_same_verdicts_as_a_command(explored):
     shown = lambda r: [(v.kill_point.id, v.order, [x.explanation for x in v.violations])  # noqa: E731
                        for v in r.verdicts if v.kill_point.id == point]
     assert shown(again) and shown(again) == shown(run)
+
+
+def test_a_stop_that_came_late_is_an_error_and_a_retry_holds_longer(monkeypatch):
+    """The second half of the stop's proof: a stop that came after the held call's window
+    (strace holds the call at its entry for 0.3 s) lets the call return, and the trace
+    moved while 'stopped' (or the run ended): an error, never a pass. `attempt` runs the
+    schedule once more holding three times as long, which a 0.5 s delay then fits."""
+    import time as _time
+
+    import faultsim.command.pause as pause
+    from faultsim.command.sweep import hold_for
+    from faultsim.errors import KillDidNotLand
+
+    scenario = load_scenario(SCENARIO)
+    argv = split(NAIVE)
+    real_stop = pause.stop_groups
+    with tempfile.TemporaryDirectory() as tmp:
+        golden, clean = clean_runs(argv, scenario, Path(tmp), services=default_services())
+        point = next(p for p in kill_points(golden) if 0 < p.index < len(golden.trace)
+                     and hold_for(p, clean[0], clean[0].calls) is not None)
+        driver = Driver(argv, scenario, Path(tmp), clean[0], 30.0, "0", default_services())
+        late = lambda pgids, timeout=10.0: (_time.sleep(0.5), real_stop(pgids, timeout))[1]  # noqa: E731
+        monkeypatch.setattr(pause, "stop_groups", late)
+        with pytest.raises(KillDidNotLand, match="came late|did not land"):
+            driver.run(point, Wake("end"))
+        run = driver.attempt(point, Wake("end"))
+    assert run.paused.stopped and run.paused.events_at_stop == point.index
+    assert run.left == 0 and not _ours_stopped()

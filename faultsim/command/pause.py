@@ -207,6 +207,7 @@ class Live:
     who: str | None = None  # whose saves `Saves` watches: "new", "woken", None (not yet)
     result: Incarnation = field(default_factory=Incarnation)
     events: list[Event] = field(default_factory=list)
+    reached: bool = False  # it met its hold (the stop may have failed, or come late)
     held: bool = False  # it met its hold and its group was proven stopped
     stopped: bool = False
     where: str = ""
@@ -279,7 +280,7 @@ class Live:
     def hold(self, where: str) -> None:
         """In the thread that met the hold: SIGSTOP the group, prove it stopped, hand the
         baton back and wait for the wake."""
-        self.where = where
+        self.where, self.reached = where, True
         assert self.process is not None
         self.stopped = stop_groups([self.process.pid], STOP_SECONDS)
         self.states = _states(self.process.pid)  # what /proc showed once stopped
@@ -433,14 +434,14 @@ class Driver:
     services: Any
     ends: dict = field(default_factory=dict)  # point index -> the `end` schedule's run
 
-    def run(self, point: KillPoint, wake: Wake) -> PauseRun:
+    def run(self, point: KillPoint, wake: Wake, slack: float = 1.0) -> PauseRun:
         from .sweep import hold_for
 
         world = self.scenario.build_world()
         baton, saves = Baton(), Saves(self.scenario)
         paused = Live("paused", self.argv, self.scenario, world, self.base, baton,
                       self.seed, self.services, target=point.index,
-                      hold_call=hold_for(point, self.first, self.first.calls))
+                      hold_call=_longer(hold_for(point, self.first, self.first.calls), slack))
         target, hold, first_request = None, None, False
         if wake.kind == "request":
             first_request = True
@@ -449,7 +450,8 @@ class Driver:
             if wake.n <= len(end.saves):
                 t = end.saves[wake.n - 1]
                 target = t
-                hold = hold_for(KillPoint(t, None, "", "", ""), end.new, end.new.calls)
+                hold = _longer(hold_for(KillPoint(t, None, "", "", ""), end.new,
+                                        end.new.calls), slack)
         new = Live("new", self.argv, self.scenario, world, self.base, baton, self.seed,
                    self.services, target=target, hold_call=hold,
                    first_request=first_request, who="new")
@@ -457,6 +459,9 @@ class Driver:
         try:
             paused.start(saves, fresh=True)
             got = paused.wait(self.limit)
+            if got != "held" and paused.reached:
+                raise KillDidNotLand(f"{point.id}: the SIGSTOP {paused.where} came late: the "
+                                     f"incarnation {got} before its group stopped")
             if got != "held":
                 if got == "timeout":
                     raise KillDidNotLand(f"{point.id} never came: the first incarnation ran "
@@ -472,6 +477,9 @@ class Driver:
                 world.clock.advance(self.scenario.profile.downtime)
             new.start(saves, fresh=False)
             got = new.wait(self.limit)
+            if got != "held" and new.reached:
+                raise KillDidNotLand(f"the new incarnation's hold {new.where} came late: it "
+                                     f"{got} before its group stopped")
             woke = got == "held" or wake.kind == "end"
             if got == "held" and not new.stopped:
                 raise KillDidNotLand(f"the new incarnation's hold {new.where} did not land: "
@@ -506,15 +514,20 @@ class Driver:
 
     def attempt(self, point: KillPoint, wake: Wake) -> PauseRun:
         """`run`, once more when its stop did not land (a held call's window missed on a
-        loaded machine): the schedule is the same run, so a second try judges the same
-        thing; a second failure is raised, naming both."""
+        loaded machine), holding calls three times as long: the schedule is the same run,
+        so a second try judges the same thing; a second failure is raised, naming both."""
         try:
             return self.run(point, wake)
         except KillDidNotLand as first:
             try:
-                return self.run(point, wake)
+                return self.run(point, wake, slack=3.0)
             except KillDidNotLand as again:
                 raise KillDidNotLand(f"{again} (and before: {first})") from None
+
+
+def _longer(hold: Hold | None, slack: float) -> Hold | None:
+    return hold if hold is None or slack == 1.0 else \
+        dataclasses.replace(hold, seconds=hold.seconds * slack)
 
 
 @dataclass
