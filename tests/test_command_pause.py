@@ -190,11 +190,25 @@ def test_subprocess_mode_refuses_pause_in_one_line():
     assert refused == text
 
 
-@pytest.mark.parametrize("extra, flag", [({"crashes": 2}, "--crashes 2"),
-                                          ({"shard": (1, 2)}, "--shard")])
-def test_a_command_refuses_what_its_pause_does_not_do(extra, flag):
-    with pytest.raises(UsageError, match=flag):
-        faultsim.explore(NAIVE, str(SCENARIO), crash_model="pause", **extra)
+def test_a_command_refuses_what_its_pause_does_not_do():
+    with pytest.raises(UsageError, match="--crashes 2"):
+        faultsim.explore(NAIVE, str(SCENARIO), crash_model="pause", crashes=2)
+
+
+def test_a_commands_shards_add_up_to_its_whole_pause_run(explored):
+    """Shard i/n runs the schedules of its share of the kill points (by index, as the
+    command's process sweep); schedules share nothing, so the two shards' verdicts are
+    the whole run's, schedule by schedule."""
+    whole = explored["naive"]
+    key = lambda r: sorted((v.kill_point.id, v.order, tuple(sorted(  # noqa: E731
+        x.invariant for x in v.violations))) for v in r.verdicts)
+    parts = [faultsim.explore(NAIVE, str(SCENARIO), crash_model="pause",
+                              shard=(i, 2)).runs[0] for i in (1, 2)]
+    assert all(p.verdicts for p in parts)
+    assert sorted(key(parts[0]) + key(parts[1])) == key(whole)
+    assert all(p.to_json()["shard"] == {"index": i, "of": 2, "by": "kill point"}
+               for i, p in zip((1, 2), parts))
+    assert not _ours_stopped()
 
 
 def test_a_stop_that_did_not_land_is_an_error_and_leaves_nothing(monkeypatch):

@@ -86,9 +86,13 @@ class Command:
         if PAUSE in models:  # its own stage, after the others (command/pause.py)
             from .pause import pause_run
 
-            run, _found = pause_run(agent.spec, scenario, only=options.only,
+            # `keep`: --kill-point and the shard's kill points (by index, as the process
+            # sweep's): schedules share nothing, so the shards' add up to the whole run's
+            run, _found = pause_run(agent.spec, scenario, only=keep,
                                     timeout=options.timeout, seed=options.seed,
                                     agent=agent.label, progress=say)
+            run.shard = options.shard
+            run.shard_by = "kill point"
             report.runs.append(run)
         return report
 
@@ -160,9 +164,6 @@ def pause_refusal(options: Any) -> str | None:
     if (options.crashes or 1) > 1:
         return (f"--crashes {options.crashes}: the pause model pauses one incarnation per "
                 "schedule (give --crashes 1)")
-    if options.shard is not None:
-        return ("--shard: the pause model of an agent run as a command runs every schedule "
-                "in one run (drop --shard)")
     return None
 
 
