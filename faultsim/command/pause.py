@@ -480,6 +480,11 @@ class Driver:
             if got != "held" and new.reached:
                 raise KillDidNotLand(f"the new incarnation's hold {new.where} came late: it "
                                      f"{got} before its group stopped")
+            if got == "ended" and target is not None:  # the `end` schedule's run met it
+                raise KillDidNotLand(f"the new incarnation's {wake.label} (after its event "
+                                     f"#{target}) never came: it ended after "
+                                     f"{len(new.events)} events; the agent is not "
+                                     "deterministic across runs")
             woke = got == "held" or wake.kind == "end"
             if got == "held" and not new.stopped:
                 raise KillDidNotLand(f"the new incarnation's hold {new.where} did not land: "
