@@ -14,7 +14,8 @@ import json
 from pydantic_ai import Agent
 
 import faultsim
-from faultsim.adapters.pydantic_ai import AgentRun, _final_text, _load, agent_factory
+from faultsim.adapters.pydantic_ai import AgentRun, agent_factory
+from faultsim.adapters.pydantic_ai.adapter import _final_text, _load
 
 
 @faultsim.effect("payments", key=lambda invoice, amount_cents: f"pay-{invoice}-{amount_cents}")

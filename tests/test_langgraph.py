@@ -321,7 +321,7 @@ def test_effect_is_transparent_outside_faultsim():
 def test_an_async_effect_stays_awaitable_and_is_routed_under_faultsim():
     import asyncio
 
-    from faultsim.adapters import langgraph as adapter
+    from faultsim.adapters.langgraph import adapter
 
     @effect("payments", key=lambda invoice: invoice)
     async def pay(invoice: str) -> str:

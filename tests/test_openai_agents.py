@@ -26,8 +26,8 @@ import agents  # noqa: E402
 from agents import Agent, Runner, function_tool  # noqa: E402
 
 import faultsim  # noqa: E402
-from faultsim.adapters.openai_agents import (FakeClaudeModel, _Inline,  # noqa: E402
-                                             _seeded_ids, agent_factory, sqlite_session)
+from faultsim.adapters.openai_agents import FakeClaudeModel, agent_factory, sqlite_session  # noqa: E402
+from faultsim.adapters.openai_agents.adapter import _Inline, _seeded_ids  # noqa: E402
 from faultsim.inprocess.sandbox import Explorer  # noqa: E402
 from faultsim.killpoints import categories, kill_points  # noqa: E402
 from faultsim.reports.text import states  # noqa: E402

@@ -23,8 +23,8 @@ from pydantic_ai import Agent  # noqa: E402
 from pydantic_ai.messages import ModelMessagesTypeAdapter  # noqa: E402
 
 import faultsim  # noqa: E402
-from faultsim.adapters.pydantic_ai import (_deterministic, agent_factory,  # noqa: E402
-                                           anthropic_model)
+from faultsim.adapters.pydantic_ai import agent_factory, anthropic_model  # noqa: E402
+from faultsim.adapters.pydantic_ai.adapter import _deterministic  # noqa: E402
 from faultsim.inprocess.sandbox import Explorer  # noqa: E402
 from faultsim.killpoints import categories, kill_points  # noqa: E402
 from faultsim.pipeline.runner import ScenarioRun  # noqa: E402
