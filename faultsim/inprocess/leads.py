@@ -67,6 +67,7 @@ class Start:
     unrouted: int
     processes: int
     tracking: tuple  # (first_content, first_presence, listed) up to there
+    marks: tuple = ()  # (draws, env.incarnation reads) there (Incarnation.began's kind)
 
 
 @dataclass(frozen=True)
@@ -85,6 +86,9 @@ class Lead:
     # the first reason its run was refused a cut against the clean run (None: none met a
     # state of the clean run's); a run cut against it takes it (faultsim.shortcuts)
     why: str | None = None
+    # from its first request to its end it drew no random number and never read
+    # env.incarnation: a run cut against it is as blind as its own stretch up to the cut
+    blind: bool = False
 
 
 # the leads kept: the latest. Runs meet runs resumed from nearby kill points (the crash
@@ -132,7 +136,8 @@ def lead_of(start: Start, world: Any, after: tuple, final: dict, inc: Any,
         return None
     return Lead(start.key, start.memory, tuple(world.ledger.entries[start.ledger:]),
                 tuple(world.model.requests[start.requests:]), final, inc.outcome,
-                dict(after[0]), dict(after[1]), frozenset(after[2]), why)
+                dict(after[0]), dict(after[1]), frozenset(after[2]), why,
+                bool(start.marks) and inc.ended == start.marks)
 
 
 def complete(lead: Lead, cut: Any, world: Any, tag: str | None) -> int | None:
