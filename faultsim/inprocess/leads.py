@@ -41,7 +41,16 @@ its children send back, and a child forked later starts with them; children runn
 by side share theirs on the lead board (board.py) as they go. Which run of equal ones
 leads therefore depends on the worker count and on which child got there first; by the argument
 above a cut changes nothing a report holds (violations, counterexamples, the first touches
-the sweep's memos are keyed on), so the report stays the same. Nor does it change how many runs
+the sweep's memos are keyed on), so the report stays the same. That includes whether the
+run's tail can be reused for a later pair (after_convergence.py, `Tail.reusable`): it is
+reusable where the run it stands for would be, its own stretch up to the cut blind
+(`Cut.blind`: no draw, no read of `env.incarnation`) and the lead's remainder too
+(`Lead.blind`, its marks at its first request against its end). The same draws follow at
+the cut (compared in the key) and the remainder reads `env.incarnation` as the lead's did,
+so that is exactly the long run's blindness. Before, a cut run's tail was never reused,
+and which of two equal runs was cut followed the load: README's first command printed
+264 resumed pairs on flaky_api and 262 or 263 under load (issue 54); now 254 on any
+timing, the count with no lead at all (tests/test_lead_timing.py). Nor does it change how many runs
 meet the clean run (`crash_states_converged`): each request is compared with the clean
 run's first, and a lead met the clean run at none of its requests (it would have been
 cut there, and is no lead), so a run that takes its steps would not have either. How many
