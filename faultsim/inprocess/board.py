@@ -25,7 +25,9 @@ waiters go on by themselves.
 Why it changes no verdict. Whether a run finds a lead, in memory or here, is the same
 question leads.py answers: any subset of leads is sound, a run that finds none goes on.
 The board only makes that subset larger. Which run of equal ones leads depends on the
-scheduling, as before; how many runs were cut this way is counted, not reported.
+scheduling, as before; how many runs were cut this way is counted, not reported. Nor does
+it change which later pairs are composed from a run (leads.py, "Determinism": a cut run's
+tail is reusable exactly where its long run's would be).
 """
 from __future__ import annotations
 

@@ -735,6 +735,7 @@ class Cut:
     first_position: int | None
     events: int = 0  # events in the run's trace before the request
     horizon: bool = False  # cut past the horizon (taken as the clean run's), not met
+    blind: bool = False  # up to the cut it drew no random number, read no env.incarnation
 
 
 # Why a cut was refused where the memory read as one but differed (faultsim.reports.shortcuts)
@@ -826,7 +827,8 @@ class Watch:
                 self.before = _segment(ip)  # its touches from here on are the lead's
                 self.start = leads.Start(lk, memory[0], len(world.ledger.entries),
                                          len(world.model.requests), len(world.unrouted),
-                                         len(world.processes), self.before)
+                                         len(world.processes), self.before,
+                                         (determinism.draws(), _agent.incarnation_reads[0]))
             else:
                 self.start = False  # no lead: its memory cannot be compared
                 self.lead_why = self.lead_why or memory[1]
@@ -870,7 +872,9 @@ class Watch:
         ip, world = self.ex.interposer, self.world
         self.cut = Cut(at, len(world.model.requests), len(world.ledger.entries),
                        self.tracking(), list(ip.escapes), self.result.first_position,
-                       len(self.ex.tracer.events), horizon)
+                       len(self.ex.tracer.events), horizon,
+                       (determinism.draws(), _agent.incarnation_reads[0]) ==
+                       self.result.began)
         ip.kill()
         world.sealed = True
         raise finality.killed(Converged("the resumed run reached the clean run's state"))

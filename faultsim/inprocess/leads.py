@@ -41,7 +41,16 @@ its children send back, and a child forked later starts with them; children runn
 by side share theirs on the lead board (board.py) as they go. Which run of equal ones
 leads therefore depends on the worker count and on which child got there first; by the argument
 above a cut changes nothing a report holds (violations, counterexamples, the first touches
-the sweep's memos are keyed on), so the report stays the same. Nor does it change how many runs
+the sweep's memos are keyed on), so the report stays the same. That includes whether the
+run's tail can be reused for a later pair (after_convergence.py, `Tail.reusable`): it is
+reusable where the run it stands for would be, its own stretch up to the cut blind
+(`Cut.blind`: no draw, no read of `env.incarnation`) and the lead's remainder too
+(`Lead.blind`, its marks at its first request against its end). The same draws follow at
+the cut (compared in the key) and the remainder reads `env.incarnation` as the lead's did,
+so that is exactly the long run's blindness. Before, a cut run's tail was never reused,
+and which of two equal runs was cut followed the load: README's first command printed
+264 resumed pairs on flaky_api and 262 or 263 under load (issue 54); now 254 on any
+timing, the count with no lead at all (tests/test_lead_timing.py). Nor does it change how many runs
 meet the clean run (`crash_states_converged`): each request is compared with the clean
 run's first, and a lead met the clean run at none of its requests (it would have been
 cut there, and is no lead), so a run that takes its steps would not have either. How many
@@ -67,6 +76,7 @@ class Start:
     unrouted: int
     processes: int
     tracking: tuple  # (first_content, first_presence, listed) up to there
+    marks: tuple = ()  # (draws, env.incarnation reads) there (Incarnation.began's kind)
 
 
 @dataclass(frozen=True)
@@ -85,6 +95,9 @@ class Lead:
     # the first reason its run was refused a cut against the clean run (None: none met a
     # state of the clean run's); a run cut against it takes it (faultsim.reports.shortcuts)
     why: str | None = None
+    # from its first request to its end it drew no random number and never read
+    # env.incarnation: a run cut against it is as blind as its own stretch up to the cut
+    blind: bool = False
 
 
 # the leads kept: the latest. Runs meet runs resumed from nearby kill points (the crash
@@ -132,7 +145,8 @@ def lead_of(start: Start, world: Any, after: tuple, final: dict, inc: Any,
         return None
     return Lead(start.key, start.memory, tuple(world.ledger.entries[start.ledger:]),
                 tuple(world.model.requests[start.requests:]), final, inc.outcome,
-                dict(after[0]), dict(after[1]), frozenset(after[2]), why)
+                dict(after[0]), dict(after[1]), frozenset(after[2]), why,
+                bool(start.marks) and inc.ended == start.marks)
 
 
 def complete(lead: Lead, cut: Any, world: Any, tag: str | None) -> int | None:

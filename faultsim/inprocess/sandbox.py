@@ -195,6 +195,7 @@ class Explorer:
                     world.model.serving_new_clients(), captured_output() as output, \
                     time_limit(self.timeout if timed else None, world):
                 drawn, read = draws(), _agent.incarnation_reads[0]
+                result.began = (drawn, read)
                 try:
                     result.outcome = outcome_of(run_incarnation(self.make_agent, env))
                     if watcher is not None and hasattr(watcher, "end"):
@@ -216,7 +217,8 @@ class Explorer:
                     result.details = failure_details(exc, output.getvalue())
                 # it drew no random number and never read env.incarnation: what it did
                 # did not depend on which incarnation it was (after_convergence.py)
-                result.blind = drawn == draws() and read == _agent.incarnation_reads[0]
+                result.ended = (draws(), _agent.incarnation_reads[0])
+                result.blind = result.ended == result.began
             # outside the time limit: the grace for its threads is faultsim's own wait
             finality.end(life, ip.killed or world.sealed, ended)
         finally:
@@ -524,9 +526,18 @@ def resume_and_judge(ex: Explorer, golden: Golden, world: World, state: CrashSta
             events = course_events(course, cut, events)
             meets = (cut.events, course.points[cut.at].events)
     if keep_trace or keep_tail:
-        # blind only if its remainder is too: a remainder taken from an earlier resumed run
-        # (a lead) may draw numbers where the clean run's never does (convergence.usable)
-        tail = tail_of(crash_run, before, ex.last_blind and ex.last_met is None)
+        # blind only if its remainder is too. Cut against the clean run: the clean run's
+        # draws nothing there (convergence.usable). Cut against an earlier resumed run (a
+        # lead): what the run would have been had it gone on, its stretch up to the cut
+        # then the lead's remainder (leads.py), not `last_blind` (the cut incarnation's):
+        # whether a run is cut against a lead or goes on depends on which sibling got there
+        # first, and a tail that is reusable one way and not the other made the pair
+        # stage's composed and resumed counts depend on the load (issue 54)
+        blind = ex.last_blind
+        if ex.last_met is not None:
+            met, cut = ex.last_met
+            blind = cut.blind and met.blind
+        tail = tail_of(crash_run, before, blind)
     return ResumeResult(violations, ResumeSummary.of(crash_run) if violations else None,
                         first, _real_time.real_perf_counter() - started,
                         content, presence, listed, events,

@@ -31,9 +31,10 @@ any schedule's) is reused only if
   differ in what was synced before the meeting (then the schedule is resumed);
 - it drew no random number and never read `env.incarnation` (`blind`; where it was cut
   against the clean run, the clean run draws nothing after the cut, convergence.usable;
-  one cut against an earlier resumed run, faultsim.inprocess.leads, is not reused: that
-  run's remainder may draw), and added no refused connection or process (their text
-  names the incarnation) and left no thread working (`Tail.reusable`).
+  where it was cut against an earlier resumed run, faultsim.inprocess.leads, its own
+  stretch up to the cut drew and read nothing and neither did that run's remainder, the
+  run it stands for), and added no refused connection or process (their text names the
+  incarnation) and left no thread working (`Tail.reusable`).
 
 Then the run here would take the same steps: the same calls with the same answers, the
 same requests, files, outcome, error or hang, the same first model position asked. Its

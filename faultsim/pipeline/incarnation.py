@@ -192,6 +192,10 @@ class Incarnation:
     went_on: str | None = None  # killed, it caught the kill and went on (finality.py)
     strays: list[str] = field(default_factory=list)  # its threads working after run()
     blind: bool = False  # it drew no random number and never read env.incarnation
+    # (draws, env.incarnation reads) as it began and as it ended, read inside its seeded
+    # streams: a stretch of it is blind where the two are equal at both ends (leads.py)
+    began: tuple = ()
+    ended: tuple = ()
     unwound: str | None = None  # killed, it had not ended within its limit (`not_unwound`)
     contract: str | None = None  # its factory broke the contract (agent.FactoryError's line)
 
