@@ -390,3 +390,14 @@ def test_pairs_sharing_equal_second_states_gives_the_verdicts_of_resuming_each(
     assert short.runs["process"].depth(2).resumed == len(SECONDS) - 1
     ids = {v.kill_point.id for v in long.deep}
     assert _deep(long) == [d for d in _deep(short) if d[0] in ids]
+
+
+def test_the_pause_model_is_refused_in_one_line_not_judged_as_nothing(capsys):
+    # Before: `--crash-model pause` on a command judged 0 of its kill points and printed
+    # "all passed" (exit 0). The pause model runs in-process only: the seam refuses it.
+    from faultsim.cli import main
+
+    code = main(["run", str(SCENARIO), "--agent", _command(), "--crash-model", "pause"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1, err
+    assert "--crash-model pause" in err[0] and "in-process mode only" in err[0]

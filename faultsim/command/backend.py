@@ -12,7 +12,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from ..backends import Agent, Survey, refuse_settings, refused, unclassed_refusal
+from ..backends import (Agent, Survey, pause_refusal, refuse_settings, refused,
+                        unclassed_refusal)
 from ..settings.options import in_shard
 from ..reports.report import Report
 
@@ -50,7 +51,8 @@ class Command:
             if (options.crashes or 1) > 2:
                 return (f"--crashes {options.crashes}: an agent run as a command is explored "
                         "with one or two crashes per schedule (give --crashes 2 at most)")
-            refused = unclassed_refusal(options, scenario, "an agent run as a command")
+            refused = (unclassed_refusal(options, scenario, "an agent run as a command")
+                       or pause_refusal(options, scenario, "an agent run as a command"))
             if refused:
                 return refused
         from .syscalls import strace_unavailable

@@ -11,7 +11,7 @@ import time
 from collections import Counter
 from typing import Any, Callable, Mapping
 
-from ...backends import Agent, Survey, refused, unclassed_refusal
+from ...backends import Agent, Survey, pause_refusal, refused, unclassed_refusal
 from ...errors import UsageError
 from ...settings.options import in_shard
 from ...reports.report import Report
@@ -46,8 +46,9 @@ class ClaudeAgentSdk:
             if (options.crashes or 1) > 1:
                 return (f"--crashes {options.crashes}: a Claude Agent SDK agent is explored "
                         "one crash per run (each incarnation costs seconds)")
-            refused = unclassed_refusal(options, scenario, "a Claude Agent SDK agent",
-                                        "its `faultsim list` says its budget; ")
+            refused = (unclassed_refusal(options, scenario, "a Claude Agent SDK agent",
+                                         "its `faultsim list` says its budget; ")
+                       or pause_refusal(options, scenario, "a Claude Agent SDK agent"))
             if refused:
                 return refused
         if job in ("explore", "survey"):
