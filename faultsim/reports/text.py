@@ -262,11 +262,10 @@ def summary(report: "Report") -> str:
     by verdict (faultsim.reports.counts: judged, then passed, failed with one crash, failed
     only with 2 or more) and the seconds; the failing crash states and schedules are
     counted in each run's header above it."""
-    head = TABLE_HEAD
-    rows = report.rows()
-    widths = [max(len(r[i]) for r in [head, *rows]) for i in range(len(head))]
+    head, body = TABLE_HEAD, rows(report)
+    widths = [max(len(r[i]) for r in [head, *body]) for i in range(len(head))]
     lines = [report.partial.headline()] if report.partial else []
-    for row in [head, *rows]:
+    for row in [head, *body]:
         cells = [c.ljust(w) if i < 2 else c.rjust(w)
                  for i, (c, w) in enumerate(zip(row, widths))]
         lines.append("  ".join(cells).rstrip())
