@@ -345,6 +345,19 @@ def session(agent: AgentLike, scenario: "Scenario", *, crash_model: str, seed: s
         agent_of(agent), scenario, crash_model=crash_model, seed=seed, timeout=timeout)
 
 
+# the jobs that run a Python agent factory in this process, as a refusal names them
+FACTORY_JOBS = {"items": "kill-point items (kill_points=True, faultsim.parametrize) run",
+                "session": "a session (crash_safety.session()) runs"}
+
+
+def factory_job_refusal(job: str, who: str, instead: str) -> str | None:
+    """A backend's one line for `items` and `session`, which it cannot do (None for
+    another job): `who` it explores, and what to do `instead`."""
+    if job not in FACTORY_JOBS:
+        return None
+    return f"{who}{FACTORY_JOBS[job]} a Python agent factory in-process; {instead}"
+
+
 def _in_this_process(job: str, agent: AgentLike, scenario: Any) -> Backend:
     from .settings.options import ExploreOptions
 

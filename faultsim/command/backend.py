@@ -12,8 +12,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from ..backends import (Agent, Survey, pause_refusal, refuse_settings, refused,
-                        unclassed_refusal)
+from ..backends import (Agent, Survey, factory_job_refusal, pause_refusal, refuse_settings,
+                        refused, unclassed_refusal)
 from ..settings.options import in_shard
 from ..reports.report import Report
 
@@ -40,10 +40,9 @@ class Command:
             return (f"{agent.spec}: faultsim formats resumes recorded checkpoints of a Python "
                     "agent factory in-process; explore a command with faultsim run")
         if job in ("items", "session"):
-            return (f"{agent.spec}: "
-                    + ("kill-point items run" if job == "items" else "a session runs")
-                    + " a Python agent factory in-process; for an agent run as a command "
-                    "mark the test without them and call crash_safety.check()")
+            return factory_job_refusal(job, f"{agent.spec}: ", "for an agent run as a "
+                                       "command mark the test without them and call "
+                                       "crash_safety.check()")
         if job == "explore":
             if options.mode == "in-process":
                 return ("--mode in-process: an agent run as a command is a real process; "

@@ -109,7 +109,7 @@ from ..interpose import finality
 from ..core.crashmodel import files_digest
 from . import cpython, leads
 from ..interpose import determinism
-from ..pipeline.incarnation import held, stores_state
+from ..pipeline.incarnation import held, marks, stores_state
 from ..errors import FaultsimError
 from ..core.trace import Killed
 from ..world.ledger import canonical
@@ -827,8 +827,7 @@ class Watch:
                 self.before = _segment(ip)  # its touches from here on are the lead's
                 self.start = leads.Start(lk, memory[0], len(world.ledger.entries),
                                          len(world.model.requests), len(world.unrouted),
-                                         len(world.processes), self.before,
-                                         (determinism.draws(), _agent.incarnation_reads[0]))
+                                         len(world.processes), self.before, marks())
             else:
                 self.start = False  # no lead: its memory cannot be compared
                 self.lead_why = self.lead_why or memory[1]
@@ -872,9 +871,7 @@ class Watch:
         ip, world = self.ex.interposer, self.world
         self.cut = Cut(at, len(world.model.requests), len(world.ledger.entries),
                        self.tracking(), list(ip.escapes), self.result.first_position,
-                       len(self.ex.tracer.events), horizon,
-                       (determinism.draws(), _agent.incarnation_reads[0]) ==
-                       self.result.began)
+                       len(self.ex.tracer.events), horizon, marks() == self.result.began)
         ip.kill()
         world.sealed = True
         raise finality.killed(Converged("the resumed run reached the clean run's state"))

@@ -19,8 +19,7 @@ from ..agent import AgentEnv, contract_broken, outcome_of, run_incarnation
 from ..interpose import finality
 from ..core.crashmodel import CrashState, power_states, process_state
 from ..errors import KillDidNotLand, StoreNeedsSubprocess
-from .. import agent as _agent
-from ..interpose.determinism import draws, seeded
+from ..interpose.determinism import seeded
 from ..model import sdk
 from . import diagnose
 from .after_convergence import tail_of
@@ -32,7 +31,8 @@ from ..judge.oracle import RESUME_GUARDS, CrashRun, Golden, judge
 from ..pipeline.golden import CleanRun, golden_checked, routed_only
 from ..pipeline.incarnation import (AUTO, Incarnation, IncarnationTimeout, captured_output,
                                     clean_hang, clean_limit, failure_details, held_seconds,
-                                    not_unwound, resumed_limit, time_limit, traced_world)
+                                    marks, not_unwound, resumed_limit, time_limit,
+                                    traced_world)
 from ..pipeline.sweep import ResumeResult
 from ..reports.report import ResumeSummary
 from ..pipeline.runner import make_env
@@ -194,8 +194,7 @@ class Explorer:
             with ip, seeded(f"{self.seed}:{world.incarnation}"), \
                     world.model.serving_new_clients(), captured_output() as output, \
                     time_limit(self.timeout if timed else None, world):
-                drawn, read = draws(), _agent.incarnation_reads[0]
-                result.began = (drawn, read)
+                result.began = marks()
                 try:
                     result.outcome = outcome_of(run_incarnation(self.make_agent, env))
                     if watcher is not None and hasattr(watcher, "end"):
@@ -215,10 +214,7 @@ class Explorer:
                     result.error = f"{type(exc).__name__}: {exc}"
                     result.contract = contract_broken(exc)
                     result.details = failure_details(exc, output.getvalue())
-                # it drew no random number and never read env.incarnation: what it did
-                # did not depend on which incarnation it was (after_convergence.py)
-                result.ended = (draws(), _agent.incarnation_reads[0])
-                result.blind = result.ended == result.began
+                result.ended = marks()  # equal to `began`: it is blind (Incarnation.blind)
             # outside the time limit: the grace for its threads is faultsim's own wait
             finality.end(life, ip.killed or world.sealed, ended)
         finally:

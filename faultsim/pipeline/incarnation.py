@@ -19,7 +19,8 @@ from typing import Any, Callable, Iterator
 import freezegun.api as _real_time  # time is frozen while an incarnation runs; these are not
 
 from ..interpose import finality
-from ..agent import Outcome, close_leftovers, run_agent, run_incarnation
+from ..agent import Outcome, close_leftovers, incarnation_reads, run_agent, run_incarnation
+from ..interpose.determinism import draws
 from ..scenario import Scenario
 from ..core.trace import Event, Tracer, digest
 from ..world import World
@@ -180,6 +181,13 @@ def not_unwound(kill: BaseException | None, limit: float | None, stuck: str) -> 
             "where a kill stops every thread at once")
 
 
+def marks() -> tuple[str, int]:
+    """Where the running incarnation stands in what could tell it which incarnation it is:
+    its seeded streams (`determinism.draws`) and its reads of `env.incarnation`. Equal at
+    both ends of a stretch of its run: that stretch is blind."""
+    return draws(), incarnation_reads[0]
+
+
 @dataclass
 class Incarnation:
     outcome: Outcome | None = None
@@ -191,13 +199,18 @@ class Incarnation:
     details: str = ""  # when the agent raised: its traceback and what it printed
     went_on: str | None = None  # killed, it caught the kill and went on (finality.py)
     strays: list[str] = field(default_factory=list)  # its threads working after run()
-    blind: bool = False  # it drew no random number and never read env.incarnation
-    # (draws, env.incarnation reads) as it began and as it ended, read inside its seeded
-    # streams: a stretch of it is blind where the two are equal at both ends (leads.py)
+    # `marks()` as it began and as it ended, read inside its seeded streams: a stretch of
+    # it is blind where the two are equal at both ends (leads.py)
     began: tuple = ()
     ended: tuple = ()
     unwound: str | None = None  # killed, it had not ended within its limit (`not_unwound`)
     contract: str | None = None  # its factory broke the contract (agent.FactoryError's line)
+
+    @property
+    def blind(self) -> bool:
+        """It drew no random number and never read env.incarnation: what it did did not
+        depend on which incarnation it was (after_convergence.py)."""
+        return bool(self.began) and self.began == self.ended
 
 
 class _Capped(io.StringIO):

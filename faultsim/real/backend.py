@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from typing import Any, Callable, Mapping
 
-from ..backends import Agent, Survey, horizon_refusal, refuse_settings, refused
+from ..backends import (Agent, Survey, factory_job_refusal, horizon_refusal, refuse_settings,
+                        refused)
 
 
 class Subprocess:
@@ -15,9 +16,9 @@ class Subprocess:
 
     def refuses(self, agent: Agent, scenario: Any, options: Any, job: str) -> str | None:
         if job in ("items", "session"):  # asked only of a backend chosen by hand
-            return (("kill-point items run" if job == "items" else "a session runs")
-                    + " a Python agent factory in this process; subprocess mode explores "
-                    "whole runs (faultsim run --mode subprocess, or the fixture's check())")
+            return factory_job_refusal(job, "", "subprocess mode explores whole runs "
+                                       "(faultsim run --mode subprocess, or the fixture's "
+                                       "check())")
         if agent.spec is None and job in ("explore", "survey"):
             return (f"{scenario.path}: subprocess mode imports the agent by name: give a "
                     "module-level factory or 'module:attr'")

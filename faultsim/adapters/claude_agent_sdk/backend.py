@@ -11,7 +11,8 @@ import time
 from collections import Counter
 from typing import Any, Callable, Mapping
 
-from ...backends import Agent, Survey, pause_refusal, refused, unclassed_refusal
+from ...backends import (Agent, Survey, factory_job_refusal, pause_refusal, refused,
+                         unclassed_refusal)
 from ...errors import UsageError
 from ...settings.options import in_shard
 from ...reports.report import Report
@@ -31,11 +32,9 @@ class ClaudeAgentSdk:
                     "agent factory in-process; a Claude Agent SDK agent runs its own CLI, "
                     "explore it with faultsim run")
         if job in ("items", "session"):
-            return (f"{agent.spec}: "
-                    + ("kill-point items (kill_points=True, faultsim.parametrize) run"
-                       if job == "items" else "a session runs")
-                    + " a Python agent factory in-process; for a Claude Agent SDK agent "
-                    "mark the test without them and call crash_safety.check()")
+            return factory_job_refusal(job, f"{agent.spec}: ", "for a Claude Agent SDK "
+                                       "agent mark the test without them and call "
+                                       "crash_safety.check()")
         if agent.spec is None:
             return ("a Claude Agent SDK agent is named by its spec, "
                     "claude-agent-sdk:FILE.py:ATTR")
