@@ -183,7 +183,7 @@ SETTINGS: tuple[Setting, ...] = (
             "claude-agent-sdk:FILE.py:ATTR for a Claude Agent SDK agent's coroutine. Typed "
             "here, it runs a scenario with a [langgraph] table too; a default one leaves "
             "that to the table's graph",
-            shown="none (with no scenarios either: the bundled reference agent)",
+            shown="none",
             cli="--agent", env="FAULTSIM_AGENT", toml="agent", marker="agent"),
     Setting("scenarios", list, ["scenarios"],
             "scenario files or directories (default: [tool.faultsim] scenarios in "
@@ -370,3 +370,23 @@ BY_NAME = {s.name: s for s in SETTINGS}
 
 def setting(name: str) -> Setting:
     return BY_NAME[name]
+
+
+# -- the docs' tables ------------------------------------------------------------------------
+def project_table() -> str:
+    """docs/reference/cli.md's table of the settings a project sets (FAULTSIM_*,
+    [tool.faultsim]); tests/test_settings_table.py checks the page holds exactly this."""
+    rows = ["| flag | environment | `[tool.faultsim]` | default |", "|---|---|---|---|"]
+    for s in SETTINGS:
+        if s.toml or s.env:
+            flag = "—" if s.cli is None else f"`{s.cli}`" if s.cli.startswith("-") \
+                else f"the {s.cli} named"
+            rows.append(f"| {flag} | `{s.env}` | `{s.toml}` | {s.default_text()} |")
+    return "\n".join(rows) + "\n"
+
+
+def marker_table() -> str:
+    """docs/reference/pytest-plugin.md's table of the marker's keys."""
+    rows = ["| key | default |", "|---|---|"]
+    rows += [f"| `{s.marker}` | {s.default_text()} |" for s in SETTINGS if s.marker]
+    return "\n".join(rows) + "\n"
