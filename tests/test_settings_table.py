@@ -261,3 +261,18 @@ def test_explore_options_words_a_refusal_with_the_tables_expected():
         with pytest.raises(OptionError) as err:
             ExploreOptions(**{name: bad})
         assert str(err.value) == f"{name}={bad!r}: expected {s.expected}"
+
+
+def test_explore_keywords_default_as_the_table_says():
+    """faultsim.explore() takes the exploration settings as keywords: each defaults as its
+    ExploreOptions field, so as the table (explore_subprocess keeps its own defaults: one
+    worker, single crashes of the process model)."""
+    import inspect
+
+    from faultsim import explore
+
+    fields = {f.name: f.default for f in dataclasses.fields(ExploreOptions)}
+    keywords = {n: p.default for n, p in inspect.signature(explore).parameters.items()
+                if n in fields}
+    assert {"crash_model", "crashes", "seed", "timeout", "workers", "coverage"} <= set(keywords)
+    assert keywords == {n: fields[n] for n in keywords}

@@ -12,7 +12,7 @@ import pytest
 
 from ..errors import UsageError
 from ..settings.options import ExploreOptions, OptionError
-from ..settings.table import SETTINGS, SHARD_EXPECTED, setting
+from ..settings.table import BY_NAME, SETTINGS, SHARD_EXPECTED
 from ..settings.table import parse_shard as _parse_shard
 
 
@@ -149,7 +149,7 @@ def read_options(config: Any) -> Options:
 def _check(name: str, value: Any, where: Callable[[], str]) -> None:
     """The table's check of a setting no exploration holds (ExploreOptions checks the
     others), named as the plugin takes it."""
-    s = setting(name)
+    s = BY_NAME[name]
     try:
         s.check(value)
     except ValueError:
