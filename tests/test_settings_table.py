@@ -276,3 +276,4 @@ def test_explore_keywords_default_as_the_table_says():
                 if n in fields}
     assert {"crash_model", "crashes", "seed", "timeout", "workers", "coverage"} <= set(keywords)
     assert keywords == {n: fields[n] for n in keywords}
+

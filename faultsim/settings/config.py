@@ -87,8 +87,8 @@ def load(cwd: Path | None = None, environ: dict[str, str] | None = None) -> Proj
                 origin[key] = where
             if "scenarios" in values:  # relative to the file that names them
                 values["scenarios"] = [_rel(root / s) for s in values["scenarios"]]
-    for key, s in _PROJECT.items():
-        name = s.env
+    for key, row in _PROJECT.items():
+        name = row.env
         if name and environ.get(name):
             raw = environ[name]
             value: Any = raw.split(os.pathsep) if key == "scenarios" else raw
@@ -134,12 +134,12 @@ def _checked(key: str, value: Any, where: str, from_text: bool = False) -> Any:
         value = str(value)
     if not isinstance(value, kind) or isinstance(value, bool):
         raise ConfigError(f"{where} = {value!r}: expected {_EXPECTED[kind]}")
-    s = _PROJECT[key]
-    if s.check is not None and not s.option:  # an exploration's own settings: ExploreOptions
+    row = _PROJECT[key]
+    if row.check is not None and not row.option:  # an exploration's: ExploreOptions checks
         try:
-            s.check(value)
+            row.check(value)
         except ValueError:
-            raise ConfigError(f"{where} = {value!r}: expected {s.expected}") from None
+            raise ConfigError(f"{where} = {value!r}: expected {row.expected}") from None
     if kind is list and not all(isinstance(s, str) and s for s in value):
         raise ConfigError(f"{where} = {value!r}: expected a list of paths")
     return value
