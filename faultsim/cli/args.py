@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from ..errors import UsageError
+from ..settings.table import SETTINGS
 
 
 def scenario_paths(args: list[str]) -> list[Path]:
@@ -67,7 +68,10 @@ def agents_for(scenario, ns: argparse.Namespace, modes: list[str]) -> list[str]:
     return [LANGGRAPH + m for m in modes]
 
 
-BUILTIN = {"scenarios": ["scenarios"], "mode": "auto", "timeout": "auto", "seed": "0"}
+# the built-in values of the flags nothing else set: the table's defaults, where the scenario's
+# fault profile decides nothing (`scenarios`, `mode`, `timeout`, `seed`)
+BUILTIN = {s.name: s.default for s in SETTINGS
+           if s.cli and not s.profile and s.default is not None}
 NEEDS_AGENT = {"run", "list", "record"}
 BUNDLED_COMMANDS = {"run", "list"}  # the ones that default to the bundled scenarios
 

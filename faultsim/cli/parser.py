@@ -1,11 +1,17 @@
 """The `faultsim` command line: every subcommand, its flags and help, and the command
-function each one runs (one module per command beside this one)."""
+function each one runs (one module per command beside this one).
+
+A flag that is a setting (one given in other places too: FAULTSIM_*, [tool.faultsim], a
+pytest option, `explore()`) is made from its row of faultsim.settings.table by `flag()`,
+its help and type included; every other flag is an argument of its verb alone, listed in
+`VERB_ARGS` (tests/test_settings_table.py checks that each flag is one or the other)."""
 from __future__ import annotations
 
 import argparse
 
 from .._version import __version__
-from ..settings.options import COVERAGES, CRASH_MODEL_CHOICES, FIXED_TIMEOUT, PER_CLASS
+from ..settings.options import FIXED_TIMEOUT
+from ..settings.table import setting
 from .compare import cmd_compare
 from .formats import cmd_formats_check, cmd_formats_record
 from .listing import cmd_list
@@ -14,6 +20,50 @@ from .report import cmd_report_html, cmd_report_merge
 from .run import cmd_run
 from .scenario import cmd_scenario_from_messages, cmd_scenario_record, cmd_scenario_schema
 from .validate import cmd_validate
+
+
+# the flags that are no setting: each verb's own arguments, by command
+VERB_ARGS = {
+    (): {"--debug", "--version"},
+    ("run",): {"--transcript-writes", "--no-transcript-writes", "--durability", "--json",
+               "--junit", "--summary-md", "--annotations", "--no-annotations",
+               "--kill-point", "--examples", "--debug"},
+    ("compare",): {"--json", "--limit", "--debug"},
+    ("list",): {"--debug"},
+    ("formats", "record"): {"--out", "--check-agent", "--debug"},
+    ("formats", "check"): {"--examples", "--hostile", "--show", "--debug"},
+    ("validate",): {"--debug"},
+    ("scenario", "schema"): {"--debug"},
+    ("scenario", "from-messages"): {"--out", "--model", "--service", "--services-from",
+                                    "--debug"},
+    ("scenario", "record"): {"--task", "--out", "--upstream", "--model", "--service",
+                             "--services-from", "--debug"},
+    ("replay",): {"--show", "--json", "--debug"},
+    ("report", "html"): {"--out", "--debug"},
+    ("report", "merge"): {"--json", "--html", "--junit", "--summary-md", "--debug"},
+}
+
+
+def flag(parser: argparse.ArgumentParser, name: str, **given) -> argparse.Action:
+    """The flag of setting `name` (faultsim.settings.table): its help, type, choices and
+    metavar, unset by default (the project's settings, then the built-in ones, fill it:
+    cli.args.project_defaults); `given` overrides what this verb says otherwise."""
+    s = setting(name)
+    kw: dict = {"default": None, "help": s.help}
+    if s.type in (int, float):
+        kw["type"] = s.type
+    if s.choices:  # shown as the choices, not a metavar
+        kw["choices"] = s.choices
+    elif s.metavar and s.cli.startswith("-"):
+        kw["metavar"] = s.metavar
+    if s.nargs is not None:
+        kw["nargs"] = s.nargs
+    if s.const is not None:
+        kw["const"] = s.const
+    kw.update(given)
+    action = parser.add_argument(s.cli, **kw)
+    action.setting = name  # what tests/test_settings_table.py reads
+    return action
 
 
 def services_flags(parser: argparse.ArgumentParser) -> None:
@@ -26,11 +76,8 @@ def services_flags(parser: argparse.ArgumentParser) -> None:
 
 
 def scenarios_and_agent(parser: argparse.ArgumentParser, agent_help: str) -> None:
-    parser.add_argument("scenarios", nargs="*", default=None,
-                        help="scenario files or directories (default: [tool.faultsim] "
-                             "scenarios in pyproject.toml, else scenarios/, else the "
-                             "bundled scenarios)")
-    parser.add_argument("--agent", default=None, help=agent_help)
+    flag(parser, "scenarios")
+    flag(parser, "agent", help=agent_help)
 
 
 class KillPoints(argparse.Action):
@@ -65,31 +112,17 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="crash an agent at every kill point of scenario files, "
                          "resume it, judge it")
-    scenarios_and_agent(run, "the agent factory: MODULE[:ATTR] or FILE.py[:ATTR], "
-                         "attribute make_agent by default (default: [tool.faultsim] agent; "
-                         "with no agent or scenarios named anywhere, the bundled reference "
-                         "agent on the bundled scenarios); claude-agent-sdk:FILE.py:ATTR "
-                         "for a Claude Agent SDK agent's coroutine. Typed here, it runs a "
-                         "scenario with a [langgraph] table too; a default one leaves that "
-                         "to the table's graph")
+    scenarios_and_agent(run, setting("agent").help)
     run.add_argument("--transcript-writes", action=argparse.BooleanOptionalAction,
                      default=None, help="for a claude-agent-sdk: agent, kill inside the CLI's "
                      "transcript writes too (default: where strace can trace)")
-    run.add_argument("--crash-model", default=None, choices=CRASH_MODEL_CHOICES,
-                     help="what a crash leaves on disk: a killed process, power loss, or "
-                          "both (default: the scenario's fault profile, else process)")
-    run.add_argument("--mode", default=None, choices=["auto", "in-process", "subprocess"],
-                     help="in-process: the agent runs under faultsim's file-system model "
-                     "(fast; process and power crashes); subprocess: each incarnation is a "
-                     "real process on a real directory, killed by SIGKILL (SQLite, Redis, "
-                     "module-level state; process crashes). auto (default): subprocess for "
-                     "scenarios whose [store] is sqlite or redis")
+    flag(run, "crash_model")
+    flag(run, "mode")
     run.add_argument("--durability", default=None, metavar="MODES",
                      help="LangGraph scenarios: the durability modes to explore, "
                           "comma-separated (default: sync,async,exit)")
     run.add_argument("--json", metavar="FILE", help="write the report as JSON")
-    run.add_argument("--html", metavar="FILE", help="write the report as one self-contained "
-                     "HTML page: the crash map, each counterexample, the run's facts")
+    flag(run, "html")
     run.add_argument("--junit", metavar="FILE",
                      help="write a JUnit XML report: one test case per scenario, crash model "
                           "and invariant, failed with its first counterexample")
@@ -101,73 +134,26 @@ def build_parser() -> argparse.ArgumentParser:
                      help="print a GitHub ::error annotation per failing scenario, crash "
                           "model and invariant, pointing at the scenario file (default: on "
                           "when GITHUB_ACTIONS=true)")
-    run.add_argument("--shard", metavar="I/N", default=None,
-                     help="explore shard I of N, for CI matrices: every shard crashes at "
-                          "every kill point and resumes the distinct crash states a stable "
-                          "hash gives it (an agent run as a command or a Claude Agent SDK "
-                          "agent: every Nth kill point); the N shards partition them, "
-                          "`faultsim report merge` joins their --json reports; the search "
-                          "runs in shard 1")
-    run.add_argument("--ray", nargs="?", const="", default=None, metavar="ADDRESS",
-                     help="run the shards on Ray (pip install 'faultsim[ray]'): one task per "
-                          "shard (--shard I/N in a fresh faultsim process), the reports "
-                          "merged into the whole run's; ADDRESS (HOST:PORT, ray://HOST:PORT "
-                          "or auto) names a running cluster, none starts a local one of "
-                          "--workers CPUs (default: one per core) for this run only; give "
-                          "it after the scenario files (docs/how-to/ray.md)")
-    run.add_argument("--ray-shards", type=int, default=None, metavar="N",
-                     help="with --ray: the number of shards (default: the cluster's CPUs)")
+    flag(run, "shard")
+    flag(run, "ray")
+    flag(run, "ray_shards")
     run.add_argument("--kill-point", action=KillPoints, nargs="+", metavar="ID",
                      help="explore only these kill points (ids a report printed): several "
                           "after one flag (--kill-point k3 k7), or the flag repeated; "
                           "replays a counterexample")
-    run.add_argument("--workers", type=int, default=None,
-                     help="crash runs at once (default: one per core; 0 = one after "
-                          "another in this process)")
-    run.add_argument("--coverage", default=None, choices=COVERAGES,
-                     help="exhaustive: every kill point; representative: each kill-point "
-                          "class (its category, event, tool, write size and cut, without "
-                          "the step) at its first and last occurrence and --per-class "
-                          "seeded others, and every kill point of the first and last step; "
-                          "the report says how many were not crashed (default: the "
-                          "scenario's fault profile, else exhaustive)")
-    run.add_argument("--budget", type=float, default=None, metavar="SECONDS",
-                     help="stop before any crash run when the single-crash sweep's forecast "
-                          "(printed on the plan line) is over SECONDS of wall time, and say "
-                          "which coverage fits (default: no limit)")
-    run.add_argument("--per-class", type=int, default=None, metavar="K",
-                     help=f"representative coverage: seeded kill points judged per class "
-                          f"beside its first and last (default: the scenario's fault "
-                          f"profile, else {PER_CLASS})")
-    run.add_argument("--horizon", type=int, default=None, metavar="H",
-                     help="cut each resumed run past its H-th model request after recovery, "
-                          "at its first request equal to one the clean run made, and take "
-                          "the rest of its course from the clean run's: what shows later "
-                          "is not seen (docs/explanation/guarantees.md; default: every "
-                          "resumed run to its end)")
-    run.add_argument("--timeout", type=float, default=None,
-                     help="seconds an incarnation may run before it counts as hung "
-                          "(default: derived from the clean runs, 10x the slower clean "
-                          "incarnation and at least 3 s)")
+    flag(run, "workers")
+    flag(run, "coverage")
+    flag(run, "budget")
+    flag(run, "per_class")
+    flag(run, "horizon")
+    flag(run, "timeout")
     run.add_argument("--examples", type=int, default=3,
                      help="counterexamples to print, the first of each kind (default: 3)")
-    run.add_argument("--crashes", type=int, default=None, metavar="N",
-                     help="the most crashes in one schedule (default: the scenario's fault "
-                          "profile, else 2). One and two are "
-                          "explored exhaustively (the second crash at every kill point of "
-                          "the resumed run); more are searched with hypothesis")
-    run.add_argument("--seed", default=None,
-                     help="seed for the agent's uuid/random/tempfile names and the search "
-                          "(default: 0); the same seed gives the same report")
-    run.add_argument("--search", type=int, default=None, metavar="EXAMPLES",
-                     help="hypothesis examples per crash model for schedules beyond the "
-                          "exhaustive sweep (default: 200 when --crashes > 2); with "
-                          "--crashes 2 it searches the pairs instead of enumerating them")
-    run.add_argument("--search-seconds", type=float, default=None, metavar="S",
-                     help="stop the search after S seconds (a failure found is still shrunk)")
-    run.add_argument("--baseline", metavar="REPORT", default=None,
-                     help="compare this run with a saved --json report, crash state by "
-                     "crash state, and exit 1 only when this run adds failing crash states")
+    flag(run, "crashes")
+    flag(run, "seed")
+    flag(run, "search")
+    flag(run, "search_seconds")
+    flag(run, "baseline")
     debug_flag(run)
     # FAULTSIM_PROGRESS_SECONDS, [tool.faultsim] progress_seconds (faultsim.settings.config): no flag
     run.set_defaults(func=cmd_run, progress_seconds=None)
@@ -176,15 +162,12 @@ def build_parser() -> argparse.ArgumentParser:
     cmp.add_argument("items", nargs="+", metavar="REPORT_OR_SCENARIO",
                      help="two JSON reports (A.json B.json), or scenario files (with two "
                      "--agent)")
-    cmp.add_argument("--agent", action="append", metavar="SPEC",
-                     help="an agent factory (MODULE[:ATTR] or FILE.py[:ATTR]); give it twice, "
-                     "A then B")
-    cmp.add_argument("--crash-model", default=None, choices=CRASH_MODEL_CHOICES,
-                     help="as for run (default: the scenario's fault profile)")
-    cmp.add_argument("--crashes", type=int, default=None, metavar="N",
-                     help="as for run (default: the scenario's fault profile, else 2)")
-    cmp.add_argument("--seed", default=None, help="as for run (default: 0)")
-    cmp.add_argument("--workers", type=int, default=None, help="as for run")
+    flag(cmp, "agent", action="append", metavar="SPEC",
+         help="an agent factory (MODULE[:ATTR] or FILE.py[:ATTR]); give it twice, A then B")
+    flag(cmp, "crash_model", help="as for run (default: the scenario's fault profile)")
+    flag(cmp, "crashes", help="as for run (default: the scenario's fault profile, else 2)")
+    flag(cmp, "seed", help="as for run (default: 0)")
+    flag(cmp, "workers", help="as for run")
     cmp.add_argument("--json", metavar="FILE", help="write the comparison as JSON")
     cmp.add_argument("--limit", type=int, default=20,
                      help="states listed per kind and run in the text (default: 20)")
@@ -196,10 +179,8 @@ def build_parser() -> argparse.ArgumentParser:
                          "crash states each crash model leaves, fault profile")
     scenarios_and_agent(lst, "the agent whose clean run gives the kill points "
                          "(default: as for run)")
-    lst.add_argument("--timeout", type=float, default=None,
-                     help="seconds a clean run may take, of the agent's own time (faultsim's "
-                          "own work in it not counted; default: 300 s, as for run's clean "
-                          "runs)")
+    flag(lst, "timeout", help="seconds a clean run may take, of the agent's own time "
+         "(faultsim's own work in it not counted; default: 300 s, as for run's clean runs)")
     debug_flag(lst)
     lst.set_defaults(func=cmd_list, progress_seconds=None)
     fmt = sub.add_parser("formats", help="checkpoint-format regression: record a corpus of "
@@ -211,21 +192,19 @@ def build_parser() -> argparse.ArgumentParser:
     rec.add_argument("--out", required=True, metavar="CORPUS", help="the corpus folder: "
                      "new, empty, or an earlier corpus (replaced whole); any other folder "
                      "is refused and kept")
-    rec.add_argument("--agent", default=None, help="the agent factory that "
-                     "writes the states (default: reference_agent)")
+    flag(rec, "agent", help="the agent factory that writes the states (default: "
+         "reference_agent)")
     rec.add_argument("--check-agent", default=None, metavar="AGENT",
                      help="the factory later checks run by default (default: --agent); "
                           "record with an older release, check with the current one")
-    rec.add_argument("--seed", default="0", help=argparse.SUPPRESS)
-    rec.add_argument("--timeout", type=float, default=FIXED_TIMEOUT,
-                     help=argparse.SUPPRESS)
+    flag(rec, "seed", default="0", help=argparse.SUPPRESS)
+    flag(rec, "timeout", default=FIXED_TIMEOUT, help=argparse.SUPPRESS)
     debug_flag(rec)
     rec.set_defaults(func=cmd_formats_record)
     chk = fsub.add_parser("check", help="resume every recorded state with the agent's "
                           "current code and judge it")
     chk.add_argument("corpora", nargs="+", metavar="CORPUS", help="corpus folders")
-    chk.add_argument("--agent", default=None, help="the agent factory (default: the "
-                     "corpus's)")
+    flag(chk, "agent", help="the agent factory (default: the corpus's)")
     chk.add_argument("--examples", type=int, default=3, help="failing entries to show")
     chk.add_argument("--hostile", type=int, default=100, metavar="N",
                      help="also hand the agent the hostile checkpoint files: the fixed "
@@ -233,15 +212,14 @@ def build_parser() -> argparse.ArgumentParser:
     chk.add_argument("--show", action="store_true",
                      help="print what each corpus would run (the agent its manifest names, "
                           "the scenario, the states) without importing or running anything")
-    chk.add_argument("--timeout", type=float, default=FIXED_TIMEOUT,
-                     help=argparse.SUPPRESS)
+    flag(chk, "timeout", default=FIXED_TIMEOUT, help=argparse.SUPPRESS)
     debug_flag(chk)
     chk.set_defaults(func=cmd_formats_check)
     val = sub.add_parser("validate", help="check scenario files against the scenario format "
                          "without running any agent; every problem, one line each "
                          "(FILE:LINE: key: message); exit 2 if any")
-    val.add_argument("scenarios", nargs="*", default=None, metavar="FILE|DIR",
-                     help="scenario files, or folders searched for *.toml at any depth "
+    flag(val, "scenarios", metavar="FILE|DIR",
+         help="scenario files, or folders searched for *.toml at any depth "
                           "(default: [tool.faultsim] scenarios, else scenarios/)")
     debug_flag(val)
     val.set_defaults(func=cmd_validate)
@@ -264,8 +242,8 @@ def build_parser() -> argparse.ArgumentParser:
     rcd = ssub.add_parser("record", help="run an agent once against a real Messages "
                           "endpoint through a recording proxy on 127.0.0.1 and write what "
                           "happened as a scenario")
-    rcd.add_argument("--agent", default=None, help="the agent factory: MODULE[:ATTR] or "
-                     "FILE.py[:ATTR] (default: [tool.faultsim] agent, FAULTSIM_AGENT)")
+    flag(rcd, "agent", help="the agent factory: MODULE[:ATTR] or FILE.py[:ATTR] (default: "
+         "[tool.faultsim] agent, FAULTSIM_AGENT)")
     rcd.add_argument("--task", required=True, help="the task given to the agent")
     rcd.add_argument("--out", metavar="FILE", default=None,
                      help="the scenario file to write (default: print it); its name is the "
@@ -281,16 +259,14 @@ def build_parser() -> argparse.ArgumentParser:
     rep = sub.add_parser("replay", help="re-run exactly the schedule of a counterexample's "
                          "token and show the trace around each kill")
     rep.add_argument("token", help="the token a report printed (fs1_...)")
-    rep.add_argument("--agent", default=None,
-                     help="replay on this agent factory instead of the token's (a fix)")
+    flag(rep, "agent", help="replay on this agent factory instead of the token's (a fix)")
     rep.add_argument("--show", action="store_true",
                      help="print what the token would run (scenario, agent, crash model, "
                           "seed, each kill, the faultsim that made it) without importing or "
                           "running anything")
     rep.add_argument("--json", metavar="FILE", help="write the verdict as a JSON report")
-    rep.add_argument("--timeout", type=float, default=None,
-                     help="seconds an incarnation may run (default: as faultsim run's, "
-                          "derived from the clean runs)")
+    flag(rep, "timeout", help="seconds an incarnation may run (default: as faultsim run's, "
+         "derived from the clean runs)")
     debug_flag(rep)
     rep.set_defaults(func=cmd_replay)
     rpt = sub.add_parser("report", help="turn a JSON report (--json) into another form")

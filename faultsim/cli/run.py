@@ -157,6 +157,7 @@ def run_on_ray(ns: argparse.Namespace, baseline: dict | None) -> int:
     from ..errors import UsageError
     from ..pipeline.ray_shards import check_address, run_shards, shard_args
     from ..reports.merge import as_report
+    from ..settings.table import setting
     from .output import write_outputs
     from .report import merged_outputs
 
@@ -164,8 +165,11 @@ def run_on_ray(ns: argparse.Namespace, baseline: dict | None) -> int:
     if ns.shard is not None:
         raise UsageError(f"--shard {ns.shard} with --ray: --ray runs every shard itself "
                          "(their number: --ray-shards N)")
-    if ns.ray_shards is not None and ns.ray_shards < 1:
-        raise UsageError(f"--ray-shards {ns.ray_shards}: expected an integer >= 1")
+    shards = setting("ray_shards")
+    try:
+        shards.check(ns.ray_shards)
+    except ValueError:
+        raise UsageError(f"--ray-shards {ns.ray_shards}: expected {shards.expected}") from None
     if ns.workers is not None and (address is not None or ns.workers < 1):
         raise UsageError(f"--workers {ns.workers} with --ray: expected an integer >= 1, "
                          "the local cluster's CPUs (a running cluster has its own)")

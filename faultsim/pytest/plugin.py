@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 
 from ..errors import UsageError
-from ..settings.options import COVERAGES, CRASH_MODEL_CHOICES, PER_CLASS
+from ..settings.table import SETTINGS
 from .fixture import FaultsimFixture, known_errors, told as _told
-from .settings import INI_KEYS, MARKER, FaultsimUsageError, Options, read_options, settings_for
+from .settings import MARKER, FaultsimUsageError, Options, read_options, settings_for
 from .state import BrokenParam, PluginState, PointParam
 from .summary import SETUP_PROPERTY, Summary, session_folder
 
@@ -25,57 +25,27 @@ _HEADER = pytest.StashKey[Options]()
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("faultsim", "faultsim: crash-safety tests for agents")
-    group.addoption("--faultsim-seed", metavar="SEED", default=None,
-                    help="seed of the agent's uuid/random/temp names and of the search "
-                         "(default: the marker's, else 0); the same seed, the same verdicts")
-    group.addoption("--faultsim-crash-model", metavar="MODEL", default=None,
-                    choices=CRASH_MODEL_CHOICES,
-                    help="process (a SIGKILL: what was written survives), power (unsynced "
-                         "writes may be lost) or all (default: the marker's, else process)")
-    group.addoption("--faultsim-crashes", metavar="N", type=int, default=None,
-                    help="crashes per schedule: 1, 2 (every pair, the default) or more "
-                         "(longer schedules searched with hypothesis, in whole-scenario tests)")
-    group.addoption("--faultsim-coverage", metavar="COVERAGE", default=None,
-                    choices=COVERAGES,
-                    help="whole-scenario tests: exhaustive (every kill point) or "
-                         "representative (each kill-point class at its first, last and "
-                         "--faultsim-per-class seeded occurrences, every kill point of the "
-                         "first and last step; the rest not crashed, and said) (default: "
-                         "the scenario's fault profile, else exhaustive)")
-    group.addoption("--faultsim-per-class", metavar="K", type=int, default=None,
-                    help="representative coverage: seeded kill points judged per class "
-                         f"beside its first and last (default: the scenario's, else "
-                         f"{PER_CLASS})")
-    group.addoption("--faultsim-budget", metavar="SECONDS", type=float, default=None,
-                    help="seconds this session (each xdist worker) may spend exploring: "
-                         "kill-point items past it are skipped and counted in the summary")
-    group.addoption("--faultsim-shard", metavar="I/N", default=None,
-                    help="run shard I of N, for CI matrices: kill-point items split by "
-                         "position, whole-scenario tests by crash state (as faultsim run "
-                         "--shard); the N shards partition them")
-    group.addoption("--faultsim-ray", metavar="ADDRESS", nargs="?", const="", default=None,
-                    help="whole-scenario tests: run the sweep's shards as Ray tasks and merge "
-                         "their reports (as faultsim run --ray); ADDRESS (HOST:PORT, "
-                         "ray://HOST:PORT or auto) names a running cluster, none starts a "
-                         "local one per test; the agent must be importable by name "
-                         "(pip install 'faultsim[ray]')")
-    group.addoption("--faultsim-ray-shards", metavar="N", type=int, default=None,
-                    help="with --faultsim-ray: the number of shards (default: the "
-                         "cluster's CPUs)")
-    group.addoption("--faultsim-html", metavar="FILE", default=None,
-                    help="write one HTML report for the session: every faultsim test's "
-                         "crash map and counterexamples (as faultsim run --html)")
-    group.addoption("--faultsim-baseline", metavar="REPORT", default=None,
-                    help="a JSON report of an earlier run (faultsim run --json, e.g. the main "
-                         "branch's): a faultsim test then fails only for crash states this "
-                         "run adds failing, and names them (as faultsim run --baseline)")
-    group.addoption("--faultsim-record", action="store_true", default=False,
-                    help="re-record checkpoint-format corpora instead of checking them "
-                         "(like a snapshot tool's update flag)")
+    # each option and ini key a row of faultsim.settings.table, in its order
+    for s in SETTINGS:
+        if s.pytest is None:
+            continue
+        if s.type is bool:
+            group.addoption(s.pytest, action="store_true", default=False, help=s.pytest_help)
+            continue
+        kw: dict[str, Any] = {"metavar": s.metavar or s.name.upper(), "default": None,
+                              "help": s.pytest_help}
+        if s.type in (int, float):
+            kw["type"] = s.type
+        if s.choices:
+            kw["choices"] = s.choices
+        if s.nargs is not None:
+            kw.update(nargs=s.nargs, const=s.const)
+        group.addoption(s.pytest, **kw)
     # the same settings as ini keys ([tool.pytest.ini_options] faultsim_budget = 600, ...):
     # a project's defaults; the command line wins (faultsim.pytest.settings.read_options)
-    for key, what in INI_KEYS.items():
-        parser.addini(key, f"default for --{key.replace('_', '-')}: {what}", default=None)
+    for s in SETTINGS:
+        if s.ini is not None:
+            parser.addini(s.ini, f"default for {s.pytest}: {s.ini_help}", default=None)
 
 
 def _shared_dir(config: pytest.Config) -> Any:
@@ -112,12 +82,13 @@ def pytest_report_header(config: pytest.Config) -> list[str] | None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    first, *keys = [s for s in SETTINGS if s.marker]  # the marker's keys: the table's
+    signature = ", ".join([first.marker, *(f"{s.marker}={s.default!r}" for s in keys)])
     config.addinivalue_line(
-        "markers", f"{MARKER}(scenario, agent=None, crash_model='process', crashes=2, "
-        "seed='0', timeout='auto', categories=None, kill_points=False, mode='auto'): a faultsim "
-        "test of agent on scenario; kill_points=True (or faultsim.parametrize) makes one test "
-        "item per kill point; mode='subprocess' runs real processes killed by SIGKILL (auto: "
-        "for scenarios whose [store] is sqlite or redis)")
+        "markers", f"{MARKER}({signature}): a faultsim test of agent on scenario; "
+        "kill_points=True (or faultsim.parametrize) makes one test item per kill point; "
+        "mode='subprocess' runs real processes killed by SIGKILL (auto: for scenarios whose "
+        "[store] is sqlite or redis)")
     try:
         options = read_options(config)
     except UsageError as exc:  # FaultsimUsageError, or config.ConfigError: [tool.faultsim]

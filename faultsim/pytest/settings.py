@@ -11,15 +11,16 @@ from typing import Any, Callable
 import pytest
 
 from ..errors import UsageError
-from ..settings.options import (COVERAGE_EXPECTED, CRASH_MODEL_EXPECTED, PER_CLASS_EXPECTED,
-                       SHARD_EXPECTED, ExploreOptions, OptionError)
-from ..settings.options import parse_shard as _parse_shard
+from ..settings.options import ExploreOptions, OptionError
+from ..settings.table import BY_NAME, SETTINGS, SHARD_EXPECTED
+from ..settings.table import parse_shard as _parse_shard
 
 
 MARKER = "faultsim"
-_MARKER_KEYS = ("scenario", "agent", "crash_model", "crashes", "seed", "timeout",
-                "categories", "kill_points", "mode")
-DEFAULTS = {"crash_model": "process", "crashes": 2, "seed": "0", "timeout": "auto"}
+# the marker's keys and their defaults (where the scenario's fault profile decides nothing),
+# the settings table's (faultsim.settings.table)
+_MARKER_KEYS = tuple(s.marker for s in SETTINGS if s.marker)
+DEFAULTS = {s.marker: s.default for s in SETTINGS if s.marker and s.default is not None}
 
 
 def parametrize(agent: Callable | str, scenario: str | Path, *, crash_model: str | None = None,
@@ -69,15 +70,9 @@ def parse_shard(text: str, where: str | None = None) -> tuple[int, int]:
 
 
 # the session settings that are ini keys too, and what each holds (pytest --help says)
-INI_KEYS = {"faultsim_seed": "the seed", "faultsim_crash_model": CRASH_MODEL_EXPECTED,
-            "faultsim_crashes": "crashes per schedule", "faultsim_budget":
-            "seconds each session may spend exploring", "faultsim_shard": "I/N",
-            "faultsim_coverage": COVERAGE_EXPECTED,
-            "faultsim_per_class": "seeded kill points per class (representative)"}
+INI_KEYS = {s.ini: s.ini_help for s in SETTINGS if s.ini}
 # those a project sets for `faultsim run` too: FAULTSIM_* and [tool.faultsim] (faultsim.settings.config)
-PROJECT_KEYS = {"faultsim_seed": "seed", "faultsim_crash_model": "crash_model",
-                "faultsim_crashes": "crashes", "faultsim_coverage": "coverage",
-                "faultsim_per_class": "per_class"}
+PROJECT_KEYS = {s.ini: s.toml for s in SETTINGS if s.ini and s.toml}
 
 
 def read_options(config: Any) -> Options:
@@ -123,8 +118,7 @@ def read_options(config: Any) -> Options:
                  "coverage": coverage_at, "per_class": per_class_at}[exc.field]
         raise FaultsimUsageError(f"{where}: expected {exc.expected}") from None
     budget, _ = number("faultsim_budget", float)
-    if budget is not None and budget <= 0:  # the plugin's own setting: no exploration has it
-        raise FaultsimUsageError(f"--faultsim-budget={budget:g}: expected seconds > 0")
+    _check("session_budget", budget, lambda: f"--faultsim-budget={budget:g}")
     shard, shard_at = setting("faultsim_shard")
     ray, ray_shards = config.getoption("faultsim_ray"), config.getoption("faultsim_ray_shards")
     if ray is not None:
@@ -137,9 +131,7 @@ def read_options(config: Any) -> Options:
         if shard is not None:
             raise FaultsimUsageError(f"{shard_at} with --faultsim-ray: Ray runs every shard "
                                      "itself (their number: --faultsim-ray-shards N)")
-    if ray_shards is not None and ray_shards < 1:
-        raise FaultsimUsageError(f"--faultsim-ray-shards={ray_shards}: expected an integer "
-                                 ">= 1")
+    _check("ray_shards", ray_shards, lambda: f"--faultsim-ray-shards={ray_shards}")
     html = config.getoption("faultsim_html")
     if html:  # before any test: a typo must not cost the session's sweeps
         from ..reports.outfile import check_writable
@@ -152,6 +144,16 @@ def read_options(config: Any) -> Options:
                    html=html,
                    baseline=config.getoption("faultsim_baseline"),
                    coverage=coverage, per_class=per_class, ray=ray, ray_shards=ray_shards)
+
+
+def _check(name: str, value: Any, where: Callable[[], str]) -> None:
+    """The table's check of a setting no exploration holds (ExploreOptions checks the
+    others), named as the plugin takes it."""
+    s = BY_NAME[name]
+    try:
+        s.check(value)
+    except ValueError:
+        raise FaultsimUsageError(f"{where()}: expected {s.expected}") from None
 
 
 @dataclass(frozen=True)
@@ -244,7 +246,7 @@ def settings_for(node: Any, options: Options) -> Settings | None:
     timeout = kwargs.get("timeout", DEFAULTS["timeout"])
     seed = options.seed if options.seed is not None else str(kwargs.get("seed",
                                                                         DEFAULTS["seed"]))
-    mode = kwargs.get("mode", "auto")
+    mode = kwargs.get("mode", DEFAULTS["mode"])
     try:  # the one validation of every exploration setting
         ExploreOptions(crash_model=crash_model, crashes=crashes, timeout=timeout, seed=seed,
                        mode=mode)
@@ -264,7 +266,7 @@ def settings_for(node: Any, options: Options) -> Settings | None:
         raise FaultsimUsageError(f"{where}: kill_points=True items run in-process; explore "
                                  "in subprocess mode with one test (faultsim.check())")
     return Settings(scenario, kwargs.get("agent"), crash_model, crashes, seed, timeout,
-                    categories, bool(kwargs.get("kill_points", False)), mode)
+                    categories, bool(kwargs.get("kill_points", DEFAULTS["kill_points"])), mode)
 
 
 def resolve_scenario(scenario: str | Path, node: Any) -> Path:

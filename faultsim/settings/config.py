@@ -2,12 +2,8 @@
 
 Read, for each setting the command line leaves unset, in this order:
 
-1. the environment: `FAULTSIM_AGENT`, `FAULTSIM_SCENARIOS` (paths separated by the OS path
-   separator), `FAULTSIM_CRASH_MODEL`, `FAULTSIM_CRASHES`, `FAULTSIM_SEED`,
-   `FAULTSIM_TIMEOUT`, `FAULTSIM_WORKERS`, `FAULTSIM_MODE`, `FAULTSIM_PROGRESS_SECONDS`
-   (seconds between progress lines when stderr is not a terminal; 0: none),
-   `FAULTSIM_COVERAGE`, `FAULTSIM_PER_CLASS`, `FAULTSIM_BUDGET` (`--coverage`,
-   `--per-class`, `--budget`);
+1. the environment: each setting's `FAULTSIM_*` variable (`FAULTSIM_AGENT`,
+   `FAULTSIM_SCENARIOS`: paths separated by the OS path separator, ...);
 2. `[tool.faultsim]` in the nearest `pyproject.toml` at or above the current directory:
 
        [tool.faultsim]
@@ -22,9 +18,10 @@ no `scenarios/` folder here, `faultsim run` and `faultsim list` run the bundled 
 (`faultsim.reference_agent`), and say so in one line (`bundled`). Otherwise there is no
 built-in agent: without `--agent`, `FAULTSIM_AGENT` or `agent =` the command stops with a
 one-line error (faultsim's own repository names its reference agent in its pyproject.toml).
-Errors name the file (or variable) and the key at fault.
+Errors name the file (or variable) and the key at fault. The keys, variables and their types
+are the table's (faultsim.settings.table: the settings with a `toml` key).
 
-Front-end layer: standard library and errors only.
+Standard library, errors and the settings table only.
 """
 from __future__ import annotations
 
@@ -35,10 +32,11 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import UsageError
+from .table import SETTINGS
 
-KEYS = {"agent": str, "scenarios": list, "crash_model": str, "crashes": int, "seed": str,
-        "timeout": float, "workers": int, "mode": str, "progress_seconds": float,
-        "coverage": str, "per_class": int, "budget": float}
+# [tool.faultsim]'s keys and their types; each key's variable is its setting's `env`
+_PROJECT = {s.toml: s for s in SETTINGS if s.toml}
+KEYS = {key: s.type for key, s in _PROJECT.items()}
 
 
 _EXPECTED = {str: "a string", list: "a list of paths", int: "an integer", float: "seconds"}
@@ -89,9 +87,9 @@ def load(cwd: Path | None = None, environ: dict[str, str] | None = None) -> Proj
                 origin[key] = where
             if "scenarios" in values:  # relative to the file that names them
                 values["scenarios"] = [_rel(root / s) for s in values["scenarios"]]
-    for key in KEYS:
-        name = "FAULTSIM_" + key.upper()
-        if environ.get(name):
+    for key, row in _PROJECT.items():
+        name = row.env
+        if name and environ.get(name):
             raw = environ[name]
             value: Any = raw.split(os.pathsep) if key == "scenarios" else raw
             values[key] = _checked(key, value, name, from_text=True)
@@ -136,9 +134,12 @@ def _checked(key: str, value: Any, where: str, from_text: bool = False) -> Any:
         value = str(value)
     if not isinstance(value, kind) or isinstance(value, bool):
         raise ConfigError(f"{where} = {value!r}: expected {_EXPECTED[kind]}")
-    if key == "progress_seconds" and not value >= 0:
-        raise ConfigError(f"{where} = {value!r}: expected seconds >= 0 (0: no progress "
-                          "lines)")
+    row = _PROJECT[key]
+    if row.check is not None and not row.option:  # an exploration's: ExploreOptions checks
+        try:
+            row.check(value)
+        except ValueError:
+            raise ConfigError(f"{where} = {value!r}: expected {row.expected}") from None
     if kind is list and not all(isinstance(s, str) and s for s in value):
         raise ConfigError(f"{where} = {value!r}: expected a list of paths")
     return value

@@ -6,9 +6,9 @@ checks a setting again. `resolve(scenario)` then fills in what the scenario deci
 fault profile's crash models and crashes, the mode its store needs, one worker per core):
 the one mode dispatch (`backends.choose`) reads a resolved object only.
 
-Also here, what every front end shares about settings: the choices (crash models, modes),
-the fixed timeout, how a shard `I/N` is written; and the rules the options hold: which
-crash models a request names, the shard formula and the kill points a run keeps.
+Also here, re-exported from the table (faultsim.settings.table) for the front ends: the
+choices (crash models, modes), how a shard `I/N` is written, which crash models a request
+names; and the fixed timeout, the shard formula and the kill points a run keeps.
 Standard library, errors, crashmodel and classes only: the plugin imports this at load
 time."""
 from __future__ import annotations
@@ -16,23 +16,32 @@ from __future__ import annotations
 import dataclasses
 import os
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Sequence, TypeVar
+from typing import Any, Callable, Sequence, TypeVar
 
-from ..core.classes import COVERAGES, PER_CLASS, cover  # noqa: F401 (the front ends' choices)
-from ..core.crashmodel import CRASH_MODELS, MODEL_NAMES, PAUSE
+from ..core.classes import COVERAGES, PER_CLASS, cover
 from ..errors import StoreNeedsSubprocess, SubprocessModeError, UsageError
+# the words every front end shares, declared with the settings (faultsim.settings.table)
+from .table import (COVERAGE_EXPECTED, CRASH_MODEL_CHOICES, CRASH_MODEL_EXPECTED, MODES,
+                    PER_CLASS_EXPECTED, SEARCH_EXPECTED, SETTINGS, SHARD_EXPECTED,
+                    check_shard, crash_models, parse_shard)
+
+__all__ = ["COVERAGES", "PER_CLASS", "COVERAGE_EXPECTED", "CRASH_MODEL_CHOICES",
+           "CRASH_MODEL_EXPECTED", "MODES", "PER_CLASS_EXPECTED", "SHARD_EXPECTED",
+           "check_shard", "crash_models", "parse_shard", "FIXED_TIMEOUT", "OptionError",
+           "ExploreOptions", "mode_for", "in_shard", "select"]
 
 P = TypeVar("P")
 
-MODES = ("auto", "in-process", "subprocess")
-# what --crash-model, --faultsim-crash-model and the marker take: a model, or both
-CRASH_MODEL_CHOICES = (*CRASH_MODELS, PAUSE, "all")
-CRASH_MODEL_EXPECTED = "process, power, pause or all"
-SHARD_EXPECTED = "I/N with 1 <= I <= N, for example 2/4"
-# the coverage settings, for every front end (the CLI, [tool.faultsim], the scenario's
-# [fault_profile], the pytest option and ini key): the choices are faultsim.core.classes'
-COVERAGE_EXPECTED = " or ".join(COVERAGES)
-PER_CLASS_EXPECTED = "an integer >= 0"
+# ExploreOptions' fields that are settings: their defaults and checks are the table's
+_OPTIONS = {s.name: s for s in SETTINGS if s.option}
+
+
+def _unset(name: str) -> Any:
+    """A field's default: None where the scenario's fault profile decides (`resolve`)."""
+    s = _OPTIONS[name]
+    return None if s.profile else s.default
+
+
 # seconds an incarnation may run where no limit is derived from clean runs: a survey's clean
 # run (`faultsim list`), recording and checking checkpoint corpora
 FIXED_TIMEOUT = 30.0
@@ -52,83 +61,45 @@ class OptionError(UsageError, ValueError):
 class ExploreOptions:
     """Every setting that decides what an exploration does (see `faultsim.explore` for each).
 
-    `crash_model` and `crashes` left at None take the scenario's fault profile, `mode`
-    "auto" the mode its store needs, `workers` None one per core; `resolve()` fills them.
+    The fields that are settings take their default and their check from the table
+    (faultsim.settings.table, where each is explained); `only`, `database`, `equivalences`
+    and `convergence` are Python's alone. `crash_model`, `crashes`, `coverage` and
+    `per_class` left at None take the scenario's fault profile, `mode` "auto" the mode its
+    store needs, `workers` None one per core; `resolve()` fills them.
     """
 
-    crash_model: str | tuple[str, ...] | None = None  # stored as a tuple of names
-    crashes: int | None = None
-    seed: str = "0"
-    # seconds, None (no limit), or "auto": derived from the clean runs
-    # (pipeline.incarnation.resumed_limit: 10x the slower clean incarnation, at least 3 s)
-    timeout: float | str | None = "auto"
-    workers: int | None = None  # 0: one after another in this process (replaying)
-    shard: tuple[int, int] | None = None
+    crash_model: str | tuple[str, ...] | None = _unset("crash_model")  # kept as a tuple
+    crashes: int | None = _unset("crashes")
+    seed: str = _unset("seed")
+    timeout: float | str | None = _unset("timeout")  # seconds, None (no limit) or "auto"
+    workers: int | None = _unset("workers")  # 0: one after another in this process (replaying)
+    shard: tuple[int, int] | None = _unset("shard")
     only: Callable[[Any], bool] | None = None  # narrows the first crash's kill points
-    search: int | None = None  # hypothesis examples per crash model
-    search_seconds: float | None = None
+    search: int | None = _unset("search")  # hypothesis examples per crash model
+    search_seconds: float | None = _unset("search_seconds")
     database: Any = None  # hypothesis example database for the search
     equivalences: bool = True
     # cut a resumed run where it reaches the clean run's state (faultsim.inprocess.convergence)
     convergence: bool = True
-    mode: str = "auto"
-    # every kill point ("exhaustive") or each class's first, last and `per_class` seeded
-    # others ("representative", faultsim.core.classes); None: the scenario's fault profile
-    coverage: str | None = None
-    per_class: int | None = None
-    # cut each resumed run past its `horizon`-th model request after recovery, at its first
-    # request equal to one the clean run made, and take the rest from the clean run's
-    # course (faultsim.inprocess.convergence, "The horizon"); None: every run to its end
-    horizon: int | None = None
-    # wall seconds the single-crash sweep may be forecast to take (pipeline/forecast.py):
-    # over it, the run stops before any crash run and says which coverage fits; None: any
-    budget: float | None = None
+    mode: str = _unset("mode")
+    coverage: str | None = _unset("coverage")
+    per_class: int | None = _unset("per_class")
+    horizon: int | None = _unset("horizon")
+    budget: float | None = _unset("budget")
 
     def __post_init__(self) -> None:
-        set_ = lambda name, value: object.__setattr__(self, name, value)  # noqa: E731
-        if self.crash_model is not None:
+        # each setting by the table's check, in the order of the fields
+        for f in dataclasses.fields(self):
+            s = _OPTIONS.get(f.name)
+            if s is None:
+                continue
+            value = getattr(self, f.name)
             try:
-                set_("crash_model", tuple(crash_models(self.crash_model)))
+                object.__setattr__(self, f.name, s.check(value))
             except ValueError:
-                raise OptionError("crash_model", self.crash_model,
-                                  CRASH_MODEL_EXPECTED) from None
-        if self.crashes is not None and (isinstance(self.crashes, bool)
-                                         or not isinstance(self.crashes, int)
-                                         or self.crashes < 1):
-            raise OptionError("crashes", self.crashes, "an integer >= 1")
-        set_("seed", str(self.seed))
-        if self.timeout is not None and self.timeout != "auto" and (
-                not isinstance(self.timeout, (int, float)) or self.timeout <= 0):
-            raise OptionError("timeout", self.timeout, "seconds > 0, None or \"auto\"")
-        if self.workers is not None and (not isinstance(self.workers, int)
-                                         or self.workers < 0):
-            raise OptionError("workers", self.workers, "an integer >= 0")
-        if self.shard is not None:
-            try:
-                set_("shard", check_shard(tuple(self.shard)))
-            except (TypeError, ValueError):
-                raise OptionError("shard", self.shard, "(i, n) with 1 <= i <= n") from None
-        if self.search is not None and (not isinstance(self.search, int) or self.search < 1
-                                        or (self.crashes is not None and self.crashes < 2)):
-            raise OptionError("search", self.search, "a positive number of examples, with "
-                              "crashes >= 2 (single crashes are always explored "
-                              "exhaustively)")
-        if self.search_seconds is not None and self.search_seconds < 0:
-            raise OptionError("search_seconds", self.search_seconds, "seconds >= 0")
-        if self.mode not in MODES:
-            raise OptionError("mode", self.mode, ", ".join(MODES))
-        if self.budget is not None and not self.budget > 0:
-            raise OptionError("budget", self.budget, "seconds > 0")
-        if self.coverage is not None and self.coverage not in COVERAGES:
-            raise OptionError("coverage", self.coverage, COVERAGE_EXPECTED)
-        if self.per_class is not None and (isinstance(self.per_class, bool)
-                                           or not isinstance(self.per_class, int)
-                                           or self.per_class < 0):
-            raise OptionError("per_class", self.per_class, PER_CLASS_EXPECTED)
-        if self.horizon is not None and (isinstance(self.horizon, bool)
-                                         or not isinstance(self.horizon, int)
-                                         or self.horizon < 0):
-            raise OptionError("horizon", self.horizon, "an integer >= 0 (model requests)")
+                raise OptionError(f.name, value, s.expected) from None
+        if self.search is not None and self.crashes is not None and self.crashes < 2:
+            raise OptionError("search", self.search, SEARCH_EXPECTED)
 
     @property
     def models(self) -> list[str]:
@@ -214,36 +185,6 @@ def mode_for(scenario: Any, asked: str) -> str:
             "subprocess mode (--mode subprocess or auto; from Python, "
             "faultsim.real.explore_subprocess)")
     return asked
-
-
-def crash_models(crash_model: str | Iterable[str]) -> list[str]:
-    """The crash models "process", "power", "pause", "all" (process and power) or a list
-    of them name."""
-    if isinstance(crash_model, str):
-        names = list(CRASH_MODELS) if crash_model == "all" else [crash_model]
-    else:
-        names = list(crash_model)
-    for name in names:
-        if name not in MODEL_NAMES:
-            raise ValueError(f"unknown crash model {name!r}; expected {CRASH_MODEL_EXPECTED}")
-    return names
-
-
-def parse_shard(text: str) -> tuple[int, int]:
-    """`"2/4"` -> (2, 4), as every front end takes a shard; a ValueError otherwise (the
-    front end names its own flag, expecting SHARD_EXPECTED)."""
-    i, sep, n = text.partition("/")
-    i, n = i.strip(), n.strip()
-    if sep and all(part.isascii() and part.isdigit() for part in (i, n)) \
-            and 1 <= int(i) <= int(n):
-        return int(i), int(n)
-    raise ValueError(f"{text!r}: expected {SHARD_EXPECTED}")
-
-
-def check_shard(shard: tuple[int, int] | None) -> tuple[int, int] | None:
-    if shard is not None and not 1 <= shard[0] <= shard[1]:
-        raise ValueError(f"shard {shard[0]}/{shard[1]}: expected 1 <= i <= n")
-    return shard
 
 
 def in_shard(position: int, shard: tuple[int, int] | None) -> bool:
