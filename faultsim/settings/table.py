@@ -191,14 +191,16 @@ SETTINGS: tuple[Setting, ...] = (
             shown="`scenarios/`, else the bundled scenarios", cli="scenarios", nargs="*",
             env="FAULTSIM_SCENARIOS", toml="scenarios"),
     Setting("crash_model", str, "process",
-            "what a crash leaves on disk: a killed process, power loss, or both (default: "
-            "the scenario's fault profile, else process)",
+            "what a crash leaves on disk: a killed process, power loss, or both (all); or "
+            "pause, a worker frozen and woken after its replacement started (default: the "
+            "scenario's fault profile, else process)",
             check=_crash_model, expected=CRASH_MODEL_EXPECTED, profile=True,
             cli="--crash-model", metavar="MODEL", choices=CRASH_MODEL_CHOICES,
             env="FAULTSIM_CRASH_MODEL", toml="crash_model", option=True,
             pytest="--faultsim-crash-model",
             pytest_help="process (a SIGKILL: what was written survives), power (unsynced "
-                        "writes may be lost) or all (default: the marker's, else process)",
+                        "writes may be lost), all (both) or pause (frozen, then woken after "
+                        "its replacement started) (default: the marker's, else process)",
             ini="faultsim_crash_model", ini_help=CRASH_MODEL_EXPECTED, marker="crash_model"),
     Setting("crashes", int, 2,
             "the most crashes in one schedule (default: the scenario's fault profile, else "
