@@ -275,3 +275,83 @@ def test_a_stop_that_came_late_is_an_error_and_a_retry_holds_longer(monkeypatch)
         run = driver.attempt(point, Wake("end"))
     assert run.paused.stopped and run.paused.events_at_stop == point.index
     assert run.left == 0 and not _ours_stopped()
+
+
+def _k3(tmp):
+    """The clean runs, the pause point held at the entry of its rename (the schedule the
+    lead saw judged two ways under load 13-15: k3-checkpoint-rename..., woken after the
+    new incarnation's second save), and a driver for it."""
+    scenario = load_scenario(SCENARIO)
+    argv = split(NAIVE)
+    golden, clean = clean_runs(argv, scenario, Path(tmp), services=default_services())
+    point = next(p for p in kill_points(golden) if p.id.startswith("k3-checkpoint-rename"))
+    driver = Driver(argv, scenario, Path(tmp), clean[0], 30.0, "0", default_services())
+    driver.ends[point.index] = driver.run(point, Wake("end"))
+    return golden, point, driver
+
+
+def test_a_late_reader_of_the_log_is_an_error_never_a_state_past_the_point(monkeypatch):
+    """The root cause of the timing dependence, injected: the thread that reads strace's
+    log is late (descheduled, as at load 15) by more than the held call's window exactly
+    when the call's entry first shows, so one read holds its entry, its return and the
+    calls after it. Before the fix the stop came after those, the trace stood past the
+    point at the stop and at the wake alike, and the schedule was judged on that state
+    (two violations where the honest run has none). Now the stop's proof fails
+    (KillDidNotLand, never a verdict) and `attempt`'s longer hold lands it: the honest
+    verdict, every time."""
+    import time as _time
+
+    import faultsim.command.control as control
+    from faultsim.errors import KillDidNotLand
+    from faultsim.host.strace import read_log
+
+    with tempfile.TemporaryDirectory() as tmp:
+        golden, point, driver = _k3(tmp)
+        honest = driver.run(point, Wake("save", 2))
+        assert honest.paused.events_at_stop == point.index
+        want = sorted(v.invariant for v in judge_pause(golden, honest))
+        late = set()
+
+        def late_reader(log):
+            text = read_log(log)
+            if " rename(" in text.rsplit("\n", 1)[-1] and log not in late:
+                late.add(log)  # the held rename's entry, first seen: read again later
+                _time.sleep(3 * 0.3)
+                return read_log(log)
+            return text
+
+        monkeypatch.setattr(control, "read_log", late_reader)
+        with pytest.raises(KillDidNotLand, match="came late: .* past the point"):
+            driver.run(point, Wake("save", 2))
+        assert late
+        late.clear()
+        again = driver.attempt(point, Wake("save", 2))
+    assert again.paused.events_at_stop == point.index and again.stops == 2
+    assert sorted(v.invariant for v in judge_pause(golden, again)) == want
+    assert again.left == 0 and not _ours_stopped()
+
+
+def test_a_held_call_that_ran_unlogged_is_an_error(monkeypatch):
+    """The stop's proof reads the disk too: strace, stopped with the group, may not have
+    logged the return of a held call that ran just before the stop (its log then shows
+    the call unfinished and the trace exactly at the point). Injected: the held rename
+    done at the stop, as the agent's would have been. The workdir is not what the traced
+    calls wrote: KillDidNotLand, never a verdict."""
+    import faultsim.command.pause as pause
+    from faultsim.errors import KillDidNotLand
+
+    real_stop = pause.stop_groups
+    with tempfile.TemporaryDirectory() as tmp:
+        golden, point, driver = _k3(tmp)
+        work = Path(tmp) / "sandbox" / "work"
+
+        def stop_after_the_rename(pgids, timeout=10.0):
+            stopped = real_stop(pgids, timeout)
+            if (work / "state.json.tmp").exists() and not (work / "state.json").exists():
+                os.rename(work / "state.json.tmp", work / "state.json")
+            return stopped
+
+        monkeypatch.setattr(pause, "stop_groups", stop_after_the_rename)
+        with pytest.raises(KillDidNotLand, match="came late: state.json: on disk"):
+            driver.run(point, Wake("save", 2))
+    assert not _ours_stopped()

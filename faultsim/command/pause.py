@@ -13,9 +13,11 @@ strace for `sweep.HOLD` seconds), of its next model request or service call, of 
 or a model answer or an effect's answer not yet sent. There the group is SIGSTOPped and
 proven stopped (`groups.stop_groups`: every process `T`, or `t` under strace stopped
 itself) before the new incarnation starts; a request or answer the stop met is held by its
-handler until the wake, then served. That the stop came in time is checked at the wake:
-the paused incarnation's trace holds exactly the point's events (a held call that returned
-before the stop would stand in it). The new incarnation is held the same way at its wake
+handler until the wake, then served. That it stopped at its point, not past it, is proven
+once it stopped (`Live.proof`: exactly the point's events traced, the held call not
+returned, the workdir what the traced calls wrote), and again at the wake (nothing traced
+meanwhile); a stop that cannot be proven so is KillDidNotLand, run again with longer
+holds (`Driver.attempt`), never judged. The new incarnation is held the same way at its wake
 point: after its N-th save (the boundary after that event, as for a kill), or at its first
 model request (its handler waits, the group stopped). Exactly one of the two runs at any
 instant, as in process; the world's events go to the trace of the one running.
@@ -56,6 +58,7 @@ from .disk import DiskModel
 from .launch import Jailed, environment, kill_group, outcome, start
 from .syscalls import Hold, command_line
 
+SLACKS = (1.0, 3.0, 10.0)  # a held call's hold, times sweep.HOLD, try after try
 STOP_SECONDS = 10.0  # how long a group may take to show every process stopped
 WORLD_EVENTS = ("model.response", "model.stream")  # held in place, as control.py kills
 
@@ -91,13 +94,16 @@ class PauseController(Controller):
             self.live.hold(where)
 
     def _at_boundary(self, where: str) -> bool:
+        """The target boundary's entry: the hold is pending (it comes in `_leave`). True
+        when it is met, so that `Controller.drain` notes a held call's entry (`held`): the
+        stop's proof (`Live.proof`) then shows that call never returned."""
         if self.target is None or len(self.tracer.events) != self.target:
             return False
         last = self.tracer.events[-1] if self.tracer.events else None
         if last is not None and (last.kind in WORLD_EVENTS or last.kind.startswith("effect.")):
             return False  # held at the world's event already, or at its answer
         self.target, self.pending = None, where
-        return False
+        return True
 
     def drain(self) -> None:
         self._enter()
@@ -109,7 +115,10 @@ class PauseController(Controller):
     def model_request(self) -> None:
         self._enter()
         try:
-            super().model_request()
+            with self._lock:  # `Controller.model_request`, holding where it kills
+                self.drain()
+                self.entries.append("a model request received")
+                self._at_boundary("at the entry of a model request")
             if self.first_request:
                 self.first_request = False
                 self.pending = "at its first model request"
@@ -208,6 +217,7 @@ class Live:
     result: Incarnation = field(default_factory=Incarnation)
     events: list[Event] = field(default_factory=list)
     reached: bool = False  # it met its hold (the stop may have failed, or come late)
+    late: str | None = None  # why the stop, proven, is not at the point (`proof`)
     held: bool = False  # it met its hold and its group was proven stopped
     stopped: bool = False
     where: str = ""
@@ -278,12 +288,15 @@ class Live:
         self._follower = controller.follow(self._stop)
 
     def hold(self, where: str) -> None:
-        """In the thread that met the hold: SIGSTOP the group, prove it stopped, hand the
-        baton back and wait for the wake."""
+        """In the thread that met the hold: SIGSTOP the group, prove it stopped, prove it
+        stopped at its point (`proof`), hand the baton back and wait for the wake."""
         self.where, self.reached = where, True
         assert self.process is not None
         self.stopped = stop_groups([self.process.pid], STOP_SECONDS)
         self.states = _states(self.process.pid)  # what /proc showed once stopped
+        if self.stopped:
+            self.controller.drain()  # all strace logged before it stopped
+            self.late = self.proof()
         self.events_at_stop = len(self.events)
         self.held = True
         self._held.set()
@@ -304,7 +317,10 @@ class Live:
                 return "ended"
             except subprocess.TimeoutExpired:
                 pass
-            if self.controller.main_exit is not None:
+            # its exit's entry seen: what it left running is killed after 0.5 s, but
+            # never while its hold is under way (held at its exit, the stop comes first)
+            if self.controller.main_exit is not None and not (self.reached
+                                                               and not self.held):
                 exited_at = exited_at or time.monotonic()
                 if time.monotonic() - exited_at > 0.5:  # what it left running: killed
                     kill_group(self.process)
@@ -312,6 +328,39 @@ class Live:
                     return "ended"
             if deadline is not None and time.monotonic() > deadline:
                 return "timeout"
+
+    def proof(self) -> str | None:
+        """Why the group, proven stopped, is not stopped at its point (one line), or None.
+
+        The point is fixed by the schedule (after event `target` of this incarnation's
+        trace; or its first model request), never by timing, when all three hold:
+          1. exactly `target` events were traced once the group stopped and the log was
+             read to its end: nothing past the point ran and was logged. (Before this
+             check, a follower thread that read strace's log late read the held call's
+             entry, its return and the calls after it in one read, traced them all, and
+             only then stopped the group: the trace then stood past the point and the
+             check at the wake, which compares the trace at the stop with the trace at the
+             wake, saw nothing move; the schedule was judged on another state.)
+          2. the call held at its entry (`controller.held`) has not returned in the log;
+          3. the workdir holds exactly what the traced calls wrote (`DiskModel.mismatch`),
+             so the held call did not run: strace, stopped with the group, may not have
+             logged the return of a call that ran just before the stop; its change to
+             the workdir shows. The one change a held call makes that no file shows is
+             an fsync's durability, which the pause model does not judge (no power is
+             lost in a pause schedule): run before the stop or after the wake, the disk
+             and the process's course are the same.
+        A tracee can pass a traced call only when strace lets it on after logging the
+        call's return (1, 2), and the world's boundaries (a model request, an answer, a
+        service call) hold the agent inside faultsim's own handler, where it waits: so
+        no other run reaches this state. Failing any, the run raises KillDidNotLand
+        (`Driver.run`) and `attempt` runs the schedule again with longer holds."""
+        c = self.controller
+        if self.target is not None and len(self.events) != self.target:
+            return (f"{len(self.events) - self.target} of its events past the point were "
+                    "traced before its group stopped")
+        if c.held is not None and c.held.returned:
+            return f"the held call {c.held.n} ({c.held.name}) returned before the stop"
+        return c.model.mismatch(read_tree(self.base / "sandbox" / "work"))
 
     def wake(self) -> None:
         """SIGCONT the group and let the held thread go on. First the proof that the stop
@@ -473,6 +522,9 @@ class Driver:
             if not paused.stopped:
                 raise KillDidNotLand(f"{point.id}: the SIGSTOP {paused.where} did not land: "
                                      "a process of the group did not stop")
+            if paused.late:
+                raise KillDidNotLand(f"{point.id}: the SIGSTOP {paused.where} came late: "
+                                     f"{paused.late}")
             if self.scenario.profile.downtime:
                 world.clock.advance(self.scenario.profile.downtime)
             new.start(saves, fresh=False)
@@ -489,6 +541,9 @@ class Driver:
             if got == "held" and not new.stopped:
                 raise KillDidNotLand(f"the new incarnation's hold {new.where} did not land: "
                                      "a process of its group did not stop")
+            if got == "held" and new.late:
+                raise KillDidNotLand(f"the new incarnation's hold {new.where} came late: "
+                                     f"{new.late}")
             if got == "timeout":
                 new.hung(self.limit)
                 hung = new.result.error
@@ -518,16 +573,18 @@ class Driver:
         return run
 
     def attempt(self, point: KillPoint, wake: Wake) -> PauseRun:
-        """`run`, once more when its stop did not land (a held call's window missed on a
-        loaded machine), holding calls three times as long: the schedule is the same run,
-        so a second try judges the same thing; a second failure is raised, naming both."""
-        try:
-            return self.run(point, wake)
-        except KillDidNotLand as first:
+        """`run`, again when its stop did not land or came late (a held call's window
+        missed on a loaded machine: `Live.proof`), holding calls 3 and then 10 times as
+        long (0.9 s, 3 s): the schedule is the same run, so a later try judges the same
+        thing (a try that fails is never judged); the last failure is raised, naming
+        every try's."""
+        failed: list[str] = []
+        for slack in SLACKS:
             try:
-                return self.run(point, wake, slack=3.0)
-            except KillDidNotLand as again:
-                raise KillDidNotLand(f"{again} (and before: {first})") from None
+                return self.run(point, wake, slack=slack)
+            except KillDidNotLand as why:
+                failed.append(str(why))
+        raise KillDidNotLand(f"{failed[-1]} (and before: {'; '.join(failed[:-1])})")
 
 
 def _longer(hold: Hold | None, slack: float) -> Hold | None:
