@@ -117,6 +117,12 @@ class Command:
                  f"  budget       {len(points)} crash runs (one per kill point), then one "
                  f"resume per distinct crash state, at about {clean[0].seconds:.1f} s each "
                  "(a clean run's, measured now)"]
+        from ..pipeline.pause import pause_points
+
+        lines.insert(2, f"  pause        {len(pause_points(points))} pause points (the boundary "
+                        "kill points after the first event), each woken at the new "
+                        "incarnation's first model request, after each of its checkpoint "
+                        "saves, and at its end; a schedule costs two incarnations")
         lines += [f"    {p.id}" for p in points]
         return Survey(points, {"process": len(points), "power": f"about {len(points)}+"},
                       lines)

@@ -482,6 +482,7 @@ class Driver:
     seed: str
     services: Any
     ends: dict = field(default_factory=dict)  # point index -> the `end` schedule's run
+    again: int = 0  # schedules run again by `attempt` (a stop not proven at its point)
 
     def run(self, point: KillPoint, wake: Wake, slack: float = 1.0) -> PauseRun:
         from .sweep import hold_for
@@ -584,6 +585,7 @@ class Driver:
                 return self.run(point, wake, slack=slack)
             except KillDidNotLand as why:
                 failed.append(str(why))
+                self.again += 1
         raise KillDidNotLand(f"{failed[-1]} (and before: {'; '.join(failed[:-1])})")
 
 
@@ -661,8 +663,9 @@ def pause_run(command: str, scenario: Scenario, *, only: Callable[[KillPoint], b
         run.judged += 1
     run.seconds = time.monotonic() - started
     run.notes.append(
-        f"  pauses        {found.stops} SIGSTOPs landed (each group proven stopped, its "
-        f"trace unmoved until SIGCONT) in {found.schedules} pause schedules; "
+        f"  pauses        {found.stops} SIGSTOPs landed (each group proven stopped at its "
+        f"point, its trace unmoved until SIGCONT) in {found.schedules} pause schedules "
+        f"({driver.again} run again: a stop not proven at its point, never judged); "
         f"{found.left} groups left behind")
     return run, found
 

@@ -10,7 +10,7 @@ from typing import Any, Callable, Mapping
 from ..backends import (Agent, Survey, factory_job_refusal, horizon_refusal, refuse_settings,
                         refused)
 from ..core.crashmodel import PAUSE
-from ..settings.options import pause_subprocess_refusal
+from ..settings.options import PAUSE_WHY, pause_subprocess_refusal
 
 
 class Subprocess:
@@ -49,7 +49,8 @@ class Subprocess:
         from .explore import survey_subprocess
 
         points = survey_subprocess(agent.spec, scenario, timeout=timeout)
-        return Survey(points, {"process": len(points), "power": "n/a (subprocess mode)"})
+        return Survey(points, {"process": len(points), "power": "n/a (subprocess mode)",
+                               "pause": "n/a (subprocess mode: " + PAUSE_WHY + ")"})
 
     def replay(self, token: Any, agent: Agent | None, *,
                timeout: float | str | None = "auto") -> Any:

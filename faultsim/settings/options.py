@@ -218,6 +218,11 @@ def mode_for(scenario: Any, asked: str) -> str:
     return asked
 
 
+# why subprocess mode does not pause (`pause_subprocess_refusal`, `faultsim list`)
+PAUSE_WHY = ("each incarnation's world (fake model, services, ledger) lives in that "
+             "incarnation's own process, so two live incarnations cannot share one")
+
+
 def pause_subprocess_refusal(path: str) -> str:
     """Why subprocess mode does not run the pause model, in one line: its fork servers'
     children each hold the world (the fake model, the services, the ledger) in their own
