@@ -234,6 +234,12 @@ def test_faultsim_run_list_and_replay_take_a_command(capsys):
     assert main(["list", str(SCENARIO), "--agent", agent]) == 0
     listed = capsys.readouterr().out
     assert "kill points  19:" in listed and KINDS[3] in listed
+    # the pause model's line: its pause points, every kill point after the first event
+    # (a command has no torn points)
+    ids = re.findall(r"^    k(\d+)-", listed, re.M)
+    pauses = sum(1 for i in ids if int(i) > 0)
+    assert len(ids) == 19 and 0 < pauses < 19
+    assert f"  pause        {pauses} pause points (the boundary kill points after" in listed
     assert main(["run", str(SCENARIO), "--agent", agent, "--crash-model", "process",
                  "--kill-point", KINDS[3]]) == 1
     out = capsys.readouterr().out
