@@ -246,8 +246,8 @@ def unclassed_refusal(options: Any, scenario: Any, who: str, hint: str = "") -> 
 
 
 def pause_refusal(options: Any, scenario: Any, who: str) -> str | None:
-    """The pause crash model, asked of a backend that does not run it (in-process mode
-    only, for now): one line, never a run that judges nothing and passes."""
+    """The pause crash model, asked of a backend that does not run it (the Claude Agent
+    SDK's): one line, never a run that judges nothing and passes."""
     from .core.crashmodel import PAUSE
     from .settings.options import crash_models
 
@@ -255,8 +255,8 @@ def pause_refusal(options: Any, scenario: Any, who: str) -> str | None:
     asked = options.crash_model or getattr(profile, "crash_models", None) or ()
     if PAUSE not in crash_models(asked):
         return None
-    return (f"--crash-model pause: {who} is not paused yet (in-process mode only; give "
-            "--crash-model process or power)")
+    return (f"--crash-model pause: {who} is not paused yet (in-process mode "
+            "and commands only; give --crash-model process or power)")
 
 
 def horizon_refusal(who: str) -> str:

@@ -235,9 +235,20 @@ def test_list_gives_turns_services_kill_points_and_crash_states(tmp_path, capsys
                       f"process {runs['process']['crash_states']}, power "
                       f"{runs['power']['crash_states']}")
     # the forecast of the sweep `run` would make (pipeline/forecast.py), each coverage
+    # the pause model's schedules: its pause points (the boundary points but the start)
+    from faultsim.inprocess.explore import survey
+    from faultsim.scenario import load_scenario
+    from faultsim.settings.loading import factory_for
+
+    points = survey(factory_for("reference_agent", TINY), load_scenario(TINY))[0]
+    pauses = sum(1 for p in points if p.offset is None and p.index > 0)
+    assert 0 < pauses < len(points)
+    assert out[5] == (f"  pause        {pauses} pause points (the boundary kill points after "
+                      "the first event), each woken at the new incarnation's first model "
+                      "request, after each of its checkpoint saves, and at its end")
     assert re.fullmatch(r"  forecast     single-crash forecast: about \d+ s of CPU "
-                        r"\(representative: about \d+ s, \d+ kill points\)", out[5]), out[5]
-    assert out[6] == ("  profile      crash models process; 2 crashes; downtime 0s; "
+                        r"\(representative: about \d+ s, \d+ kill points\)", out[6]), out[6]
+    assert out[7] == ("  profile      crash models process; 2 crashes; downtime 0s; "
                       "API faults none")
 
 

@@ -234,6 +234,12 @@ def test_faultsim_run_list_and_replay_take_a_command(capsys):
     assert main(["list", str(SCENARIO), "--agent", agent]) == 0
     listed = capsys.readouterr().out
     assert "kill points  19:" in listed and KINDS[3] in listed
+    # the pause model's line: its pause points, every kill point after the first event
+    # (a command has no torn points)
+    ids = re.findall(r"^    k(\d+)-", listed, re.M)
+    pauses = sum(1 for i in ids if int(i) > 0)
+    assert len(ids) == 19 and 0 < pauses < 19
+    assert f"  pause        {pauses} pause points (the boundary kill points after" in listed
     assert main(["run", str(SCENARIO), "--agent", agent, "--crash-model", "process",
                  "--kill-point", KINDS[3]]) == 1
     out = capsys.readouterr().out
@@ -392,12 +398,21 @@ def test_pairs_sharing_equal_second_states_gives_the_verdicts_of_resuming_each(
     assert _deep(long) == [d for d in _deep(short) if d[0] in ids]
 
 
-def test_the_pause_model_is_refused_in_one_line_not_judged_as_nothing(capsys):
-    # Before: `--crash-model pause` on a command judged 0 of its kill points and printed
-    # "all passed" (exit 0). The pause model runs in-process only: the seam refuses it.
+def test_pause_with_two_crashes_and_the_sdk_backend_refuse_pause_in_one_line(capsys):
+    # A command is paused one incarnation per schedule (tests/test_command_pause.py runs
+    # it); two pauses are refused, and the Claude Agent SDK backend refuses pause outright
+    # rather than judging nothing and printing "all passed" (before 276b0f3: exit 0).
+    from faultsim.adapters.claude_agent_sdk.backend import ClaudeAgentSdk
+    from faultsim.backends import Agent
     from faultsim.cli import main
+    from faultsim.settings.options import ExploreOptions
 
-    code = main(["run", str(SCENARIO), "--agent", _command(), "--crash-model", "pause"])
+    code = main(["run", str(SCENARIO), "--agent", _command(), "--crash-model", "pause",
+                 "--crashes", "2"])
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and len(err) == 1, err
-    assert "--crash-model pause" in err[0] and "in-process mode only" in err[0]
+    assert "--crashes 2" in err[0] and "pause" in err[0]
+    why = ClaudeAgentSdk().refuses(Agent(spec="claude-agent-sdk:x.py:agent"),
+                                   load_scenario(SCENARIO),
+                                   ExploreOptions(crash_model="pause"), "explore")
+    assert why is not None and "--crash-model pause" in why and "\n" not in why

@@ -187,3 +187,42 @@ def test_a_pause_counterexample_replays_from_its_token():
         assert faultsim.replay(token, make_agent=pause_agents.fenced).ok
     shown = "\n".join(ReplayToken.decode(failed[0].token(run)).show("x"))
     assert "woken at the new incarnation's" in shown
+
+
+# -- --shard and --coverage representative (issue 55, item 5) -----------------------------
+def _pause_run(scenario, **kw):
+    (run,) = faultsim.explore(pause_agents.naive, str(scenario), crash_model="pause",
+                              workers=0, **kw).runs
+    return run
+
+
+def _schedules(run):
+    return [(v.kill_point.id, v.order, sorted(x.invariant for x in v.violations))
+            for v in run.verdicts]
+
+
+def test_shards_partition_the_pause_schedules():
+    """Each shard runs the schedules of its share of the pause points; no verdict is
+    shared between schedules, so the shards' union is the whole run's, schedule by
+    schedule (the long way beside the short)."""
+    whole = _pause_run(SCENARIO)
+    shards = [_pause_run(SCENARIO, shard=(i, 3)) for i in (1, 2, 3)]
+    parts = [_schedules(s) for s in shards]
+    assert all(parts) and sorted(sum(parts, [])) == sorted(_schedules(whole))
+    points = [{p for p, _, _ in part} for part in parts]
+    assert not (points[0] & points[1] or points[0] & points[2] or points[1] & points[2])
+    assert all(s.to_json()["shard"]["by"] == "kill point" for s in shards)
+
+
+def test_representative_coverage_runs_the_schedules_of_its_points():
+    """Representative coverage keeps the pause points of the kill points it covers (fewer
+    on a four-turn task), and each of their schedules is judged as the whole run judges
+    it; the run says what it covered."""
+    long = HERE / "data" / "pause_long.toml"
+    whole = _pause_run(long)
+    rep = _pause_run(long, coverage="representative", per_class=0)
+    assert rep.coverage is not None and rep.coverage.mode == "representative"
+    chosen = {p.id for p in rep.explored}
+    assert 0 < len(chosen) < len(whole.explored)
+    assert _schedules(rep) == [s for s in _schedules(whole) if s[0] in chosen]
+    assert [v for v in rep.verdicts if v.violations]  # the naive agent still fails

@@ -9,7 +9,7 @@ default):
 
     INPUT_SCENARIOS    scenario files or folders, separated by spaces or new lines
     INPUT_AGENT        the agent factory, MODULE[:ATTR] or FILE.py[:ATTR]
-    INPUT_CRASH_MODEL  process, power, pause (in process only) or all
+    INPUT_CRASH_MODEL  process, power, pause (in process and for cmd: agents) or all
     INPUT_SHARD        I/N: this job's share of every scenario's kill points
     INPUT_BUDGET       seconds for the hypothesis search of schedules beyond the exhaustive
                        sweep (faultsim run --search-seconds; the sweep itself is not cut)

@@ -55,6 +55,8 @@ def cmd_list(ns: argparse.Namespace) -> int:
               f"power {states['power']}")
         cats = categories(points)
         print("               " + ", ".join(f"{c} {k}" for c, k in cats.items() if k))
+        if "pause" in states:
+            print(f"  pause        {pause_line(states['pause'])}")
         if found.forecasts:  # pipeline/forecast.py: an estimate, said as one
             from ..pipeline.forecast import words
 
@@ -65,3 +67,12 @@ def cmd_list(ns: argparse.Namespace) -> int:
               f"{', '.join(faults) if faults else 'none'}")
     return EXIT_OK
 
+
+def pause_line(pause: int | str) -> str:
+    """The pause model's schedules in words: its pause points (a count) and the wake
+    points each is woken at (faultsim.pipeline.pause); or why a backend does not pause."""
+    if not isinstance(pause, int):
+        return pause
+    return (f"{pause} pause points (the boundary kill points after the first event), each "
+            "woken at the new incarnation's first model request, after each of its "
+            "checkpoint saves, and at its end")

@@ -12,10 +12,11 @@ from collections import Counter
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from ..backends import (Agent, Survey, factory_job_refusal, pause_refusal, refuse_settings,
-                        refused, unclassed_refusal)
-from ..settings.options import in_shard
+from ..backends import (Agent, Survey, factory_job_refusal, refuse_settings, refused,
+                        unclassed_refusal)
+from ..core.crashmodel import PAUSE
 from ..reports.report import Report
+from ..settings.options import in_shard
 
 
 def no_factory(spec: str) -> Callable[..., Any]:
@@ -51,7 +52,7 @@ class Command:
                 return (f"--crashes {options.crashes}: an agent run as a command is explored "
                         "with one or two crashes per schedule (give --crashes 2 at most)")
             refused = (unclassed_refusal(options, scenario, "an agent run as a command")
-                       or pause_refusal(options, scenario, "an agent run as a command"))
+                       or pause_refusal(options))
             if refused:
                 return refused
         from .syscalls import strace_unavailable
@@ -72,16 +73,31 @@ class Command:
         if progress is not None:
             say = lambda line: print(f"  {scenario.id} {line}",  # noqa: E731
                                      file=sys.stderr, flush=True)
-        found = explore(agent.spec, scenario, crash_models=options.crash_model
-                        or tuple(scenario.profile.crash_models), only=keep,
-                        timeout=options.timeout, seed=options.seed, progress=say,
-                        agent=agent.label, probe=options.only is None and (
-                            options.shard is None or options.shard[0] == 1),
-                        crashes=options.crashes or 1)
-        runs = list(found.runs.values())
-        if runs:
-            runs[-1].notes.append(kills_line(found))
-        return found.report()
+        models = tuple(options.crash_model or scenario.profile.crash_models)
+        rest = tuple(m for m in models if m != PAUSE)
+        report = Report()
+        if rest:
+            found = explore(agent.spec, scenario, crash_models=rest, only=keep,
+                            timeout=options.timeout, seed=options.seed, progress=say,
+                            agent=agent.label, probe=options.only is None and (
+                                options.shard is None or options.shard[0] == 1),
+                            crashes=options.crashes or 1)
+            runs = list(found.runs.values())
+            if runs:
+                runs[-1].notes.append(kills_line(found))
+            report = found.report()
+        if PAUSE in models:  # its own stage, after the others (command/pause.py)
+            from .pause import pause_run
+
+            # `keep`: --kill-point and the shard's kill points (by index, as the process
+            # sweep's): schedules share nothing, so the shards' add up to the whole run's
+            run, _found = pause_run(agent.spec, scenario, only=keep,
+                                    timeout=options.timeout, seed=options.seed,
+                                    agent=agent.label, progress=say)
+            run.shard = options.shard
+            run.shard_by = "kill point"
+            report.runs.append(run)
+        return report
 
     def survey(self, agent: Agent, scenario: Any, *,
                timeout: float | str | None = 30.0) -> Survey:
@@ -101,6 +117,12 @@ class Command:
                  f"  budget       {len(points)} crash runs (one per kill point), then one "
                  f"resume per distinct crash state, at about {clean[0].seconds:.1f} s each "
                  "(a clean run's, measured now)"]
+        from ..pipeline.pause import pause_points
+
+        lines.insert(2, f"  pause        {len(pause_points(points))} pause points (the boundary "
+                        "kill points after the first event), each woken at the new "
+                        "incarnation's first model request, after each of its checkpoint "
+                        "saves, and at its end; a schedule costs two incarnations")
         lines += [f"    {p.id}" for p in points]
         return Survey(points, {"process": len(points), "power": f"about {len(points)}+"},
                       lines)
@@ -114,6 +136,11 @@ class Command:
         from ..schedule import ScheduleResult
         from .pairs import explore
 
+        if token.crash_model == PAUSE:  # one pause schedule: its point and its wake
+            from .pause import replay_pause
+
+            return replay_pause(token, agent.spec if agent is not None and agent.spec
+                                else token.agent, timeout)
         if len(token.steps) > 2:
             raise UsageError("a token of an agent run as a command names one or two "
                              "crashes; schedules of more are not explored for it")
@@ -142,6 +169,18 @@ class Command:
 
     def session(self, agent: Agent, scenario: Any, **settings: Any) -> Any:
         refused(self, agent, scenario, "session")
+
+
+def pause_refusal(options: Any) -> str | None:
+    """What the pause model of a command does not do yet, in one line (issue 55)."""
+    models = options.crash_model or ()
+    if PAUSE not in (models if not isinstance(models, str) else (models,)):
+        return None
+    if (options.crashes or 1) > 1:
+        return (f"--crashes {options.crashes}: the pause model pauses one incarnation per "
+                "schedule (give --crashes 1)")
+    return None
+
 
 def kills_line(found: Any) -> str:
     again = f", {found.held_again} held again on every call of the kind" \

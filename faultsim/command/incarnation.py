@@ -52,7 +52,7 @@ class Run:
     named: set[str] = field(default_factory=set)  # the paths its changing calls named
 
 
-def _addresses(urls: list[str]) -> list[tuple[str, int]]:
+def addresses(urls: list[str]) -> list[tuple[str, int]]:
     found = []
     for url in urls:
         for host, port in re.findall(r"//(127\.0\.0\.1|localhost):(\d+)", url):
@@ -112,7 +112,7 @@ def incarnation(argv: list[str], scenario: Scenario, world: World, base: Path, *
         if scenario.services and services is not None:
             wire = services(world, scenario, hook=controller.service)
             env.update(wire.env)
-        jailed = Jailed.build(base, _addresses(list(env.values())))
+        jailed = Jailed.build(base, addresses(list(env.values())))
         command = command_line(str(log), argv, hold, paths) if traced else argv
         if traced:
             log.touch()

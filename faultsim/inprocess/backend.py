@@ -42,9 +42,12 @@ class InProcess:
                timeout: float | str | None = 30.0) -> Survey:
         from .explore import survey
 
+        from ..pipeline.pause import pause_points
+
         points, states, forecasts = survey(agent.factory_for(scenario), scenario,
                                            agent_name=agent.label, timeout=timeout)
-        return Survey(points, states, forecasts=forecasts)
+        return Survey(points, {**states, "pause": len(pause_points(points))},
+                      forecasts=forecasts)
 
     def replay(self, token: Any, agent: Agent | None, *,
                timeout: float | str | None = "auto") -> Any:

@@ -48,47 +48,20 @@ import freezegun.api as real_time  # time is frozen while incarnations run; thes
 import pyfakefs
 
 from ..interpose import finality
-from ..agent import Outcome, contract_broken, outcome_of, run_incarnation
+from ..agent import contract_broken, outcome_of, run_incarnation
 from ..core.checkpoints import history_length
-from ..core.crashmodel import WAKE_END
 from ..interpose.determinism import seeded
 from ..killpoints import KillPoint
-from ..judge.oracle import CrashRun, Golden, Violation, effects_exactly_once, completes_or_escalates
+from ..judge.oracle import Golden, Violation
 from ..pipeline.incarnation import (Incarnation, IncarnationTimeout, captured_output,
                                     failure_details, traced_world)
+from ..pipeline.pause import (PAUSE, SAVE_KINDS, SUPERSEDED, Wake, judge_pause,  # noqa: F401
+                              pause_points, side_by_side, verdict_of)
 from ..pipeline.runner import make_env
 from ..core.trace import Event, Tracer
 from ..world import World
 from .sandbox import SANDBOX, Explorer
 
-PAUSE = "pause"
-SAVE_KINDS = ("fs.rename", "fs.write", "fs.truncate")
-# the outcome status of an incarnation that found it lost the task (reference_agent's):
-# a legal end for the one that is not the owner, as any other end of it is
-SUPERSEDED = "superseded"
-
-
-@dataclass(frozen=True)
-class Wake:
-    """Where the paused incarnation is woken in the new one's course."""
-
-    kind: str  # "request", "save", "end"
-    n: int = 0  # for "save": the N-th checkpoint save (1-based)
-
-    @property
-    def label(self) -> str:
-        return f"save {self.n}" if self.kind == "save" else self.kind
-
-    @property
-    def order(self) -> int:
-        """Its place among a pause point's wakes (the verdict's `order`)."""
-        return {"request": 0, "save": self.n, "end": WAKE_END}[self.kind]
-
-    @classmethod
-    def of_order(cls, order: int) -> "Wake":
-        """The wake `order` names (a replay token's)."""
-        return cls("request") if order == 0 else cls("end") if order == WAKE_END \
-            else cls("save", order)
 
 
 @dataclass
@@ -380,121 +353,6 @@ def _raise_in(thread: threading.Thread | None, exc: BaseException) -> None:
                                                ctypes.py_object(type(exc)))
 
 
-# -- what is judged ----------------------------------------------------------------------
-def judge_pause(g: Golden, run: PauseRun) -> list[Violation]:
-    """The verdict of one pause schedule.
-
-    - `effects_exactly_once` (P8/P11): the effects both incarnations applied together,
-      against the clean run's (an effect never applied is judged only when one of them
-      completed);
-    - `completes_or_escalates` (P5): one of the two must complete with the clean answer or
-      escalate, and one that completes must give the clean answer; the other may end in
-      any way (completed, escalated, superseded, an error): whichever lost the task is no
-      owner, and how it stops is its own affair (P13). A hang of either is a failure;
-    - `checkpoint_not_rolled_back` (P13): no save of the woken incarnation replaced the
-      new one's checkpoint with a shorter history (a lost update);
-    - `one_owner_completes` (P13): both incarnations reported the task done and told
-      different stories (answer, turns, steps): two owners finished two runs of it.
-    """
-    out: list[Violation] = []
-    new, woken = run.new.result, run.paused.result
-    side = side_by_side(run)
-    # the owner: the one that completed or escalated (the new one first), else the new one
-    owner = next((r for r in (new, woken) if r.outcome is not None
-                  and r.outcome.status in ("completed", "escalated")), new)
-    crash_run = CrashRun([run.point], _no_state(), run.world, outcome=owner.outcome,
-                         error=owner.error, timed_out=owner.timed_out, final=run.final)
-    found = effects_exactly_once(g, crash_run)
-    if found is not None:
-        out.append(_with(found, side))
-    if run.hung is not None:
-        out.append(Violation.of("completes_or_escalates", run.hung + "\n" + side,
-                                cause="hang"))
-    else:
-        for who, r in (("new", new), ("woken", woken)):
-            if r is not owner and not (r.outcome is not None
-                                       and r.outcome.status == "completed"):
-                continue  # not the owner, and claims nothing: any end is legal
-            found = completes_or_escalates(g, CrashRun(
-                [run.point], _no_state(), run.world, outcome=r.outcome, error=r.error,
-                timed_out=r.timed_out, final=run.final))
-            if found is not None:
-                text = (f"the {who} incarnation: " + found.explanation) if r is not owner \
-                    or owner.outcome is not None else (
-                    "neither incarnation completed or escalated; the new one: "
-                    + found.explanation + "; the woken one: "
-                    + (woken.error or (woken.outcome.status if woken.outcome else "?")))
-                out.append(Violation.of("completes_or_escalates", text + "\n" + side,
-                                        **dict(found.facts)))
-                break
-    if run.rollbacks:
-        out.append(Violation.of("checkpoint_not_rolled_back",
-                                "a lost update: " + "; ".join(run.rollbacks) + "\n" + side))
-    a, b = woken.outcome, new.outcome
-    if a is not None and b is not None and a.status == b.status == "completed" and \
-            _story(a) != _story(b):
-        out.append(Violation.of(
-            "one_owner_completes", "both incarnations reported the task done, with "
-            f"different outcomes: the woken one {_story(a)}, the new one {_story(b)}\n"
-            + side))
-    return out
-
-
-def _story(o: Outcome) -> tuple:
-    return (o.final_answer, o.turns, o.steps)
-
-
-def _with(v: Violation, side: str) -> Violation:
-    return Violation(v.invariant, v.rule, v.explanation + "\n" + side, v.facts)
-
-
-def _no_state():
-    from ..core.crashmodel import CrashState
-
-    return CrashState.of(PAUSE, "paused", {})
-
-
-def side_by_side(run: PauseRun, width: int = 58) -> str:
-    """Both incarnations' traces, side by side, in the order they ran: the paused one's
-    course to its pause point, the new one's to its wake point, the woken one's rest, the
-    new one's rest."""
-    rows: list[tuple[str, str]] = []
-    p, n = run.paused.events, run.new.events
-    cut = run.point.index
-    first = [e for e in p if e.index <= cut]
-    rest = [e for e in p if e.index > cut]
-    rows += [(_ev(e), "") for e in first[-6:]]
-    rows.append((f"---- PAUSED at {run.point.id} ----", ""))
-    woke_at = run.held_at
-    before = [e for e in n if woke_at is None or e.index <= woke_at]
-    after = [e for e in n if woke_at is not None and e.index > woke_at]
-    rows += [("", _ev(e)) for e in before[-12:]]
-    rows.append(("---- WOKEN at the new one's " + run.wake.label + " ----", ""))
-    rows += [(_ev(e), "") for e in rest[:12]]
-    rows.append((_end(run.paused), ""))
-    rows += [("", _ev(e)) for e in after[:8]]
-    rows.append(("", _end(run.new)))
-    head = f"    {'paused incarnation (woken)':<{width}} | new incarnation"
-    return "\n".join([head] + [f"    {a[:width]:<{width}} | {b}" for a, b in rows])
-
-
-def _ev(e: Event) -> str:
-    return f"#{e.index} {e.kind} {e.subject}"
-
-
-def _end(turn: Turn) -> str:
-    r = turn.result
-    if r.outcome is not None:
-        return f"== ended: {r.outcome.status} {r.outcome.final_answer!r}"
-    return f"== ended: {r.error or 'did not end'}"
-
-
-def pause_points(points: list[KillPoint]) -> list[KillPoint]:
-    """The clean run's kill points an incarnation can be paused at: its boundary points
-    (not inside a write), after its first event."""
-    return [p for p in points if p.offset is None and p.index > 0]
-
-
 def explore_pause(ex: Explorer, golden: Golden, points: list[KillPoint],
                   progress: Callable[[str], None] | None = None,
                   watch_rollback: bool = True) -> list[tuple[PauseRun, list[Violation]]]:
@@ -528,10 +386,12 @@ def pause_run(make_agent: Callable, scenario: Any, options: Any, name: str,
     when `--crash-model pause` is asked): every pause schedule of the clean run's boundary
     kill points (`explore_pause`), one verdict each. Every schedule runs in full: no
     verdict is shared between schedules, no run is cut short; `--kill-point` narrows it to
-    that point's schedules, `--shard` and `--coverage` do not (what remains: issue 55)."""
+    that point's schedules, `--coverage representative` to the pause points of the kill
+    points it covers, `--shard i/n` to the pause points of its share of those."""
     import freezegun.api as real_time
 
-    from ..reports.report import ModelRun, Verdict
+    from ..settings.options import select
+    from ..reports.report import ModelRun
 
     started = real_time.real_perf_counter()
     with Explorer(make_agent, scenario, agent_name=name, timeout=options.timeout,
@@ -540,13 +400,21 @@ def pause_run(make_agent: Callable, scenario: Any, options: Any, name: str,
         golden = ex.golden()
         points = golden.kill_points()
         only = getattr(options, "only", None)  # --kill-point: the schedules of that point
-        chosen = [p for p in points if only is None or only(p)]
+        # --coverage and --shard choose pause points as they choose kill points (the
+        # process sweep's `select`): no verdict is shared between schedules and each
+        # schedule's run depends on its point and wake alone, so a shard's schedules are
+        # exactly the whole run's at its points, and the shards' union is the whole run
+        # (test_pause.py compares them)
+        coverage = options.cover(points, golden.trace)
+        chosen = select(points, only, getattr(options, "shard", None), coverage)
         said = (lambda line: progress(0, 1, stage=f"pause: {line}")) \
             if progress is not None else None
         judged = explore_pause(ex, golden, chosen, said)
         run = ModelRun(scenario=scenario, agent=name, crash_model=PAUSE, kill_points=points,
                        explored=pause_points(chosen), seed=options.seed, crashes=1,
-                       timeout=options.timeout, timeout_seconds=ex.timeout)
+                       timeout=options.timeout, timeout_seconds=ex.timeout,
+                       shard=getattr(options, "shard", None), shard_by="kill point",
+                       coverage=coverage)
         for r, violations in judged:
             run.verdicts.append(_verdict(r, violations, golden))
             run.judged += 1
@@ -554,11 +422,7 @@ def pause_run(make_agent: Callable, scenario: Any, options: Any, name: str,
     return run
 
 
-def _verdict(r: PauseRun, violations: list[Violation], golden: Golden) -> Any:
-    from ..reports.report import Verdict
-
-    return Verdict(r.point, PAUSE, f"paused, woken at the new incarnation's {r.wake.label}",
-                   violations, _no_state(), None, golden, order=r.wake.order)
+_verdict = verdict_of
 
 
 def replay_pause(make_agent: Callable, scenario: Any, index: int, order: int, *,

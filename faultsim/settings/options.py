@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Sequence, TypeVar
 
 from ..core.classes import COVERAGES, PER_CLASS, cover
+from ..core.crashmodel import PAUSE
 from ..errors import StoreNeedsSubprocess, SubprocessModeError, UsageError
 # the words every front end shares, declared with the settings (faultsim.settings.table)
 from .table import (COVERAGE_EXPECTED, CRASH_MODEL_CHOICES, CRASH_MODEL_EXPECTED, MODES,
@@ -116,6 +117,8 @@ class ExploreOptions:
             models = tuple(scenario.profile.crash_models)
             if mode == "subprocess" and "process" in models:
                 models = ("process",)  # the profile's power model stays in-process
+        if mode == "subprocess" and PAUSE in models:
+            raise SubprocessModeError(pause_subprocess_refusal(scenario.path))
         if mode == "subprocess" and tuple(models) != ("process",):
             raise SubprocessModeError(
                 f"{scenario.path}: subprocess mode crashes processes (SIGKILL) only, not "
@@ -185,6 +188,22 @@ def mode_for(scenario: Any, asked: str) -> str:
             "subprocess mode (--mode subprocess or auto; from Python, "
             "faultsim.real.explore_subprocess)")
     return asked
+
+
+# why subprocess mode does not pause (`pause_subprocess_refusal`, `faultsim list`)
+PAUSE_WHY = ("each incarnation's world (fake model, services, ledger) lives in that "
+             "incarnation's own process, so two live incarnations cannot share one")
+
+
+def pause_subprocess_refusal(path: str) -> str:
+    """Why subprocess mode does not run the pause model, in one line: its fork servers'
+    children each hold the world (the fake model, the services, the ledger) in their own
+    memory, so a paused incarnation and the new one could not share one; the in-process
+    mode and an agent run as a command (its world served on loopback) can."""
+    return (f"{path}: --crash-model pause: subprocess mode keeps each incarnation's world "
+            "(fake model, services, ledger) in that incarnation's own process, so two live "
+            "incarnations cannot share one; use --mode in-process, or run the agent as a "
+            "command (--agent 'cmd:...')")
 
 
 def in_shard(position: int, shard: tuple[int, int] | None) -> bool:

@@ -1,0 +1,357 @@
+"""The pause model for an agent run as a command (faultsim.command.pause, issue 55): the
+incarnation's process group SIGSTOPped at the pause point, a new one run on the same
+sandbox and world, the first SIGCONTed at the wake point. Proven on
+tests/command_agents/pause_agent.py (tests/pause_agents.py's naive and fenced agents as a
+command) on tests/data/pause_charge.toml: the stop landed (counted, /proc showed every
+process stopped) before any verdict is read; the naive agent fails, the fenced one passes,
+with the same rules per wake point as in process; no process is left behind; subprocess
+mode refuses in one line."""
+from __future__ import annotations
+
+import collections
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+
+import faultsim
+from faultsim.command.launch import split
+from faultsim.command.pause import Driver, Wake
+from faultsim.command.sweep import clean_runs, default_services, kill_points
+from faultsim.command.syscalls import strace_unavailable
+from faultsim.core.crashmodel import wake_label
+from faultsim.errors import UsageError
+from faultsim.host.groups import group_alive
+from faultsim.pipeline.pause import judge_pause
+from faultsim.scenario import load_scenario
+
+HERE = Path(__file__).parent
+SCENARIO = HERE / "data" / "pause_charge.toml"
+AGENT = HERE / "command_agents" / "pause_agent.py"
+NAIVE = f"cmd:{sys.executable} {AGENT}"
+FENCED = f"cmd:{sys.executable} {AGENT} --fenced"
+pytestmark = pytest.mark.skipif(strace_unavailable() is not None,
+                                reason=f"strace: {strace_unavailable()}")
+
+
+def _stat(pid: int) -> tuple[str, int, str]:
+    """(state, parent pid, command line) of a process, or ("", 0, "") when gone."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            rest = f.read().rsplit(b")", 1)[1].split()
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            cmd = f.read().replace(b"\0", b" ").decode(errors="replace")
+    except (OSError, IndexError):
+        return "", 0, ""
+    return rest[0].decode(), int(rest[1]), cmd
+
+
+def _ours_stopped() -> list[str]:
+    """Processes of the test agent (or strace over it) left behind: this process's
+    descendants (no exploration of ours runs while a test asserts), or orphans (no
+    Python process above them: their faultsim is gone). Another xdist worker's live
+    exploration is neither."""
+    found = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        state, parent, cmd = _stat(int(name))
+        if str(AGENT) not in cmd or state in ("", "Z"):
+            continue
+        chain = []
+        while parent > 1 and len(chain) < 50:
+            chain.append(parent)
+            parent = _stat(parent)[1]
+        ours = os.getpid() in chain
+        orphan = not any("python" in _stat(p)[2] and str(AGENT) not in _stat(p)[2]
+                         for p in chain)
+        if ours or orphan:
+            found.append(f"{name} {state} {cmd}")
+    return found
+
+
+@pytest.fixture(scope="module")
+def explored():
+    out = {}
+    for name, spec in (("naive", NAIVE), ("fenced", FENCED)):
+        (run,) = faultsim.explore(spec, str(SCENARIO), crash_model="pause").runs
+        out[name] = run
+    return out
+
+
+def test_the_stop_lands_then_both_incarnations_run():
+    """One schedule by hand: the first incarnation's group stopped at the point (proven,
+    /proc showing every process stopped), the new one held at its first request, both
+    woken and ended; only then the verdict; and no group left."""
+    scenario = load_scenario(SCENARIO)
+    argv = split(NAIVE)
+    with tempfile.TemporaryDirectory() as tmp:
+        golden, clean = clean_runs(argv, scenario, Path(tmp), services=default_services())
+        point = next(p for p in kill_points(golden) if p.category == "after-model-response")
+        driver = Driver(argv, scenario, Path(tmp), clean[0], 30.0, "0", default_services())
+        run = driver.run(point, Wake("request"))
+    paused, new = run.paused, run.new
+    # the kill landed, counted: both groups proven stopped, /proc saw it
+    assert run.stops == 2 and paused.stopped and new.stopped
+    assert paused.states and set(paused.states.values()) <= {"T", "t"}, paused.states
+    assert new.states and set(new.states.values()) <= {"T", "t"}, new.states
+    # paused after exactly the point's events, then the new one ran to its first request
+    assert paused.events_at_stop == point.index
+    assert run.woke and run.held_at == 0
+    # each woke and ran to its end
+    assert paused.ended and new.ended
+    assert paused.result.outcome.status == new.result.outcome.status == "completed"
+    assert len(run.world.ledger.entries) == 2  # both charged: each asked the model
+    assert not group_alive(paused.process.pid) and not group_alive(new.process.pid)
+    assert run.left == 0
+    assert {v.invariant for v in judge_pause(golden, run)} == {"effects_exactly_once"}
+
+
+def test_naive_command_fails_with_both_traces_side_by_side(explored):
+    run = explored["naive"]
+    failed = [v for verdict in run.verdicts for v in verdict.violations]
+    assert {"effects_exactly_once", "checkpoint_not_rolled_back"} <= {v.invariant
+                                                                     for v in failed}
+    text = next(v.explanation for v in failed if v.invariant == "checkpoint_not_rolled_back")
+    assert "paused incarnation (woken)" in text and "| new incarnation" in text
+    assert "---- PAUSED at" in text and "---- WOKEN at the new one's" in text
+    assert {wake_label(v.order).split()[0] for v in run.verdicts} == {"request", "save", "end"}
+    assert run.mode == "subprocess" and run.crash_model == "pause"
+    assert any("SIGSTOPs landed" in n and "0 groups left behind" in n for n in run.notes)
+    assert not _ours_stopped()
+
+
+def test_fenced_command_passes_every_schedule(explored):
+    run = explored["fenced"]
+    assert run.verdicts and not [v for v in run.verdicts if v.violations], next(
+        v.violations[0].explanation for v in run.verdicts if v.violations)
+    assert len({v.kill_point.id for v in run.verdicts}) == len(run.explored)
+    assert not _ours_stopped()
+
+
+def _rules_by_wake(run) -> dict[str, set[str]]:
+    found = collections.defaultdict(set)
+    for verdict in run.verdicts:
+        found[wake_label(verdict.order).split()[0]] |= {v.invariant
+                                                        for v in verdict.violations}
+    return dict(found)
+
+
+def test_same_rules_per_wake_point_as_in_process(explored):
+    """The same agents (tests/pause_agents.py in process, their port as a command) on the
+    same scenario: the rules each breaks, per kind of wake point, agree across the modes.
+    (Their kill points differ: a command's trace is its system calls, not Python's file
+    calls; so schedules are compared per rule and wake, not one by one.)"""
+    sys.path.insert(0, str(HERE))
+    import pause_agents
+
+    for name in ("naive", "fenced"):
+        (inproc,) = faultsim.explore(getattr(pause_agents, name), str(SCENARIO),
+                                     crash_model="pause", workers=0).runs
+        here, there = _rules_by_wake(inproc), _rules_by_wake(explored[name])
+        assert here == {k: v for k, v in there.items() if k in here}, (name, here, there)
+        assert set().union(*here.values()) == set().union(*there.values()), name
+    assert _rules_by_wake(explored["naive"])["request"] == {"effects_exactly_once"}
+
+
+def test_a_command_pause_counterexample_replays_from_its_token(explored):
+    from faultsim.token import ReplayToken
+
+    run = explored["naive"]
+    verdict = next(v for v in run.verdicts if v.violations
+                   and wake_label(v.order).startswith("save"))
+    token = verdict.token(run)
+    assert ReplayToken.decode(token).crash_model == "pause"
+    again = faultsim.replay(token)
+    assert again.verdict.order == verdict.order
+    assert again.verdict.kill_point.id == verdict.kill_point.id
+    assert {v.invariant for v in again.violations} == {v.invariant
+                                                        for v in verdict.violations}
+    assert not _ours_stopped()
+
+
+def test_subprocess_mode_refuses_pause_in_one_line():
+    """Its fork servers' children each hold their own world: refused, never skipped."""
+    from faultsim.backends import Agent, backend
+    from faultsim.settings.options import ExploreOptions
+    from faultsim.real.explore import explore_subprocess
+
+    with pytest.raises(UsageError) as caught:
+        explore_subprocess("pause_agents:naive", load_scenario(SCENARIO),
+                           crash_model="pause")
+    text = str(caught.value)
+    assert "\n" not in text and "subprocess mode" in text and "pause" in text
+    assert "cmd:" in text and "in-process" in text
+    refused = backend("subprocess").refuses(
+        Agent("pause_agents:naive"), load_scenario(SCENARIO),
+        ExploreOptions(crash_model="pause", mode="subprocess"), "explore")
+    assert refused == text
+
+
+def test_a_command_refuses_what_its_pause_does_not_do():
+    with pytest.raises(UsageError, match="--crashes 2"):
+        faultsim.explore(NAIVE, str(SCENARIO), crash_model="pause", crashes=2)
+
+
+def test_a_commands_shards_add_up_to_its_whole_pause_run(explored):
+    """Shard i/n runs the schedules of its share of the kill points (by index, as the
+    command's process sweep); schedules share nothing, so the two shards' verdicts are
+    the whole run's, schedule by schedule."""
+    whole = explored["naive"]
+    key = lambda r: sorted((v.kill_point.id, v.order, tuple(sorted(  # noqa: E731
+        x.invariant for x in v.violations))) for v in r.verdicts)
+    parts = [faultsim.explore(NAIVE, str(SCENARIO), crash_model="pause",
+                              shard=(i, 2)).runs[0] for i in (1, 2)]
+    assert all(p.verdicts for p in parts)
+    assert sorted(key(parts[0]) + key(parts[1])) == key(whole)
+    assert all(p.to_json()["shard"] == {"index": i, "of": 2, "by": "kill point"}
+               for i, p in zip((1, 2), parts))
+    assert not _ours_stopped()
+
+
+def test_a_stop_that_did_not_land_is_an_error_and_leaves_nothing(monkeypatch):
+    """The stop's proof fails the schedule (never a pass): a group that did not show
+    every process stopped is KillDidNotLand; the group is SIGCONTed, killed, gone."""
+    import faultsim.command.pause as pause
+    from faultsim.errors import KillDidNotLand
+
+    scenario = load_scenario(SCENARIO)
+    argv = split(NAIVE)
+    seen = []
+
+    def not_stopped(pgids, timeout=10.0):
+        seen.extend(pgids)
+        return False
+
+    with tempfile.TemporaryDirectory() as tmp:
+        golden, clean = clean_runs(argv, scenario, Path(tmp), services=default_services())
+        point = next(p for p in kill_points(golden) if p.category == "after-model-response")
+        driver = Driver(argv, scenario, Path(tmp), clean[0], 30.0, "0", default_services())
+        monkeypatch.setattr(pause, "stop_groups", not_stopped)
+        with pytest.raises(KillDidNotLand, match="SIGSTOP .* did not land"):
+            driver.run(point, Wake("request"))
+    assert seen and not any(group_alive(pid) for pid in seen)
+    assert not _ours_stopped()
+
+
+def test_same_schedules_same_verdicts_as_a_command(explored):
+    """Determinism: a pause point's schedules run again give the same verdicts, word for
+    word (both traces side by side included), as the whole run gave them."""
+    run = explored["naive"]
+    point = next(v.kill_point.id for v in run.verdicts
+                 if any(x.invariant == "checkpoint_not_rolled_back" for x in v.violations))
+    (again,) = faultsim.explore(NAIVE, str(SCENARIO), crash_model="pause",
+                                only=lambda p: p.id == point).runs
+    shown = lambda r: [(v.kill_point.id, v.order, [x.explanation for x in v.violations])  # noqa: E731
+                       for v in r.verdicts if v.kill_point.id == point]
+    assert shown(again) and shown(again) == shown(run)
+
+
+def test_a_stop_that_came_late_is_an_error_and_a_retry_holds_longer(monkeypatch):
+    """The second half of the stop's proof: a stop that came after the held call's window
+    (strace holds the call at its entry for 0.3 s) lets the call return, and the trace
+    moved while 'stopped' (or the run ended): an error, never a pass. `attempt` runs the
+    schedule once more holding three times as long, which a 0.5 s delay then fits."""
+    import time as _time
+
+    import faultsim.command.pause as pause
+    from faultsim.command.sweep import hold_for
+    from faultsim.errors import KillDidNotLand
+
+    scenario = load_scenario(SCENARIO)
+    argv = split(NAIVE)
+    real_stop = pause.stop_groups
+    with tempfile.TemporaryDirectory() as tmp:
+        golden, clean = clean_runs(argv, scenario, Path(tmp), services=default_services())
+        point = next(p for p in kill_points(golden) if 0 < p.index < len(golden.trace)
+                     and hold_for(p, clean[0], clean[0].calls) is not None)
+        driver = Driver(argv, scenario, Path(tmp), clean[0], 30.0, "0", default_services())
+        late = lambda pgids, timeout=10.0: (_time.sleep(0.5), real_stop(pgids, timeout))[1]  # noqa: E731
+        monkeypatch.setattr(pause, "stop_groups", late)
+        with pytest.raises(KillDidNotLand, match="came late|did not land"):
+            driver.run(point, Wake("end"))
+        run = driver.attempt(point, Wake("end"))
+    assert run.paused.stopped and run.paused.events_at_stop == point.index
+    assert run.left == 0 and not _ours_stopped()
+
+
+def _k3(tmp):
+    """The clean runs, the pause point held at the entry of its rename (the schedule the
+    lead saw judged two ways under load 13-15: k3-checkpoint-rename..., woken after the
+    new incarnation's second save), and a driver for it."""
+    scenario = load_scenario(SCENARIO)
+    argv = split(NAIVE)
+    golden, clean = clean_runs(argv, scenario, Path(tmp), services=default_services())
+    point = next(p for p in kill_points(golden) if p.id.startswith("k3-checkpoint-rename"))
+    driver = Driver(argv, scenario, Path(tmp), clean[0], 30.0, "0", default_services())
+    driver.ends[point.index] = driver.run(point, Wake("end"))
+    return golden, point, driver
+
+
+def test_a_late_reader_of_the_log_is_an_error_never_a_state_past_the_point(monkeypatch):
+    """The root cause of the timing dependence, injected: the thread that reads strace's
+    log is late (descheduled, as at load 15) by more than the held call's window exactly
+    when the call's entry first shows, so one read holds its entry, its return and the
+    calls after it. Before the fix the stop came after those, the trace stood past the
+    point at the stop and at the wake alike, and the schedule was judged on that state
+    (two violations where the honest run has none). Now the stop's proof fails
+    (KillDidNotLand, never a verdict) and `attempt`'s longer hold lands it: the honest
+    verdict, every time."""
+    import time as _time
+
+    import faultsim.command.control as control
+    from faultsim.errors import KillDidNotLand
+    from faultsim.host.strace import read_log
+
+    with tempfile.TemporaryDirectory() as tmp:
+        golden, point, driver = _k3(tmp)
+        honest = driver.run(point, Wake("save", 2))
+        assert honest.paused.events_at_stop == point.index
+        want = sorted(v.invariant for v in judge_pause(golden, honest))
+        late = set()
+
+        def late_reader(log):
+            text = read_log(log)
+            if " rename(" in text.rsplit("\n", 1)[-1] and log not in late:
+                late.add(log)  # the held rename's entry, first seen: read again later
+                _time.sleep(3 * 0.3)
+                return read_log(log)
+            return text
+
+        monkeypatch.setattr(control, "read_log", late_reader)
+        with pytest.raises(KillDidNotLand, match="came late: .* past the point"):
+            driver.run(point, Wake("save", 2))
+        assert late
+        late.clear()
+        again = driver.attempt(point, Wake("save", 2))
+    assert again.paused.events_at_stop == point.index and again.stops == 2
+    assert sorted(v.invariant for v in judge_pause(golden, again)) == want
+    assert again.left == 0 and not _ours_stopped()
+
+
+def test_a_held_call_that_ran_unlogged_is_an_error(monkeypatch):
+    """The stop's proof reads the disk too: strace, stopped with the group, may not have
+    logged the return of a held call that ran just before the stop (its log then shows
+    the call unfinished and the trace exactly at the point). Injected: the held rename
+    done at the stop, as the agent's would have been. The workdir is not what the traced
+    calls wrote: KillDidNotLand, never a verdict."""
+    import faultsim.command.pause as pause
+    from faultsim.errors import KillDidNotLand
+
+    real_stop = pause.stop_groups
+    with tempfile.TemporaryDirectory() as tmp:
+        golden, point, driver = _k3(tmp)
+        work = Path(tmp) / "sandbox" / "work"
+
+        def stop_after_the_rename(pgids, timeout=10.0):
+            stopped = real_stop(pgids, timeout)
+            if (work / "state.json.tmp").exists() and not (work / "state.json").exists():
+                os.rename(work / "state.json.tmp", work / "state.json")
+            return stopped
+
+        monkeypatch.setattr(pause, "stop_groups", stop_after_the_rename)
+        with pytest.raises(KillDidNotLand, match="came late: state.json: on disk"):
+            driver.run(point, Wake("save", 2))
+    assert not _ours_stopped()
