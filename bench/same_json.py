@@ -113,9 +113,10 @@ def strip(value, sharing: bool = True):
 
 
 # `--resumed-aside`: also how many single crash states were resumed rather than shared with
-# an equal one. Across interpreters it differs by one on some runs (issue 54, open; what was
-# measured: docs/explanation/engine.md, "Python versions"); CI compares the verdicts and the
-# rest with it aside until that is found.
+# an equal one. It once differed by one across interpreters (issue 54): the forking
+# executor's decisions followed the timing, which the interpreter's shortcuts changed; they
+# no longer do (docs/explanation/engine.md, "Python versions") and CI compares it. Kept for
+# comparing with a baseline recorded before that.
 RESUMED_KEYS = {"crash_states_resumed"}
 
 

@@ -8,7 +8,11 @@ the run is reparented to the launcher, which lists what is still alive once faul
 exited. A hook in the run (`_HOOK`) marks the moment the N-th crash state has been
 judged, through the one place each family of backends records one (`Sweep.record`: the
 in-process and subprocess modes; `pipeline.crashes.line`: the command and Claude Agent SDK
-backends), then keeps the sweep busy: the report must count exactly those N."""
+backends), then keeps the sweep busy: the report must count exactly those N. Exactly:
+the signal's exception is raised in the hook, after the N-th verdict is recorded, and
+nothing is recorded once it unwinds the sweep (the in-process driver unwinds through the
+agent's own code, whose `with` exits once re-entered the forking executor and collected
+one more: tests/test_interrupted_forking.py)."""
 from __future__ import annotations
 
 import json

@@ -19,6 +19,7 @@ from ..judge.oracle import Violation
 from ..pipeline.golden import compare_traces
 from ..pipeline.incarnation import CLEAN_LIMIT, starved, time_limit, world_signature
 from ..pipeline.sweep import ResumeResult, Sweep, absent_digest, by_event, masked_digest
+from ..reports.interrupted import is_interrupt, unwinding_interrupt
 from ..core.trace import Event, Killed, Tracer
 from ..world import World
 from ..world.clock import faithful_copies
@@ -52,6 +53,8 @@ class ForkAt:
         return False
 
     def after(self, tracer: Tracer, event: Event) -> None:
+        if self.pool.cut_short():  # the driver is unwinding Ctrl-C or SIGTERM (_Pool)
+            return
         point = self.boundary.get(event.index)
         if point is not None and self._here([point]) and self.pool.fork_for(
                 [point], None, sys._getframe(1)):  # the kill is raised here, in emit's call
@@ -66,6 +69,8 @@ class ForkAt:
             raise finality.killed(Killed("faultsim: past the last chosen kill point"))
 
     def before_write(self, tracer: Tracer, write) -> bytes | None:
+        if self.pool.cut_short():
+            return None
         points = self.torn.get(tracer.next_index)
         # the kill is raised by the write's hook (inprocess/fs.py), two calls up
         if points and self._here(points) and self.pool.fork_for(points, write,
@@ -179,11 +184,46 @@ class _Pool:
         # Children waiting on the board for a sibling's remainder hold no worker's place
         # (the parent forks another meanwhile), up to this many children in all.
         self.most = 4 * self.workers
+        # Ctrl-C or SIGTERM is unwinding the driver (`cut_short`): it forks, collects and
+        # records nothing more
+        self.interrupted = False
 
     # -- parent ---------------------------------------------------------------------------
+    def cut_short(self) -> bool:
+        """Whether Ctrl-C or SIGTERM is unwinding the driver: then it forks no child,
+        collects none and records no verdict (ForkAt acts on no event).
+
+        Why: a partial report holds exactly the verdicts recorded before the interrupt was
+        raised in the driver, each one as the whole run records it. An interrupt unwinds
+        the agent's own frames (the driver is the agent's run, forking inside its code),
+        and their `finally` blocks and `with` exits run traced code: a file closed in
+        `with open(...)` flushes again the write the interrupt cut (seen: SIGTERM landing
+        while `fork_for` collected a child, inside the flush of the reference agent's
+        atomic write; the close re-entered `fork_for` at the same torn points, forked a
+        child and collected a sibling that had finished meanwhile, so the report counted
+        one verdict more or not, as the timing went; tests/test_interrupted_forking.py).
+        Such code is not the clean run's course, so a state forked from it could belong
+        to no kill point of the clean run; and a verdict collected there was recorded
+        after the stop, at a moment the timing decides. So the interrupt is the stop:
+        known once it passes through `fork_for` (`interrupted`) or is being handled by
+        the code that emits the event (`unwinding_interrupt`: a `finally`, an exit)."""
+        if not self.interrupted and unwinding_interrupt():
+            self.interrupted = True
+        return self.interrupted
+
     def fork_for(self, points: list[KillPoint], write, frame=None) -> bool:
         """Decide in the parent; fork if some crash state here is new. True in the child.
         `frame`: where the kill would be raised (for `unwind.quiet`)."""
+        if self.cut_short():
+            return False
+        try:
+            return self._fork_for(points, write, frame)
+        except BaseException as exc:
+            if is_interrupt(exc):  # raised while collecting or recording (`cut_short`)
+                self.interrupted = True
+            raise
+
+    def _fork_for(self, points: list[KillPoint], write, frame=None) -> bool:
         signature = world_signature(self.world)
         # The file whose content (or presence) a class of states may differ in: the one
         # last created or written, as the replaying executor finds it after its kill. Not

@@ -51,6 +51,29 @@ class SigtermInterrupt(KeyboardInterrupt):
     SystemExit (the CLI's Terminated) would only fail the test it lands in."""
 
 
+def is_interrupt(exc: BaseException | None) -> bool:
+    """Ctrl-C (KeyboardInterrupt, the pytest plugin's SigtermInterrupt) or the CLI's
+    SIGTERM (cli.exits.Terminated, a front end's class: known here by its name, as in
+    `reason`). An agent's own SystemExit is not one."""
+    return isinstance(exc, KeyboardInterrupt) or type(exc).__name__ == "Terminated"
+
+
+def unwinding_interrupt() -> bool:
+    """Whether an interrupt is being handled in this thread, here or in any caller: code
+    run by a `finally` or a `with` block's exit while Ctrl-C or SIGTERM unwinds the stack
+    (sys.exc_info() sees the exception such a block handles, and its context chain the
+    ones it was raised while handling)."""
+    import sys
+
+    exc, seen = sys.exc_info()[1], set()
+    while exc is not None and id(exc) not in seen:
+        if is_interrupt(exc):
+            return True
+        seen.add(id(exc))
+        exc = exc.__context__
+    return False
+
+
 def reason(exc: BaseException) -> str:
     """How the run was cut short, as the report says it: `interrupted (SIGINT)` for Ctrl-C
     (and a CI service's cancel, which sends SIGINT), `terminated (SIGTERM)` for a kill or a
