@@ -335,7 +335,7 @@ class Watch:
                     lead = found
         if lead is not None:
             memory = memory or read_memory(sys._getframe(2))
-            if leads.sameread_memory(memory[0], lead):
+            if leads.same_memory(memory[0], lead):
                 self.lead = lead
                 # what it would have been refused against the clean run after the cut is
                 # what the lead was (the same state from there): its count does not depend
