@@ -7,7 +7,7 @@ mode (fork servers on a real directory, `faultsim.real.backend`), the Claude Age
 adapter (the agent's own processes and CLI, `faultsim.adapters.claude_agent_sdk.backend`),
 and any later one. The front ends (`faultsim run/list/replay/formats`, the pytest fixture
 and marker, `faultsim.explore`) never import a backend: they call `explore`,
-`survey`, `replay` or `refusal` here, which load the chosen backend by its dotted name
+`survey`, `replay`, `items`, `session` or `formats` here, which load the chosen backend by its dotted name
 (`importlib`, on first use: a backend's heavy imports, pyfakefs or the Claude Agent SDK,
 are paid only by the runs that need them). This is pytest-xdist's scheduler Protocol and
 httpx's transport seam: the front end holds the table, the backend does the work.
@@ -20,6 +20,7 @@ httpx's transport seam: the front end holds the table, the backend does the work
         def replay(self, token, agent, *, timeout) -> ScheduleResult
         def items(self, agent, scenario, *, crash_model, crashes, seed, timeout) -> Items
         def session(self, agent, scenario, *, crash_model, seed, timeout) -> Session
+        def formats(self, agent, scenario, *, seed, timeout) -> FormatsSandbox
 
 The agent is an `Agent`: a spec string (`MODULE[:ATTR]`, `FILE.py[:ATTR]`, or a prefixed
 spec such as `langgraph:sync`, `claude-agent-sdk:FILE.py:ATTR`, `cmd:...`), a Python
@@ -65,8 +66,8 @@ BY_PREFIX = {
     "cmd:": "command",
 }
 # what a front end asks a backend to do ("items": the pytest plugin's kill-point items;
-# "session": a Session for hypothesis tests of crash schedules; "formats": `faultsim
-# formats`, asked through `check_job` only: its work is not behind the seam yet)
+# "session": a Session for hypothesis tests of crash schedules; "formats": the sandbox
+# `faultsim formats` records and checks a checkpoint corpus in)
 JOBS = ("explore", "survey", "replay", "formats", "items", "session")
 
 
@@ -115,9 +116,9 @@ class Backend(Protocol):
     """One way of running an agent; faultsim's front ends reach it only through this seam.
 
     `refuses(agent, scenario, options, job)` is asked before any work, for each job
-    ("explore", "survey", "replay"; "formats" and "items" for the front ends that run a
-    Python factory in this process: `faultsim formats`, the pytest plugin's kill-point
-    items). It returns None when the backend can do the
+    ("explore", "survey", "replay"; "items", "session" and "formats" for the front ends
+    that run a Python factory in this process: the pytest plugin's kill-point items, its
+    sessions, `faultsim formats`). It returns None when the backend can do the
     job, else one line saying why not, written for the person who typed the command
     (`--crashes 2: a Claude Agent SDK agent is explored one crash per run ...`); the front
     end raises it as a usage error (exit 2), naming nothing else. It must be cheap: no run.
@@ -145,9 +146,12 @@ class Backend(Protocol):
     `items(agent, scenario, *, crash_model, crashes, seed, timeout)` gives what the pytest
     plugin's kill-point items run, one first crash per item (`explore_point(position)`,
     the in-process `PointwiseExplorer`); `session(agent, scenario, *, crash_model, seed,
-    timeout)` a `faultsim.Session` that runs any schedule a hypothesis test draws. Both
-    run a Python factory in this process; a backend that cannot refuses them in `refuses`
-    ("items", "session"), and its method raises that refusal if called anyway.
+    timeout)` a `faultsim.Session` that runs any schedule a hypothesis test draws;
+    `formats(agent, scenario, *, seed, timeout)` the sandbox (a context manager, the
+    in-process `FormatsSandbox`) that `faultsim formats` records a checkpoint corpus in and
+    resumes its recorded states in (faultsim.formats). All three run a Python factory in
+    this process; a backend that cannot refuses them in `refuses` ("items", "session",
+    "formats"), and its method raises that refusal if called anyway.
 
     A backend that runs an arbitrary command (an agent as a shell command) implements all
     four from `agent.spec` alone: nothing here asks for a Python factory, an import of the
@@ -174,6 +178,9 @@ class Backend(Protocol):
               seed: str, timeout: float | str | None) -> Any: ...
 
     def session(self, agent: Agent, scenario: "Scenario", *, crash_model: str, seed: str,
+                timeout: float | str | None) -> Any: ...
+
+    def formats(self, agent: Agent, scenario: "Scenario", *, seed: str,
                 timeout: float | str | None) -> Any: ...
 
 
@@ -214,8 +221,8 @@ def for_token(token: "ReplayToken") -> Backend:
 
 
 def refused(backend_: Backend, agent: Agent, scenario: Any, job: str) -> NoReturn:
-    """For a backend's method of a job it refuses (`items`, `session`): its refusal, raised
-    as `check` raises it."""
+    """For a backend's method of a job it refuses (`items`, `session`, `formats`): its
+    refusal, raised as `check` raises it."""
     from .settings.options import ExploreOptions
 
     raise UsageError(backend_.refuses(agent, scenario, ExploreOptions(), job)
@@ -317,9 +324,9 @@ def replay(token: "ReplayToken", agent: Agent | None = None, *,
 
 
 def check_job(agent: AgentLike, scenario: Any, job: str) -> None:
-    """For a job that runs an agent's Python factory in this process ("formats": faultsim
-    formats; "items": the pytest plugin's kill-point items): the backend a prefixed agent
-    always runs on may refuse it (one line); every other agent is a Python factory."""
+    """For a job that runs an agent's Python factory in this process (`FACTORY_JOBS`): the
+    backend a prefixed agent always runs on may refuse it (one line); every other agent is
+    a Python factory."""
     from .settings.options import ExploreOptions
 
     agent = agent_of(agent)
@@ -345,14 +352,23 @@ def session(agent: AgentLike, scenario: "Scenario", *, crash_model: str, seed: s
         agent_of(agent), scenario, crash_model=crash_model, seed=seed, timeout=timeout)
 
 
+def formats(agent: AgentLike, scenario: "Scenario", *, seed: str,
+            timeout: float | str | None, name: str | None = None) -> Any:
+    """The sandbox `faultsim formats` records and checks a corpus in, for `agent` on
+    `scenario` (see `Backend`; chosen as `items`); `name` is what its runs call the agent."""
+    return _in_this_process("formats", agent, scenario).formats(
+        agent_of(agent, name), scenario, seed=seed, timeout=timeout)
+
+
 # the jobs that run a Python agent factory in this process, as a refusal names them
 FACTORY_JOBS = {"items": "kill-point items (kill_points=True, faultsim.parametrize) run",
-                "session": "a session (crash_safety.session()) runs"}
+                "session": "a session (crash_safety.session()) runs",
+                "formats": "faultsim formats resumes recorded checkpoints of"}
 
 
 def factory_job_refusal(job: str, who: str, instead: str) -> str | None:
-    """A backend's one line for `items` and `session`, which it cannot do (None for
-    another job): `who` it explores, and what to do `instead`."""
+    """A backend's one line for `items`, `session` and `formats`, which it cannot do (None
+    for another job): `who` it explores, and what to do `instead`."""
     if job not in FACTORY_JOBS:
         return None
     return f"{who}{FACTORY_JOBS[job]} a Python agent factory in-process; {instead}"

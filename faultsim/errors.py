@@ -33,7 +33,7 @@
     │   ├── SandboxEscape                  the clean run wrote outside its workdir
     │   └── schedule_search._Counterexample  a searched schedule broke a rule (raised
     │                                      inside hypothesis so it shrinks; never leaves)
-    ├── inprocess.convergence.Refused  the agent's memory cannot be fingerprinted: no
+    ├── inprocess.fingerprints.Refused the agent's memory cannot be fingerprinted: no
     │                                  convergence cut there (caught where raised)
     └── HarnessError          faultsim's own machinery failed: the CLI exits 3 with one
         │                     line; the plugin lets it through with its traceback

@@ -31,8 +31,10 @@ def tiny():
 
 def test_the_kit_knows_every_backend_of_the_table_and_every_job():
     assert set(AGENTS) == set(backends.BACKENDS)
-    assert PROTOCOL == {"refuses", "explore", "survey", "replay", "items", "session"}
-    assert set(backends.JOBS) == (PROTOCOL - {"refuses"}) | {"formats"}
+    assert PROTOCOL == {"refuses", "explore", "survey", "replay", "items", "session",
+                        "formats"}
+    assert set(backends.JOBS) == PROTOCOL - {"refuses"}
+    assert set(backends.FACTORY_JOBS) == {"items", "session", "formats"}
 
 
 @pytest.mark.parametrize("name", sorted(backends.BACKENDS))
@@ -59,15 +61,23 @@ def test_every_job_is_done_or_refused_in_one_line(name, job, tiny):
     assert why is None or (isinstance(why, str) and why.strip() and "\n" not in why), why
 
 
-@pytest.mark.parametrize("job", ["items", "session"])
+def _settings(job: str) -> dict:
+    """The keywords of a factory job's call (`Backend.items`, `.session`, `.formats`)."""
+    settings = dict(seed="0", timeout=5.0)
+    if job != "formats":
+        settings["crash_model"] = "process"
+    if job == "items":
+        settings["crashes"] = 1
+    return settings
+
+
+@pytest.mark.parametrize("job", sorted(backends.FACTORY_JOBS))
 @pytest.mark.parametrize("name", sorted(backends.BACKENDS))
 def test_a_refused_job_raises_its_one_line(name, job, tiny):
     backend = backends.backend(name)
     agent = backends.Agent(AGENTS[name])
     why = backend.refuses(agent, tiny, ExploreOptions(), job)
-    settings = dict(crash_model="process", seed="0", timeout=5.0)
-    if job == "items":
-        settings["crashes"] = 1
+    settings = _settings(job)
     if why is None:
         assert name == "in-process"  # the only backend that runs a factory in this process
         return
@@ -89,11 +99,21 @@ def test_items_and_sessions_of_a_python_factory_run_in_this_process(tiny):
     assert result.verdict.kill_point == middle and result.verdict.ok
 
 
+def test_the_formats_sandbox_of_a_python_factory_runs_in_this_process(tiny):
+    from reference_agent import make_agent
+
+    sandbox = backends.formats(make_agent, tiny, seed="0", timeout=5.0, name="ref")
+    assert type(sandbox).__module__ == "faultsim.inprocess.formats_job"
+    with sandbox:
+        golden = sandbox.golden()
+        taken = []
+        assert sandbox.record(None, lambda point, files, world: taken.append(point)) is None
+    # the recording run handed over the state at every kill point of the clean run
+    assert [p.index for p in taken] == [p.index for p in golden.kill_points() if p.index > 0]
+
+
 @pytest.mark.parametrize("spec", ["cmd:python3 agent.py", "claude-agent-sdk:agent.py:agent"])
-def test_a_prefixed_agent_is_refused_items_and_sessions_by_its_own_backend(spec, tiny):
-    for job in ("items", "session"):
-        settings = dict(crash_model="process", seed="0", timeout=5.0)
-        if job == "items":
-            settings["crashes"] = 1
+def test_a_prefixed_agent_is_refused_the_factory_jobs_by_its_own_backend(spec, tiny):
+    for job in sorted(backends.FACTORY_JOBS):
         with pytest.raises(UsageError, match="in-process"):
-            getattr(backends, job)(spec, tiny, **settings)
+            getattr(backends, job)(spec, tiny, **_settings(job))

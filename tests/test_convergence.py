@@ -13,7 +13,7 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings, strategies as st
 
 import faultsim
-from faultsim.inprocess import convergence, cpython
+from faultsim.inprocess import cpython, fingerprints
 from faultsim.scenario import load_scenario
 
 import convergence_agents as agents
@@ -286,11 +286,11 @@ def test_fingerprint_reads_live_locals_only():
     def read_before(value):
         status = value
         size = len(status)
-        return convergence._frame_state(sys._getframe()), size
+        return fingerprints._frame_state(sys._getframe()), size
 
     def read_after(value):
         status = value
-        state = convergence._frame_state(sys._getframe())
+        state = fingerprints._frame_state(sys._getframe())
         return state, status
 
     assert "status" not in read_before({"x": 1})[0]  # never read again: not state
@@ -301,13 +301,13 @@ def test_fingerprint_reads_live_locals_only():
 def test_fingerprint_refuses_what_it_cannot_read():
     import itertools
 
-    with pytest.raises(convergence.Refused):
-        convergence._Canon().add({"counter": itertools.count(3)})  # C state
-    first, second = convergence._Canon(), convergence._Canon()
+    with pytest.raises(fingerprints.Refused):
+        fingerprints._Canon().add({"counter": itertools.count(3)})  # C state
+    first, second = fingerprints._Canon(), fingerprints._Canon()
     first.add([{"a": [1, 2]}, "x"])
     second.add([{"a": [1, 2]}, "x"])
     assert first.digest() == second.digest()
-    third = convergence._Canon()
+    third = fingerprints._Canon()
     third.add([{"a": [1, 3]}, "x"])
     assert third.digest() != first.digest()
 
@@ -321,7 +321,7 @@ def test_threads_alive_refuse_the_cut():
     thread = threading.Thread(target=stop.wait)
     thread.start()
     try:
-        memory, why = convergence._memory(None)
+        memory, why = fingerprints.read_memory(None)
         assert memory is None and "threads" in why
     finally:
         stop.set()
@@ -397,7 +397,7 @@ def test_a_context_variable_is_read_by_its_value_in_the_agents_context():
     or none differs (before, any ContextVar refused every cut)."""
     import contextvars
 
-    from faultsim.inprocess.convergence import _Canon
+    from faultsim.inprocess.fingerprints import _Canon
 
     var = contextvars.ContextVar("fence")
 

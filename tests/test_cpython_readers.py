@@ -1,5 +1,5 @@
 """The readers of CPython internals (faultsim/inprocess/cpython.py: unwind.py's reading of
-handlers, convergence.py's liveness pass and its reading of frames) on code and
+handlers, fingerprints.py's liveness pass and its reading of frames) on code and
 interpreters they do not know: each takes the long way (the point forks, every local is
 kept, no run is cut), never a guess, and a sweep's report is the long way's. On code they
 know, the shortcut still applies (each test also fails if a reader always refused)."""
@@ -14,7 +14,7 @@ import pytest
 
 import convergence_agents
 import faultsim
-from faultsim.inprocess import convergence, cpython, unwind
+from faultsim.inprocess import cpython, fingerprints, unwind
 from tests.test_convergence import comparable, scenario
 
 pytestmark = pytest.mark.skipif(cpython.shapes() is None, reason=str(cpython.unknown()))
@@ -23,7 +23,7 @@ pytestmark = pytest.mark.skipif(cpython.shapes() is None, reason=str(cpython.unk
 def _forget(monkeypatch) -> None:
     """The readers cache what they read of each code object: read afresh."""
     monkeypatch.setattr(unwind, "_tables", {})
-    monkeypatch.setattr(convergence, "_LIVE", {})
+    monkeypatch.setattr(fingerprints, "_LIVE", {})
 
 
 def without(monkeypatch, *names: str) -> None:
@@ -148,27 +148,27 @@ def test_unwind_forks_everywhere_on_an_unknown_version(monkeypatch):
     assert "CPython 3.99 is not a version" in cpython.unknown()
 
 
-# -- convergence.py: the liveness pass, the frames -----------------------------------------
+# -- fingerprints.py: the liveness pass, the frames ----------------------------------------
 
 def _read_before(value):
     status = value
     size = len(status)
-    return convergence._frame_state(sys._getframe()), size
+    return fingerprints._frame_state(sys._getframe()), size
 
 
 def test_the_liveness_pass_keeps_every_local_where_it_does_not_know_an_opcode(monkeypatch):
     assert "status" not in _read_before({"x": 1})[0]  # known: a dead local is not state
     without(monkeypatch, "STORE_FAST")
-    assert convergence.live_locals(_read_before.__code__, 0) is None
+    assert fingerprints.live_locals(_read_before.__code__, 0) is None
     assert _read_before({"x": 1})[0]["status"] == {"x": 1}  # every local kept
 
 
 def test_frames_are_not_read_on_an_unknown_version(monkeypatch):
     another_version(monkeypatch)
-    assert convergence.live_locals(_read_before.__code__, 0) is None
-    with pytest.raises(convergence.Refused, match="CPython 3.99"):
+    assert fingerprints.live_locals(_read_before.__code__, 0) is None
+    with pytest.raises(fingerprints.Refused, match="CPython 3.99"):
         _read_before({"x": 1})
-    memory, why = convergence._memory(sys._getframe())
+    memory, why = fingerprints.read_memory(sys._getframe())
     assert memory is None and "CPython 3.99" in why
 
 
@@ -181,10 +181,10 @@ def test_a_locals_mapping_of_another_type_is_not_read():
         return types.SimpleNamespace(f_code=_read_before.__code__, f_lasti=0, f_locals=values)
 
     assert cpython.frame_locals(frame({"status": 1})) == {"status": 1}
-    assert convergence._frame_state(frame({"status": 1, "value": 2})) == {"value": 2}
+    assert fingerprints._frame_state(frame({"status": 1, "value": 2})) == {"value": 2}
     assert cpython.frame_locals(frame(Proxy(status=1))) is None
-    with pytest.raises(convergence.Refused, match="locals are a Proxy"):
-        convergence._frame_state(frame(Proxy(status=1)))
+    with pytest.raises(fingerprints.Refused, match="locals are a Proxy"):
+        fingerprints._frame_state(frame(Proxy(status=1)))
 
 
 class _Base:
@@ -194,7 +194,7 @@ class _Base:
 
 class _Child(_Base):
     def run(self, x):
-        here = convergence._frame_state(sys._getframe())
+        here = fingerprints._frame_state(sys._getframe())
         return here, super().finish()  # reads `self` from the frame, no LOAD_FAST
 
 
@@ -206,7 +206,7 @@ def test_zero_argument_super_keeps_the_first_argument():
 def test_a_class_body_keeps_its_whole_namespace():
     class Body:
         settings = {"retries": 3}
-        state = convergence._frame_state(sys._getframe())
+        state = fingerprints._frame_state(sys._getframe())
 
     assert Body.state["settings"] == {"retries": 3}
 

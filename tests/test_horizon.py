@@ -14,7 +14,7 @@ import pytest
 from conftest import DATA
 from faultsim.cli import main
 from faultsim.inprocess.explore import explore
-from faultsim.inprocess import convergence
+from faultsim.inprocess import convergence, fingerprints
 from faultsim.reports.text import coverage_lines
 
 TINY = str(DATA / "tiny.toml")
@@ -85,7 +85,7 @@ def test_a_cut_needs_the_same_effects_and_services_not_only_the_same_request(mon
     honest, _ = found("save_b_only", 0, "process")
     assert honest <= whole
     monkeypatch.setattr(convergence, "horizon_key",
-                        lambda world, request: convergence.request_key(request))
+                        lambda world, request: fingerprints.request_key(request))
     loose, cuts = found("save_b_only", 0, "process")
     assert cuts > 0 and loose - whole  # invented duplicates
 
@@ -109,7 +109,7 @@ def test_a_reasked_turns_fresh_ids_read_as_the_first_askings_at_any_position():
     world = SimpleNamespace(ledger=SimpleNamespace(entries=[]), services={}, durable={})
 
     def key(body):
-        return convergence.horizon_key(world, SimpleNamespace(
+        return fingerprints.horizon_key(world, SimpleNamespace(
             method="POST", url=SimpleNamespace(path="/v1/messages"), content=body))
 
     for n in ("07", "102"):

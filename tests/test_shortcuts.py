@@ -124,12 +124,12 @@ def test_a_loggers_memo_of_levels_is_not_state_its_levels_are():
     The memo is left out; the levels it is a function of are compared."""
     import logging
 
-    from faultsim.inprocess import convergence
+    from faultsim.inprocess import fingerprints
 
     log = logging.Logger("shortcuts-test")  # not registered: the test leaves no logger
 
     def digest():
-        canon = convergence._Canon()
+        canon = fingerprints._Canon()
         canon.add({"log": log})
         return canon.digest()
 

@@ -38,8 +38,8 @@ class Command:
         if agent.spec is None:
             return "an agent run as a command is named by its spec, cmd:COMMAND"
         if job == "formats":
-            return (f"{agent.spec}: faultsim formats resumes recorded checkpoints of a Python "
-                    "agent factory in-process; explore a command with faultsim run")
+            return factory_job_refusal(job, f"{agent.spec}: ",
+                                       "explore a command with faultsim run")
         if job in ("items", "session"):
             return factory_job_refusal(job, f"{agent.spec}: ", "for an agent run as a "
                                        "command mark the test without them and call "
@@ -169,6 +169,9 @@ class Command:
 
     def session(self, agent: Agent, scenario: Any, **settings: Any) -> Any:
         refused(self, agent, scenario, "session")
+
+    def formats(self, agent: Agent, scenario: Any, **settings: Any) -> Any:
+        refused(self, agent, scenario, "formats")
 
 
 def pause_refusal(options: Any) -> str | None:

@@ -7,8 +7,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
+from .. import backends
 from ..core.crashmodel import CrashState
-from ..inprocess.sandbox import Explorer, resume_and_judge
 from ..killpoints import KillPoint
 from ..settings.options import FIXED_TIMEOUT
 from ..judge.oracle import Violation
@@ -58,12 +58,11 @@ def check_corpus(make_agent: Callable, corpus: str | Path | Corpus, *, seed: str
                               f"its world is not JSON: {exc}") from None
         loaded.append((entry, files, world))
     verdicts = []
-    with Explorer(make_agent, scenario, agent_name=corpus.agent, timeout=timeout,
-                  seed=seed) as ex:
-        # what the current code does clean: the oracle's reference. A corpus keeps the
-        # scenario it was recorded with; whether today's agent still reaches each of its
-        # services is the sweep's question, not the format check's
-        golden = ex.golden(every_service=False)
+    # the in-process backend's sandbox (faultsim.inprocess.formats_job), through the seam
+    with backends.formats(make_agent, scenario, seed=seed, timeout=timeout,
+                          name=corpus.agent) as sandbox:
+        # what the current code does clean: the oracle's reference (every service aside)
+        golden = sandbox.golden()
         for n, (entry, files, stored_world) in enumerate(loaded):
             state = CrashState.of("process", f"recorded at {entry.id}", files)
             try:
@@ -72,7 +71,7 @@ def check_corpus(make_agent: Callable, corpus: str | Path | Corpus, *, seed: str
                 raise CorpusError(corpus.path / "blobs" / entry.world, f"entry {entry.id}",
                                   f"its world does not restore: {exc}") from None
             point = KillPoint(0, None, entry.category, entry.id, "a recorded state")
-            result = resume_and_judge(ex, golden, world, state, [point], None)
+            result = sandbox.judge(golden, world, state, point)
             violations = schedule_violations(golden, [point], state, result, [])
             verdicts.append(EntryVerdict(entry, violations, result.summary))
             if progress is not None:

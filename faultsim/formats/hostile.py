@@ -15,6 +15,7 @@ import json
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
+from .. import backends
 from ..core.draws import seed_only
 from ..errors import UsageError
 from ..settings.options import FIXED_TIMEOUT
@@ -141,11 +142,10 @@ class Attack:
     def __enter__(self) -> "Attack":
         import copy
 
-        from ..inprocess.sandbox import Explorer
-
         self._copy = copy.deepcopy
-        self.ex = Explorer(self.make_agent, self.scenario, timeout=self.timeout,
-                           seed=self.seed).__enter__()
+        # the in-process backend's sandbox (faultsim.inprocess.formats_job), through the seam
+        self.ex = backends.formats(self.make_agent, self.scenario, seed=self.seed,
+                                   timeout=self.timeout).__enter__()
         try:
             self._crash_where_a_checkpoint_is()
         except BaseException:
@@ -157,7 +157,7 @@ class Attack:
         from ..killpoints import KillPoint
 
         spec = self.scenario.checkpoint
-        golden = self.ex.golden(every_service=False)  # a corpus keeps its own scenario
+        golden = self.ex.golden()  # every service aside: a corpus keeps its own scenario
         saves = [e.index for e in golden.trace if e.kind == "mark.checkpoint.B"]
         # the second save of an agent that marks its saves (the reference agent), else the
         # middle of the run; then the clean run's last checkpoint write, whose file holds
@@ -167,8 +167,7 @@ class Attack:
         first = saves[min(1, len(saves) - 1)] if saves else len(golden.trace) // 2
         for index in dict.fromkeys([first, *written[-1:]]):
             point = KillPoint(index, None, "hostile", "hostile-checkpoint", f"#{index}")
-            crashed = self.ex.crash(point, "process")
-            files = crashed.states[0].as_dict()
+            files, world = self.ex.crash(point)
             for path in sorted(p for p, d in files.items() if spec.matches(p) and d):
                 if spec.format_of(path) != "json":
                     continue
@@ -176,7 +175,7 @@ class Attack:
                     _planted(json.loads(files[path]))
                 except (ValueError, AttributeError, TypeError):
                     continue  # not one JSON object with a tool result
-                self.world, self.files, self.path = crashed.world, files, path
+                self.world, self.files, self.path = world, files, path
                 self.sample = files[path]
                 return
         raise NoHostileCases(
@@ -194,7 +193,7 @@ class Attack:
         files = {**self.files, self.path: case.data}
         effects = len(world.ledger.applied())
         asked = len(world.model.requests)
-        run = self.ex.resume(world, CrashState.of("process", case.name, files), [])
+        run = self.ex.resume(world, CrashState.of("process", case.name, files))
         problems = []
         if run.error is None and run.outcome is not None and run.outcome.status == "completed":
             problems.append("accepted it: the run completed")

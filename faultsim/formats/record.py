@@ -13,14 +13,13 @@ import tempfile
 from pathlib import Path
 from typing import Any, Callable
 
+from .. import backends
 from ..core.checkpoints import CheckpointSpec
 from ..errors import UsageError
-from ..inprocess.sandbox import Explorer
 from ..killpoints import KillPoint
 from ..settings.options import FIXED_TIMEOUT
 from ..reports.outfile import OutputError, check_replaceable, replace_folder, write_atomic
 from ..scenario import Scenario
-from ..world.snapshot import world_to_json
 from .corpus import (MANIFEST, MAX_BLOB, MAX_MANIFEST, SCENARIO, Corpus, CorpusEntry,
                      CorpusError, read_inside, sha256)
 
@@ -53,30 +52,6 @@ def _format_version(files: dict[str, bytes | None], spec: CheckpointSpec) -> Any
                 versions.add(json.dumps(doc["version"]))
     found = [json.loads(v) for v in sorted(versions)]
     return found[0] if len(found) == 1 else (found or None)
-
-
-class _RecordAt:
-    """Tracer policy: at each kill point, hand the state over; kill nothing."""
-
-    def __init__(self, ex: Explorer, world, points: list[KillPoint],
-                 take: Callable[[KillPoint, dict, dict], None]) -> None:
-        from ..pipeline.sweep import by_event
-
-        self.ex, self.world, self.take = ex, world, take
-        self.boundary, self.torn = by_event(points)
-
-    def after(self, tracer, event) -> None:
-        point = self.boundary.get(event.index)
-        if point is not None:
-            self.take(point, self.ex.interposer.snapshot(), world_to_json(self.world))
-
-    def before_write(self, tracer, write) -> bytes | None:
-        points = self.torn.get(tracer.next_index, ())
-        if points:
-            base, world = self.ex.interposer.snapshot(), world_to_json(self.world)
-            for point in points:
-                self.take(point, {**base, write.path: write.torn(point.offset)}, world)
-        return None
 
 
 def record_corpus(make_agent: Callable, scenario: Scenario, out: str | Path, *,
@@ -138,15 +113,12 @@ def _record(make_agent: Callable, scenario: Scenario, staging: Path, *, agent: s
         seen[key] = entry
         corpus.entries.append(entry)
 
-    with Explorer(make_agent, scenario, agent_name=recorded_by or agent, timeout=timeout,
-                  seed=seed) as ex:
-        points = [p for p in ex.golden().kill_points()
-                  if p.index > 0 and (only is None or only(p))]
-        ex.reset_sandbox()
-        world = ex.new_world()
-        run = ex.incarnation(world, _RecordAt(ex, world, points, take))
-    if run.error is not None:
-        raise RuntimeError(f"{scenario.path}: the recording run failed: {run.error}")
+    # the in-process backend's sandbox (faultsim.inprocess.formats_job), through the seam
+    with backends.formats(make_agent, scenario, seed=seed, timeout=timeout,
+                          name=recorded_by or agent) as sandbox:
+        error = sandbox.record(only, take)
+    if error is not None:
+        raise RuntimeError(f"{scenario.path}: the recording run failed: {error}")
     if too_large:
         path, size = next(iter(too_large.items()))
         raise UsageError(f"{scenario.path}: the agent's {path} reached {size} bytes, over the "

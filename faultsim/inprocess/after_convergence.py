@@ -47,7 +47,7 @@ did after the kill (`after_kill`). At such a kill point:
 Second crashes equal to earlier ones. Most first crashes never meet the clean run (a
 resume that records its recovery keeps a history of its own), but second crashes after two
 different first crashes often leave the same crash state in the same observable world
-(`convergence.world_key`: the clock, the services, the fake's counts, paused answers,
+(`fingerprints.world_key`: the clock, the services, the fake's counts, paused answers,
 prompt cache, request count), their histories apart (the ledger: what the memo's key
 differs by). The third incarnation starts from the same and has the same number (the same
 seeded streams, the same `env.incarnation`), so it takes the same steps; a second crash

@@ -1,7 +1,8 @@
 """The in-process backend behind `faultsim.backends`: the agent's Python factory run under
 pyfakefs in this process (`explore.explore_in_process`), every crash model, any number of
-crashes, and the two jobs only this process can do: the pytest plugin's kill-point items
-(`pointwise`) and sessions for hypothesis tests (`session`). Loaded by name
+crashes, and the three jobs only this process can do: the pytest plugin's kill-point items
+(`pointwise`), sessions for hypothesis tests (`session`) and the sandbox `faultsim formats`
+records and checks a checkpoint corpus in (`formats_job`). Loaded by name
 (`backends.BACKENDS`); no front end imports it.
 
 May import: the rest of `inprocess/` and what it may import; never another backend
@@ -82,3 +83,10 @@ class InProcess:
 
         return Session(agent.factory_for(scenario), scenario, crash_model=crash_model,
                        seed=seed, timeout=timeout, agent_name=agent.label)
+
+    def formats(self, agent: Agent, scenario: Any, *, seed: str,
+                timeout: float | str | None) -> Any:
+        from .formats_job import FormatsSandbox
+
+        return FormatsSandbox(agent.factory_for(scenario), scenario, agent_name=agent.name,
+                              seed=seed, timeout=timeout)

@@ -3,7 +3,7 @@ that none of them guesses: the versions they were written and tested against, ea
 the opcode names whose meaning they know (of those, the jumps and the instructions after
 which control never falls through), the exception table those versions encode, and the
 type a frame's `f_locals` has there. unwind.py (what a kill unwinds through) and
-convergence.py (which locals a frame can still read; the agent's memory) ask here first.
+fingerprints.py (which locals a frame can still read; the agent's memory) ask here first.
 
 Where the answer is "not known" (another implementation or version, an opcode outside the
 version's set, a table whose entries do not fall on the code's instructions, an

@@ -50,7 +50,7 @@ def _digest(data: bytes) -> str:
 def parts(ex: Any, world: Any, request: Any, frame: Any, renamed: bool) -> dict:
     """The state at a model request, part by part (digests), for comparing."""
     from ..world.ledger import canonical
-    from .convergence import Refused, file_meta, fingerprint, open_files, world_parts
+    from .fingerprints import Refused, file_meta, fingerprint, open_files, world_parts
 
     sub = (lambda b: FRESH.sub(rb"\1", b)) if renamed else (lambda b: b)
     out: dict = {}

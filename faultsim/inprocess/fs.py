@@ -38,18 +38,44 @@ _installed = False
 ALLOWED_OUTSIDE = ("/dev/null",)  # as in subprocess mode
 
 def install() -> None:
+    """Install the hooks on pyfakefs's classes, once. Each piece below is one concept and
+    patches what it alone needs; none depends on another's order (each captures the
+    originals it wraps as it runs, and no two wrap the same attribute)."""
     global _installed
     if _installed:
         return
-    FakeFile, FakeDirectory = fake_file.FakeFile, fake_file.FakeDirectory
-    FakeFilesystem, FakeOsModule = fake_filesystem.FakeFilesystem, fake_os.FakeOsModule
+    appends.install(lambda: _active)  # a flush that only extends a file: O(what it adds)
+    _hook_file_contents()
+    _hook_directory_entries()
+    _hook_rename()
+    _hook_fsync()
+    _skip_string_conversion()
+    _cache_lookups()
+    _memoise_wrapper_names()
+    _fast_skipped_module_check()
+    _hook_observations()
+    _quiet_real_directories()
+    _refuse_outside_on_entry()
+    _installed = True
 
+
+def _replace_everywhere(name: str, theirs: Any, ours: Any) -> None:
+    """`ours` for `theirs` in every pyfakefs module that imported it by name."""
+    import sys
+
+    for module in list(sys.modules.values()):  # every pyfakefs module that imported it
+        if getattr(module, "__name__", "").startswith("pyfakefs") and \
+                getattr(module, name, None) is theirs:
+            setattr(module, name, ours)
+
+
+# -- the mutations: each becomes a trace event (FsInterposer), and none lands after a kill --
+def _hook_file_contents() -> None:
+    """Every byte that reaches a fake file (`set_initial_contents`) and `truncate()` (the
+    size setter)."""
+    FakeFile = fake_file.FakeFile
     orig_set = FakeFile.set_initial_contents
     orig_size = FakeFile.size
-    orig_add, orig_remove = FakeDirectory.add_entry, FakeDirectory.remove_entry
-    orig_rename = FakeFilesystem.rename
-    orig_fsync, orig_fdatasync = FakeOsModule.fsync, FakeOsModule.fdatasync
-    appends.install(lambda: _active)  # a flush that only extends a file: O(what it adds)
 
     def set_initial_contents(self, contents):
         finality.refuse_stray("write", self.name)
@@ -70,6 +96,15 @@ def install() -> None:
         if ip is None or ip.quiet:
             return resize(self, st_size)
         return ip._truncate(self, st_size, lambda n: resize(self, n))
+
+    FakeFile.set_initial_contents = set_initial_contents
+    FakeFile.size = property(orig_size.fget, size_setter)
+
+
+def _hook_directory_entries() -> None:
+    """Create, mkdir, unlink, rmdir: a directory's entries added and removed."""
+    FakeDirectory = fake_file.FakeDirectory
+    orig_add, orig_remove = FakeDirectory.add_entry, FakeDirectory.remove_entry
 
     # The lookup caches learn what a change did once it is done (after a kill it is only
     # recorded, and a refused one changes nothing).
@@ -95,6 +130,16 @@ def install() -> None:
         finally:
             _changed(self, pathname_name, before)
 
+    FakeDirectory.add_entry = add_entry
+    FakeDirectory.remove_entry = remove_entry
+
+
+def _hook_rename() -> None:
+    """`os.rename`, `os.replace`, `Path.replace`, `shutil.move`: one event (the add and
+    remove inside it are folded into it: `ip.nested`)."""
+    FakeFilesystem = fake_filesystem.FakeFilesystem
+    orig_rename = FakeFilesystem.rename
+
     def rename(self, old_file_path, new_file_path, force_replace=False):
         finality.refuse_stray("rename", old_file_path)
         ip = _active
@@ -102,6 +147,14 @@ def install() -> None:
             return orig_rename(self, old_file_path, new_file_path, force_replace)
         return ip._rename(self, old_file_path, new_file_path,
                           lambda: orig_rename(self, old_file_path, new_file_path, force_replace))
+
+    FakeFilesystem.rename = rename
+
+
+def _hook_fsync() -> None:
+    """`fsync` and `fdatasync`: no-ops in pyfakefs, recorded for the power model."""
+    FakeOsModule = fake_os.FakeOsModule
+    orig_fsync, orig_fdatasync = FakeOsModule.fsync, FakeOsModule.fdatasync
 
     def fsync(self, fd):
         orig_fsync(self, fd)
@@ -115,9 +168,15 @@ def install() -> None:
         if ip is not None and not ip.quiet:
             ip._fsync(self.filesystem.get_open_file(fd).get_object(), "fdatasync")
 
-    # pyfakefs converts every path argument with `make_string_path`, which re-runs an
-    # import statement on each call: a quarter of an agent's time under pyfakefs. Plain
-    # strings need no conversion.
+    FakeOsModule.fsync = fsync
+    FakeOsModule.fdatasync = fdatasync
+
+
+# -- speed: pyfakefs's own work, made cheaper without changing an answer ------------------
+def _skip_string_conversion() -> None:
+    """pyfakefs converts every path argument with `make_string_path`, which re-runs an
+    import statement on each call: a quarter of an agent's time under pyfakefs. Plain
+    strings need no conversion."""
     from pyfakefs import fake_scandir, helpers  # noqa: F401  (fake_scandir: loaded to be patched)
 
     slow = helpers.make_string_path
@@ -126,16 +185,16 @@ def install() -> None:
         kind = type(dir_name)
         return dir_name if kind is str or kind is bytes else slow(dir_name)
 
-    import sys
+    _replace_everywhere("make_string_path", slow, make_string_path)
 
-    def replace_everywhere(name, theirs, ours):
-        for module in list(sys.modules.values()):  # every pyfakefs module that imported it
-            if getattr(module, "__name__", "").startswith("pyfakefs") and \
-                    getattr(module, name, None) is theirs:
-                setattr(module, name, ours)
 
-    replace_everywhere("make_string_path", slow, make_string_path)
+def _cache_lookups() -> None:
+    """Path normalising memoised, and the lookups that depend on the tree's names cached
+    until a name at or above them changes (`_tree_cache`, `_changed`). `exists` also
+    notes what the agent looked at (first touches, while tracking)."""
+    from pyfakefs import helpers
 
+    FakeFilesystem = fake_filesystem.FakeFilesystem
     # Why a pyfakefs `os.replace` costs ~1 ms where the disk takes 19 µs: it resolves each
     # path about ten times (exists, lresolve, parent dirs, islink, isdir), and every pass
     # re-normalises the string through ~300 pure-Python calls. These five functions are
@@ -193,10 +252,17 @@ def install() -> None:
                 cache[key] = found
         return found
 
-    # An open file's every attribute read, its own methods' `self._io` included, goes
-    # through the wrappers' __getattribute__, which asks `hasattr(FakeFileWrapper, name)`
-    # and `name in self.__dict__` (itself a second pass): ~200 passes per atomic write.
-    # The class's names never change, so the first answer is memoised; the rest is theirs.
+    resolve_path.__wrapped__ = orig_resolve_path
+    FakeFilesystem.resolve_path = resolve_path
+    FakeFilesystem.get_object_from_normpath = get_object_from_normpath
+    FakeFilesystem.exists = exists
+
+
+def _memoise_wrapper_names() -> None:
+    """An open file's every attribute read, its own methods' `self._io` included, goes
+    through the wrappers' __getattribute__, which asks `hasattr(FakeFileWrapper, name)`
+    and `name in self.__dict__` (itself a second pass): ~200 passes per atomic write.
+    The class's names never change, so the first answer is memoised; the rest is theirs."""
     wrapper_class = fake_file.FakeFileWrapper
     on_class: dict[str, bool] = {}
     plain_get = object.__getattribute__
@@ -213,11 +279,17 @@ def install() -> None:
         if cls.__dict__.get("__getattribute__") is not None:  # else theirs changed shape
             cls.__getattribute__ = wrapper_getattribute
 
-    # Each faked call asks whether its caller is a module pyfakefs skips, through
-    # `traceback.extract_stack(limit=6)`, which also reads each frame's source line from
-    # linecache: a million calls per pair sweep of a dozen turns. The same question, on the
-    # same frames, answered from the code objects (the source line is only wanted for the
-    # open_code case, left to theirs).
+
+def _fast_skipped_module_check() -> None:
+    """Each faked call asks whether its caller is a module pyfakefs skips, through
+    `traceback.extract_stack(limit=6)`, which also reads each frame's source line from
+    linecache: a million calls per pair sweep of a dozen turns. The same question, on the
+    same frames, answered from the code objects (the source line is only wanted for the
+    open_code case, left to theirs)."""
+    import sys
+
+    from pyfakefs import helpers
+
     slow_skipped = helpers.is_called_from_skipped_module
     stdlib, own, own_tests = helpers.STDLIB_PATH, helpers.PYFAKEFS_PATH, \
         tuple(helpers.PYFAKEFS_TEST_PATHS)
@@ -248,16 +320,17 @@ def install() -> None:
         return False
 
     is_called_from_skipped_module.__wrapped__ = slow_skipped
-    replace_everywhere("is_called_from_skipped_module", slow_skipped,
-                       is_called_from_skipped_module)
+    _replace_everywhere("is_called_from_skipped_module", slow_skipped,
+                        is_called_from_skipped_module)
 
-    resolve_path.__wrapped__ = orig_resolve_path
-    FakeFilesystem.resolve_path = resolve_path
-    FakeFilesystem.get_object_from_normpath = get_object_from_normpath
-    FakeFilesystem.exists = exists
 
-    from pyfakefs import fake_open, fake_path
+# -- what the agent looks at: first touches, for the sweep's memos (while tracking) ------
+def _hook_observations() -> None:
+    """Opening (and, for writing, refusing a path outside the sandbox before it is looked
+    up), stat, getsize, listing a folder, and the other ways to look at a path."""
+    from pyfakefs import fake_open, fake_path, fake_scandir
 
+    FakeFilesystem, FakeOsModule = fake_filesystem.FakeFilesystem, fake_os.FakeOsModule
     orig_open_call = fake_open.FakeFileOpen.call
     orig_stat = FakeFilesystem.stat
     orig_getsize = fake_path.FakePathModule.getsize
@@ -334,10 +407,17 @@ def install() -> None:
                 observing(getattr(fake_path.FakePathModule, name), False,
                           lambda m: m.filesystem))
     FakeOsModule.access = observing(FakeOsModule.access, False, lambda m: m.filesystem)
+    fake_open.FakeFileOpen.call = open_call
+    FakeFilesystem.stat = stat
+    FakeFilesystem.listdir = listdir
+    fake_scandir.ScanDirIter.__init__ = scandir_init
+    fake_path.FakePathModule.getsize = getsize
 
-    # A real directory passed through read-only (sandbox.readable_real_dirs) lists its
-    # entries on first use: pyfakefs adds them then, which is faultsim's own work, not the
-    # agent creating files outside the sandbox.
+
+def _quiet_real_directories() -> None:
+    """A real directory passed through read-only (sandbox.readable_real_dirs) lists its
+    entries on first use: pyfakefs adds them then, which is faultsim's own work, not the
+    agent creating files outside the sandbox."""
     orig_real_entries = fake_file.FakeDirectoryFromRealDirectory.entries
 
     def real_entries(self):
@@ -352,10 +432,14 @@ def install() -> None:
 
     fake_file.FakeDirectoryFromRealDirectory.entries = property(real_entries)
 
-    # mkdir, makedirs, remove, unlink and rmdir outside the sandbox are refused on entry,
-    # as subprocess mode refuses them, before pyfakefs's own checks could answer otherwise
-    # (a missing parent; `os.mkdir` re-raising our refusal as a bare EACCES): the same
-    # escape, the same words.
+
+def _refuse_outside_on_entry() -> None:
+    """mkdir, makedirs, remove, unlink and rmdir outside the sandbox are refused on entry,
+    as subprocess mode refuses them, before pyfakefs's own checks could answer otherwise
+    (a missing parent; `os.mkdir` re-raising our refusal as a bare EACCES): the same
+    escape, the same words."""
+    FakeOsModule = fake_os.FakeOsModule
+
     def refusing(func, what, only_missing=False):
         def wrapper(self, *args, **kwargs):
             ip = _active
@@ -379,19 +463,6 @@ def install() -> None:
     FakeOsModule.remove = refusing(FakeOsModule.remove, "unlink")
     FakeOsModule.unlink = refusing(FakeOsModule.unlink, "unlink")
     FakeOsModule.rmdir = refusing(FakeOsModule.rmdir, "rmdir")
-    fake_open.FakeFileOpen.call = open_call
-    FakeFilesystem.stat = stat
-    FakeFilesystem.listdir = listdir
-    fake_scandir.ScanDirIter.__init__ = scandir_init
-    fake_path.FakePathModule.getsize = getsize
-    FakeFile.set_initial_contents = set_initial_contents
-    FakeFile.size = property(orig_size.fget, size_setter)
-    FakeDirectory.add_entry = add_entry
-    FakeDirectory.remove_entry = remove_entry
-    FakeFilesystem.rename = rename
-    FakeOsModule.fsync = fsync
-    FakeOsModule.fdatasync = fdatasync
-    _installed = True
 
 
 def _tree_cache(fs) -> dict:

@@ -69,7 +69,7 @@ class Start:
     """A resumed run at its first model request: what a lead is found by, and its counts
     there (what is its own history and what its remainder)."""
 
-    key: str  # convergence._key with the seeded streams' position and the incarnation
+    key: str  # fingerprints.state_key with the seeded streams' position and the incarnation
     memory: str
     ledger: int
     requests: int

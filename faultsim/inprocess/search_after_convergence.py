@@ -24,7 +24,7 @@ resumed run of the session (`Known`, learned from every last crash the session r
 any schedule's) is reused only if
 
 - it started from a crash state with the same digest, in a world that is observably the
-  same: `convergence.world_key`, the clock, each service's and adapter's state, the fake
+  same: `fingerprints.world_key`, the clock, each service's and adapter's state, the fake
   model's answer and fault counts, paused answers, prompt cache, and how many requests it
   logged (each answer's request-id numbers it). Checked, not assumed: after the meeting
   they are equal by the argument above, but under the power model the crash states can
@@ -62,7 +62,8 @@ from ..core.crashmodel import CrashState
 from ..judge.oracle import Golden
 from ..pipeline.sweep import ResumeResult
 from .after_convergence import compose
-from .convergence import course_events, world_key
+from .convergence import course_events
+from .fingerprints import world_key
 from .leads import shared
 
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from typing import Any, Callable, Mapping
 
-from ..backends import (Agent, Survey, factory_job_refusal, horizon_refusal, refuse_settings,
-                        refused)
+from ..backends import (FACTORY_JOBS, Agent, Survey, factory_job_refusal, horizon_refusal,
+                        refuse_settings, refused)
 from ..core.crashmodel import PAUSE
 from ..settings.options import PAUSE_WHY, pause_subprocess_refusal
 
@@ -17,7 +17,7 @@ class Subprocess:
     name = "subprocess"
 
     def refuses(self, agent: Agent, scenario: Any, options: Any, job: str) -> str | None:
-        if job in ("items", "session"):  # asked only of a backend chosen by hand
+        if job in FACTORY_JOBS:  # asked only of a backend chosen by hand
             return factory_job_refusal(job, "", "subprocess mode explores whole runs "
                                        "(faultsim run --mode subprocess, or the fixture's "
                                        "check())")
@@ -68,3 +68,6 @@ class Subprocess:
 
     def session(self, agent: Agent, scenario: Any, **settings: Any) -> Any:
         refused(self, agent, scenario, "session")
+
+    def formats(self, agent: Agent, scenario: Any, **settings: Any) -> Any:
+        refused(self, agent, scenario, "formats")

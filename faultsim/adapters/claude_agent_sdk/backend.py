@@ -28,9 +28,8 @@ class ClaudeAgentSdk:
 
     def refuses(self, agent: Agent, scenario: Any, options: Any, job: str) -> str | None:
         if job == "formats":
-            return (f"{agent.spec}: faultsim formats resumes recorded checkpoints of a Python "
-                    "agent factory in-process; a Claude Agent SDK agent runs its own CLI, "
-                    "explore it with faultsim run")
+            return factory_job_refusal(job, f"{agent.spec}: ", "a Claude Agent SDK agent "
+                                       "runs its own CLI, explore it with faultsim run")
         if job in ("items", "session"):
             return factory_job_refusal(job, f"{agent.spec}: ", "for a Claude Agent SDK "
                                        "agent mark the test without them and call "
@@ -133,6 +132,9 @@ class ClaudeAgentSdk:
 
     def session(self, agent: Agent, scenario: Any, **settings: Any) -> Any:
         refused(self, agent, scenario, "session")
+
+    def formats(self, agent: Agent, scenario: Any, **settings: Any) -> Any:
+        refused(self, agent, scenario, "formats")
 
 def _kills_line(found: Any) -> str:
     """What the report cannot say: how many kills landed, and the transcript writes."""
