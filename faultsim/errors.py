@@ -27,6 +27,8 @@
     │   ├── NonDeterminismError            two clean runs did not do the same things
     │   ├── AgentFailedCleanly             the agent fails without any crash
     │   ├── KillDidNotLand                 a crash run never reached its kill point
+    │   │   └── StopCameLate               a pause's stop proven late (retried, never
+    │   │                                  judged, never leaves command.pause)
     │   ├── UnroutedEffect                 the clean run reached for an unserved address
     │   ├── UncontainedProcess             the clean run started a process faultsim
     │   │                                  cannot contain, or left one behind
@@ -38,6 +40,7 @@
     └── HarnessError          faultsim's own machinery failed: the CLI exits 3 with one
         │                     line; the plugin lets it through with its traceback
         ├── WorkerDied                     a crash-run worker died without its verdicts
+        ├── StopNotPlaced                  every try of a command's pause came late (load)
         ├── cli.output.OutputsFailed       reports not written (a full disk), a line each
         ├── real.pool.ServerFailed         a subprocess-mode fork server died or failed
         └── real.redis_server.RedisUnavailable  (also RuntimeError) no redis-server
@@ -140,10 +143,22 @@ class KillDidNotLand(AgentFinding):
                    f"{why or 'it completed'}): the run is not deterministic")
 
 
+class StopCameLate(KillDidNotLand):
+    """A command's pause stop (or the new incarnation's hold) came after its point or did
+    not land: that try is never judged, and `command.pause.Driver.attempt` tries again
+    with a longer hold."""
+
+
 # -- harness errors -------------------------------------------------------------------------
 class WorkerDied(HarnessError):
     """A forked crash-run worker died without sending its verdicts (killed by a signal, or
     the agent ended the process): the run cannot say what happened at that kill point."""
+
+
+class StopNotPlaced(HarnessError):
+    """Every try of a command's pause schedule ran as the clean run did and only its stop
+    came late (StopCameLate, each hold longer): the machine's load, not the agent, so no
+    verdict and exit 3, not the agent's finding."""
 
 
 class ForkFailed(HarnessError):

@@ -236,6 +236,46 @@ def test_a_stop_that_did_not_land_is_an_error_and_leaves_nothing(monkeypatch):
     assert not _ours_stopped()
 
 
+def test_a_stop_late_on_every_try_is_the_machines_not_the_agents(monkeypatch):
+    """`attempt` runs a schedule whose stop is not proven three times, holding longer;
+    when every try failed only in the stop's timing (here: the group never shows stopped)
+    the run ends as a harness error (StopNotPlaced, exit 3), not as the agent's finding;
+    a try whose run went elsewhere stays KillDidNotLand (the agent's)."""
+    import faultsim.command.pause as pause
+    from faultsim.errors import HarnessError, KillDidNotLand, StopNotPlaced
+
+    scenario = load_scenario(SCENARIO)
+    argv = split(NAIVE)
+    tries = []
+
+    def not_stopped(pgids, timeout=10.0):
+        tries.append(pgids)
+        return False
+
+    with tempfile.TemporaryDirectory() as tmp:
+        golden, clean = clean_runs(argv, scenario, Path(tmp), services=default_services())
+        point = next(p for p in kill_points(golden) if p.category == "after-model-response")
+        driver = Driver(argv, scenario, Path(tmp), clean[0], 30.0, "0", default_services())
+        monkeypatch.setattr(pause, "stop_groups", not_stopped)
+        with pytest.raises(StopNotPlaced, match="did not land: .*tries: 3, each so.*less loaded") as raised:
+            driver.attempt(point, Wake("request"))
+        assert isinstance(raised.value, HarnessError)
+        assert not isinstance(raised.value, KillDidNotLand)
+        assert len(tries) == len(pause.SLACKS) == driver.again  # each try's stop counted
+        # one try that went elsewhere (the agent's): the finding, not the machine's
+        failures = iter([pause.StopCameLate("late"), KillDidNotLand("k3 never came"),
+                         pause.StopCameLate("late")])
+
+        def run(point, wake, slack=1.0):
+            raise next(failures)
+
+        monkeypatch.setattr(driver, "run", run)
+        with pytest.raises(KillDidNotLand) as raised:
+            driver.attempt(point, Wake("request"))
+        assert not isinstance(raised.value, HarnessError)
+    assert not _ours_stopped()
+
+
 def test_same_schedules_same_verdicts_as_a_command(explored):
     """Determinism: a pause point's schedules run again give the same verdicts, word for
     word (both traces side by side included), as the whole run gave them."""

@@ -29,7 +29,8 @@ KINDS = {
     errors.AgentFinding: [errors.NonDeterminismError, errors.AgentFailedCleanly,
                           errors.KillDidNotLand, errors.UnroutedEffect,
                           errors.UncontainedProcess],
-    errors.HarnessError: [errors.WorkerDied, ServerFailed, RedisUnavailable],
+    errors.HarnessError: [errors.WorkerDied, ServerFailed, RedisUnavailable,
+                          errors.StopNotPlaced],
 }
 
 
@@ -58,6 +59,7 @@ class _Scenario:
     (errors.AgentFailedCleanly(_Scenario(), "boom"), cli.EXIT_VIOLATION),
     (ServerFailed("server died"), cli.EXIT_ERROR),
     (errors.WorkerDied("worker died"), cli.EXIT_ERROR),
+    (errors.StopNotPlaced("k3: the SIGSTOP came late"), cli.EXIT_ERROR),
 ])
 def test_the_cli_exit_code_follows_the_kind(monkeypatch, capsys, exc, code):
     def raising(ns):
