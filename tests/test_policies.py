@@ -6,12 +6,11 @@ import inspect
 
 import pytest
 
-from faultsim.formats import record
-from faultsim.inprocess import counting, forking, sandbox
+from faultsim.inprocess import counting, forking, formats_job, sandbox
 from faultsim.real import child
 from faultsim.core.trace import TracerPolicy
 
-POLICIES = [sandbox.KillAt, forking.ForkAt, counting._CountAt, record._RecordAt,
+POLICIES = [sandbox.KillAt, forking.ForkAt, counting._CountAt, formats_job._RecordAt,
             child.RealKill, child.ForkAtEach]
 
 
