@@ -81,6 +81,15 @@ def explored():
     return out
 
 
+def _after_model_response(scenario, argv, tmp):
+    """The command's golden run (clean runs in `tmp`), its first after-model-response kill
+    point and a driver for its schedules."""
+    golden, clean = clean_runs(argv, scenario, Path(tmp), services=default_services())
+    point = next(p for p in kill_points(golden) if p.category == "after-model-response")
+    return golden, point, Driver(argv, scenario, Path(tmp), clean[0], 30.0, "0",
+                                 default_services())
+
+
 def test_the_stop_lands_then_both_incarnations_run():
     """One schedule by hand: the first incarnation's group stopped at the point (proven,
     /proc showing every process stopped), the new one held at its first request, both
@@ -88,9 +97,7 @@ def test_the_stop_lands_then_both_incarnations_run():
     scenario = load_scenario(SCENARIO)
     argv = split(NAIVE)
     with tempfile.TemporaryDirectory() as tmp:
-        golden, clean = clean_runs(argv, scenario, Path(tmp), services=default_services())
-        point = next(p for p in kill_points(golden) if p.category == "after-model-response")
-        driver = Driver(argv, scenario, Path(tmp), clean[0], 30.0, "0", default_services())
+        golden, point, driver = _after_model_response(scenario, argv, tmp)
         run = driver.run(point, Wake("request"))
     paused, new = run.paused, run.new
     # the kill landed, counted: both groups proven stopped, /proc saw it
@@ -226,9 +233,7 @@ def test_a_stop_that_did_not_land_is_an_error_and_leaves_nothing(monkeypatch):
         return False
 
     with tempfile.TemporaryDirectory() as tmp:
-        golden, clean = clean_runs(argv, scenario, Path(tmp), services=default_services())
-        point = next(p for p in kill_points(golden) if p.category == "after-model-response")
-        driver = Driver(argv, scenario, Path(tmp), clean[0], 30.0, "0", default_services())
+        golden, point, driver = _after_model_response(scenario, argv, tmp)
         monkeypatch.setattr(pause, "stop_groups", not_stopped)
         with pytest.raises(KillDidNotLand, match="SIGSTOP .* did not land"):
             driver.run(point, Wake("request"))
@@ -253,11 +258,10 @@ def test_a_stop_late_on_every_try_is_the_machines_not_the_agents(monkeypatch):
         return False
 
     with tempfile.TemporaryDirectory() as tmp:
-        golden, clean = clean_runs(argv, scenario, Path(tmp), services=default_services())
-        point = next(p for p in kill_points(golden) if p.category == "after-model-response")
-        driver = Driver(argv, scenario, Path(tmp), clean[0], 30.0, "0", default_services())
+        golden, point, driver = _after_model_response(scenario, argv, tmp)
         monkeypatch.setattr(pause, "stop_groups", not_stopped)
-        with pytest.raises(StopNotPlaced, match="did not land: .*tries: 3, each so.*less loaded") as raised:
+        with pytest.raises(StopNotPlaced,
+                           match="did not land: .*tries: 3, each so.*less loaded") as raised:
             driver.attempt(point, Wake("request"))
         assert isinstance(raised.value, HarnessError)
         assert not isinstance(raised.value, KillDidNotLand)
