@@ -26,6 +26,9 @@ from tests import periodic_agent
 
 LOOP, PERIODIC, TINY = (str(DATA / f"{n}.toml") for n in ("loop", "periodic",
                                                         "tiny"))
+# the pair tests' loop: loop.toml without its charges, 482 kill points to its 664 (a pair
+# sweep costs about the square: half of loop.toml's); both double-crash mutants still fail
+LOOP_PAIRS = str(DATA / "loop_pairs.toml")
 # the mutants of tests/test_engine.py that one crash catches on loop.toml, with the crash
 # model that exposes each (unknown_version_parsed is caught by the version probe, which
 # runs under either coverage; progress_trusted's power-loss window needs tiny.toml's
@@ -184,16 +187,18 @@ def test_first_and_last_occurrences_alone_would_miss_a_class_of_counters_reset(m
 
 
 def test_a_mutant_caught_only_by_two_crashes_is_caught_from_representative_first_crashes():
-    """loop.toml, not the smaller pair.toml: pair.toml is three turns, and since a class
-    names the tools of the turn before, its middle turn's points are classes of their
+    """loop_pairs.toml, not the smaller pair.toml: pair.toml is three turns, and since a
+    class names the tools of the turn before, its middle turn's points are classes of their
     own and the representative choice is every kill point (nothing left to check). (With
     per_class=0 the first crashes' classes differ: a failing second crash state shared by
     several first crashes is reported once, under the first of them the run met, so the
     class it is reported under depends on which first crashes ran.) The second crashes
     are classed over the resumed courses (classes.cover_courses): the representative
-    pair stage leaves some out and violates the same pair classes."""
+    pair stage leaves some out and violates the same pair classes. (Checked to fail on
+    loop_pairs.toml when cover_courses keeps of each course's first step only the classes'
+    first and last occurrences: pair classes of the email's intent write go missing.)"""
     module = importlib.import_module("reference_agent.mutants.repeat_before_save")
-    scenario = load_scenario(LOOP)
+    scenario = load_scenario(LOOP_PAIRS)
 
     def first_classes(report):
         run = report.runs[0]
@@ -226,9 +231,10 @@ def test_reconcile_in_place_needs_two_crashes_and_is_caught_by_the_representativ
     second crash in the recovery of the first. Its failing second crashes fall in each
     course's recovery (classes.cover_courses judges every course's first step, bar a torn
     write's later sector cuts, which its class covers): the same pair classes fail under both
-    coverages, with second crashes left out."""
+    coverages, with second crashes left out. (Checked to fail on loop_pairs.toml when
+    cover_courses drops each course's first step: no pair class is found.)"""
     module = importlib.import_module("reference_agent.mutants.reconcile_in_place")
-    scenario = load_scenario(LOOP)
+    scenario = load_scenario(LOOP_PAIRS)
     assert explore(module.make_agent, scenario, crashes=1, crash_model="process").ok
     every = explore(module.make_agent, scenario, crashes=2, seed="7",
                     crash_model="process").runs[0]

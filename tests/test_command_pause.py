@@ -72,13 +72,31 @@ def _ours_stopped() -> list[str]:
     return found
 
 
+class _Sweeps:
+    """`explored[name]`: that agent's whole pause sweep, made on first use once per session
+    (tests/shared_runs.py). Under xdist this module's tests land on several workers and each
+    paid for both sweeps in its setup; now one worker makes each sweep (naive and fenced
+    apart, so two workers make them side by side) and the rest read it. Sound: the same call
+    gives the same run, timings aside (the project's rule, which
+    test_same_schedules_same_verdicts_as_a_command checks here, schedule against whole
+    run), and each test reads a fresh copy. The sweeps' own proofs (stops counted, no group
+    left) are in the run's notes, read by the tests as before."""
+
+    def __init__(self, cache) -> None:
+        self.cache, self.runs = cache, {}
+
+    def __getitem__(self, name: str):
+        if name not in self.runs:
+            spec = {"naive": NAIVE, "fenced": FENCED}[name]
+            (self.runs[name],) = self.cache.get(
+                f"test_command_pause: {spec} on {SCENARIO}, pause",
+                lambda: faultsim.explore(spec, str(SCENARIO), crash_model="pause")).runs
+        return self.runs[name]
+
+
 @pytest.fixture(scope="module")
-def explored():
-    out = {}
-    for name, spec in (("naive", NAIVE), ("fenced", FENCED)):
-        (run,) = faultsim.explore(spec, str(SCENARIO), crash_model="pause").runs
-        out[name] = run
-    return out
+def explored(shared_cache):
+    return _Sweeps(shared_cache)
 
 
 def _after_model_response(scenario, argv, tmp):

@@ -16,7 +16,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
 from same_json import strip  # noqa: E402  (the bench's own rule for what is a timing)
 
 LOOP = str(DATA / "loop.toml")
-ARGS = ["run", LOOP, "--agent", "reference_agent.mutants.repeat_before_save",
+# loop.toml without its charges (482 kill points to 664): a pair sweep costs about the
+# square, and the representative pair stage still leaves second crashes out of its courses
+LOOP_PAIRS = str(DATA / "loop_pairs.toml")
+ARGS = ["run", LOOP_PAIRS, "--agent", "reference_agent.mutants.repeat_before_save",
         "--crash-model", "process", "--crashes", "2", "--coverage", "representative",
         "--seed", "7", "--workers", "1"]
 
