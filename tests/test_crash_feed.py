@@ -8,6 +8,7 @@ from __future__ import annotations
 import copy
 import json
 import sys
+from contextlib import nullcontext
 
 import pytest
 
@@ -24,6 +25,7 @@ from conftest import DATA, ROOT
 
 sys.path.insert(0, str(ROOT / "bench"))
 from same_json import strip  # noqa: E402  (the bench's own rule for what is a timing)
+from test_worker_count import POINTS  # noqa: E402
 
 pytestmark = pytest.mark.skipif(not hasattr(__import__("os"), "fork"), reason="needs fork")
 
@@ -93,6 +95,9 @@ def test_a_crash_the_feed_cannot_give_is_made_the_long_way(monkeypatch):
 
 
 def test_a_pair_sweep_on_the_feed_runs_no_prefix_and_reports_as_the_long_way(monkeypatch):
+    """The same sweep, forked alike, with its first crashes from the feed and from a run of
+    each prefix (`Explorer.crash`, as `--workers 0` makes them; tests/test_worker_count.py
+    compares the whole report with `--workers 0` too)."""
     scenario = load_scenario(DATA / "pair.toml")
     # first incarnations the pair stage runs into a point: the points' indexes
     prefixes: list[int] = []
@@ -111,31 +116,29 @@ def test_a_pair_sweep_on_the_feed_runs_no_prefix_and_reports_as_the_long_way(mon
             in_stage.clear()
 
     fed: list[int] = []
-    feed = pairs.CrashFeed
+    feed = pairs._feed
 
-    def counting_feed(ex, model, points):
+    def counting_feed(ex, model, points, workers):
         fed.append(len(points))
-        return feed(ex, model, points)
+        return feed(ex, model, points, workers) if use_feed else nullcontext(None)
 
     monkeypatch.setattr(Explorer, "crash", counted)
-    monkeypatch.setattr(pairs, "CrashFeed", counting_feed)
+    monkeypatch.setattr(pairs, "_feed", counting_feed)
     monkeypatch.setattr(explore_module, "sweep_pairs", pair_stage)
     reports, runs = {}, {}
-    for workers in (0, 2):
+    for use_feed in (False, True):
         prefixes.clear()
         fed.clear()
-        # every 6th first crash (and the first): the stage's first crashes, sooner
-        report = explore(reference_agent.make_agent, scenario, crashes=2, workers=workers,
-                         only=lambda p: p.index % 6 == 1)
-        reports[workers] = json.dumps(strip(report.to_json(), sharing=False), sort_keys=True)
-        runs[workers] = (list(prefixes), list(fed), report.runs[0])
-    long_prefixes, long_fed, run = runs[0]
-    prefixes2, fed2, _ = runs[2]
+        # the first crashes tests/test_worker_count.py narrows to (boundary and torn)
+        report = explore(reference_agent.make_agent, scenario, crashes=2, workers=2,
+                         only=lambda p: p.id in POINTS)
+        reports[use_feed] = json.dumps(strip(report.to_json(), sharing=False), sort_keys=True)
+        runs[use_feed] = (list(prefixes), list(fed), report.runs[0])
+    long_prefixes, (firsts,), run = runs[False]
+    fed_prefixes, _, _ = runs[True]
     assert run.depth(2).explored > 100  # the pair stage ran
     # the long way: a prefix per first crash of the pair stage; the feed: one driver run,
     # and no prefix (a point before the first event would be crashed here: none is chosen)
-    assert not long_fed and fed2 and fed2[0] > 5
-    assert sorted(long_prefixes) == sorted(i for i in long_prefixes if i > 0) \
-        and len(long_prefixes) == fed2[0]
-    assert prefixes2 == []
-    assert reports[0] == reports[2]
+    assert len(long_prefixes) == firsts >= 2 and all(i > 0 for i in long_prefixes)
+    assert fed_prefixes == []
+    assert reports[False] == reports[True]

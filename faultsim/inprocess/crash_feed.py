@@ -27,15 +27,16 @@ it: which second state shares which verdict, which is resumed, the counts):
   is theirs). The forking executor's first crashes, the whole single-crash sweep, rest on
   the same argument.
 - What crosses is what the pair stage reads of the crash. The world, pickled under
-  `faithful_copies` (each datetime keeps its class; the clock its instant): the stage only
-  ever uses deep copies of it (`pristine`, `converged_course`), and a pickled world's copy
-  is the same text to `world_signature` and `fingerprints.world_key` (checked at every
-  first crash by the tests that compare reports). It is attached to the clock as the crash
-  run's was, so the fake time is the kill's until the next incarnation moves it. The crash
-  states' digests (the stage reads the states only to check the one judged is there, by
-  digest, and to count them). The file last touched, set on the interposer as the crash
-  run leaves it (a run that touched no file before its kill leaves the process's own,
-  from whatever ran before: then the parent's is left, as the crash run would). The kill point's unwound note, recorded as `Explorer.crash` records it.
+  `faithful_copies`: each datetime keeps its class, the clock its instant. The stage only ever
+  uses deep copies of it (`pristine`, `converged_course`), and a pickled world's copy is
+  the same text to `world_signature` and `fingerprints.world_key` as the crash run's
+  (tests/test_crash_feed.py compares them crash by crash). It is attached to the clock as
+  the crash run's was, so the fake time is the kill's until the next incarnation moves
+  it. The crash states' digests: the stage reads the states only to check that the one
+  judged is there. The file last touched, set on the interposer as the crash run leaves
+  it (a run that touched no file before its kill leaves the process's own, from whatever
+  ran before: then the parent's is left as it is, as the crash run would leave it). The
+  kill point's unwound note, recorded as `Explorer.crash` records it.
 - What does not cross: the crash run's sandbox. Every incarnation the pair stage runs after
   a first crash (its course learned afresh, the driver of its second crashes, their resumed
   runs) begins with `Explorer.prepare`, which puts the judged state's bytes on disk
