@@ -4,6 +4,9 @@ at every kill point of its own course, or (representative coverage) at the kill 
 from __future__ import annotations
 
 import copy
+import os
+from contextlib import nullcontext
+from typing import Callable
 
 import freezegun.api as _real_time  # time.perf_counter is frozen in here; these are not
 
@@ -19,7 +22,8 @@ from .forking import sweep_forking
 from .replaying import sweep_replaying
 from .after_convergence import Shortcut
 from .search_after_convergence import Known, converged_course
-from .sandbox import Explorer
+from .crash_feed import CrashFeed
+from .sandbox import Crashed, Explorer
 
 
 def sweep_after_first(ex: Explorer, golden: Golden, runs: dict[str, ModelRun], model: str,
@@ -28,7 +32,8 @@ def sweep_after_first(ex: Explorer, golden: Golden, runs: dict[str, ModelRun], m
                       insensitive: dict, equivalences: bool, guarded: dict | None = None,
                       judged: dict | None = None, observed: Known | None = None,
                       known_course: tuple | None = None,
-                      chosen: tuple[int, ...] | None = None) -> tuple:
+                      chosen: tuple[int, ...] | None = None,
+                      crash: Callable[[KillPoint], Crashed] | None = None) -> tuple:
     """Crash at `point` again, then kill the run resumed from `state` at every kill point of
     its own course; the verdicts go to `runs[model]` (its depth-2 figures and failures).
     `result` is this very state's resumed run (its trace is the course), or None: then the
@@ -42,10 +47,10 @@ def sweep_after_first(ex: Explorer, golden: Golden, runs: dict[str, ModelRun], m
     once this first crash's sweep is over (after_convergence.py: why, and why only then).
     `known_course`: (course, meets) learned before (`course_of`); `chosen`: the positions
     of the course's kill points to crash at (representative coverage; None: every one).
+    `crash`: where the first crash comes from (a `crash_feed.CrashFeed`'s, one driver run
+    for all of them; None: `Explorer.crash`, a run of the prefix).
     Returns the course and the positions where a second crash state was judged."""
-    import os
-
-    crashed = ex.crash(point, model)
+    crashed = crash(point) if crash is not None else ex.crash(point, model)
     world, states = crashed.world, crashed.states
     if order >= len(states) or states[order].digest() != state.digest():
         raise NonDeterminismError(f"{point.id}: the crash state differs from the one "
@@ -98,13 +103,15 @@ def sweep_after_first(ex: Explorer, golden: Golden, runs: dict[str, ModelRun], m
     return course, {position[point_id] for m, point_id, _ in sub.recorded if m == model}
 
 
-def course_of(ex: Explorer, model: str, rep) -> tuple:
+def course_of(ex: Explorer, model: str, rep,
+              crash: Callable[[KillPoint], Crashed] | None = None) -> tuple:
     """The (course, meets) of the run resumed after first crash `rep` (a FirstCrash): its
     resumed run's trace where it was run for this very state, else learned afresh as
-    `sweep_after_first` would (the same crash, checked to leave the same state)."""
+    `sweep_after_first` would (the same crash, checked to leave the same state; `crash`
+    as there)."""
     if rep.result is not None and rep.result.events is not None:
         return tuple(rep.result.events), rep.result.meets
-    crashed = ex.crash(rep.point, model)
+    crashed = crash(rep.point) if crash is not None else ex.crash(rep.point, model)
     states = crashed.states
     if rep.order >= len(states) or states[rep.order].digest() != rep.state.digest():
         raise NonDeterminismError(f"{rep.point.id}: the crash state differs from the one "
@@ -146,24 +153,28 @@ def sweep_pairs(ex: Explorer, top: Sweep, models: list[str], position: dict[str,
         chosen: list = [None] * len(reps)
         if coverage is not None and coverage.representative:
             # every course first: the classes are shared by all of them (classes.py)
-            courses = [course_of(ex, model, rep) for rep in reps]
+            with _feed(ex, model, [r.point for r in reps if r.result is None
+                                   or r.result.events is None], workers) as feed:
+                courses = [course_of(ex, model, rep, feed and feed.crash) for rep in reps]
             pairs = cover_courses(((top.golden.kill_points(c), c) for c, _ in courses),
                                   coverage.per_class, run.seed)
             chosen = list(pairs.chosen)
         if progress is not None:
             progress(0, len(reps), stage=f"pairs ({model})")
         crashed = []
-        for n, rep in enumerate(reps):
-            before = stats.explored
-            _, at = sweep_after_first(ex, top.golden, top.runs, model, rep.point, rep.order,
-                                      rep.state, rep.result, workers, memo, insensitive,
-                                      top.equivalences, top.guarded,
-                                      judged if ex.convergence_off is None else None,
-                                      observed, courses[n], chosen[n])
-            crashed.append(at)
-            stats.total += rep.count * (stats.explored - before)
-            if progress is not None:
-                progress(n + 1, len(reps), stage=f"pairs ({model})")
+        with _feed(ex, model, [r.point for r in reps], workers) as feed:
+            for n, rep in enumerate(reps):
+                before = stats.explored
+                _, at = sweep_after_first(ex, top.golden, top.runs, model, rep.point,
+                                          rep.order, rep.state, rep.result, workers, memo,
+                                          insensitive, top.equivalences, top.guarded,
+                                          judged if ex.convergence_off is None else None,
+                                          observed, courses[n], chosen[n],
+                                          feed and feed.crash)
+                crashed.append(at)
+                stats.total += rep.count * (stats.explored - before)
+                if progress is not None:
+                    progress(n + 1, len(reps), stage=f"pairs ({model})")
         stats.seconds += _real_time.real_perf_counter() - started
         if coverage is not None and coverage.representative:
             run.pair_coverage = pairs.to_json(crashed)
@@ -172,3 +183,12 @@ def sweep_pairs(ex: Explorer, top: Sweep, models: list[str], position: dict[str,
             [(position.get(e.point.id, -1) if k == 0 else e.point.index, e.order)
              for k, e in enumerate(v.earlier)],
             v.kill_point.index, v.kill_point.offset or 0, v.order, order_of[id(v)]))
+
+
+def _feed(ex: Explorer, model: str, points: list[KillPoint], workers: int):
+    """The first crashes at `points` (in the order they will be asked for) from one driver
+    run (crash_feed.py: why each is `Explorer.crash`'s), where the sweep forks; else None
+    (`workers=0`: each by a run of its prefix, the long way the feed is compared with)."""
+    if workers > 0 and hasattr(os, "fork") and points:
+        return CrashFeed(ex, model, points)
+    return nullcontext(None)
