@@ -113,9 +113,13 @@ def run_of(point: KillPoint, wake: Wake, result: JobResult, scenario: Any) -> Pa
     hung = None
     if error is not None:  # an incarnation outran its limit without a report
         hung = error[1]
-    last = [m for ms in (mine, theirs) for m in ms if m.get("kind") == "done"]
-    world = pickle.loads(last[-1]["world"]) if last else pickle.loads(held["world"])
     mid = theirs[0] if theirs else None
+    # the world as the last to run left it: the new one's rest after a wake point, else
+    # the woken one (woken at the new one's end)
+    order = (theirs, mine) if mid is None or mid.get("kind") != "held" else (mine, theirs)
+    last = next((m for ms in reversed(order) for m in reversed(ms)
+                 if m.get("kind") == "done"), held)
+    world = pickle.loads(last["world"])
     return PauseRun(point, wake, paused, new, with_refused(world, result),
                     regular(result.files), _rollbacks(mine, theirs, mid),
                     len((theirs[-1] if theirs else {}).get("saves", [])) if mid is not None
