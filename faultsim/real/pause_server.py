@@ -31,7 +31,9 @@ agent's that traced an event between the report and the stop is seen after the w
 Every exit path SIGCONTs each child's group before SIGKILLing it, reaps it and reports a
 process of either group still alive (`left`).
 
-Part of the subprocess backend's fork server: may import `server`, `child`, `wire`, `host/`.
+Part of the subprocess backend's fork server: may import `wire` and `host/`; the server's
+own pieces (fork a child, put the start state in place, read what is left) come as `Ops`
+(the server imports this module, not the other way round).
 """
 from __future__ import annotations
 
@@ -46,9 +48,19 @@ import freezegun.api as _real_time
 
 from ..host import jail as _jail
 from ..host.groups import continue_groups, group_alive, stop_groups
-from . import server, wire
+from . import wire
 
 STOP_SECONDS = 10.0  # how long a group may take to show every process stopped
+
+
+@dataclass
+class Ops:
+    """What the fork server lends a pause schedule (`faultsim.real.server`)."""
+
+    spawn: Any  # (ctx, job, out_fd, me, close) -> pid: a child of the job, its group's leader
+    prepare: Any  # (ctx, job): the job's start state in place
+    left_behind: Any  # (ctx) -> files: the directory (and Redis) as the children left it
+    others: set  # the children alive: killed (continued first) if faultsim dies
 
 
 @dataclass
@@ -59,6 +71,7 @@ class Kid:
     pid: int
     reports: int  # the server's end of the child's reports
     feed: int  # the server's end of the pipe the child reads the world from at its wake
+    others: set = field(default_factory=set)
     messages: list = field(default_factory=list)
     status: int | None = None  # its wait status once reaped
 
@@ -128,7 +141,7 @@ class Kid:
                 os.killpg(self.pid, signal.SIGKILL)
             except (ProcessLookupError, PermissionError):
                 pass
-        server._others.discard(self.pid)
+        self.others.discard(self.pid)
         for fd in (self.reports, self.feed):
             try:
                 os.close(fd)
@@ -137,18 +150,19 @@ class Kid:
         return group_alive(self.pid)
 
 
-def _spawn(ctx: Any, job: dict, name: str, me: int, **pause: Any) -> Kid:
+def _spawn(ops: Ops, ctx: Any, job: dict, name: str, me: int, **pause: Any) -> Kid:
     reports_r, reports_w = os.pipe()
     feed_r, feed_w = os.pipe()
     child_job = {**job, "pause": {"id": job["id"], "role": name, "in_fd": feed_r, **pause}}
-    pid = server._spawn(ctx, child_job, reports_w, me, close=(reports_r, feed_w))
-    server._others.add(pid)
+    pid = ops.spawn(ctx, child_job, reports_w, me, close=(reports_r, feed_w))
+    ops.others.add(pid)
     os.close(reports_w)
     os.close(feed_r)
-    return Kid(name, pid, reports_r, feed_w)
+    return Kid(name, pid, reports_r, feed_w, ops.others)
 
 
-def run_pause(ctx: Any, job: dict, out_fd: int, me: int, deadline: float | None) -> None:
+def run_pause(ops: Ops, ctx: Any, job: dict, out_fd: int, me: int,
+              deadline: float | None) -> None:
     """The schedule `job["pause"]` asks for (`point`: the event index to pause after;
     `wake`: ("request", 0), ("save", N) or ("end", 0)); sends one "pause" message (each
     incarnation's reports, the stops proven, what went wrong) and the "exit" message with
@@ -159,10 +173,10 @@ def run_pause(ctx: Any, job: dict, out_fd: int, me: int, deadline: float | None)
     out: dict[str, Any] = {"job": job["id"], "kind": "pause", "stops": 0, "error": None,
                            "woke": False, "where": None, "held_at": None}
     kids: list[Kid] = []
-    server._prepare(ctx, {**job, "downtime": 0.0})
+    ops.prepare(ctx, {**job, "downtime": 0.0})
     first = {k: v for k, v in job.items() if k != "pause"}
     try:
-        paused = _spawn(ctx, {**first, "world": None, "downtime": 0.0}, "paused", me,
+        paused = _spawn(ops, ctx, {**first, "world": None, "downtime": 0.0}, "paused", me,
                         target=spec["point"])
         kids.append(paused)
         got = paused.next(limit)
@@ -176,7 +190,7 @@ def run_pause(ctx: Any, job: dict, out_fd: int, me: int, deadline: float | None)
             return
         out["stops"] += 1
         kind, n = spec["wake"]
-        new = _spawn(ctx, {**first, "world": got["world"]}, "new", me,
+        new = _spawn(ops, ctx, {**first, "world": got["world"]}, "new", me,
                      wake=(kind, n) if kind != "end" else None)
         kids.append(new)
         mid = new.next(limit)
@@ -216,7 +230,7 @@ def run_pause(ctx: Any, job: dict, out_fd: int, me: int, deadline: float | None)
                                  kids[0].pid if kids else 0, True)
         wire.send(out_fd, out)
         wire.send(out_fd, {"job": job["id"], "kind": "exit", "how": "exit", "code": 0,
-                           "files": server._left_behind(ctx), "left_behind": left,
+                           "files": ops.left_behind(ctx), "left_behind": left,
                            "refused": _jail.refused(ctx.jail),
                            "seconds": _real_time.real_perf_counter() - started})
 

@@ -277,8 +277,9 @@ def _serve(out_fd: int, run_dir: str) -> None:
             return
         with ctx.same:  # in the fallback, one server at a time on the one path
             if job.get("pause"):
-                from .pause_server import run_pause
-                run_pause(ctx, job, out_fd, me, deadline)
+                from .pause_server import Ops, run_pause
+                run_pause(Ops(_spawn, _prepare, _left_behind, _others), ctx, job, out_fd, me,
+                          deadline)
             else:
                 _run_one(ctx, job, out_fd, me, deadline)
 

@@ -111,7 +111,8 @@ class World:
         talking to one server would. Kept of this world: its observers (`_listeners`),
         the model's and the receivers' wiring to it (bound methods, `_world`). Every other
         attribute is the other's (a new attribute of the world, its model or a receiver is
-        adopted too: nothing is listed but the wiring)."""
+        adopted too: nothing is listed but the wiring). `other` is consumed: its objects
+        (the ledger, the model's records) become this world's."""
         now = other.clock.now()
         if self.clock._factory is not None:  # attached to this process's frozen time
             self.clock._factory.move_to(now.replace(tzinfo=None))
