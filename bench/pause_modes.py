@@ -2,11 +2,13 @@
 model on the same agent and scenario (tests/data/pause_charge.toml: two turns, one keyed
 charge; a 60 s downtime). In process: tests/pause_agents.py's `naive` and `fenced`; as a
 command: their port tests/command_agents/pause_agent.py (SIGSTOP/SIGCONT of its process
-group). Process model with single crashes, every kill point. Wall and CPU (this process
+group); in subprocess mode: `naive` by its spec (two children of a fork server, each
+stopping itself at its point, the world handed over with the turn). Process model with single crashes, every kill point. Wall and CPU (this process
 and its children) of each run, and the ratios pause/process within one run are the
 figures to read.
 
-Run: python bench/pause_modes.py      (one line per run, then a JSON line)
+Run: python bench/pause_modes.py [ROW ...]  (one line per run, then a JSON line; ROW: the
+rows whose name starts so, e.g. `subprocess`)
 
 One run, 2 shared cores (process: crash states resumed; pause: schedules run, each both
 incarnations to their ends):
@@ -43,6 +45,8 @@ def cpu() -> float:
 def measure(agent, model: str) -> dict:
     wall, used = time.perf_counter(), cpu()
     kw = {"workers": 0} if not isinstance(agent, str) else {}
+    if isinstance(agent, str) and not agent.startswith("cmd:"):
+        kw = {"mode": "subprocess"}  # fork servers, one per core
     (run,) = faultsim.explore(agent, SCENARIO, crash_model=model, crashes=1, **kw).runs
     return {"schedules": len(run.verdicts), "failed": sum(1 for v in run.verdicts
                                                           if v.violations),
@@ -53,7 +57,12 @@ def main() -> None:
     import pause_agents
 
     agents = {"in-process naive": pause_agents.naive, "in-process fenced": pause_agents.fenced,
-              "command naive": COMMAND, "command fenced": COMMAND + " --fenced"}
+              "command naive": COMMAND, "command fenced": COMMAND + " --fenced",
+              # `fenced` creates its versions with os.link, which subprocess mode's file
+              # tracing does not follow (its clean run shows no checkpoint): naive only
+              "subprocess naive": "pause_agents:naive"}
+    only = sys.argv[1:]  # e.g. `subprocess`: the rows whose name starts so
+    agents = {k: v for k, v in agents.items() if not only or k.startswith(tuple(only))}
     measure(pause_agents.naive, "process")  # the imports and first set-up, paid once
     figures = {}
     for name, agent in agents.items():

@@ -34,6 +34,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 import pause_agents  # noqa: E402
 
 REF = DATA / "pause_ref_small.toml"
+MUTANTS = DATA / "pause_ref.toml"  # test_pause.py's: the in-process sweep of each mutant
 CHARGE = DATA / "pause_charge.toml"
 linux = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="uses /proc")
 
@@ -98,13 +99,16 @@ def test_each_ownership_mutant_fails_with_both_traces_as_in_process(mutant):
     import importlib
 
     module = importlib.import_module(f"reference_agent.mutants.{mutant}")
-    inproc = _in_process(module.make_agent, REF)
+    # on pause_ref.toml, as test_pause.py (the in-process sweep of a mutant on
+    # pause_ref_small.toml dies by SIGSEGV under pytest, in inprocess/pause.py's profile
+    # hook: an in-process matter, left to its own fix)
+    inproc = _in_process(module.make_agent, MUTANTS)
     # the first pause points where the in-process model finds it out (the whole sweep of
-    # each mutant costs a minute and a half here; the reference agent's covers it)
+    # each mutant costs minutes here; the reference agent's covers the machinery)
     chosen = _failing_points(inproc)
     assert chosen
     only = lambda kp: kp.id in chosen  # noqa: E731
-    run, stats = _subprocess(f"reference_agent.mutants.{mutant}:make_agent", REF, only)
+    run, stats = _subprocess(f"reference_agent.mutants.{mutant}:make_agent", MUTANTS, only)
     _stops_landed(run, stats)
     failed = [x for v in run.verdicts for x in v.violations]
     assert "checkpoint_not_rolled_back" in {x.invariant for x in failed} or \
