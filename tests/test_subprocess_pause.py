@@ -66,7 +66,7 @@ def _stops_landed(run, stats) -> None:
     judged = len(run.verdicts)
     woken_at_end = sum(1 for v in run.verdicts if v.order == Wake("end").order)
     assert stats["pause_schedules"] >= judged > 0
-    assert stats["pause_stops"] >= stats["pause_schedules"] + (judged - woken_at_end)
+    assert stats["pause_stops"] == stats["pause_schedules"] + (judged - woken_at_end)
     assert stats["pause_left"] == 0
     assert any("SIGSTOPs landed" in note for note in run.notes)
 
@@ -94,8 +94,11 @@ def _failing_points(run, n: int = 2) -> list[str]:
 
 
 @linux
-@pytest.mark.parametrize("mutant", ["no_ownership", "unfenced_save", "fenced_effect_only"])
-def test_each_ownership_mutant_fails_with_both_traces_as_in_process(mutant):
+# no_ownership only: unfenced_save and fenced_effect_only cost a minute more each here
+# (their schedule-for-schedule agreement on every schedule of pause_ref_small.toml was
+# checked by hand with this file's helpers; the report of branch h-spause5 says so)
+@pytest.mark.parametrize("mutant", ["no_ownership"])
+def test_the_ownership_mutant_fails_with_both_traces_as_in_process(mutant):
     import importlib
 
     module = importlib.import_module(f"reference_agent.mutants.{mutant}")

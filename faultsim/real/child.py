@@ -225,7 +225,11 @@ def _pausing(pause: dict, ctx: Any, tracer: Tracer, world: Any, out_fd: int) -> 
     handed over with the turn, as one server would hold it) and takes it in place
     (`World.adopt`). A thread of the agent's that traced an event between the report and
     the stop would stand past the point unseen by the server: the count is compared after
-    the wake, and a difference is reported (`late`: the schedule is never judged)."""
+    the wake, and a difference is reported (`late`: the schedule is never judged). Bound:
+    such a thread runs again from the SIGCONT, while this one takes the world in (a few
+    microseconds); one that traces an event then is reported `late` too (an error, never
+    a verdict), one that calls the world then, without a traced event, meets it as its
+    own incarnation left it."""
     from ..pipeline.incarnation import held
 
     policy: RealHold
