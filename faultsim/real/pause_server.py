@@ -150,11 +150,14 @@ class Kid:
         return group_alive(self.pid)
 
 
-def _spawn(ops: Ops, ctx: Any, job: dict, name: str, me: int, **pause: Any) -> Kid:
+def _spawn(ops: Ops, ctx: Any, job: dict, name: str, me: int, kids: list[Kid],
+           **pause: Any) -> Kid:
     reports_r, reports_w = os.pipe()
     feed_r, feed_w = os.pipe()
     child_job = {**job, "pause": {"id": job["id"], "role": name, "in_fd": feed_r, **pause}}
-    pid = ops.spawn(ctx, child_job, reports_w, me, close=(reports_r, feed_w))
+    # the child keeps only its own ends (not the other incarnation's pipes either)
+    close = (reports_r, feed_w) + tuple(fd for k in kids for fd in (k.reports, k.feed))
+    pid = ops.spawn(ctx, child_job, reports_w, me, close=close)
     ops.others.add(pid)
     os.close(reports_w)
     os.close(feed_r)
@@ -177,7 +180,7 @@ def run_pause(ops: Ops, ctx: Any, job: dict, out_fd: int, me: int,
     first = {k: v for k, v in job.items() if k != "pause"}
     try:
         paused = _spawn(ops, ctx, {**first, "world": None, "downtime": 0.0}, "paused", me,
-                        target=spec["point"])
+                        kids, target=spec["point"])
         kids.append(paused)
         got = paused.next(limit)
         if got is None or got["kind"] != "held":
@@ -190,7 +193,7 @@ def run_pause(ops: Ops, ctx: Any, job: dict, out_fd: int, me: int,
             return
         out["stops"] += 1
         kind, n = spec["wake"]
-        new = _spawn(ops, ctx, {**first, "world": got["world"]}, "new", me,
+        new = _spawn(ops, ctx, {**first, "world": got["world"]}, "new", me, kids,
                      wake=(kind, n) if kind != "end" else None)
         kids.append(new)
         mid = new.next(limit)

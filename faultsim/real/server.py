@@ -280,8 +280,14 @@ def _serve(out_fd: int, run_dir: str) -> None:
                 from .pause_server import Ops, run_pause
                 run_pause(Ops(_spawn, _prepare, _left_behind, _others), ctx, job, out_fd, me,
                           deadline)
+                _forget_child()  # both reaped: their pids may be reused
             else:
                 _run_one(ctx, job, out_fd, me, deadline)
+
+
+def _forget_child() -> None:
+    global _child
+    _child = None
 
 
 def _relayed(scenario: Any, redis_url: str | None) -> list[tuple[str, int]]:
