@@ -2,11 +2,13 @@
 model on the same agent and scenario (tests/data/pause_charge.toml: two turns, one keyed
 charge; a 60 s downtime). In process: tests/pause_agents.py's `naive` and `fenced`; as a
 command: their port tests/command_agents/pause_agent.py (SIGSTOP/SIGCONT of its process
-group). Process model with single crashes, every kill point. Wall and CPU (this process
+group); in subprocess mode: `naive` by its spec (two children of a fork server, each
+stopping itself at its point, the world handed over with the turn). Process model with single crashes, every kill point. Wall and CPU (this process
 and its children) of each run, and the ratios pause/process within one run are the
 figures to read.
 
-Run: python bench/pause_modes.py      (one line per run, then a JSON line)
+Run: python bench/pause_modes.py [ROW ...]  (one line per run, then a JSON line; ROW: the
+rows whose name starts so, e.g. `subprocess`)
 
 One run, 2 shared cores (process: crash states resumed; pause: schedules run, each both
 incarnations to their ends):
@@ -17,6 +19,12 @@ incarnations to their ends):
                      x5.9 cpu)
   command fenced     process 25 states 15.2 s wall | pause 109 schedules 74.0 s (x4.9 wall,
                      x6.5 cpu)
+Subprocess mode (`python bench/pause_modes.py in-process subprocess`, another run, 2 shared
+cores, 2 fork servers):
+  in-process naive   process 34 states  0.5 s wall | pause  87 schedules  1.8 s (x3.4 wall,
+                     x4.3 cpu)
+  subprocess naive   process 34 states  9.9 s wall | pause  87 schedules 28.4 s (x2.9 wall,
+                     x2.8 cpu; 0.33 s wall a schedule, two forked incarnations each)
 """
 from __future__ import annotations
 
@@ -43,7 +51,14 @@ def cpu() -> float:
 def measure(agent, model: str) -> dict:
     wall, used = time.perf_counter(), cpu()
     kw = {"workers": 0} if not isinstance(agent, str) else {}
-    (run,) = faultsim.explore(agent, SCENARIO, crash_model=model, crashes=1, **kw).runs
+    if isinstance(agent, str) and not agent.startswith("cmd:"):  # fork servers, one a core
+        from faultsim.real.explore import explore_subprocess
+
+        (run,) = explore_subprocess(agent, faultsim.load_scenario(SCENARIO),
+                                    crash_model=model, crashes=1,
+                                    workers=os.cpu_count() or 1).runs
+    else:
+        (run,) = faultsim.explore(agent, SCENARIO, crash_model=model, crashes=1, **kw).runs
     return {"schedules": len(run.verdicts), "failed": sum(1 for v in run.verdicts
                                                           if v.violations),
             "wall": round(time.perf_counter() - wall, 2), "cpu": round(cpu() - used, 2)}
@@ -53,7 +68,12 @@ def main() -> None:
     import pause_agents
 
     agents = {"in-process naive": pause_agents.naive, "in-process fenced": pause_agents.fenced,
-              "command naive": COMMAND, "command fenced": COMMAND + " --fenced"}
+              "command naive": COMMAND, "command fenced": COMMAND + " --fenced",
+              # `fenced` creates its versions with os.link, which subprocess mode's file
+              # tracing does not follow (its clean run shows no checkpoint): naive only
+              "subprocess naive": "pause_agents:naive"}
+    only = sys.argv[1:]  # e.g. `subprocess`: the rows whose name starts so
+    agents = {k: v for k, v in agents.items() if not only or k.startswith(tuple(only))}
     measure(pause_agents.naive, "process")  # the imports and first set-up, paid once
     figures = {}
     for name, agent in agents.items():

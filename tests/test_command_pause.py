@@ -197,22 +197,27 @@ def test_a_command_pause_counterexample_replays_from_its_token(explored):
     assert not _ours_stopped()
 
 
-def test_subprocess_mode_refuses_pause_in_one_line():
-    """Its fork servers' children each hold their own world: refused, never skipped."""
+def test_subprocess_mode_pauses_instead_of_refusing():
+    """Subprocess mode pauses now (tests/test_subprocess_pause.py runs its sweeps): the
+    backend refuses nothing, `faultsim list` counts its pause points as the other modes
+    do, and two pauses per schedule are refused in one line as for a command."""
     from faultsim.backends import Agent, backend
     from faultsim.settings.options import ExploreOptions
     from faultsim.real.explore import explore_subprocess
 
+    sub = backend("subprocess")
+    assert sub.refuses(Agent("pause_agents:naive"), load_scenario(SCENARIO),
+                       ExploreOptions(crash_model="pause", mode="subprocess"),
+                       "explore") is None
+    survey = sub.survey(Agent("pause_agents:naive"), load_scenario(SCENARIO))
+    inproc = backend("in-process").survey(Agent("pause_agents:naive"),
+                                          load_scenario(SCENARIO))
+    assert survey.crash_states["pause"] == inproc.crash_states["pause"] > 0
     with pytest.raises(UsageError) as caught:
         explore_subprocess("pause_agents:naive", load_scenario(SCENARIO),
-                           crash_model="pause")
+                           crash_model="pause", crashes=2)
     text = str(caught.value)
-    assert "\n" not in text and "subprocess mode" in text and "pause" in text
-    assert "cmd:" in text and "in-process" in text
-    refused = backend("subprocess").refuses(
-        Agent("pause_agents:naive"), load_scenario(SCENARIO),
-        ExploreOptions(crash_model="pause", mode="subprocess"), "explore")
-    assert refused == text
+    assert "\n" not in text and "--crashes 2" in text and "pause" in text
 
 
 def test_a_command_refuses_what_its_pause_does_not_do():

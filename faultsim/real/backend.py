@@ -9,8 +9,6 @@ from typing import Any, Callable, Mapping
 
 from ..backends import (FACTORY_JOBS, Agent, Survey, factory_job_refusal, horizon_refusal,
                         refuse_settings, refused)
-from ..core.crashmodel import PAUSE
-from ..settings.options import PAUSE_WHY, pause_subprocess_refusal
 
 
 class Subprocess:
@@ -24,8 +22,6 @@ class Subprocess:
         if agent.spec is None and job in ("explore", "survey"):
             return (f"{scenario.path}: subprocess mode imports the agent by name: give a "
                     "module-level factory or 'module:attr'")
-        if job == "explore" and PAUSE in (getattr(options, "crash_model", None) or ()):
-            return pause_subprocess_refusal(scenario.path)
         if job == "explore" and getattr(options, "horizon", None) is not None:
             return horizon_refusal("subprocess mode")
         if job == "explore" and getattr(options, "budget", None) is not None:
@@ -48,9 +44,11 @@ class Subprocess:
                timeout: float | str | None = 30.0) -> Survey:
         from .explore import survey_subprocess
 
+        from ..pipeline.pause import pause_points
+
         points = survey_subprocess(agent.spec, scenario, timeout=timeout)
         return Survey(points, {"process": len(points), "power": "n/a (subprocess mode)",
-                               "pause": "n/a (subprocess mode: " + PAUSE_WHY + ")"})
+                               "pause": len(pause_points(points))})
 
     def replay(self, token: Any, agent: Agent | None, *,
                timeout: float | str | None = "auto") -> Any:

@@ -90,6 +90,38 @@ class ForkAtEach:
         return None
 
 
+class RealHold:
+    """Tracer policy of an incarnation in a pause schedule (`faultsim.real.pause`): note
+    each checkpoint save (its history length, read from the file it left); hold at the
+    paused incarnation's point (after event `target`, where `RealKill` would SIGKILL it),
+    or at the new incarnation's wake point after its N-th save (`hold(where)`)."""
+
+    def __init__(self, target: int | None, after_save: int | None, spec: Any, root: str,
+                 hold) -> None:
+        self.target, self.after_save, self.spec, self.root = target, after_save, spec, root
+        self.hold = hold
+        self.saves: list[tuple[int, str, int | None]] = []  # (event, path, history length)
+
+    def after(self, tracer: Tracer, event: Event) -> None:
+        from ..core.checkpoints import history_length
+        from ..pipeline.pause import SAVE_KINDS
+
+        if event.kind in SAVE_KINDS and self.spec.matches(event.subject):
+            data = fstrace._read(os.path.join(self.root, event.subject))
+            n = history_length(self.spec, event.subject, data) if data else None
+            self.saves.append((event.index, event.subject, n))
+            if self.after_save is not None and len(self.saves) == self.after_save:
+                self.after_save = None
+                self.hold(f"after its save {len(self.saves)} (event #{event.index})")
+                return
+        if self.target is not None and event.index == self.target:
+            self.target = None
+            self.hold(f"after event #{event.index}")
+
+    def before_write(self, tracer: Tracer, write) -> bytes | None:
+        return None
+
+
 def run_job(job: dict, ctx: Any, out_fd: int) -> None:
     """Runs in the child; never returns (the process dies or exits)."""
     scenario = ctx.scenario
@@ -140,6 +172,8 @@ def run_job(job: dict, ctx: Any, out_fd: int) -> None:
                 fstrace.reactivate(saved)
 
         tracer.policy = ForkAtEach(job["drive"], ctx, capture)
+    elif job.get("pause"):
+        tracer.policy = _pausing(job["pause"], ctx, tracer, world, out_fd)
 
     on_world, mark = traced_world(tracer, scenario, world, result)
     world.begin_incarnation()
@@ -168,9 +202,67 @@ def run_job(job: dict, ctx: Any, out_fd: int) -> None:
     seconds = _real_time.real_perf_counter() - started  # the bare run: what limits derive from
     finality.end(life, False, ended)  # outside the time limit: faultsim's own wait
     fstrace.deactivate()
+    if job.get("pause"):
+        world.model.before_request = None  # a lambda: not sent
+        extra = {"saves": tracer.policy.saves, "late": tracer.policy.late}
+    else:
+        extra = {}
     report("done", outcome=outcome, error=error, timed_out=timed_out, details=details,
-           seconds=seconds, strays=life.strays, contract=contract)
+           seconds=seconds, strays=life.strays, contract=contract, **extra)
     os._exit(0)
+
+
+def _pausing(pause: dict, ctx: Any, tracer: Tracer, world: Any, out_fd: int) -> RealHold:
+    """The policy of an incarnation in a pause schedule, and its hold.
+
+    The hold, in the thread that met its point: the incarnation's events so far and the
+    world as it left it go to the fork server, then the incarnation SIGSTOPs its own
+    process group (`os.killpg(0, SIGSTOP)`: the signal is delivered before the call
+    returns, so no code of the agent's runs between the point and the stop; the processes
+    it started stop with it). The server proves the stop (`waitpid` shows it stopped by
+    SIGSTOP) and that the report's events end at the point. Woken by SIGCONT, it reads
+    the world the other incarnation left (exactly one runs at any instant: the world is
+    handed over with the turn, as one server would hold it) and takes it in place
+    (`World.adopt`). A thread of the agent's that traced an event between the report and
+    the stop would stand past the point unseen by the server: the count is compared after
+    the wake, and a difference is reported (`late`: the schedule is never judged). Bound:
+    such a thread runs again from the SIGCONT, while this one takes the world in (a few
+    microseconds); one that traces an event then is reported `late` too (an error, never
+    a verdict), one that calls the world then, without a traced event, meets it as its
+    own incarnation left it."""
+    from ..pipeline.incarnation import held
+
+    policy: RealHold
+
+    def hold(where: str) -> None:
+        count = len(tracer.events)
+        with held():  # its time limit does not run while it is stopped
+            listeners, world._listeners = world._listeners, []
+            before, world.model.before_request = world.model.before_request, None
+            try:
+                wire.send(out_fd, {"job": pause["id"], "kind": "held", "where": where,
+                                   "events": list(tracer.events), "world": _pickled(world),
+                                   "saves": list(policy.saves)})
+            finally:
+                world._listeners, world.model.before_request = listeners, before
+            os.killpg(0, signal.SIGSTOP)
+            message = wire.receive(pause["in_fd"])
+            if len(tracer.events) != count:
+                policy.late = (f"{len(tracer.events) - count} events traced after its hold "
+                               f"{where} was reported")
+            world.adopt(pickle.loads(message["world"]))
+
+    wake = pause.get("wake")
+    policy = RealHold(pause.get("target"), wake[1] if wake and wake[0] == "save" else None,
+                      ctx.scenario.checkpoint, ctx.root, hold)
+    policy.late = None
+    if wake and wake[0] == "request":
+        def first_request(request: Any) -> None:
+            world.model.before_request = None
+            hold("at its first model request")
+
+        world.model.before_request = first_request
+    return policy
 
 
 def _pickled(world: Any) -> bytes:

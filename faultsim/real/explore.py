@@ -25,6 +25,7 @@ import freezegun.api as _real_time
 # the errors of this mode, imported from here by tests and users
 from ..errors import KillDidNotLand, SubprocessModeError, UsageError, WorkerDied  # noqa: F401
 from ..reports.interrupted import leaves
+from ..core.crashmodel import PAUSE
 from ..killpoints import KillPoint
 from ..model import sdk
 from ..settings.options import FIXED_TIMEOUT, ExploreOptions, select
@@ -37,6 +38,7 @@ from .judging import judge_states
 from .pairs import explore_pairs
 from .pool import ForkServers, ServerFailed
 from .probes import version_probe
+from ..pipeline.pause import pause_points
 
 
 def explore_subprocess(agent: str, scenario: Scenario, *, agent_name: str | None = None,
@@ -102,6 +104,11 @@ def explore_resolved(agent: str, scenario: Scenario, options: ExploreOptions, *,
         coverage = options.cover(points, golden.trace)
         chosen = select(points, only, None, coverage)
         name = agent_name or agent
+        if PAUSE in options.models:
+            _pause(pool, scenario, golden, points, options, name, report, progress, stats)
+            if "process" not in options.models:
+                report.golden_seconds += _real_time.real_perf_counter() - started
+                return report
         run = ModelRun(scenario=scenario, agent=name, crash_model="process",
                        kill_points=points, explored=chosen, seed=seed, crashes=crashes,
                        mode="subprocess", timeout=timeout, timeout_seconds=pool.timeout,
@@ -147,6 +154,33 @@ def explore_resolved(agent: str, scenario: Scenario, options: ExploreOptions, *,
                          pairs_explored=run.depth(2).explored if crashes >= 2 else 0,
                          pairs_resumed=run.depth(2).resumed if crashes >= 2 else 0)
     return report
+
+
+def _pause(pool: ForkServers, scenario: Scenario, golden: Any, points: list[KillPoint],
+           options: ExploreOptions, name: str, report: Report, progress, stats) -> None:
+    """The pause model's run (`real.pause`), on the clean run the process model uses. Its
+    points are chosen as the in-process pause model chooses them (`--kill-point`,
+    `--coverage`, `--shard` by kill point): no verdict is shared between schedules, so a
+    shard's schedules are the whole run's at its points."""
+    from .pause import pause_stage
+
+    started = _real_time.real_perf_counter()
+    coverage = options.cover(points, golden.trace)
+    chosen = select(points, options.only, options.shard, coverage)
+    run = ModelRun(scenario=scenario, agent=name, crash_model=PAUSE, kill_points=points,
+                   explored=pause_points(chosen), seed=options.seed, crashes=1,
+                   mode="subprocess", timeout=options.timeout,
+                   timeout_seconds=pool.timeout, shard=options.shard,
+                   shard_by="kill point", coverage=coverage,
+                   convergence="not tried in subprocess mode: the agent's memory is in "
+                               "another process")
+    found = pause_stage(pool, scenario, golden, points, chosen, run, progress)
+    run.seconds = _real_time.real_perf_counter() - started
+    report.runs.append(run)
+    report.sweep_seconds += run.seconds
+    if stats is not None:
+        stats.update(pause_stops=found.stops, pause_schedules=found.schedules,
+                     pause_left=found.left, pause_judged=run.judged)
 
 
 def redis_for(stack: ExitStack, scenario: Scenario) -> Callable[[int], str] | None:

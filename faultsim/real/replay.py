@@ -29,9 +29,9 @@ def replay_subprocess(token: ReplayToken, agent: str | None = None,
                       timeout: float | str | None = "auto") -> ScheduleResult:
     """Re-run the token's schedule in subprocess mode, on the token's agent or on `agent`
     (an importable spec, e.g. a fixed version), and judge it."""
-    if token.crash_model != "process":
+    if token.crash_model not in ("process", "pause"):
         raise UsageError(f"the replay token's crash model is {token.crash_model!r}: subprocess "
-                         "mode crashes processes only")
+                         "mode crashes processes and pauses them only")
     scenario = load_scenario(token.scenario)
     agent = agent or token.agent
     downtime = scenario.profile.downtime
@@ -45,6 +45,8 @@ def replay_subprocess(token: ReplayToken, agent: str | None = None,
             raise WorkerDied(f"{scenario.path}: {exc}") from None
         golden = golden_of(pool, scenario)
         points = golden.kill_points()
+        if token.crash_model == "pause":
+            return _replay_pause(pool, scenario, golden, token, agent)
         run = ModelRun(scenario=scenario, agent=agent, crash_model="process",
                        kill_points=points, explored=[], seed=token.seed,
                        crashes=len(token.steps), mode="subprocess")
@@ -74,4 +76,32 @@ def replay_subprocess(token: ReplayToken, agent: str | None = None,
         verdict = Verdict(point, "process", state.persisted, violations, state,
                           result.summary, golden, 0, earlier=tuple(earlier),
                           resumed_at=result.first_position)
+    return ScheduleResult(verdict, run)
+
+
+def _replay_pause(pool: ForkServers, scenario, golden, token: ReplayToken,
+                  agent: str) -> ScheduleResult:
+    """One pause schedule, as the token names it (paused after the clean run's event
+    `index`, woken where its `order` says): the same job as the sweep's, judged alike."""
+    from ..pipeline.pause import Wake, judge_pause, pause_points, verdict_of
+    from .pause import pause_job, run_of
+
+    step = token.steps[0]
+    points = golden.kill_points()
+    point = next((p for p in pause_points(points) if p.index == step.index), None)
+    if point is None:
+        raise UsageError(f"{scenario.path}: the token pauses after event #{step.index}, "
+                         "which is no boundary kill point of this clean run")
+    wake = Wake.of_order(step.order)
+    job = pause_job(point, wake, scenario.profile.downtime)
+    r = run_of(point, wake, pool.run([job])[job["id"]], scenario)
+    if wake.kind != "end" and not r.woke:
+        raise KillDidNotLand(f"{point.id}: the new incarnation's {wake.label} never came "
+                             "in the replay: the agent is not deterministic across runs")
+    verdict = verdict_of(r, judge_pause(golden, r), golden)
+    run = ModelRun(scenario=scenario, agent=agent, crash_model="pause", kill_points=points,
+                   explored=[point], seed=token.seed, crashes=1, mode="subprocess",
+                   timeout_seconds=pool.timeout)
+    run.verdicts.append(verdict)
+    run.judged = 1
     return ScheduleResult(verdict, run)

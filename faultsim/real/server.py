@@ -170,6 +170,7 @@ def _left_behind(ctx: Context) -> dict:
 
 _child: int | None = None  # the incarnation running now: killed first if faultsim dies
 _same: SamePath | None = None  # its mount is undone before the run folder is removed
+_others: set[int] = set()  # a pause schedule's two incarnations (faultsim.real.pause_server)
 
 
 def _faultsim_died(run_dir: str) -> NoReturn:
@@ -186,6 +187,12 @@ def _faultsim_died(run_dir: str) -> NoReturn:
             os.waitpid(_child, 0)
         except (ProcessLookupError, ChildProcessError, PermissionError):
             pass
+    for pid in list(_others):  # continued first: a stopped process is killed once it runs
+        for sig in (signal.SIGCONT, signal.SIGKILL):
+            try:
+                os.killpg(pid, sig)
+            except (ProcessLookupError, PermissionError):
+                pass
     if _same is not None:
         _same.release_mount()
     shutil.rmtree(run_dir, ignore_errors=True)
@@ -269,7 +276,18 @@ def _serve(out_fd: int, run_dir: str) -> None:
         if job is None:  # faultsim stops us
             return
         with ctx.same:  # in the fallback, one server at a time on the one path
-            _run_one(ctx, job, out_fd, me, deadline)
+            if job.get("pause"):
+                from .pause_server import Ops, run_pause
+                run_pause(Ops(_spawn, _prepare, _left_behind, _others), ctx, job, out_fd, me,
+                          deadline)
+                _forget_child()  # both reaped: their pids may be reused
+            else:
+                _run_one(ctx, job, out_fd, me, deadline)
+
+
+def _forget_child() -> None:
+    global _child
+    _child = None
 
 
 def _relayed(scenario: Any, redis_url: str | None) -> list[tuple[str, int]]:
@@ -287,6 +305,25 @@ def _run_one(ctx: Context, job: dict, out_fd: int, me: int, deadline: float | No
     """Put the job's state in place, fork its child, wait, send what it left."""
     started = _real_time.real_perf_counter()
     _prepare(ctx, job)
+    pid = _spawn(ctx, job, out_fd, me)
+    status, overdue = _wait(pid, job.get("deadline", deadline))
+    how, code = _describe(status, overdue)
+    if how != "exit":  # killed: its group with it (an overdue one was killed alone)
+        try:
+            os.killpg(pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+    # before the files are read: nothing of its tree may write any more
+    left = _jail.left_behind(me, ctx.jail.helpers if ctx.jail else set(), pid, how == "exit")
+    wire.send(out_fd, {"job": job["id"], "kind": "exit", "how": how, "code": code,
+                       "files": _left_behind(ctx), "left_behind": left,
+                       "refused": _jail.refused(ctx.jail),
+                       "seconds": _real_time.real_perf_counter() - started})
+
+
+def _spawn(ctx: Context, job: dict, out_fd: int, me: int, close: tuple = ()) -> int:
+    """Fork the child of `job`, leader of its own process group, reporting on `out_fd`
+    (`close`: the server's ends of its pipes, closed in the child)."""
     pid = _fork()
     if pid == 0:
         try:
@@ -298,6 +335,8 @@ def _run_one(ctx: Context, job: dict, out_fd: int, me: int, deadline: float | No
                 from ..world.redis_state import TtlWatch
                 ctx.ttl = TtlWatch.open(ctx.store.url, ctx.restored) if job.get("drive") \
                     else None
+            for fd in close:
+                os.close(fd)
             _jail.enter(ctx.jail)
             from .child import run_job
             run_job(job, ctx, out_fd)
@@ -312,19 +351,7 @@ def _run_one(ctx: Context, job: dict, out_fd: int, me: int, deadline: float | No
         os.setpgid(pid, pid)
     except OSError:
         pass  # it has exec'd or died already
-    status, overdue = _wait(pid, job.get("deadline", deadline))
-    how, code = _describe(status, overdue)
-    if how != "exit":  # killed: its group with it (an overdue one was killed alone)
-        try:
-            os.killpg(pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
-    # before the files are read: nothing of its tree may write any more
-    left = _jail.left_behind(me, ctx.jail.helpers if ctx.jail else set(), pid, how == "exit")
-    wire.send(out_fd, {"job": job["id"], "kind": "exit", "how": how, "code": code,
-                       "files": _left_behind(ctx), "left_behind": left,
-                       "refused": _jail.refused(ctx.jail),
-                       "seconds": _real_time.real_perf_counter() - started})
+    return pid
 
 
 if __name__ == "__main__":

@@ -117,9 +117,11 @@ class ExploreOptions:
             models = tuple(scenario.profile.crash_models)
             if mode == "subprocess" and "process" in models:
                 models = ("process",)  # the profile's power model stays in-process
-        if mode == "subprocess" and PAUSE in models:
-            raise SubprocessModeError(pause_subprocess_refusal(scenario.path))
-        if mode == "subprocess" and tuple(models) != ("process",):
+        if mode == "subprocess" and PAUSE in models and (self.crashes or 1) > 1:
+            raise SubprocessModeError(
+                f"{scenario.path}: --crashes {self.crashes}: the pause model pauses one "
+                "incarnation per schedule (give --crashes 1)")
+        if mode == "subprocess" and [m for m in models if m != PAUSE] not in ([], ["process"]):
             raise SubprocessModeError(
                 f"{scenario.path}: subprocess mode crashes processes (SIGKILL) only, not "
                 f"{', '.join(models)}: a power loss cannot be staged on a real file system; "
@@ -188,22 +190,6 @@ def mode_for(scenario: Any, asked: str) -> str:
             "subprocess mode (--mode subprocess or auto; from Python, "
             "faultsim.real.explore_subprocess)")
     return asked
-
-
-# why subprocess mode does not pause (`pause_subprocess_refusal`, `faultsim list`)
-PAUSE_WHY = ("each incarnation's world (fake model, services, ledger) lives in that "
-             "incarnation's own process, so two live incarnations cannot share one")
-
-
-def pause_subprocess_refusal(path: str) -> str:
-    """Why subprocess mode does not run the pause model, in one line: its fork servers'
-    children each hold the world (the fake model, the services, the ledger) in their own
-    memory, so a paused incarnation and the new one could not share one; the in-process
-    mode and an agent run as a command (its world served on loopback) can."""
-    return (f"{path}: --crash-model pause: subprocess mode keeps each incarnation's world "
-            "(fake model, services, ledger) in that incarnation's own process, so two live "
-            "incarnations cannot share one; use --mode in-process, or run the agent as a "
-            "command (--agent 'cmd:...')")
 
 
 def in_shard(position: int, shard: tuple[int, int] | None) -> bool:

@@ -95,3 +95,45 @@ class World:
     def emit(self, kind: str, **info: Any) -> None:
         for listener in list(self._listeners):
             listener(kind, **info)
+
+    # what `adopt` keeps of this world's model: its wiring to this world and its observers
+    _MODEL_WIRING = ("_incarnation", "_on_event", "sealed", "before_request")
+
+    def adopt(self, other: "World") -> None:
+        """Take `other`'s state in place: `other` is a copy of this world, changed by
+        another process and sent back (subprocess mode's pause model hands the world from
+        the incarnation that stops to the one that goes on, `faultsim.real.pause`).
+
+        Why in place: the agent holds pieces of the world, not the world: its receivers
+        (`env.services`, or one it kept), the clock, the model's handler its SDK clients
+        call. Each piece keeps its identity and takes the other's state, so whatever the
+        agent holds sees the world as the other incarnation left it, as two processes
+        talking to one server would. Kept of this world: its observers (`_listeners`),
+        the model's and the receivers' wiring to it (bound methods, `_world`). Every other
+        attribute is the other's (a new attribute of the world, its model or a receiver is
+        adopted too: nothing is listed but the wiring). `other` is consumed: its objects
+        (the ledger, the model's records) become this world's."""
+        now = other.clock.now()
+        if self.clock._factory is not None:  # attached to this process's frozen time
+            self.clock._factory.move_to(now.replace(tzinfo=None))
+        self.clock._now = now
+        for key, value in other.__dict__.items():
+            if key not in ("clock", "model", "services", "_listeners", "durable"):
+                setattr(self, key, value)
+        # an adapter's server-side state: the same dict, the other's entries
+        self.durable.clear()
+        self.durable.update(other.durable)
+        for key, value in other.model.__dict__.items():
+            if key not in self._MODEL_WIRING:
+                setattr(self.model, key, value)
+        for name, theirs in other.services.items():
+            mine = self.services.get(name)
+            if mine is None or type(mine) is not type(theirs):
+                theirs._world = self
+                self.services[name] = theirs
+                continue
+            for key, value in theirs.__dict__.items():
+                if key != "_world":
+                    setattr(mine, key, value)
+        for name in [n for n in self.services if n not in other.services]:
+            del self.services[name]
