@@ -103,16 +103,31 @@ class PendingWrite:
     @cached_property
     def start(self) -> int:
         """Where the written region begins: the common prefix of old and new."""
-        n = min(len(self.old), len(self.new))
-        i = 0
-        # compare in blocks first: checkpoints rewrite a long identical prefix
-        while i + 4096 <= n and self.old[i:i + 4096] == self.new[i:i + 4096]:
-            i += 4096
-        while i < n and self.old[i] == self.new[i]:
-            i += 1
-        return i
+        return common_prefix(self.old, self.new)
 
     def torn(self, offset: int) -> bytes:
         """The file after `offset` bytes of the written region reached it (a process kill)."""
         s = self.start
         return self.new[:s + offset] + self.old[s + offset:]
+
+
+def common_prefix(a: bytes, b: bytes) -> int:
+    """The length of the longest common prefix of `a` and `b`, compared in C.
+
+    Every write asks it (`PendingWrite.start`). A byte-by-byte loop in Python cost up to
+    4,095 steps a write past the last whole block, and an append (`old` a prefix of `new`,
+    a transcript's every line) always ended there: 7 % of a traced run of an append-only
+    transcript at 100 steps. Here: one comparison when one is a prefix of the other (an
+    append, a truncate, an unchanged file), else blocks of 64 KiB, then 4 KiB, 256, 16 and
+    1 bytes, each size at most 15 times once the larger one stopped, and no block copied
+    (`startswith` at an offset against a memoryview). The same number as the loop: the
+    invariant is `a[:i] == b[:i]`, and each size stops where the next block differs."""
+    n = min(len(a), len(b))
+    short, other = (a, b) if len(a) <= len(b) else (b, a)
+    if other.startswith(short):
+        return n
+    view, i = memoryview(b), 0
+    for size in (65536, 4096, 256, 16, 1):
+        while i + size <= n and a.startswith(view[i:i + size], i):
+            i += size
+    return i

@@ -13,8 +13,10 @@ at the same moment (its digest carried on from the last one, `trace.hasher`), a 
 tear it as before (`AppendedWrite` makes its old and new bytes when a policy asks), and a
 reader, pyfakefs or faultsim, meets the same bytes.
 
+A handle in append mode counts as at the file's end from the start (`first_end`): its first
+flush, the only one of a handle opened to add one line and closed, is an append as well.
 Anything else goes through pyfakefs's own flush and faultsim's whole-file hook, as before:
-a handle's first flush, a flush after a seek back or a truncate, after another handle
+any other handle's first flush, a flush after a seek back or a truncate, after another handle
 changed the file (in append mode too: there pyfakefs appends at the file's new end), a file
 with a side effect, no interposer active, faultsim's own quiet work, and anything after a
 kill.
@@ -138,6 +140,22 @@ def install(active: Callable[[], Any]) -> None:
         else:
             raw.seek(here)
 
+    def first_end(self, obj) -> int | None:
+        """Where a handle's first flush appends, if it only appends: the file's length, for
+        a handle in append mode (open, write a line, close: a transcript, a log) while
+        the file is as it was when the handle opened (`_file_epoch`: every change of its
+        bytes, by any handle or faultsim, bumps the epoch). Then the stream's first bytes
+        are the file's (pyfakefs fills the stream with them at open, `_flush_pos` their
+        length), and in append mode the handle wrote only past them (pyfakefs keeps an
+        append handle's stream at its end; a read puts it back there, a truncate flushes
+        first and leaves the stream shorter: the whole flush). pyfakefs's own flush of an
+        append handle lands the file's bytes plus the stream past `_flush_pos`: the same
+        bytes as this append. Anything else: None (the whole flush, as before)."""
+        if self.open_modes.append and self._file_epoch == obj.epoch \
+                and self._flush_pos == obj.st_size:
+            return obj.st_size
+        return None
+
     def whole(self) -> None:
         self.__dict__[END] = None  # until this flush is done
         orig_flush(self)
@@ -149,6 +167,8 @@ def install(active: Callable[[], Any]) -> None:
             return orig_flush(self)
         obj = self.file_object
         end = self.__dict__.get(END)
+        if end is None and END not in self.__dict__:  # the handle's first flush
+            end = first_end(self, obj)
         if end is None or end != obj.st_size or self._file_epoch != obj.epoch \
                 or obj._side_effect is not None:
             return whole(self)
