@@ -36,6 +36,7 @@ explorer's limit is interrupted by an exception raised in its thread, and report
 from __future__ import annotations
 
 import ctypes
+import gc
 import os
 import posix  # the real OS: pyfakefs patches every module's `os`, not `posix`
 import sys
@@ -101,11 +102,23 @@ def hold_on_return(turn: Turn) -> None:
     leave the file system half-changed for the other incarnation. A process under SIGSTOP
     stops between two system calls, so the hold waits for the call to finish: from the
     agent's side that is the same instant (no code of its runs in between)."""
+    # No collection while the profile function is installed: on CPython 3.11 a collection
+    # run from inside a profile function's "return" event can crash the interpreter
+    # (reproduced: the no_ownership mutant's pause sweep of tests/data/pause_ref_small.toml
+    # segfaulted under pytest in this function, and never with the collector off). The
+    # window is the few returns up to the agent's code; the collector is back on before the
+    # hold, so the other incarnation runs as before. Nothing the agent sees changes: only
+    # when unreachable cycles are freed, which no run may depend on.
+    collecting = gc.isenabled()
+    gc.disable()
+
     def profile(frame: Any, event: str, arg: Any) -> None:
         if event == "return" and frame.f_code.co_filename.startswith(_OURS):
             back = frame.f_back
             if back is None or not back.f_code.co_filename.startswith(_OURS):
                 sys.setprofile(None)
+                if collecting:
+                    gc.enable()
                 turn.hold()
 
     sys.setprofile(profile)
