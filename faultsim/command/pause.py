@@ -46,7 +46,7 @@ from ..host.groups import continue_groups, group_alive, members, stop_groups
 from ..killpoints import KillPoint
 from ..model.endpoint import ModelEndpoint
 from ..pipeline.incarnation import Incarnation, traced_world
-from ..pipeline.pause import (PAUSE, SAVE_KINDS, Wake, judge_pause, pause_points,
+from ..pipeline.pause import (PAUSE, SAVE_KINDS, Explored, Wake, judge_pause, pause_points,
                               verdict_of)
 from ..reports.report import ModelRun
 from ..scenario import Scenario
@@ -603,14 +603,6 @@ def _longer(hold: Hold | None, slack: float) -> Hold | None:
         dataclasses.replace(hold, seconds=hold.seconds * slack)
 
 
-@dataclass
-class Explored:
-    runs: list[tuple[PauseRun, list]]
-    stops: int = 0
-    schedules: int = 0
-    left: int = 0
-
-
 def explore_pause(driver: Driver, golden: Any, points: list[KillPoint],
                   progress: Callable[[str], None] | None = None) -> Explored:
     """Every pause schedule of `points`, as in process (`inprocess.pause.explore_pause`):
@@ -623,17 +615,7 @@ def explore_pause(driver: Driver, golden: Any, points: list[KillPoint],
         driver.ends[point.index] = last
         runs = [driver.attempt(point, w) for w in
                 [Wake("request")] + [Wake("save", k) for k in range(1, len(last.saves) + 1)]]
-        for r in runs + [last]:
-            found.schedules += 1
-            found.stops += r.stops
-            found.left += r.left
-            if r.wake.kind != "end" and not r.woke:
-                continue
-            v = judge_pause(golden, r)
-            found.runs.append((r, v))
-            if progress is not None:
-                progress(f"{point.id} ~ {r.wake.label}: "
-                         + (", ".join(x.invariant for x in v) or "ok"))
+        found.judge(point, runs + [last], golden, progress)
     return found
 
 

@@ -166,3 +166,30 @@ def verdict_of(r: Any, violations: list[Violation], golden: Golden) -> Any:
 
     return Verdict(r.point, PAUSE, f"paused, woken at the new incarnation's {r.wake.label}",
                    violations, _no_state(), None, golden, order=r.wake.order)
+
+
+@dataclass
+class Explored:
+    """The pause schedules a backend ran and judged (its runs with their violations), and
+    the counts its summary line and the report's stats give."""
+
+    runs: list[tuple[Any, list[Violation]]]
+    stops: int = 0
+    schedules: int = 0
+    left: int = 0
+
+    def judge(self, point: KillPoint, runs: list[Any], golden: Golden,
+              progress: Any = None) -> None:
+        """Count and judge `runs`, the schedules of `point`: one whose wake point never
+        came ran as the `end` schedule, which is among them, so it is not judged twice."""
+        for r in runs:
+            self.schedules += 1
+            self.stops += r.stops
+            self.left += r.left
+            if r.wake.kind != "end" and not r.woke:
+                continue
+            v = judge_pause(golden, r)
+            self.runs.append((r, v))
+            if progress is not None:
+                progress(f"{point.id} ~ {r.wake.label}: "
+                         + (", ".join(x.invariant for x in v) or "ok"))

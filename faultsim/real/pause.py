@@ -39,7 +39,7 @@ from ..errors import KillDidNotLand, StopCameLate, WorkerDied
 from ..judge.oracle import Golden
 from ..killpoints import KillPoint
 from ..pipeline.incarnation import Incarnation
-from ..pipeline.pause import PAUSE, Wake, judge_pause, pause_points, verdict_of
+from ..pipeline.pause import PAUSE, Explored, Wake, pause_points, verdict_of
 from ..core.trace import Event
 from .jobs import new_job, with_refused
 from .pool import ForkServers, JobResult
@@ -167,14 +167,6 @@ def _rollbacks(paused: list[dict], new: list[dict], mid: dict | None) -> list[st
     return found
 
 
-@dataclass
-class Explored:
-    runs: list[tuple[PauseRun, list]]
-    stops: int = 0
-    schedules: int = 0
-    left: int = 0
-
-
 def explore_pause(pool: ForkServers, scenario: Any, golden: Golden, points: list[KillPoint],
                   progress: Callable[[str], None] | None = None) -> Explored:
     """Every pause schedule of `points`, as in process (`inprocess.pause.explore_pause`):
@@ -195,17 +187,7 @@ def explore_pause(pool: ForkServers, scenario: Any, golden: Golden, points: list
     for p in chosen:
         runs = [run_of(p, w, rest[("pause", p.index, w.kind, w.n)], scenario)
                 for w in wakes[p.index]] + [last[p.index]]
-        for r in runs:
-            found.schedules += 1
-            found.stops += r.stops
-            found.left += r.left
-            if r.wake.kind != "end" and not r.woke:
-                continue
-            v = judge_pause(golden, r)
-            found.runs.append((r, v))
-            if progress is not None:
-                progress(f"{p.id} ~ {r.wake.label}: "
-                         + (", ".join(x.invariant for x in v) or "ok"))
+        found.judge(p, runs, golden, progress)
     return found
 
 
