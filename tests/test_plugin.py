@@ -36,10 +36,21 @@ def make_project(pytester, agent: str = "reference_agent", scenario: str = "tiny
         """})
 
 
+# The pytest plugins of other packages this environment installs (langsmith's comes with
+# a framework extra, hypothesis's with hypothesis), which no test here is about: together
+# they cost each child session 1.2 s of CPU to import (an empty session: 1.74 s with them,
+# 0.50 s without), and this file starts about thirty. faultsim's plugin needs neither (its
+# engine imports hypothesis as a library where it searches); `-p no:NAME` is harmless where
+# a plugin is not installed. The tests of what the plugin itself loads
+# (test_the_plugin_is_registered_and_light, test_a_session_without_faultsim_tests_does_
+# not_load_the_engine) keep every plugin.
+OTHER_PLUGINS = ("-p", "no:langsmith_plugin", "-p", "no:hypothesispytest")
+
+
 def run(pytester, *args):
     """pytest in a child process: in-process runs would unload, between runs, the modules
     they imported (pyfakefs's among them) while pyfakefs still caches them."""
-    return pytester.runpytest_subprocess("-p", "no:cacheprovider", *args)
+    return pytester.runpytest_subprocess("-p", "no:cacheprovider", *OTHER_PLUGINS, *args)
 
 
 # The session's shared results (tests/shared_runs.py): `engine_verdicts` of the same

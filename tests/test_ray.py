@@ -14,7 +14,12 @@ from faultsim.pipeline.ray_shards import check_address, shard_args
 
 from conftest import ROOT
 
+# other packages' pytest plugins, not loaded in the generated projects' sessions (1.2 s of
+# CPU each; why that is sound: tests/test_plugin.py's OTHER_PLUGINS)
+OTHER_PLUGINS = ("-p", "no:langsmith_plugin", "-p", "no:hypothesispytest")
+
 TINY = str(ROOT / "tests" / "data" / "tiny.toml")
+PAIR = str(ROOT / "tests" / "data" / "pair.toml")
 MUTANT = "reference_agent.mutants.save_b_only"
 
 
@@ -120,7 +125,8 @@ def test_the_pytest_options_are_checked_in_one_line(pytester):
     for args, said in ((["--faultsim-ray=tiny.toml"], "--faultsim-ray tiny.toml: expected"),
                        (["--faultsim-ray", "--faultsim-shard=1/2"], "with --faultsim-ray"),
                        (["--faultsim-ray-shards=0"], "expected an integer >= 1")):
-        result = pytester.runpytest_subprocess("-p", "no:cacheprovider", *args)
+        result = pytester.runpytest_subprocess("-p", "no:cacheprovider", *OTHER_PLUGINS,
+                                               *args)
         assert result.ret == pytest.ExitCode.USAGE_ERROR and said in result.stderr.str()
 
 
@@ -137,6 +143,25 @@ needs_ray = pytest.mark.skipif(
     reason="Ray is not installed (pip install 'faultsim[ray]'): the Ray tests need it")
 
 
+def _every_nth_point(agent: str, n: int) -> list[str]:
+    """Every n-th kill point of tiny.toml for `agent` (its clean runs only, no crash).
+
+    Why the Ray tests sweep a stretch, not all of tiny: what they test is the driver's
+    (the arguments a shard gets, the merge, the cluster's end), and a shard gets
+    `--kill-point` as it gets every other flag (shard_args keeps it); the shards split the
+    stretch's crash states as they split the whole run's (faultsim.inprocess.sharding
+    hashes a state, not its kill point's place). That the shards of a whole sweep add up
+    to it is tests/test_shards.py's. Every 6th keeps both crash models, kill points of
+    every turn and the mutant's failures, at a sixth of the crash runs. (Not in the test
+    of a failing shard: its two shards of one crash model cost less than this survey's
+    import of the engine into its process, measured.)"""
+    import faultsim
+
+    run = faultsim.explore(faultsim.load_factory(agent), faultsim.load_scenario(TINY),
+                           crashes=1, workers=0, only=lambda p: False).runs[0]
+    return [p.id for p in run.kill_points][::n]
+
+
 @needs_ray
 def test_ray_shards_merge_into_the_unsharded_report(tmp_path, capsys, monkeypatch):
     """The reference agent (exit 0) and a mutant (exit 1), each run whole, then on Ray. One
@@ -151,8 +176,9 @@ def test_ray_shards_merge_into_the_unsharded_report(tmp_path, capsys, monkeypatc
 
     tag = _tagged(monkeypatch)
     cases = (("reference_agent", 0), (MUTANT, 1))
+    points = {agent: _every_nth_point(agent, 6) for agent, _ in cases}
     base = lambda agent: ["run", TINY, "--agent", agent, "--crash-model", "all",  # noqa: E731
-                          "--crashes", "1"]
+                          "--crashes", "1", "--kill-point", *points[agent]]
     said = {}
     for n, (agent, code) in enumerate(cases):  # before the cluster: a sweep forks
         assert main(base(agent) + ["--workers", "1", "--json", str(tmp_path / f"w{n}.json")]
@@ -169,9 +195,10 @@ def test_ray_shards_merge_into_the_unsharded_report(tmp_path, capsys, monkeypatc
             whole_ = json.loads((tmp_path / f"w{n}.json").read_text())
             merged_ = json.loads(merged.read_text())
             run = merged_["runs"][0]
-            # every state, once (315 on the reference agent, 273 on the mutant: both models)
+            # every state, once: the stretch (every 6th kill point) reached both shards
             assert run["shard"] is None and \
-                run["crash_states"] == whole_["runs"][0]["crash_states"]
+                run["crash_states"] == whole_["runs"][0]["crash_states"] and \
+                run["kill_points_explored"] == len(points[agent])
             assert _strip(merged_) == _strip(whole_)  # verdicts, counts, map, examples
             if code:  # the finding is there, as in the whole run, the same counterexamples
                 assert any(r["violating"] for r in merged_["runs"])
@@ -214,31 +241,34 @@ def test_the_pytest_option_runs_whole_scenario_tests_on_ray(pytester, monkeypatc
     tag = _tagged(monkeypatch)  # the pytest run below inherits it
 
     pytester.makeini("[pytest]\n")
-    shutil.copy(TINY, pytester.path / "tiny.toml")
+    # pair.toml, not tiny: a whole-scenario test sweeps every kill point (categories= is
+    # refused with Ray), and pair's 187 and 168 are fewer than tiny's 315 and 273, with
+    # the reference agent passing and the mutant failing as on tiny
+    shutil.copy(PAIR, pytester.path / "pair.toml")
     pytester.makepyfile(test_whole=f"""
         import pytest
         import reference_agent
         from {MUTANT} import make_agent as broken
 
-        @pytest.mark.faultsim("tiny.toml", agent=reference_agent.make_agent, crashes=1)
+        @pytest.mark.faultsim("pair.toml", agent=reference_agent.make_agent, crashes=1)
         def test_clean(crash_safety):
             run = crash_safety.check().runs[0]
             print("CLEAN", len(run.verdicts), run.judged, run.shard)
 
-        @pytest.mark.faultsim("tiny.toml", agent=broken, crashes=1)
+        @pytest.mark.faultsim("pair.toml", agent=broken, crashes=1)
         def test_broken(crash_safety):
             run = crash_safety.explore().runs[0]
             print("BROKEN", len(run.verdicts), run.judged, len(run.failures))
             crash_safety.check()
         """)
-    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-s", "--faultsim-ray",
-                                           "--faultsim-ray-shards", "2")
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", *OTHER_PLUGINS, "-s",
+                                           "--faultsim-ray", "--faultsim-ray-shards", "2")
     result.assert_outcomes(passed=1, failed=1)
     out = result.stdout.str()
     assert "ray=local" in out  # the header says it
     expected = {}
     for name, agent in (("CLEAN", "reference_agent"), (("BROKEN", MUTANT))):
-        run = faultsim.explore(faultsim.load_factory(agent), faultsim.load_scenario(TINY),
+        run = faultsim.explore(faultsim.load_factory(agent), faultsim.load_scenario(PAIR),
                                crash_model="process", crashes=1, workers=1).runs[0]
         expected[name] = (len(run.verdicts), run.judged, len(run.failures))
     clean = re.search(r"CLEAN (\d+) (\d+) None", out)
@@ -248,6 +278,17 @@ def test_the_pytest_option_runs_whole_scenario_tests_on_ray(pytester, monkeypatc
     assert expected["BROKEN"][2] > 0  # the mutant's failures, found through Ray
     assert "the protocol at" in out and "rerun this test alone" in out
     assert _ray_processes(tag) == []
+
+
+def _sigint_default() -> None:
+    """In the driver's child before exec: SIGINT's default action, whatever this process
+    inherited. A shell without job control starts a background command (`pytest ... &`,
+    a CI step's wrapper) with SIGINT ignored, an ignored signal stays ignored across exec,
+    and Python then installs no KeyboardInterrupt: the driver ignored the Ctrl-C below and
+    ran to the end (exit 0: seen under `nohup /usr/bin/time pytest ... &`)."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 @needs_ray
@@ -270,7 +311,7 @@ def test_ctrl_c_ends_the_local_cluster_and_every_shard(tmp_path, monkeypatch, si
          "--crash-model", "all", "--crashes", "2", "--ray", "--workers", "2",
          "--json", str(out)], cwd=tmp_path,
         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, start_new_session=True,
-        text=True)
+        text=True, preexec_fn=_sigint_default)
     try:
         deadline = time.monotonic() + 180
         while time.monotonic() < deadline and len(shards()) < 2:
@@ -288,7 +329,9 @@ def test_ctrl_c_ends_the_local_cluster_and_every_shard(tmp_path, monkeypatch, si
     finally:
         if driver.poll() is None:
             driver.kill()
-    deadline = time.monotonic() + 10
+    # gone with the driver; the bound only keeps a failure from hanging (Ray's daemons
+    # take a few seconds to end at a load of 15)
+    deadline = time.monotonic() + 60
     while time.monotonic() < deadline and (shards() or _ray_processes(tag)):
         time.sleep(0.2)
     assert shards() == [] and _ray_processes(tag) == []
