@@ -174,8 +174,13 @@ def explore_in_process(make_agent: Callable[[AgentEnv], Any], scenario: Scenario
         bounded = bounded_cuts(golden, list(runs.values()))
         sweep = Sweep(golden, runs, equivalences=options.equivalences,
                       keep_traces=crashes >= 2)
+        pairs = crashes >= 2 and not (options.search and crashes == 2)
         if shard is not None:
-            sweep.owns = state_owner(ex, chosen, models, shard)
+            owner = state_owner(ex, chosen, models, shard)
+            if pairs:  # every first crash resumed, only its own reported (PairSurvey)
+                sweep.reports = owner
+            else:
+                sweep.owns = owner
         if plan is not None or options.budget is not None:
             counted = census(ex, points, models)
             forecast = _forecasts(
@@ -185,7 +190,7 @@ def explore_in_process(make_agent: Callable[[AgentEnv], Any], scenario: Scenario
                 clean_seconds=ex.clean_cpu_seconds, known=coverage, horizon=options.horizon)
             if plan is not None:
                 plan(Plan(scenario.id, len(points), len(chosen),
-                          sweep.owns.counts if sweep.owns is not None  # type: ignore
+                          owner.counts if shard is not None  # type: ignore
                           else counted.counts_at(chosen), crashes,
                           ex.clean_seconds, ex.timeout,
                           largest_write(chosen, golden.trace),
@@ -201,7 +206,7 @@ def explore_in_process(make_agent: Callable[[AgentEnv], Any], scenario: Scenario
         report.sweep_seconds += _real_time.real_perf_counter() - sweep_started
         report.golden_seconds += golden_seconds
         position = {p.id: n for n, p in enumerate(chosen)}
-        if crashes >= 2 and not (options.search and crashes == 2):
+        if pairs:
             # Under --shard, pairs belong to their first crash's shard: the first crash
             # states judged here are this shard's own (whole classes), and partitioning the
             # second crash states instead would make every shard run every first crash's
