@@ -230,8 +230,21 @@ class Sweep:
     # (faultsim.inprocess.sharding, `pair_owner`)
     reports: Callable[[tuple], bool] | None = None
 
-    def mine(self, state: CrashState, signature: str) -> bool:
-        return self.owns is None or self.owns((state.digest(), signature))
+    def mine(self, state: CrashState, signature: str, model: str | None = None,
+             point: KillPoint | None = None, order: int = 0) -> bool:
+        """Whether this shard resumes `state` (all do without --shard). Given where it was
+        met: a first crash's state 0 at a boundary that is not, is kept for the
+        counterexamples (`ModelRun.clean_states`)."""
+        if self.owns is None or self.owns((state.digest(), signature)):
+            return True
+        if point is not None and model is not None:
+            self._keep_clean(model, point, order, state)
+        return False
+
+    def _keep_clean(self, model: str, point: KillPoint, order: int, state: CrashState
+                    ) -> None:
+        if not self.earlier and order == 0 and not point.torn:
+            self.runs[model].clean_states.setdefault(point.index, state)
 
     @property
     def trace(self) -> list:
@@ -350,7 +363,9 @@ class Sweep:
         self.instances.append(Judged(model, point, order, state, result, not violations, key,
                                      tuple(after_kill)))
         if self.reports is not None and key is not None and not self.reports(key):
-            return  # another shard's state: decided and kept for the pairs, reported there
+            # another shard's state: decided and kept for the pairs, reported there
+            self._keep_clean(model, point, order, state)
+            return
         run.verdicts.append(verdict)
         run.escalated += result.escalated
         if fresh:
