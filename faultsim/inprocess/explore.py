@@ -59,8 +59,9 @@ def explore(make_agent: Callable[[AgentEnv], Any] | str, scenario: Scenario | st
     for the search. `only` narrows the first crash's kill points (a replay);
     `shard=(i, n)` resumes the distinct crash states a stable hash gives shard i (a
     deterministic split for CI matrices: every shard crashes at every kill point, the n
-    shards partition the states, their resumed runs add up to the whole run's, and pairs
-    go with their first crash; the version probe and the search run in shard 1).
+    shards partition the states, their resumed runs add up to the whole run's, pairs'
+    too (with pairs every shard resumes every first crash state, reporting its own, and
+    splits the second crash states); the version probe and the search run in shard 1).
     `coverage` ("exhaustive" or "representative") and `per_class` default to the
     scenario's fault profile: representative coverage crashes each kill-point class at
     its first and last occurrence and `per_class` seeded others, and every kill point of
@@ -207,15 +208,16 @@ def explore_in_process(make_agent: Callable[[AgentEnv], Any], scenario: Scenario
         report.golden_seconds += golden_seconds
         position = {p.id: n for n, p in enumerate(chosen)}
         if pairs:
-            # Under --shard, pairs belong to their first crash's shard: the first crash
-            # states judged here are this shard's own (whole classes), and partitioning the
-            # second crash states instead would make every shard run every first crash's
-            # course to find them. Second states equal across first crashes of two shards
-            # are resumed in both, and so is a pair the whole run composes from a verdict
-            # another shard judges (a single crash's, after convergence, or an earlier first
-            # crash's second run): the depth-2 `resumed` figures may sum to more than the
-            # whole run's (tiny.toml: 203 + 347 against 387); `explored` and the verdicts
-            # add up exactly.
+            # Under --shard, second crash states are split by class as first ones are
+            # (sharding.PairSurvey: why the owner takes the whole run's decisions). The
+            # single-crash stage above resumed every first crash state (`Sweep.reports`:
+            # only this shard's are reported), so every shard has every course and every
+            # run a pair is composed from; each resumes only its own second crash states.
+            # The depth-2 counts add up to the whole run's (tiny.toml, process: 181 + 178
+            # resumed in two shards against 359; before, with pairs going with their first
+            # crash's shard, 189 + 329), tests/test_shards.py checks it; the cost, each
+            # shard's whole single-crash stage and a survey of every course, is measured
+            # in docs/explanation/engine.md (shards).
             sweep_pairs(ex, sweep, models, position, workers, progress)
         # forked where the sweep forks: an agent that ends its process on resume ends a child
         probe = version_probe(ex, golden, forked=workers > 0 and hasattr(os, "fork")) \

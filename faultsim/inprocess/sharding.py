@@ -15,7 +15,8 @@ owning a class meets its members in the same order as the whole run and takes th
 decisions, so the resumed runs of the N shards add up to the whole run's and each state's
 verdict comes from the same representative (tests/test_shards.py checks both). A class is
 owned by the shard a stable hash of its least key names: the same in every shard, on every
-machine. Standard library, pipeline and sandbox only."""
+machine. With pairs, `PairSurvey` splits the second crash states the same way.
+Standard library, pipeline, sandbox and fingerprints only."""
 from __future__ import annotations
 
 import copy
