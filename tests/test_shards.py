@@ -55,6 +55,83 @@ def test_shards_partition_the_states_and_their_resumed_runs(case, workers):
         assert any(together.values())  # the findings are there, in some shard
 
 
+# Pairs: a small agent whose second crashes fail (its state file is written in place), on
+# which main's pair shards (pairs with their first crash's shard) resumed more second crash
+# states than the whole run: 26 against 20 in two shards, workers 2
+PAIRS = (f"{ROOT / 'tests' / 'user_agents.py'}:make_agent", ROOT / "tests" / "data" /
+         "one_charge.toml")
+DEPTH2 = ("explored", "resumed", "total", "after_convergence", "composed", "converged")
+
+
+def _pairs(workers, shard=None):
+    spec, scenario = PAIRS
+    return faultsim.explore(load_factory(spec), faultsim.load_scenario(scenario),
+                            crash_model="all", crashes=2, workers=workers, shard=shard)
+
+
+def _depth2(report) -> dict:
+    return {(run.crash_model, k): getattr(run.depth(2), k) for run in report.runs
+            for k in DEPTH2}
+
+
+def _deep(report) -> dict:
+    return {(run.crash_model, tuple((e.point.id, e.order) for e in v.earlier),
+             v.kill_point.id, v.order):
+            tuple(sorted((x.invariant, x.explanation) for x in v.violations))
+            for run in report.runs for v in run.deep_failures}
+
+
+@pytest.mark.parametrize("n,workers", [(2, 2), (3, 1), (2, 0)])
+def test_pair_shards_resume_exactly_the_whole_runs_second_crash_states(n, workers):
+    """The pair stage splits second crash states by class too (sharding.PairSurvey): the
+    shards' depth-2 counts (resumed, composed, explored ...) add up to the whole run's,
+    and every failing pair is found in exactly one shard with the whole run's verdict."""
+    whole = _pairs(workers)
+    shards = [_pairs(workers, (i, n)) for i in range(1, n + 1)]
+    want = _depth2(whole)
+    assert sum(v for (m, k), v in want.items() if k == "resumed") > n  # enough to split
+    got = {key: sum(_depth2(s)[key] for s in shards) for key in want}
+    assert got == want
+    for s in shards:  # really split
+        assert sum(v for (m, k), v in _depth2(s).items() if k == "resumed") < \
+            sum(v for (m, k), v in want.items() if k == "resumed")
+    together: dict = {}
+    single: dict = {}
+    for s in shards:
+        mine = _deep(s)
+        assert not (together.keys() & mine.keys())  # no pair reported twice
+        together.update(mine)
+        single.update(_verdicts(s))
+    assert together == _deep(whole) and together  # the failing pairs, the whole run's
+    assert single == _verdicts(whole)
+    # the single crashes still split as without pairs: each state reported once
+    assert sum(run.judged for s in shards for run in s.runs) == \
+        sum(run.judged for run in whole.runs)
+
+
+def test_merged_pair_shard_reports_are_the_whole_runs_report(tmp_path):
+    """`faultsim report merge` of pair shards is the whole run's report, its depth-2
+    counts (`schedules`) included."""
+    import json
+    import sys
+
+    sys.path.insert(0, str(ROOT / "bench"))
+    from faultsim.cli import main
+
+    spec, scenario = PAIRS
+    base = ["run", str(scenario), "--agent", spec, "--crash-model", "all", "--crashes", "2",
+            "--workers", "2", "--examples", "0"]
+    assert main(base + ["--json", str(tmp_path / "whole.json")]) == 1
+    shards = [str(tmp_path / f"s{i}.json") for i in (1, 2, 3)]
+    for i, out in enumerate(shards, 1):
+        main(base + ["--shard", f"{i}/3", "--json", out])
+    assert main(["report", "merge", *shards, "--json", str(tmp_path / "merged.json")]) == 1
+    whole = json.loads((tmp_path / "whole.json").read_text())
+    merged = json.loads((tmp_path / "merged.json").read_text())
+    assert whole["runs"][0]["schedules"]["2"]["resumed"]  # pairs were resumed
+    assert _strip(merged) == _strip(whole)
+
+
 def _strip(value):
     from same_json import strip
 

@@ -59,8 +59,9 @@ def explore(make_agent: Callable[[AgentEnv], Any] | str, scenario: Scenario | st
     for the search. `only` narrows the first crash's kill points (a replay);
     `shard=(i, n)` resumes the distinct crash states a stable hash gives shard i (a
     deterministic split for CI matrices: every shard crashes at every kill point, the n
-    shards partition the states, their resumed runs add up to the whole run's, and pairs
-    go with their first crash; the version probe and the search run in shard 1).
+    shards partition the states, their resumed runs add up to the whole run's, pairs'
+    too (with pairs every shard resumes every first crash state, reporting its own, and
+    splits the second crash states); the version probe and the search run in shard 1).
     `coverage` ("exhaustive" or "representative") and `per_class` default to the
     scenario's fault profile: representative coverage crashes each kill-point class at
     its first and last occurrence and `per_class` seeded others, and every kill point of
@@ -174,8 +175,13 @@ def explore_in_process(make_agent: Callable[[AgentEnv], Any], scenario: Scenario
         bounded = bounded_cuts(golden, list(runs.values()))
         sweep = Sweep(golden, runs, equivalences=options.equivalences,
                       keep_traces=crashes >= 2)
+        pairs = crashes >= 2 and not (options.search and crashes == 2)
         if shard is not None:
-            sweep.owns = state_owner(ex, chosen, models, shard)
+            owner = state_owner(ex, chosen, models, shard)
+            if pairs:  # every first crash resumed, only its own reported (PairSurvey)
+                sweep.reports = owner
+            else:
+                sweep.owns = owner
         if plan is not None or options.budget is not None:
             counted = census(ex, points, models)
             forecast = _forecasts(
@@ -185,7 +191,7 @@ def explore_in_process(make_agent: Callable[[AgentEnv], Any], scenario: Scenario
                 clean_seconds=ex.clean_cpu_seconds, known=coverage, horizon=options.horizon)
             if plan is not None:
                 plan(Plan(scenario.id, len(points), len(chosen),
-                          sweep.owns.counts if sweep.owns is not None  # type: ignore
+                          owner.counts if shard is not None  # type: ignore
                           else counted.counts_at(chosen), crashes,
                           ex.clean_seconds, ex.timeout,
                           largest_write(chosen, golden.trace),
@@ -201,16 +207,17 @@ def explore_in_process(make_agent: Callable[[AgentEnv], Any], scenario: Scenario
         report.sweep_seconds += _real_time.real_perf_counter() - sweep_started
         report.golden_seconds += golden_seconds
         position = {p.id: n for n, p in enumerate(chosen)}
-        if crashes >= 2 and not (options.search and crashes == 2):
-            # Under --shard, pairs belong to their first crash's shard: the first crash
-            # states judged here are this shard's own (whole classes), and partitioning the
-            # second crash states instead would make every shard run every first crash's
-            # course to find them. Second states equal across first crashes of two shards
-            # are resumed in both, and so is a pair the whole run composes from a verdict
-            # another shard judges (a single crash's, after convergence, or an earlier first
-            # crash's second run): the depth-2 `resumed` figures may sum to more than the
-            # whole run's (tiny.toml: 203 + 347 against 387); `explored` and the verdicts
-            # add up exactly.
+        if pairs:
+            # Under --shard, second crash states are split by class as first ones are
+            # (sharding.PairSurvey: why the owner takes the whole run's decisions). The
+            # single-crash stage above resumed every first crash state (`Sweep.reports`:
+            # only this shard's are reported), so every shard has every course and every
+            # run a pair is composed from; each resumes only its own second crash states.
+            # The depth-2 counts add up to the whole run's (tiny.toml, process: 181 + 178
+            # resumed in two shards against 359; before, with pairs going with their first
+            # crash's shard, 189 + 329), tests/test_shards.py checks it; the cost, each
+            # shard's whole single-crash stage and a survey of every course, is measured
+            # in docs/explanation/engine.md (shards).
             sweep_pairs(ex, sweep, models, position, workers, progress)
         # forked where the sweep forks: an agent that ends its process on resume ends a child
         probe = version_probe(ex, golden, forked=workers > 0 and hasattr(os, "fork")) \

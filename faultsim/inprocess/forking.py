@@ -246,7 +246,7 @@ class _Pool:
             snapshot = base if write is None else {**base, write.path: torn}
             for model in self.models:
                 for i, state in enumerate(crash_states(self.ex, model, snapshot)):
-                    if not self.sweep.mine(state, signature):
+                    if not self.sweep.mine(state, signature, model, point, i):
                         continue  # another shard's state
                     # Each state is decided as the replaying executor (a serial sweep)
                     # decides it, whatever the children's timing: see `_pending`.

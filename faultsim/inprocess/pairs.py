@@ -33,7 +33,8 @@ def sweep_after_first(ex: Explorer, golden: Golden, runs: dict[str, ModelRun], m
                       judged: dict | None = None, observed: Known | None = None,
                       known_course: tuple | None = None,
                       chosen: tuple[int, ...] | None = None,
-                      crash: Callable[[KillPoint], Crashed] | None = None) -> tuple:
+                      crash: Callable[[KillPoint], Crashed] | None = None,
+                      owns: Callable[[tuple], bool] | None = None) -> tuple:
     """Crash at `point` again, then kill the run resumed from `state` at every kill point of
     its own course; the verdicts go to `runs[model]` (its depth-2 figures and failures).
     `result` is this very state's resumed run (its trace is the course), or None: then the
@@ -48,7 +49,9 @@ def sweep_after_first(ex: Explorer, golden: Golden, runs: dict[str, ModelRun], m
     `known_course`: (course, meets) learned before (`course_of`); `chosen`: the positions
     of the course's kill points to crash at (representative coverage; None: every one).
     `crash`: where the first crash comes from (a `crash_feed.CrashFeed`'s, one driver run
-    for all of them; None: `Explorer.crash`, a run of the prefix).
+    for all of them; None: `Explorer.crash`, a run of the prefix). `owns`: under --shard,
+    whether this shard owns a second crash state, by its memo key (`sharding.PairSurvey`);
+    the others are skipped.
     Returns the course and the positions where a second crash state was judged."""
     crashed = crash(point) if crash is not None else ex.crash(point, model)
     world, states = crashed.world, crashed.states
@@ -72,7 +75,7 @@ def sweep_after_first(ex: Explorer, golden: Golden, runs: dict[str, ModelRun], m
 
     sub = Sweep(golden, runs, memo=memo, insensitive=insensitive, equivalences=equivalences,
                 guarded={} if guarded is None else guarded,
-                earlier=(Earlier(point, order, state.persisted, course),))
+                earlier=(Earlier(point, order, state.persisted, course),), owns=owns)
     if meets is not None and judged:
         sub.shortcut = Shortcut(golden, judged, meets)
     sub.observed = observed
@@ -143,6 +146,15 @@ def sweep_pairs(ex: Explorer, top: Sweep, models: list[str], position: dict[str,
     observed = Known(top.golden) if ex.convergence_off is None else None
     # the single crashes' verdicts, where a pair after convergence finds its own
     judged = {(j.model, j.point.index, j.point.offset, j.order): j for j in top.instances}
+    # --shard: which second crash states are this shard's (sharding.PairSurvey), with every
+    # first crash's course learned for it; None: all of them
+    owns, shard_courses, shard_points = None, None, None
+    if top.reports is not None:
+        started = _real_time.real_perf_counter()
+        owns, shard_courses, shard_points = _survey(ex, top, models, position, workers,
+                                                    observed is not None)
+        # the survey's time is the pair stage's (the first model's, as it runs first)
+        top.runs[models[0]].depth(2).seconds += _real_time.real_perf_counter() - started
     for model in models:
         run = top.runs[model]
         stats = run.depth(2)
@@ -151,6 +163,8 @@ def sweep_pairs(ex: Explorer, top: Sweep, models: list[str], position: dict[str,
         coverage = run.coverage
         courses: list = [None] * len(reps)
         chosen: list = [None] * len(reps)
+        if shard_courses is not None:
+            courses, chosen = shard_courses[model], shard_points[model]
         if coverage is not None and coverage.representative:
             # every course first: the classes are shared by all of them (classes.py)
             with _feed(ex, model, [r.point for r in reps if r.result is None
@@ -162,15 +176,21 @@ def sweep_pairs(ex: Explorer, top: Sweep, models: list[str], position: dict[str,
         if progress is not None:
             progress(0, len(reps), stage=f"pairs ({model})")
         crashed = []
-        with _feed(ex, model, [r.point for r in reps], workers) as feed:
+        with _feed(ex, model, [r.point for n, r in enumerate(reps)
+                               if owns is None or chosen[n]], workers) as feed:
             for n, rep in enumerate(reps):
                 before = stats.explored
+                if owns is not None and not chosen[n]:
+                    crashed.append(set())  # no second crash state of this shard's here
+                    if progress is not None:
+                        progress(n + 1, len(reps), stage=f"pairs ({model})")
+                    continue
                 _, at = sweep_after_first(ex, top.golden, top.runs, model, rep.point,
                                           rep.order, rep.state, rep.result, workers, memo,
                                           insensitive, top.equivalences, top.guarded,
                                           judged if ex.convergence_off is None else None,
                                           observed, courses[n], chosen[n],
-                                          feed and feed.crash)
+                                          feed and feed.crash, owns)
                 crashed.append(at)
                 stats.total += rep.count * (stats.explored - before)
                 if progress is not None:
@@ -183,6 +203,49 @@ def sweep_pairs(ex: Explorer, top: Sweep, models: list[str], position: dict[str,
             [(position.get(e.point.id, -1) if k == 0 else e.point.index, e.order)
              for k, e in enumerate(v.earlier)],
             v.kill_point.index, v.kill_point.offset or 0, v.order, order_of[id(v)]))
+
+
+def _survey(ex: Explorer, top: Sweep, models: list[str], position: dict[str, int],
+            workers: int, observed: bool) -> tuple:
+    """Under --shard: (`owns`, each model's first crashes' (course, meets), each one's
+    positions of its course's kill points where this shard owns a second crash state,
+    in order). Every first crash of every model is surveyed before any pair is judged:
+    the memos are shared across first crashes and models (sharding.PairSurvey says why
+    that makes the split exact)."""
+    from .sharding import PairSurvey
+
+    survey = PairSurvey(ex, observed)
+    courses: dict = {}
+    for model in models:
+        reps = first_crashes(top, model, position)
+        courses[model] = []
+        with _feed(ex, model, [r.point for r in reps], workers) as feed:
+            for rep in reps:
+                crashed = feed.crash(rep.point) if feed else ex.crash(rep.point, model)
+                states = crashed.states
+                if rep.order >= len(states) or \
+                        states[rep.order].digest() != rep.state.digest():
+                    raise NonDeterminismError(f"{rep.point.id}: the crash state differs from "
+                                              "the one judged before; the agent is not "
+                                              "deterministic")
+                if rep.result is not None and rep.result.events is not None:
+                    course = (tuple(rep.result.events), rep.result.meets)
+                else:
+                    course = converged_course(ex, crashed.world, rep.state)
+                courses[model].append(course)
+                survey.course(model, rep, crashed.world, rep.state,
+                              top.golden.kill_points(course[0]))
+    owns, mine = survey.owner(top.reports.shard)  # type: ignore[attr-defined]
+    chosen: dict = {m: [] for m in models}
+    for (model, _, _), points in zip(survey.courses, mine):
+        chosen[model].append(points)
+    positions: dict = {}
+    for model in models:
+        positions[model] = []
+        for (course, _), points in zip(courses[model], chosen[model]):
+            where = {p.id: n for n, p in enumerate(top.golden.kill_points(course))}
+            positions[model].append(tuple(sorted(where[p.id] for p in points)))
+    return owns, courses, positions
 
 
 def _feed(ex: Explorer, model: str, points: list[KillPoint], workers: int):

@@ -28,7 +28,7 @@ def sweep_replaying(ex: Explorer, sweep: Sweep, chosen: list[KillPoint], models:
             world, states, after_kill = crashed.world, crashed.states, crashed.after_kill
             signature, watch = world_signature(world), ex.interposer.last_touched
             for i, state in enumerate(states):
-                if not sweep.mine(state, signature):
+                if not sweep.mine(state, signature, model, point, i):
                     continue  # another shard's state
                 known = sweep.known(state, signature, watch)
                 key, result = known.key, known.result

@@ -224,9 +224,27 @@ class Sweep:
     # --shard: whether this shard owns a first crash state, by its memo key (None: all).
     # The others are neither resumed nor reported here (faultsim.inprocess.sharding).
     owns: Callable[[tuple], bool] | None = None
+    # --shard with pairs: every first crash state is resumed and decided here as in the
+    # whole run (the pair stage needs every course and every single crash's run), but only
+    # those this predicate owns (by memo key) are counted and reported: None, all
+    # (faultsim.inprocess.sharding, `pair_owner`)
+    reports: Callable[[tuple], bool] | None = None
 
-    def mine(self, state: CrashState, signature: str) -> bool:
-        return self.owns is None or self.owns((state.digest(), signature))
+    def mine(self, state: CrashState, signature: str, model: str | None = None,
+             point: KillPoint | None = None, order: int = 0) -> bool:
+        """Whether this shard resumes `state` (all do without --shard). Given where it was
+        met: a first crash's state 0 at a boundary that is not, is kept for the
+        counterexamples (`ModelRun.clean_states`)."""
+        if self.owns is None or self.owns((state.digest(), signature)):
+            return True
+        if point is not None and model is not None:
+            self._keep_clean(model, point, order, state)
+        return False
+
+    def _keep_clean(self, model: str, point: KillPoint, order: int, state: CrashState
+                    ) -> None:
+        if not self.earlier and order == 0 and not point.torn:
+            self.runs[model].clean_states.setdefault(point.index, state)
 
     @property
     def trace(self) -> list:
@@ -325,7 +343,8 @@ class Sweep:
         verdict = Verdict(point, model, state.persisted, violations, state, result.summary,
                           self.golden, order, earlier=self.earlier,
                           resumed_at=result.first_position, escalated=result.escalated)
-        if fresh:
+        if fresh and (self.earlier or self.reports is None or key is None
+                      or self.reports(key)):
             run.refusal(result.refused)
         if self.earlier:
             depth = run.depth(len(self.earlier) + 1)
@@ -341,10 +360,14 @@ class Sweep:
             if violations:
                 run.deep_failures.append(verdict)
             return
-        run.verdicts.append(verdict)
-        run.escalated += result.escalated
         self.instances.append(Judged(model, point, order, state, result, not violations, key,
                                      tuple(after_kill)))
+        if self.reports is not None and key is not None and not self.reports(key):
+            # another shard's state: decided and kept for the pairs, reported there
+            self._keep_clean(model, point, order, state)
+            return
+        run.verdicts.append(verdict)
+        run.escalated += result.escalated
         if fresh:
             run.judged += 1
             run.converged += result.converged

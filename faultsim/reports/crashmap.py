@@ -168,10 +168,12 @@ def _clean_state(run: Any, verdict: Any) -> tuple[dict | None, str]:
     if verdict.earlier:
         return None, ""
     point = verdict.kill_point
+    when = f"after #{point.index}" if point.index else "at the start"
     for v in run.verdicts:
         if v.kill_point.index == point.index and not v.kill_point.torn and v.order == 0:
-            return v.state.as_dict(), f"after #{point.index}" if point.index else "at the start"
-    return None, ""
+            return v.state.as_dict(), when
+    other = getattr(run, "clean_states", {}).get(point.index)  # another shard's state
+    return (other.as_dict(), when) if other is not None else (None, "")
 
 
 def _ledger(entries: Sequence, allowed: dict[str, int] | None = None) -> list[dict]:

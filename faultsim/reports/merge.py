@@ -5,9 +5,10 @@ Works on the JSON reports alone (docs/reference/json-report.md). Shards of crash
 (the in-process mode) each crash at every kill point: their counts add up, each kill
 point's verdict is the union of the shards' (a point passes when it passes in every
 shard), and failures interleave by their `rank`. Shards of kill points (an agent run as a command)
-add up their explored kill points too. With pairs, `schedules[n].resumed` is the shards'
-sum: second crash states are shared within a shard only (see inprocess.explore.explore_in_process). Reports of different runs, or shards that overlap
-or leave one out, are refused in one line naming the file and the field, as is a partial
+add up their explored kill points too. With pairs, the `schedules` counts add up too (the
+shards split second crash states by class: inprocess.sharding.PairSurvey), and failing
+pairs interleave by rank as well. Reports of different runs, or shards that overlap or
+leave one out, are refused in one line naming the file and the field, as is a partial
 report (an interrupted run's). Standard library, errors, the report's severity order, the
 crash map's encoding, faultsim.reports.counts, faultsim.core.classes (a representative run's line),
 faultsim.reports.shortcuts (the `shortcuts` block) and faultsim.reports.interrupted only."""
@@ -125,7 +126,8 @@ def _merge_run(parts: list[tuple[str, dict]], n: int) -> dict[str, Any]:
     out["counterexamples"] = _counterexamples(parts)
     if "states" in run0:
         out["states"] = _merge_states(parts, out["violations"])
-    out["map"] = _merge_map([(path, run["map"]) for path, run in parts], n)
+    out["map"] = _merge_map([(path, run["map"]) for path, run in parts], n,
+                            [_pair_ranks(run) for _, run in parts])
     # each shard's own limit (its clean runs were timed apart): the largest
     limits = [run.get("timeout_seconds") for _, run in parts]
     out["timeout_seconds"] = None if None in limits else max(limits, default=None)
@@ -206,9 +208,25 @@ def _counterexamples(parts: list[tuple[str, dict]]) -> list[dict]:
         min(order.get(k, len(order)) for k in c["invariants"]), c["rank"]))
 
 
-def _merge_map(maps: list[tuple[str, dict]], n: int) -> dict[str, Any]:
+def _pair_ranks(run: dict) -> list:
+    """The ranks of a run's failing schedules of two crashes, in its order: the order of
+    its map's `pairs` (each pair's violations are consecutive entries sharing one rank)."""
+    ranks: list = []
+    last = None
+    for v in run["violations"]:
+        key = (tuple(v.get("rank") or ()), tuple(v["schedule"]))
+        if key != last and len(v["schedule"]) == 2:
+            ranks.append(list(key[0]))
+        last = key
+    return ranks
+
+
+def _merge_map(maps: list[tuple[str, dict]], n: int, ranks: list | None = None
+               ) -> dict[str, Any]:
     """Each kill point's label: the union of the invariants its states violate in any
-    shard, else escalated where one shard's states escalated, else passed where explored."""
+    shard, else escalated where one shard's states escalated, else passed where explored.
+    `ranks`: each shard's `_pair_ranks`, which order the failing pairs as the whole run
+    does (a first crash's pairs can be judged in several shards)."""
     from .crashmap import Codes, label_for
     from .report import SEVERITY
 
@@ -234,21 +252,27 @@ def _merge_map(maps: list[tuple[str, dict]], n: int) -> dict[str, Any]:
     deep: set[str] = set()
     single: set[str] = set()
     pairs = []
-    for _, m in maps:
+    for k, (_, m) in enumerate(maps):
         ids.update(m["ids"])
         shard_deep = set(m["deep"].split(",")) - {""}
         deep |= shard_deep
         single |= set(m["ids"]) - shard_deep
-        for pair in m["pairs"]:
+        ranked = ranks[k] if ranks is not None and len(ranks[k]) == len(m["pairs"]) \
+            else None
+        for j, pair in enumerate(m["pairs"]):
             *where, code = pair.split(",")
-            pairs.append(([int(w) for w in where], m["labels"][_index(code)]))
-    pairs.sort(key=lambda p: p[0])  # pairs go with their first crash's shard: stable
+            # by the whole run's order: the rank (first crash's kill point and state, then
+            # the second's); without one, by where (a pair's states are not in `where`)
+            rank = ranked[j] if ranked is not None else [2, int(where[0])]
+            pairs.append(([int(w) for w in where], m["labels"][_index(code)], rank))
+    pairs.sort(key=lambda p: (p[2], p[0]))
     failing = sorted(ids, key=int)
     return {**m0, "labels": codes.labels,
             "points": {**m0["points"], "verdict": verdict},
             "ids": {i: ids[i] for i in failing},
             "deep": ",".join(i for i in failing if i in deep and i not in single),
-            "pairs": [",".join(map(str, where)) + "," + codes(label) for where, label in pairs]}
+            "pairs": [",".join(map(str, where)) + "," + codes(label)
+                      for where, label, _ in pairs]}
 
 
 class _Failure:

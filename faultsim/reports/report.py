@@ -164,6 +164,10 @@ class ModelRun:
     crashes: int = 1  # the most crashes in one schedule
     depths: dict[int, DepthStats] = field(default_factory=dict)
     deep_failures: list[Verdict] = field(default_factory=list)  # schedules of 2+ crashes
+    # --shard: the first crash state 0 at each boundary (by event index) that another shard
+    # judges: a counterexample shows the clean run's disk from it (crashmap._clean_state),
+    # as the whole run's does from its own verdict there
+    clean_states: dict = field(default_factory=dict)
     mode: str = "in-process"  # or "subprocess": real processes, real files, SIGKILL
     # an incarnation's limit as asked: seconds, None, or "auto" (derived from the clean runs)
     timeout: float | str | None = "auto"

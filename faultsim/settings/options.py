@@ -154,8 +154,9 @@ class ExploreOptions:
     def pairs_shard_refusal(self, path: str) -> str | None:
         """Why these (resolved) options cannot run, in one line, or None: a shard of a
         representative run with a pair stage. The pair stage's second crashes are chosen
-        over the classes of every first crash's resumed course (classes.cover_courses); a
-        shard resumes only its own first crashes, so it cannot make the whole run's choice."""
+        over the classes of every first crash's resumed course (classes.cover_courses);
+        a shard's pair survey (inprocess.sharding.PairSurvey) splits every second crash
+        state of exhaustive pairs, and splitting that choice is not built."""
         if self.shard is None or not self.representative or self.crashes < 2 or (
                 self.search and self.crashes == 2):
             return None
