@@ -199,6 +199,41 @@ def test_first_command_prints_what_the_docs_show():
     assert pages == {"README.md", "cli.md"}
 
 
+# What runs README's first command's sweep, `faultsim run scenarios/` (the whole bundled
+# library; several CPU-minutes): an argument list naming the folder itself, or a command
+# line. Its one run is test_first_command_prints_what_the_docs_show's.
+WHOLE_LIBRARY = re.compile(
+    r"""["']run["'],\s*(?:["']scenarios/?["']|str\((?:ROOT\s*/\s*["']scenarios["']|"""
+    r"""SCENARIOS)\))\s*[,\]]|faultsim(?:\.cli)?\s+run\s+scenarios/?(?:\s|["']|$)""", re.M)
+
+
+def whole_library_runs(files: dict[str, str]) -> list[str]:
+    """Where (file:line) a test file or a docs block marked `run` sweeps the whole library."""
+    return [f"{name}:{text[:m.start()].count(chr(10)) + 1}"
+            for name, text in files.items() for m in WHOLE_LIBRARY.finditer(text)]
+
+
+def test_readmes_first_command_runs_once_in_the_suite():
+    """The suite runs `faultsim run scenarios/` once (the test above): no other test file,
+    example test or docs block marked `run` sweeps the whole library again."""
+    files = {str(p.relative_to(ROOT)): p.read_text()
+             for p in [*(ROOT / "tests").rglob("*.py"), *(ROOT / "examples").rglob("test_*.py")]
+             if p.name != "test_docs.py"}
+    files |= {b.where: b.code for b in ALL if b.marker == "<!-- docs: run -->"}
+    assert len(whole_library_runs(
+        {"first": inspect.getsource(test_first_command_prints_what_the_docs_show)})) == 1
+    assert whole_library_runs(files) == []
+    # and the check sees the ways a test or a page would run it
+    for again in ('main(["run", "scenarios/", "--json", out])',
+                  "subprocess.run([exe, '-m', 'faultsim.cli', 'run', 'scenarios'])",
+                  'main(["run", str(ROOT / "scenarios")])', 'main(["run", str(SCENARIOS)])',
+                  "$ faultsim run scenarios/\n", "faultsim run scenarios/ --junit x.xml"):
+        assert whole_library_runs({"x": again}) == ["x:1"], again
+    for other in ('main(["run", "scenarios/refunds.toml"])', "faultsim run scenarios/long/x",
+                  'str(ROOT / "scenarios" / "flaky_api.toml")'):
+        assert whole_library_runs({"x": other}) == [], other
+
+
 # -- the run blocks ------------------------------------------------------------------------
 
 # The session's shared results (tests/shared_runs.py), set for the run blocks' tests: a

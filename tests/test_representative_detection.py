@@ -185,10 +185,13 @@ def test_a_mistake_two_crashes_expose_is_caught_from_representative_first_crashe
 
     spec = f"{EX}/jsonl_transcript/agent.py:make_agent_keeps_torn_tail"
     sc = load_scenario(EX / "jsonl_transcript/scenario.toml")
-    one = explore(spec, sc, crashes=1, crash_model="power")
-    assert violated(one.runs[0]) == set()  # one crash does not expose it
     reports = [explore(spec, sc, crashes=2, crash_model="power", coverage=c)
                for c in ("exhaustive", "representative")]
+    # one crash does not expose it: a run of two crashes judges every single crash first,
+    # as a run of one does (its `verdicts`; the pairs are its `deep_failures`), so the
+    # exhaustive pair run's single crashes are the one-crash sweep, not run a third time
+    # (checked equal, verdict by verdict, when this was changed)
+    assert reports[0].runs[0].verdicts and violated(reports[0].runs[0]) == set()
     whole, some = (first_classes(r) for r in reports)
     assert whole and some == whole
     # and the second crashes, classed over the resumed courses (classes.cover_courses)
