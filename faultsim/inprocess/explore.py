@@ -166,6 +166,11 @@ def explore_in_process(make_agent: Callable[[AgentEnv], Any], scenario: Scenario
         # shard crashes at every kill point its coverage chooses and resumes the states
         # it owns. The choice is made here, from the clean run, before any crash.
         coverage = options.cover(points, golden.trace)
+        # --horizon with a representative pair stage: the first crashes' kept runs are cut
+        # at the horizon too (convergence.py, "The horizon"); exhaustive pairs and the
+        # search run every kept run to its end, as before
+        ex.horizon_kept = (options.horizon is not None and options.representative
+                           and crashes >= 2 and not options.search)
         chosen = select(points, options.only, None, coverage)
         runs = {m: ModelRun(scenario=scenario, agent=name, crash_model=m, kill_points=points,
                             explored=chosen, seed=options.seed, crashes=crashes,
