@@ -132,15 +132,15 @@ def pairs(name):
 
 @pytest.mark.parametrize("name", ["reference", "reconcile_in_place"])
 def test_a_pair_runs_first_crashes_are_cut_at_the_horizon_and_recovery_pairs_still_judged(
-        name):
+        name, monkeypatch):
     """Under --horizon with two crashes (representative), the single-crash sweep's runs,
     kept for the pair stage, are cut at the horizon too (main ran every one to its end:
     `at_horizon` 0), and the second crashes past a cut are counted as taken from the clean
     run (`schedules_past_cut`), not crashed (pairs.within_horizon). Second crashes in the
     recovery are still crashed: the reference agent passes, and reconcile_in_place (its
     in-place save, only on the recovery path, torn by a second crash) fails at the
-    pairs main's code finds (checked when this was built: the same set, first crash and
-    second crash and invariant, on this scenario under both crash models)."""
+    pairs the long way finds, with every first crash's run to its end (main's code; also
+    checked under power loss, and for repeat_before_save, when this was built)."""
     run, failing = pairs(name)
     block = run.to_json()["horizon"]
     assert 0 < run.at_horizon == block["crash_states_cut"] <= run.judged
@@ -154,3 +154,7 @@ def test_a_pair_runs_first_crashes_are_cut_at_the_horizon_and_recovery_pairs_sti
             "checkpoint_whole", "completes_or_escalates"}
         # a second crash inside the recovery's own save, after its first crash
         assert all("checkpoint" in second for _, second, _ in failing)
+        monkeypatch.setattr(importlib.import_module("faultsim.inprocess.explore"),
+                            "HORIZON_KEPT", False)  # the long way
+        whole, long_way = pairs(name)
+        assert whole.at_horizon == 0 and long_way == failing
