@@ -34,7 +34,11 @@ one JSON line:
                        from the single-crash sweep, faultsim.inprocess.after_convergence),
                        seconds (the pair stage's wall time), cpu_seconds and wall_seconds
                        (the whole two-crash exploration's, its clean runs and first
-                       crashes too),
+                       crashes too), first_at_horizon (its single crashes' runs cut at the
+                       horizon: the first crashes' kept runs, cut under representative
+                       coverage) and past_cut (the second-crash kill points past those
+                       cuts, taken as the clean run's crashes, not crashed: pairs.py,
+                       within_horizon),
                        by N; under representative coverage also the pair stage's choice
                        (faultsim.core.classes.cover_courses): resumed_courses, kill_points
                        (over all of them), classes, chosen, judged, not_crashed, and
@@ -162,6 +166,11 @@ def one(n: int, workers: int, pairs: bool, coverage: str = "exhaustive",
                         "converged": getattr(d, "converged", 0),
                         "after_convergence": getattr(d, "after_convergence", 0),
                         "at_horizon": getattr(d, "at_horizon", 0),
+                        # the two-crash run's single crashes cut at the horizon (its first
+                        # crashes' runs, kept for the pair stage), and the second-crash kill
+                        # points past those cuts taken as the clean run's, not crashed
+                        "first_at_horizon": getattr(run, "at_horizon", 0),
+                        "past_cut": getattr(d, "past_horizon", 0),
                         "seconds": round(d.seconds, 2),
                         "cpu_seconds": round(cpu_seconds, 2),
                         "wall_seconds": round(time.perf_counter() - began, 2)}

@@ -116,3 +116,45 @@ def test_a_reasked_turns_fresh_ids_read_as_the_first_askings_at_any_position():
         first = f'{{"id": "toolu_lookups_{n}_1"}}'.encode()
         assert key(first) == key(first.replace(b'_1"', b'_1_r2"')) != key(b"{}")
     assert key(b'{"id": "toolu_t_07_1"}') != key(b'{"id": "toolu_t_08_1"}')
+
+
+def pairs(name):
+    """A representative two-crash run of `name` on TINY under a horizon of one request:
+    (its run, the failing pairs as (first kill point, second kill point, invariant))."""
+    module = importlib.import_module(
+        "reference_agent" if name == "reference" else f"reference_agent.mutants.{name}")
+    report = explore(module.make_agent, TINY, crashes=2, crash_model="process", horizon=1,
+                     coverage="representative", workers=2, agent_name=name)
+    (run,) = report.runs
+    return run, {(v.earlier[0].point.id, v.kill_point.id, x.invariant)
+                 for v in run.deep_failures for x in v.violations}
+
+
+@pytest.mark.parametrize("name", ["reference", "reconcile_in_place"])
+def test_a_pair_runs_first_crashes_are_cut_at_the_horizon_and_recovery_pairs_still_judged(
+        name, monkeypatch):
+    """Under --horizon with two crashes (representative), the single-crash sweep's runs,
+    kept for the pair stage, are cut at the horizon too (main ran every one to its end:
+    `at_horizon` 0), and the second crashes past a cut are counted as taken from the clean
+    run (`schedules_past_cut`), not crashed (pairs.within_horizon). Second crashes in the
+    recovery are still crashed: the reference agent passes, and reconcile_in_place (its
+    in-place save, only on the recovery path, torn by a second crash) fails at the
+    pairs the long way finds, with every first crash's run to its end (main's code; also
+    checked under power loss, and for repeat_before_save, when this was built)."""
+    run, failing = pairs(name)
+    block = run.to_json()["horizon"]
+    assert 0 < run.at_horizon == block["crash_states_cut"] <= run.judged
+    assert block["schedules_past_cut"]["2"] > 0
+    assert "second-crash kill point(s) past such cuts" in run.horizon_line()
+    assert not [v for v in run.verdicts if not v.ok]  # one crash shows neither
+    if name == "reference":
+        assert failing == set() and not run.deep_failures
+    else:
+        assert {invariant for _, _, invariant in failing} == {
+            "checkpoint_whole", "completes_or_escalates"}
+        # a second crash inside the recovery's own save, after its first crash
+        assert all("checkpoint" in second for _, second, _ in failing)
+        monkeypatch.setattr(importlib.import_module("faultsim.inprocess.explore"),
+                            "HORIZON_KEPT", False)  # the long way
+        whole, long_way = pairs(name)
+        assert whole.at_horizon == 0 and long_way == failing

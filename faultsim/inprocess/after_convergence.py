@@ -149,7 +149,7 @@ class Shortcut:
 
     def __call__(self, model: str, point: Any, order: int, state: Any, world: Any,
                  schedule: list) -> tuple[Any, list[str]] | None:
-        own, clean = self.meets
+        own, clean = self.meets[:2]  # a third item: cut at the horizon (pairs.py)
         if point.index <= own:
             return None  # before the meeting: the agent's memory may not be the clean run's
         j = self.judged.get((model, point.index - own + clean, point.offset, order))

@@ -75,10 +75,24 @@ not cut and runs to its end. Equal requests are the natural place: the conversat
 model sees is the clean run's, so the next answers are (the fake answers by what it is
 asked; the fresh tool-use ids a re-asked turn was given are read as the first asking's,
 and assumed to change nothing but themselves); equal effects and services keep the remainder's effects the ones still to do. A request the clean run made twice (a retried fault) is not a cut point: which
-remainder follows depends on the fault counts. Runs whose trace is kept for a second
-crash (the pair stage's first crashes) are not cut at the horizon: their course is what
-the second crash is taken from. docs/explanation/guarantees.md says what a run with a
-horizon does not prove; its report counts the runs it cut (`horizon`).
+remainder follows depends on the fault counts.
+
+Runs whose trace is kept for a second crash (the pair stage's first crashes) are cut at
+the horizon too under representative coverage (`Explorer.horizon_kept`; exhaustive pairs
+and the search run them to their end, as before). The assumption is then carried to the
+second crash: a crash past the cut in that run behaves as the clean run's crash at the
+same point (the same distance past the cut request), which the single-crash sweep judges
+by its classes of the clean run's kill points. So the pair stage crashes such a first
+crash's course only up to the cut (its own events: pairs.within_horizon; its driver stops
+there and checks that stretch), and the kill points past it are counted, not crashed
+(`schedules_past_cut` in the report's `horizon`). They are not composed one by one as
+after a convergence cut: past a horizon cut the run's files are not the clean run's (a
+recovery record, seen: a plan.json of 809 bytes against 574), so its crash states there
+are not the single crashes', and a driver run past the cut does not follow the course
+given to it. Missed besides what one crash past the cut misses: a violation that needs
+the first crash's leftovers and a second crash past the cut together (a recovery record
+a later crash's resume reads wrongly). docs/explanation/guarantees.md says what a run
+with a horizon does not prove; its report counts the runs it cut (`horizon`).
 """
 from __future__ import annotations
 

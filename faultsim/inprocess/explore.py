@@ -32,6 +32,10 @@ from ..pipeline.sweep import (Earlier, Plan, ResumeResult, Sweep,  # noqa: F401
 from ..reports.report import ModelRun, Report
 from ..scenario import Scenario
 
+# Cut the pair stage's first crashes at the horizon too (--horizon, representative pairs:
+# pairs.within_horizon). False: run them to their end, the long way tests compare with.
+HORIZON_KEPT = True
+
 
 def explore(make_agent: Callable[[AgentEnv], Any] | str, scenario: Scenario | str, *,
             crash_model: str | Iterable[str] | None = None, agent_name: str | None = None,
@@ -166,6 +170,11 @@ def explore_in_process(make_agent: Callable[[AgentEnv], Any], scenario: Scenario
         # shard crashes at every kill point its coverage chooses and resumes the states
         # it owns. The choice is made here, from the clean run, before any crash.
         coverage = options.cover(points, golden.trace)
+        # --horizon with a representative pair stage: the first crashes' kept runs are cut
+        # at the horizon too (convergence.py, "The horizon"); exhaustive pairs and the
+        # search run every kept run to its end, as before
+        ex.horizon_kept = (HORIZON_KEPT and options.horizon is not None
+                           and options.representative and crashes >= 2 and not options.search)
         chosen = select(points, options.only, None, coverage)
         runs = {m: ModelRun(scenario=scenario, agent=name, crash_model=m, kill_points=points,
                             explored=chosen, seed=options.seed, crashes=crashes,

@@ -82,11 +82,12 @@ class ForkAt:
 
 def sweep_forking(ex: Explorer, sweep: Sweep, chosen: list[KillPoint], models: list[str],
                   workers: int, progress, start: Callable[[], World] | None = None,
-                  stop: bool = False) -> None:
+                  stop: bool = False, last: int | None = None) -> None:
     """`stop`: end each driver run after the event of its last chosen kill point, not at
     the run's end (the pair stage under representative coverage: `pairs.sweep_after_first`
     says why no verdict depends on the rest). Its check that the run does what the course
-    it was given says then covers that prefix."""
+    it was given says then covers that prefix. `last`: end it after this event at the
+    latest (a course known only up to there: pairs.within_horizon)."""
     boundary, torn = by_event(chosen)
     if any(p.index == 0 for p in chosen):  # before the first event: nothing to fork from
         sweep_replaying(ex, sweep, [p for p in chosen if p.index == 0], models, None, start)
@@ -94,12 +95,17 @@ def sweep_forking(ex: Explorer, sweep: Sweep, chosen: list[KillPoint], models: l
     # retried in the second pass below: an agent that ends its process on every resume
     # (tests/broken_agents.py:dies_on_resume) was seen to end faultsim itself there.
     revisit = _drive(ex, sweep, models, workers, progress, len(chosen), boundary, torn, False,
-                     start, _last(chosen) if stop else None)
+                     start, _upto(_last(chosen) if stop else None, last))
     if revisit:  # second pass: only the states whose class turned out to read the file
         sweep.done_points -= len(revisit)
         boundary_again, torn_again = by_event(revisit)
         _drive(ex, sweep, models, workers, progress, len(chosen), boundary_again, torn_again,
-               True, start, _last(revisit) if stop else None)
+               True, start, _upto(_last(revisit) if stop else None, last))
+
+
+def _upto(until: int | None, last: int | None) -> int | None:
+    """The earlier of two events a driver may end after (None: no limit)."""
+    return last if until is None else until if last is None else min(until, last)
 
 
 def _last(points: list[KillPoint]) -> int | None:

@@ -34,7 +34,8 @@ def sweep_after_first(ex: Explorer, golden: Golden, runs: dict[str, ModelRun], m
                       known_course: tuple | None = None,
                       chosen: tuple[int, ...] | None = None,
                       crash: Callable[[KillPoint], Crashed] | None = None,
-                      owns: Callable[[tuple], bool] | None = None) -> tuple:
+                      owns: Callable[[tuple], bool] | None = None,
+                      last: int | None = None) -> tuple:
     """Crash at `point` again, then kill the run resumed from `state` at every kill point of
     its own course; the verdicts go to `runs[model]` (its depth-2 figures and failures).
     `result` is this very state's resumed run (its trace is the course), or None: then the
@@ -51,7 +52,8 @@ def sweep_after_first(ex: Explorer, golden: Golden, runs: dict[str, ModelRun], m
     `crash`: where the first crash comes from (a `crash_feed.CrashFeed`'s, one driver run
     for all of them; None: `Explorer.crash`, a run of the prefix). `owns`: under --shard,
     whether this shard owns a second crash state, by its memo key (`sharding.PairSurvey`);
-    the others are skipped.
+    the others are skipped. `last`: the course is known up to this event only (a horizon
+    cut: `within_horizon`); the driver ends there at the latest.
     Returns the course and the positions where a second crash state was judged."""
     crashed = crash(point) if crash is not None else ex.crash(point, model)
     world, states = crashed.world, crashed.states
@@ -96,7 +98,7 @@ def sweep_after_first(ex: Explorer, golden: Golden, runs: dict[str, ModelRun], m
         # that the run does what the learned course says past that point (the prefix is
         # still checked). Exhaustive coverage (`chosen` None) runs every driver to its end.
         sweep_forking(ex, sub, points, [model], workers, None, start,
-                      stop=chosen is not None)
+                      stop=chosen is not None, last=last)
     else:
         sweep_replaying(ex, sub, points, [model], None, start)
     if observed is not None:
@@ -120,6 +122,27 @@ def course_of(ex: Explorer, model: str, rep,
         raise NonDeterminismError(f"{rep.point.id}: the crash state differs from the one "
                                   "judged before; the agent is not deterministic")
     return converged_course(ex, crashed.world, rep.state)
+
+
+def within_horizon(golden: Golden, known: tuple, stats) -> tuple:
+    """A first crash's (course, meets), where its run was cut at the horizon (--horizon,
+    `meets[2]`): its own events up to the cut only, no meeting (the second crashes are
+    chosen over the stretch it ran, and no Shortcut applies); the kill points past the cut
+    are counted (`stats.past_horizon`), taken as the clean run's crashes there.
+
+    Why not crashed: past the cut the course is the clean run's by the horizon's
+    assumption only. The run itself differs there in what the recovery left (seen: its
+    plan.json 809 bytes, the clean run's 574), so a driver run past the cut does not
+    follow the course it was given, and the crash states it would leave are not the clean
+    run's. The assumption carried to the second crash (convergence.py, "The horizon"):
+    a crash past the cut behaves as the clean run's crash at the same point, which the
+    single-crash sweep judges (each class of the clean run's kill points)."""
+    course, meets = known
+    if meets is None or len(meets) < 3 or not meets[2]:
+        return known
+    own = course[:meets[0]]
+    stats.past_horizon += len(golden.kill_points(course)) - len(golden.kill_points(own))
+    return own, None
 
 
 def sweep_pairs(ex: Explorer, top: Sweep, models: list[str], position: dict[str, int],
@@ -163,6 +186,7 @@ def sweep_pairs(ex: Explorer, top: Sweep, models: list[str], position: dict[str,
         coverage = run.coverage
         courses: list = [None] * len(reps)
         chosen: list = [None] * len(reps)
+        cut: list = [None] * len(reps)
         if shard_courses is not None:
             courses, chosen = shard_courses[model], shard_points[model]
         if coverage is not None and coverage.representative:
@@ -170,6 +194,10 @@ def sweep_pairs(ex: Explorer, top: Sweep, models: list[str], position: dict[str,
             with _feed(ex, model, [r.point for r in reps if r.result is None
                                    or r.result.events is None], workers) as feed:
                 courses = [course_of(ex, model, rep, feed and feed.crash) for rep in reps]
+            kept = courses
+            courses = [within_horizon(top.golden, c, stats) for c in courses]
+            # where a course was cut short: its driver ends there at the latest
+            cut = [len(c[0]) if c is not k else None for c, k in zip(courses, kept)]
             pairs = cover_courses(((top.golden.kill_points(c), c) for c, _ in courses),
                                   coverage.per_class, run.seed)
             chosen = list(pairs.chosen)
@@ -190,7 +218,7 @@ def sweep_pairs(ex: Explorer, top: Sweep, models: list[str], position: dict[str,
                                           insensitive, top.equivalences, top.guarded,
                                           judged if ex.convergence_off is None else None,
                                           observed, courses[n], chosen[n],
-                                          feed and feed.crash, owns)
+                                          feed and feed.crash, owns, cut[n])
                 crashed.append(at)
                 stats.total += rep.count * (stats.explored - before)
                 if progress is not None:

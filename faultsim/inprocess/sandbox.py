@@ -103,6 +103,9 @@ class Explorer:
         # golden() on any interpreter); None: no horizon
         self.horizon: int | None = None
         self.horizon_course: Course | None = None
+        # the runs kept for a second crash (the pair stage's first crashes) are cut at the
+        # horizon too (representative pairs only: explore.py; convergence.py, "The horizon")
+        self.horizon_kept = False
         self.last_cut: tuple | None = None  # (Course, Cut) of the last resume, if it was cut
         self.last_blind = False  # the last resume drew no random number, read no incarnation
         # Convergence with earlier resumed runs (faultsim.inprocess.leads): their
@@ -494,9 +497,10 @@ def resume_and_judge(ex: Explorer, golden: Golden, world: World, state: CrashSta
               len(world.processes))
     ip.start_tracking(watch)
     try:
-        # a run whose trace is kept meets the clean run only (faultsim.inprocess.leads)
+        # a run whose trace is kept meets the clean run only (faultsim.inprocess.leads),
+        # and is cut at the horizon only where that is carried to the pair stage
         crash_run = ex.resume(world, state, schedule, converge=True, lead=not keep_trace,
-                              horizon=not keep_trace)
+                              horizon=not keep_trace or ex.horizon_kept)
     finally:
         ip.stop_tracking()
     violations = judge(golden, crash_run, RESUME_GUARDS)
@@ -520,7 +524,8 @@ def resume_and_judge(ex: Explorer, golden: Golden, world: World, state: CrashSta
             # the course it would have had: the pair stage's driver runs it in full and
             # checks its trace against this
             events = course_events(course, cut, events)
-            meets = (cut.events, course.points[cut.at].events)
+            # the third item: cut at the horizon, not met (after_convergence.Shortcut)
+            meets = (cut.events, course.points[cut.at].events, cut.horizon)
     if keep_trace or keep_tail:
         # blind only if its remainder is too. Cut against the clean run: the clean run's
         # draws nothing there (convergence.usable). Cut against an earlier resumed run (a

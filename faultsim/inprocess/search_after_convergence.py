@@ -74,12 +74,13 @@ def converged_course(ex: Any, world: Any, state: CrashState
     and where it met it: (its event, the clean run's event) before the meeting request, or
     None."""
     w = copy.deepcopy(world)
-    run = ex.resume(w, state, [], converge=True)
+    # cut at the horizon too where the sweep's kept runs are (Explorer.horizon_kept)
+    run = ex.resume(w, state, [], converge=True, horizon=ex.horizon_kept)
     course, meets = tuple(run.events), None
     if ex.last_cut is not None:
         cut_course, cut = ex.last_cut
         course = tuple(course_events(cut_course, cut, list(run.events)))
-        meets = (cut.events, cut_course.points[cut.at].events)
+        meets = (cut.events, cut_course.points[cut.at].events, cut.horizon)
     return course, meets
 
 

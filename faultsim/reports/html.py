@@ -33,8 +33,9 @@ NOT_PROVEN = (
      "can pass; the report says how many kill points were not crashed."),
     ("The rest of a resumed run cut at a horizon", "--horizon H takes a resumed run's "
      "course past its first H model requests after recovery from the clean run's: a "
-     "violation found only in the files it ends with, or shown later, is not seen; the "
-     "report says how many runs were cut."),
+     "violation found only in the files it ends with, or shown later, is not seen; with two "
+     "crashes (representative), a second crash past a first crash's cut is taken as the "
+     "clean run's crash there, not crashed; the report says how many runs were cut."),
     ("Crash models beyond the two", "process keeps every completed operation; power is "
      "ALICE-style and bounded: reordered writes beyond its outcomes, firmware that lies "
      "about fsync and bit rot are not modelled."),

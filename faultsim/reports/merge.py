@@ -140,13 +140,17 @@ def _merge_run(parts: list[tuple[str, dict]], n: int) -> dict[str, Any]:
             if (run.get("horizon") or {}).get("requests") != run0["horizon"]["requests"]:
                 raise MergeError(f"{path}: runs[{n}].horizon: not the one in {path0}")
         cut: dict[str, int] = {}
+        past: dict[str, int] = {}
         for _, run in parts:
             for k, v in run["horizon"]["schedules_cut"].items():
                 cut[k] = cut.get(k, 0) + v
+            for k, v in run["horizon"].get("schedules_past_cut", {}).items():
+                past[k] = past.get(k, 0) + v
         out["horizon"] = {"requests": run0["horizon"]["requests"],
                           "crash_states_cut": sum(run["horizon"]["crash_states_cut"]
                                                   for _, run in parts),
-                          "schedules_cut": {k: cut[k] for k in sorted(cut, key=int)}}
+                          "schedules_cut": {k: cut[k] for k in sorted(cut, key=int)},
+                          "schedules_past_cut": {k: past[k] for k in sorted(past, key=int)}}
     return out
 
 

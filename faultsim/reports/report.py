@@ -126,6 +126,10 @@ class DepthStats:
     seconds: float = 0.0
     searched: int = 0  # schedules tried by the hypothesis search (not exhaustive)
     at_horizon: int = 0  # of the resumed, those cut past the horizon (--horizon)
+    # kill points of the first crashes' courses past their run's horizon cut (--horizon,
+    # representative pairs): taken as the clean run's crashes there, not crashed
+    # (convergence.py, "The horizon")
+    past_horizon: int = 0
 
 
 @dataclass
@@ -341,7 +345,9 @@ class ModelRun:
         """--horizon: what was assumed, not seen (docs/explanation/guarantees.md)."""
         return {"requests": self.horizon, "crash_states_cut": self.at_horizon,
                 "schedules_cut": {str(n): d.at_horizon
-                                  for n, d in sorted(self.depths.items())}}
+                                  for n, d in sorted(self.depths.items())},
+                "schedules_past_cut": {str(n): d.past_horizon
+                                       for n, d in sorted(self.depths.items())}}
 
     def horizon_line(self) -> str | None:
         """What --horizon assumed, in one line (None: no horizon)."""

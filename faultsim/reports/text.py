@@ -217,12 +217,15 @@ def horizon_line_of(block: dict | None, resumed: int) -> str | None:
     if not block:
         return None
     deep = sum(block.get("schedules_cut", {}).values())
+    past = sum(block.get("schedules_past_cut", {}).values())
     h = block["requests"]
     return (f"horizon {h}: {block['crash_states_cut']} of {resumed} resumed runs"
             + (f" (and {deep} after two crashes)" if deep else "")
             + f" were cut past their first {h} model request(s) after recovery, the rest of "
             "each course taken from the clean run's, not run: a violation that would show "
-            "only later is not seen")
+            "only later is not seen"
+            + (f"; {past} second-crash kill point(s) past such cuts were taken as the "
+               "clean run's crashes there, not crashed" if past else ""))
 
 
 def coverage_lines(runs: list) -> list[str]:
