@@ -36,8 +36,9 @@ class ResumeResult:
     at_horizon: bool = False
     # kept with the trace, for the pair stage (faultsim.inprocess.after_convergence): the
     # events of its course and of the clean run's before the request where it met the
-    # clean run (None: it did not), and what it added to the world (its Tail)
-    meets: tuple[int, int] | None = None
+    # clean run (None: it did not), whether that cut was the horizon's (pairs.within_horizon),
+    # and what it added to the world (its Tail)
+    meets: tuple[int, int, bool] | None = None
     tail: Any = None
     # it reached an earlier resumed run's state at that run's first model request and was
     # completed from its remainder (faultsim.inprocess.leads); the remainder it leaves for
