@@ -101,12 +101,7 @@ def state_owner(ex: Explorer, chosen: list[KillPoint], models: list[str],
     for model, key in policy.keys:
         mine[model] += owner[key[1:]] == i - 1
 
-    def owns(key: tuple) -> bool:
-        # a state the survey did not meet (an executor that watched another file) goes by
-        # its own key: still one owner, only its sharing may be lost
-        found = owner.get(key)
-        return (found if found is not None else shard_of(("k", *key), n)) == i - 1
-
+    owns = _owned_by(owner, shard)
     owns.counts = mine  # type: ignore[attr-defined]  # this shard's states, per model
     owns.shard = shard  # type: ignore[attr-defined]
     return owns
@@ -184,9 +179,18 @@ class PairSurvey:
                 if here:
                     points.append(point)
             mine.append(points)
+        return _owned_by(owner, shard), mine
 
-        def owns(key: tuple) -> bool:
-            found = owner.get(key)
-            return (found if found is not None else shard_of(("k", *key), n)) == i - 1
 
-        return owns, mine
+def _owned_by(owner: dict, shard: tuple[int, int]):
+    """A predicate on a memo key: whether shard `shard` = (i, n) owns that state, by the
+    survey's `owner` (memo key -> shard index)."""
+    i, n = shard
+
+    def owns(key: tuple) -> bool:
+        # a state the survey did not meet (an executor that watched another file) goes by
+        # its own key: still one owner, only its sharing may be lost
+        found = owner.get(key)
+        return (found if found is not None else shard_of(("k", *key), n)) == i - 1
+
+    return owns

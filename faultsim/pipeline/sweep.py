@@ -228,7 +228,7 @@ class Sweep:
     # --shard with pairs: every first crash state is resumed and decided here as in the
     # whole run (the pair stage needs every course and every single crash's run), but only
     # those this predicate owns (by memo key) are counted and reported: None, all
-    # (faultsim.inprocess.sharding, `pair_owner`)
+    # (faultsim.inprocess.sharding, `state_owner`)
     reports: Callable[[tuple], bool] | None = None
 
     def mine(self, state: CrashState, signature: str, model: str | None = None,
