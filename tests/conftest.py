@@ -5,6 +5,7 @@ from __future__ import annotations
 import glob
 import os
 import shutil
+import sys
 import tempfile
 import uuid
 from pathlib import Path
@@ -17,6 +18,13 @@ from faultsim.real.pool import MARKER, sandbox_parent
 # pytester: tests/test_plugin.py runs pytest on generated projects; redis_fixture: a real
 # redis-server for the tests that need one (skipped without it, failed in CI)
 pytest_plugins = ["pytester", "redis_fixture"]
+
+# Byte-code caching, Python's default, for the suite and every process it starts, as users
+# run it: some machines set PYTHONDONTWRITEBYTECODE (these do), and the suite run that way
+# hid a bug (a module first imported inside run() under pytest wrote its cache outside the
+# sandbox: tests/test_sandbox_escape.py). The caches go to __pycache__ (ignored by git).
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+sys.dont_write_bytecode = False
 
 ROOT = Path(__file__).resolve().parent.parent
 SCENARIOS = ROOT / "scenarios"

@@ -6,8 +6,10 @@ reads (site-packages: a framework imported inside run()) stays readable in-proce
 agents are tests/user_agents.py's, on tests/data/one_charge.toml."""
 from __future__ import annotations
 
+import importlib
 import json
 import os
+import sys
 import xml.etree.ElementTree as ET
 
 import pytest
@@ -105,6 +107,34 @@ def test_site_packages_stay_readable_in_process_and_never_writable(tmp_path):
     with pytest.raises(SandboxEscape, match="open for writing .*jsonschema/faultsim-cache"):
         faultsim.explore(Caches, SCENARIO, crashes=1)
     assert not os.path.exists(target)
+
+
+@pytest.mark.parametrize("mode", ["in-process", "subprocess"])
+def test_a_best_effort_byte_code_cache_outside_is_refused_but_no_escape(mode):
+    assert _explore(mode, "caches_byte_code", only=lambda p: p.id in RESUMES).ok
+    assert not os.path.exists(user_agents.BYTECODE_PROBE)
+
+
+def test_a_module_first_imported_inside_run_under_pytest_is_no_escape(tmp_path, monkeypatch):
+    """pytest rewrites the asserts of faultsim's own modules (a plugin's) and of modules
+    registered for it, and writes that byte-code cache through `os`, which the fake file
+    system patches: a faultsim module first imported inside run() (and so any run under
+    pytest with byte-code caching on, the default) was refused as a sandbox escape."""
+    name = f"faultsim_pyc_probe_{os.getpid()}"
+    (tmp_path / f"{name}.py").write_text("def answer():\n    assert 41 < 42\n    return 42\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(sys, "dont_write_bytecode", False)  # the default, not the suite's
+    monkeypatch.delitem(sys.modules, name, raising=False)
+    pytest.register_assert_rewrite(name)
+
+    class ImportsLazily(user_agents.Agent):
+        def run(self):
+            assert importlib.import_module(name).answer() == 42
+            return super().run()
+
+    assert faultsim.explore(ImportsLazily, SCENARIO, crashes=1,
+                            only=lambda p: p.id in RESUMES).ok
+    assert not (tmp_path / "__pycache__").exists()  # its cache was refused in the fake one
 
 
 def test_imports_inside_run_work_in_subprocess_mode_too():

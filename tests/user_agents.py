@@ -15,6 +15,9 @@ TOOLS = [{"name": "charge_card", "description": "Charge a card.",
               "customer": {"type": "string"}, "cents": {"type": "integer"}},
               "required": ["customer", "cents"]}}]
 ESCAPE_LOG = "/tmp/faultsim-user-agents-escape.log"  # must never exist on the real disk
+# where an importer caches this module's byte code; the probe's file must never land there
+BYTECODE_CACHE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "__pycache__")
+BYTECODE_PROBE = os.path.join(BYTECODE_CACHE, "user_agents.faultsim-probe.pyc")
 
 
 @faultsim.effect("billing", key=lambda customer, cents, idempotency_key: idempotency_key)
@@ -141,3 +144,20 @@ class _ImportsInRun(Agent):
 def imports_in_run(env):
     """Correct, though it imports jsonschema (which lists its bundled schemas) in run()."""
     return _ImportsInRun(env)
+
+
+class _CachesByteCode(Agent):
+    def run(self):
+        try:  # as an importer writes its byte-code cache: best-effort, skipped if refused
+            os.makedirs(BYTECODE_CACHE, exist_ok=True)
+            with open(BYTECODE_PROBE, "wb") as f:
+                f.write(b"\0")
+        except OSError:
+            pass
+        return super().run()
+
+
+def caches_byte_code(env):
+    """Correct: an interpreter's best-effort byte-code cache outside env.workdir is not
+    the agent's state (refused, as on a read-only disk, and not an escape)."""
+    return _CachesByteCode(env)

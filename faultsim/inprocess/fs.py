@@ -665,6 +665,13 @@ class FsInterposer:
         where a subprocess run stops, and the state it kept there is not crash state."""
         if path in ALLOWED_OUTSIDE:
             return
+        if "__pycache__" in path.split("/"):
+            # Python's byte-code cache, written best-effort by whatever imports a module
+            # during the run (pytest's assertion rewriter writes its own through `os`, which
+            # pyfakefs patches): refused, as on the real disk, but not the agent's write,
+            # as subprocess mode says too (real/helpers.py). No event: a module is
+            # imported once per process, so a trace with it would differ between runs.
+            raise PermissionError(13, f"faultsim: {what} outside the sandbox refused", path)
         self.escapes.append(f"{what} {path} (at {call_site()})")
         self.tracer.emit("sandbox.escape", path, what)
         raise PermissionError(13, f"faultsim: {what} outside the sandbox refused", path)

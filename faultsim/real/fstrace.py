@@ -58,6 +58,9 @@ class _Sandbox:
         return path, None
 
     def refuse(self, what: str, path: str) -> None:
+        if "__pycache__" in path.split("/"):  # byte-code caches: refused, not reported,
+            # as in-process (inprocess/fs.py `_outside` says why)
+            raise PermissionError(13, f"faultsim: {what} outside the sandbox refused", path)
         self.escapes.append(f"{what} {path} (at {call_site()})")  # as in-process
         self.tracer.emit("sandbox.escape", path, what)
         raise PermissionError(13, f"faultsim: {what} outside the sandbox refused", path)
