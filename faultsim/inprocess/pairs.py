@@ -16,7 +16,7 @@ from ..errors import NonDeterminismError
 from ..killpoints import KillPoint
 from ..judge.oracle import Golden
 from ..pipeline.sweep import Earlier, ResumeResult, Sweep, first_crashes  # noqa: F401
-from ..reports.report import ModelRun
+from ..reports.report import DepthStats, ModelRun
 from ..world import World
 from .forking import sweep_forking
 from .replaying import sweep_replaying
@@ -248,10 +248,6 @@ def _represent(ex: Explorer, top: Sweep, model: str, reps: list, workers: int,
     return courses, cut, pairs
 
 
-class _Uncounted:
-    past_horizon = 0  # another shard's count (`_survey`)
-
-
 def _survey(ex: Explorer, top: Sweep, models: list[str], position: dict[str, int],
             workers: int, observed: bool) -> tuple:
     """Under --shard: (`owns`, each model's first crashes' (course, meets), each one's
@@ -287,8 +283,9 @@ def _survey(ex: Explorer, top: Sweep, models: list[str], position: dict[str, int
         reps = first_crashes(top, model, position)
         run = top.runs[model]
         if run.coverage is not None and run.coverage.representative:
+            # the kill points past a cut: counted by shard 1, into a throwaway elsewhere
             cut_courses, cut, pairs = _represent(ex, top, model, reps, workers,
-                                                 run.depth(2) if first else _Uncounted())
+                                                 run.depth(2) if first else DepthStats(2))
             courses[model], picks[model] = cut_courses, (cut, pairs)
             wanted = [[top.golden.kill_points(c)[k] for k in pairs.chosen[n]]
                       for n, (c, _) in enumerate(cut_courses)]
