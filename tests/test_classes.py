@@ -501,10 +501,12 @@ def test_the_pair_stage_chooses_a_bounded_number_beside_the_classes():
     assert totals[1] - totals[0] == totals[2] - totals[1] == len(first_step(points, trace))
 
 
-def test_a_shard_of_a_representative_pair_stage_is_refused(capsys):
-    """The pair stage's choice is made over every shard's first crashes: one line, exit 2."""
+def test_a_shard_of_a_representative_pair_stage_is_refused_in_subprocess_mode(capsys):
+    """In-process, a shard makes the whole run's choice and judges its own states of it
+    (tests/test_shards.py); subprocess mode's pair stage does not split that choice: one
+    line, exit 2, before any crash."""
     assert main(["run", LOOP, "--coverage", "representative", "--crashes", "2",
-                 "--shard", "1/2"]) == 2
+                 "--shard", "1/2", "--mode", "subprocess"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "--shard with --coverage representative and --crashes 2" \
-        in err[0] and "loop.toml" in err[0]
+    assert len(err) == 1 and "--shard with --coverage representative and --crashes 2 in " \
+        "subprocess mode" in err[0] and "loop.toml" in err[0]

@@ -132,6 +132,62 @@ def test_merged_pair_shard_reports_are_the_whole_runs_report(tmp_path):
     assert _strip(merged) == _strip(whole)
 
 
+def test_representative_pair_shards_add_up_and_merge_into_the_whole_run(tmp_path):
+    """Representative pairs under --shard (issue 53): every shard makes the whole run's
+    choice of second crashes over every first crash's course, cut at the horizon where
+    its run was (inprocess.pairs._survey), and judges the chosen states it owns. The
+    shards' depth-2 counts and second crashes past a cut add up to the whole run's, each
+    failing pair is reported by one shard, and `faultsim report merge` is the whole run's
+    report, `coverage.pairs` (what was judged of the choice) included. Power loss on
+    one_charge with a horizon of 0 requests, two shards (bench/pair_shards.py: tiny.toml
+    in two and three): some first crashes' runs are cut, others not, and pairs fail in
+    both shards; the shards judge states at some of the same positions, so the merged
+    `coverage.pairs.judged` is their union (111 of 60 + 73), not their sum."""
+    import json
+    import sys
+
+    sys.path.insert(0, str(ROOT / "bench"))
+    from faultsim.cli import main
+
+    spec, scenario = PAIRS
+    base = ["run", str(scenario), "--agent", spec, "--crash-model", "power", "--crashes",
+            "2", "--coverage", "representative", "--horizon", "0", "--workers", "2"]
+    assert main(base + ["--json", str(tmp_path / "whole.json")]) == 1
+    shards = [str(tmp_path / f"s{i}.json") for i in (1, 2)]
+    for i, out in enumerate(shards, 1):
+        assert main(base + ["--shard", f"{i}/2", "--json", out]) == 1
+    (whole,) = json.loads((tmp_path / "whole.json").read_text())["runs"]
+    parts = [json.loads(open(s).read())["runs"][0] for s in shards]
+    pairs = whole["coverage"]["pairs"]
+    assert 0 < pairs["chosen"] < pairs["kill_points"]  # a choice, not every point
+    assert whole["horizon"]["schedules_past_cut"]["2"] > 0  # some courses were cut
+    for key in ("total", "explored", "resumed", "converged", "after_convergence",
+                "composed"):
+        assert sum(p["schedules"]["2"][key] for p in parts) == whole["schedules"]["2"][key], key
+    assert sum(p["horizon"]["schedules_past_cut"]["2"] for p in parts) == \
+        whole["horizon"]["schedules_past_cut"]["2"]
+    assert all(p["schedules"]["2"]["resumed"] < whole["schedules"]["2"]["resumed"]
+               for p in parts)  # really split
+    failing = lambda run: [(v["schedule"], v["invariant"]) for v in run["violations"]  # noqa
+                           if len(v["schedule"]) == 2]
+    together = [f for p in parts for f in failing(p)]
+    assert all(failing(p) for p in parts)  # pairs fail in each shard
+    assert sorted(together) == sorted(failing(whole))  # each pair once
+    # some positions were judged in both shards (crash states apart): merged, they count once
+    assert sum(p["coverage"]["pairs"]["judged"] for p in parts) > pairs["judged"]
+    assert main(["report", "merge", *shards, "--json", str(tmp_path / "merged.json")]) == 1
+    merged = json.loads((tmp_path / "merged.json").read_text())
+    assert _strip(merged) == _strip(json.loads((tmp_path / "whole.json").read_text()))
+    # shards of different choices are refused, naming the file and the field
+    other = json.loads(open(shards[1]).read())
+    other["runs"][0]["coverage"]["pairs"]["chosen"] += 1
+    (tmp_path / "other.json").write_text(json.dumps(other))
+    from faultsim.reports.merge import MergeError, load, merge
+
+    with pytest.raises(MergeError, match=r"other.json: runs\[0\]\.coverage\.pairs\.chosen"):
+        merge(load([shards[0], str(tmp_path / "other.json")]))
+
+
 def _strip(value):
     from same_json import strip
 

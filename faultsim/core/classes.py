@@ -304,6 +304,28 @@ class PairCoverage:
                 "classes": [{"signature": s, "occurrences": self.occurrences[c],
                              "judged": done[c]} for c, s in enumerate(self.classes)]}
 
+    def judged_at(self, judged: Sequence[set[int]]) -> list[list[int]]:
+        """A shard's judged positions as `[course, position, class]`, in order: what
+        `faultsim report merge` joins (a position two shards judged, states apart, counts
+        once), and counts again as `to_json` does (`merged_pairs`)."""
+        return [[k, n, self.class_of[k][n]] for k, positions in enumerate(judged)
+                for n in sorted(positions)]
+
+
+def merged_pairs(blocks: Sequence[dict]) -> dict:
+    """The whole run's `coverage.pairs` block from its shards' (each with `judged_at`):
+    the choice is the same in every shard (checked by the caller); what was judged is
+    the union of the shards' positions, counted as `PairCoverage.to_json` counts them."""
+    out = {k: v for k, v in blocks[0].items() if k != "judged_at"}
+    judged = {tuple(j) for b in blocks for j in b["judged_at"]}
+    done = [0] * len(out["classes"])
+    for _, _, c in judged:
+        done[c] += 1
+    out["judged"] = len(judged)
+    out["not_crashed"] = out["kill_points"] - len(judged)
+    out["classes"] = [{**k, "judged": d} for k, d in zip(out["classes"], done)]
+    return out
+
 
 def pairs_line_of(block: dict | None) -> str | None:
     """What a representative pair stage covered, in one line (`PairCoverage.to_json`)."""

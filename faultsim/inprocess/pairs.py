@@ -16,7 +16,7 @@ from ..errors import NonDeterminismError
 from ..killpoints import KillPoint
 from ..judge.oracle import Golden
 from ..pipeline.sweep import Earlier, ResumeResult, Sweep, first_crashes  # noqa: F401
-from ..reports.report import ModelRun
+from ..reports.report import DepthStats, ModelRun
 from ..world import World
 from .forking import sweep_forking
 from .replaying import sweep_replaying
@@ -171,11 +171,11 @@ def sweep_pairs(ex: Explorer, top: Sweep, models: list[str], position: dict[str,
     judged = {(j.model, j.point.index, j.point.offset, j.order): j for j in top.instances}
     # --shard: which second crash states are this shard's (sharding.PairSurvey), with every
     # first crash's course learned for it; None: all of them
-    owns, shard_courses, shard_points = None, None, None
+    owns, shard_courses, shard_points, shard_picks = None, None, None, {}
     if top.reports is not None:
         started = _real_time.real_perf_counter()
-        owns, shard_courses, shard_points = _survey(ex, top, models, position, workers,
-                                                    observed is not None)
+        owns, shard_courses, shard_points, shard_picks = _survey(
+            ex, top, models, position, workers, observed is not None)
         # the survey's time is the pair stage's (the first model's, as it runs first)
         top.runs[models[0]].depth(2).seconds += _real_time.real_perf_counter() - started
     for model in models:
@@ -188,18 +188,13 @@ def sweep_pairs(ex: Explorer, top: Sweep, models: list[str], position: dict[str,
         chosen: list = [None] * len(reps)
         cut: list = [None] * len(reps)
         if shard_courses is not None:
+            # this shard's own positions: for representative coverage, those of the whole
+            # run's choice (`_represent`, made in `_survey`) where it owns a state
             courses, chosen = shard_courses[model], shard_points[model]
-        if coverage is not None and coverage.representative:
-            # every course first: the classes are shared by all of them (classes.py)
-            with _feed(ex, model, [r.point for r in reps if r.result is None
-                                   or r.result.events is None], workers) as feed:
-                courses = [course_of(ex, model, rep, feed and feed.crash) for rep in reps]
-            kept = courses
-            courses = [within_horizon(top.golden, c, stats) for c in courses]
-            # where a course was cut short: its driver ends there at the latest
-            cut = [len(c[0]) if c is not k else None for c, k in zip(courses, kept)]
-            pairs = cover_courses(((top.golden.kill_points(c), c) for c, _ in courses),
-                                  coverage.per_class, run.seed)
+            if model in shard_picks:
+                cut, pairs = shard_picks[model]
+        elif coverage is not None and coverage.representative:
+            courses, cut, pairs = _represent(ex, top, model, reps, workers, stats)
             chosen = list(pairs.chosen)
         if progress is not None:
             progress(0, len(reps), stage=f"pairs ({model})")
@@ -226,6 +221,8 @@ def sweep_pairs(ex: Explorer, top: Sweep, models: list[str], position: dict[str,
         stats.seconds += _real_time.real_perf_counter() - started
         if coverage is not None and coverage.representative:
             run.pair_coverage = pairs.to_json(crashed)
+            if owns is not None:  # what `faultsim report merge` joins (reports/merge.py)
+                run.pair_coverage["judged_at"] = pairs.judged_at(crashed)
         order_of = {id(v): i for i, v in enumerate(run.deep_failures)}
         run.deep_failures.sort(key=lambda v: (
             [(position.get(e.point.id, -1) if k == 0 else e.point.index, e.order)
@@ -233,22 +230,73 @@ def sweep_pairs(ex: Explorer, top: Sweep, models: list[str], position: dict[str,
             v.kill_point.index, v.kill_point.offset or 0, v.order, order_of[id(v)]))
 
 
+def _represent(ex: Explorer, top: Sweep, model: str, reps: list, workers: int,
+               stats) -> tuple:
+    """Representative coverage's second crashes for `model`'s first crashes `reps`:
+    (each one's course, cut at the horizon where its run was; where it was cut, as an
+    event count, else None; the `classes.PairCoverage`). Every course first: the classes
+    are shared by all of them (classes.py). The kill points past a horizon cut are
+    counted into `stats.past_horizon` (`within_horizon`)."""
+    with _feed(ex, model, [r.point for r in reps if r.result is None
+                           or r.result.events is None], workers) as feed:
+        kept = [course_of(ex, model, rep, feed and feed.crash) for rep in reps]
+    courses = [within_horizon(top.golden, c, stats) for c in kept]
+    # where a course was cut short: its driver ends there at the latest
+    cut = [len(c[0]) if c is not k else None for c, k in zip(courses, kept)]
+    pairs = cover_courses(((top.golden.kill_points(c), c) for c, _ in courses),
+                          top.runs[model].coverage.per_class, top.runs[model].seed)
+    return courses, cut, pairs
+
+
 def _survey(ex: Explorer, top: Sweep, models: list[str], position: dict[str, int],
             workers: int, observed: bool) -> tuple:
     """Under --shard: (`owns`, each model's first crashes' (course, meets), each one's
     positions of its course's kill points where this shard owns a second crash state,
-    in order). Every first crash of every model is surveyed before any pair is judged:
-    the memos are shared across first crashes and models (sharding.PairSurvey says why
-    that makes the split exact)."""
+    in order; and per model with representative coverage, (where each course was cut,
+    the `classes.PairCoverage`)). Every first crash of every model is surveyed before
+    any pair is judged: the memos are shared across first crashes and models
+    (sharding.PairSurvey says why that makes the split exact).
+
+    Representative coverage: the second crashes are the whole run's choice, and each
+    shard judges those of them whose states it owns. Why each shard makes the whole run's
+    choice: every shard resumed every first crash state (`Sweep.reports`), so it has
+    every first crash in the whole run's order, with its resumed run; `_represent` cuts
+    each course at the horizon where its run was cut and chooses over all of them with
+    `classes.cover_courses`, a pure function of the courses, the per-class count and the
+    seed: the whole run's `pairs.chosen`, in every shard. Only the chosen points are
+    surveyed, and each driver ends after its last chosen point (before a horizon cut):
+    the pair stage meets no other second crash state, in the whole run or in a shard,
+    so every state it could share a memo entry with is in the survey's classes, and
+    ownership stays exact (a state met past the cut, or at a point not chosen, would
+    only join classes: bigger, still exact, less split). The shard then crashes the
+    chosen points where it owns a state (the survey's positions, a subset of the
+    chosen) and judges only its own states there. The kill points past a horizon cut
+    are counted by the first shard alone (they are not crashed, so no state owns them):
+    the shards' `schedules_past_cut` add up to the whole run's."""
     from .sharding import PairSurvey
 
     survey = PairSurvey(ex, observed)
     courses: dict = {}
+    picks: dict = {}
+    first = top.reports.shard[0] == 1  # type: ignore[union-attr]
     for model in models:
         reps = first_crashes(top, model, position)
-        courses[model] = []
-        with _feed(ex, model, [r.point for r in reps], workers) as feed:
-            for rep in reps:
+        run = top.runs[model]
+        if run.coverage is not None and run.coverage.representative:
+            # the kill points past a cut: counted by shard 1, into a throwaway elsewhere
+            cut_courses, cut, pairs = _represent(ex, top, model, reps, workers,
+                                                 run.depth(2) if first else DepthStats(2))
+            courses[model], picks[model] = cut_courses, (cut, pairs)
+            wanted = [[top.golden.kill_points(c)[k] for k in pairs.chosen[n]]
+                      for n, (c, _) in enumerate(cut_courses)]
+        else:
+            courses[model], wanted = [], None
+        with _feed(ex, model, [r.point for n, r in enumerate(reps)
+                               if wanted is None or wanted[n]], workers) as feed:
+            for n, rep in enumerate(reps):
+                if wanted is not None and not wanted[n]:
+                    survey.skip(model, rep)  # no second crash chosen in this course
+                    continue
                 crashed = feed.crash(rep.point) if feed else ex.crash(rep.point, model)
                 states = crashed.states
                 if rep.order >= len(states) or \
@@ -256,6 +304,9 @@ def _survey(ex: Explorer, top: Sweep, models: list[str], position: dict[str, int
                     raise NonDeterminismError(f"{rep.point.id}: the crash state differs from "
                                               "the one judged before; the agent is not "
                                               "deterministic")
+                if wanted is not None:
+                    survey.course(model, rep, crashed.world, rep.state, wanted[n], stop=True)
+                    continue
                 if rep.result is not None and rep.result.events is not None:
                     course = (tuple(rep.result.events), rep.result.meets)
                 else:
@@ -273,7 +324,7 @@ def _survey(ex: Explorer, top: Sweep, models: list[str], position: dict[str, int
         for (course, _), points in zip(courses[model], chosen[model]):
             where = {p.id: n for n, p in enumerate(top.golden.kill_points(course))}
             positions[model].append(tuple(sorted(where[p.id] for p in points)))
-    return owns, courses, positions
+    return owns, courses, positions, picks
 
 
 def _feed(ex: Explorer, model: str, points: list[KillPoint], workers: int):

@@ -22,11 +22,12 @@ from __future__ import annotations
 import copy
 import hashlib
 
+from ..interpose import finality
 from ..killpoints import KillPoint
 from ..pipeline.incarnation import world_signature
 from ..pipeline.shards import Classes, shard_of
 from ..pipeline.sweep import absent_digest, by_event, masked_digest
-from ..core.trace import Event, Tracer
+from ..core.trace import Event, Killed, Tracer
 from .fingerprints import world_key
 from .sandbox import Explorer, crash_states
 
@@ -38,10 +39,13 @@ class _SurveyAt:
     (search_after_convergence.Known.key: the state and the observable world)."""
 
     def __init__(self, ex: Explorer, world, boundary, torn, models,
-                 classes: Classes | None = None, observed: bool = False) -> None:
+                 classes: Classes | None = None, observed: bool = False,
+                 until: int | None = None) -> None:
         self.ex, self.world, self.boundary, self.torn = ex, world, boundary, torn
         self.models, self.classes, self.keys = models, classes or Classes(), []
         self.observed = observed
+        # the run ends after this event (its last surveyed point's; None: runs to its end)
+        self.until = until
         self.at: list = []  # (point, its states' exact keys), in the order met
 
     def _add(self, snapshot: dict, watches: tuple, point: KillPoint | None = None) -> None:
@@ -72,6 +76,12 @@ class _SurveyAt:
         if point is not None:
             self._add(self.ex.interposer.snapshot(), (self.ex.interposer.last_touched,),
                       point)
+        if self.until is not None and event.index >= self.until:
+            # every surveyed point is behind (a torn write's too): as forking.ForkAt ends
+            # a driver after its last chosen point
+            self.ex.interposer.kill()
+            self.world.sealed = True
+            raise finality.killed(Killed("faultsim: past the last surveyed kill point"))
 
     def before_write(self, tracer: Tracer, write) -> bytes | None:
         for point in self.torn.get(tracer.next_index, ()):
@@ -138,9 +148,13 @@ class PairSurvey:
         self.classes = Classes()
         self.courses: list = []  # (model, first crash, [(point, exact keys)])
 
-    def course(self, model: str, first, world, state, points: list[KillPoint]) -> None:
+    def course(self, model: str, first, world, state, points: list[KillPoint],
+               stop: bool = False) -> None:
         """Every second crash state at `points`, the kill points of the course resumed
-        from `state` after the first crash `first` left `world` (untouched here)."""
+        from `state` after the first crash `first` left `world` (untouched here). `stop`:
+        the run ends after the last point's event (representative coverage: `points` are
+        the chosen ones, and nothing after the last is surveyed, as the pair stage's
+        driver ends there too), else it runs to its end."""
         ex = self.ex
 
         def start():
@@ -156,11 +170,21 @@ class PairSurvey:
                 policy = _SurveyAt(ex, w, {}, {}, [model], self.classes, self.observed)
                 policy._add(ex.interposer.snapshot(), (ex.interposer.last_touched,), point)
                 at += policy.at
+        until = max((p.index for p in points if p.index > 0), default=None) if stop \
+            else None
+        if stop and until is None:  # nothing after the first event to survey
+            self.courses.append((model, first, at))
+            return
         w = start()
         boundary, torn = by_event(points)
-        policy = _SurveyAt(ex, w, boundary, torn, [model], self.classes, self.observed)
+        policy = _SurveyAt(ex, w, boundary, torn, [model], self.classes, self.observed,
+                           until)
         ex.incarnation(w, policy, timed=False)
         self.courses.append((model, first, at + policy.at))
+
+    def skip(self, model: str, first) -> None:
+        """A first crash whose course has no point to survey (none chosen)."""
+        self.courses.append((model, first, []))
 
     def owner(self, shard: tuple[int, int]):
         """(`owns`, a predicate on a second crash state's memo key as `state_owner`'s,

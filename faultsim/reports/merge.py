@@ -20,7 +20,7 @@ import re
 from typing import Any, Sequence
 
 from . import shortcuts
-from ..core.classes import line_of
+from ..core.classes import line_of, merged_pairs
 from .counts import ESCALATED, PASSED, UNEXPLORED, code as _index, count
 from ..errors import UsageError
 from .interrupted import partial_reason
@@ -30,6 +30,9 @@ _SAME = ("scenario", "path", "agent", "crash_model", "mode", "kill_points_total"
          "crashes", "timeout", "fingerprint")
 _MAP_SAME = ("event_kinds", "events", "categories")
 _POINTS_SAME = ("event", "torn", "category")
+# a representative pair stage's choice, made alike in every shard (inprocess/pairs.py)
+_PAIRS_SAME = ("resumed_courses", "kill_points", "chosen", "per_class", "chosen_by",
+               "sampled_courses")
 
 
 class MergeError(UsageError):
@@ -169,6 +172,21 @@ def _merge_coverage(parts: list[tuple[str, dict]], n: int, joined: dict) -> dict
     for c, label in zip(map(int, cov["class_of"].split(",")), labels):
         done[c] += label != UNEXPLORED
     cov["classes"] = [{**k, "judged": d} for k, d in zip(cov["classes"], done)]
+    if cov.get("pairs") is not None:  # a representative pair stage (classes.PairCoverage)
+        blocks = [(path, run["coverage"].get("pairs")) for path, run in parts]
+        for path, block in blocks:
+            if block is None or "judged_at" not in block:
+                raise MergeError(f"{path}: runs[{n}].coverage.pairs.judged_at: missing (not "
+                                 "a shard's report)")
+            for key in _PAIRS_SAME:
+                if block.get(key) != cov["pairs"].get(key):
+                    raise MergeError(f"{path}: runs[{n}].coverage.pairs.{key}: not the one "
+                                     f"in {path0}")
+            if [c["signature"] for c in block["classes"]] != \
+                    [c["signature"] for c in cov["pairs"]["classes"]]:
+                raise MergeError(f"{path}: runs[{n}].coverage.pairs.classes: not the ones "
+                                 f"in {path0}")
+        cov["pairs"] = merged_pairs([block for _, block in blocks])
     return cov
 
 

@@ -153,16 +153,18 @@ class ExploreOptions:
 
     def pairs_shard_refusal(self, path: str) -> str | None:
         """Why these (resolved) options cannot run, in one line, or None: a shard of a
-        representative run with a pair stage. The pair stage's second crashes are chosen
-        over the classes of every first crash's resumed course (classes.cover_courses);
-        a shard's pair survey (inprocess.sharding.PairSurvey) splits every second crash
-        state of exhaustive pairs, and splitting that choice is not built."""
+        representative run with a pair stage in subprocess mode. In-process, every shard
+        makes the whole run's choice of second crashes (classes.cover_courses over every
+        first crash's course, each shard resumes them all) and judges the chosen states
+        it owns (inprocess.pairs._survey); subprocess mode's pair stage has no survey
+        that splits second crash states, so its shards would not add up."""
         if self.shard is None or not self.representative or self.crashes < 2 or (
-                self.search and self.crashes == 2):
+                self.search and self.crashes == 2) or self.mode != "subprocess":
             return None
-        return (f"{path}: --shard with --coverage representative and --crashes 2: the pair "
-                "stage chooses over every shard's first crashes (drop --shard, or give "
-                "--coverage exhaustive)")
+        return (f"{path}: --shard with --coverage representative and --crashes 2 in "
+                "subprocess mode: its pair stage does not split the chosen second crashes "
+                "between shards (drop --shard, give --coverage exhaustive, or run "
+                "in-process)")
 
     @property
     def first_shard(self) -> bool:
