@@ -126,13 +126,20 @@ def _sharded(pool: ForkServers, scenario: Scenario, targets: list[Target], reps:
     the same state is resumed, the others share its verdict. A point whose kill failed
     twice in the first pass goes to the shard its id hashes to, as the first stage's do.
 
-    The cost: in memory, what the whole run holds (the crash states of one share of
-    targets), plus two keys per second crash state; in CPU, each shard kills every target
-    at every point once more than the whole run would for its share (the first pass:
-    one driver run per target and a fork per point, states dropped once keyed) and only
-    the second pass's points again; holding every state instead would need them all in
-    memory at once (14053 on tests/data/tiny.toml). Plus the first stage's resumes of the
-    other shards' first crash states."""
+    Why two passes. A class's owner is known only once every second crash state is keyed,
+    and holding every state until then would hold them all at once (14,053 explored on
+    tests/data/tiny.toml; held all at once, a store's pair sweep peaked at 1.7 GB against
+    131 MB in shares, docs/how-to/subprocess-mode.md). So the first pass keeps the keys
+    only, and the second crashes again where this shard owns a state, checking that the
+    same kill leaves the same state (`_Entry.met`: SQLite's side files blanked, as their
+    random nonce differs in every run).
+
+    The cost: in memory, what the whole run holds (one share's crash states), plus a few
+    keys per second crash state; in CPU, every first crash state resumed (the first stage),
+    every course killed at every point (a driver run each and a fork per point, as the
+    whole run does), and its own points killed again (a driver run for each course with
+    one): a shard costs about the whole run's kills and first stage, plus 1/N of the kills
+    and of the pairs' resumed runs (docs/explanation/engine.md, shards: measured)."""
     downtime = scenario.profile.downtime
     expected: dict = {}  # (target's tag, point id) -> the key its state is met by
     mine: set = set()  # (target's tag, point id) of the states this shard owns
