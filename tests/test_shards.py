@@ -304,3 +304,47 @@ def test_subprocess_mode_shards_split_crash_states_and_merge_into_the_whole_run(
     assert main(["report", "merge", *shards, "--json", str(tmp_path / "merged.json")]) == 1
     merged = json.loads((tmp_path / "merged.json").read_text())
     assert _strip(merged) == _strip(whole)
+
+
+# Three first crashes late in the run (short courses) whose second crash states meet: on
+# main's code the pair stage ran the pairs of each shard's own first crashes, and a
+# second crash state met after first crashes of both shards was resumed in both (38 + 9
+# resumed pairs in 2 shards against 42 in the whole run; in another run SQLite's random
+# journal nonce put a first crash in both shards: 316 pairs explored against 214). The
+# first one's recovery save is torn by a second crash: failing pairs.
+SPP_FIRST = ["k76-checkpoint-commit-sqlite.exec#6", "k87-after-model-response-summary.json#1",
+             "k101-after-model-response-progress.json#3"]
+
+
+def test_subprocess_mode_pair_shards_split_second_crash_states(tmp_path):
+    """With --crashes 2, subprocess-mode shards split the second crash states by class
+    (faultsim.real.pairs._sharded): the shards' resumed pairs add up to the whole run's,
+    and the merged report, failing pairs included, is the whole run's."""
+    import json
+    import sys
+
+    sys.path.insert(0, str(ROOT / "bench"))
+    from faultsim.cli import main
+
+    base = ["run", str(ROOT / "tests" / "data" / "sppshard_pair_sqlite.toml"), "--mode",
+            "subprocess", "--agent", "reference_agent.mutants.recovery_two_writes",
+            "--crashes", "2", "--workers", "2", "--examples", "0", "--kill-point", *SPP_FIRST]
+    assert main(base + ["--json", str(tmp_path / "whole.json")]) == 1
+    shards = [str(tmp_path / f"s{i}.json") for i in (1, 2)]
+    for i, out in enumerate(shards, 1):
+        main(base + ["--shard", f"{i}/2", "--json", out])
+    whole = json.loads((tmp_path / "whole.json").read_text())
+    run = whole["runs"][0]
+    parts = [json.loads(open(s).read())["runs"][0] for s in shards]
+    pairs = run["schedules"]["2"]
+    assert pairs["resumed"] < pairs["explored"]  # equal second crash states shared a run
+    assert any(len(v["schedule"]) == 2 for v in run["violations"])  # failing pairs
+    for key in ("explored", "resumed", "total"):  # every second crash state in one shard
+        assert sum(p["schedules"]["2"][key] for p in parts) == pairs[key], key
+    assert all(0 < p["schedules"]["2"]["resumed"] < pairs["resumed"] for p in parts)
+    # the first crashes: each shard judged every one, but counts only its own
+    assert sum(p["crash_states"] for p in parts) == run["crash_states"]
+    assert sum(p["crash_states_resumed"] for p in parts) == run["crash_states_resumed"]
+    assert main(["report", "merge", *shards, "--json", str(tmp_path / "merged.json")]) == 1
+    merged = json.loads((tmp_path / "merged.json").read_text())
+    assert _strip(merged) == _strip(whole)

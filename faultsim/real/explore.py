@@ -127,14 +127,16 @@ def explore_resolved(agent: str, scenario: Scenario, options: ExploreOptions, *,
                       torn_bounded=tuple(bounded)))
         golden_seconds = _real_time.real_perf_counter() - started
         first = Target((), sweep, chosen)
+        # with a pair stage, a shard judges every first crash state, reporting its own:
+        # its pairs need every first crash's course (pairs.explore_pairs, `shard`)
         landed = _sweep(pool, scenario, [first], progress, drive=fork_server,
-                        equivalences=equivalences, shard=shard)
+                        equivalences=equivalences, shard=shard, report_only=crashes >= 2)
         position = {p.id: n for n, p in enumerate(chosen)}
         run.verdicts.sort(key=lambda v: position[v.kill_point.id])
         pairs_landed = 0
         if crashes >= 2:
             pairs_landed = explore_pairs(pool, scenario, first, chosen, progress,
-                                         fork_server, equivalences)
+                                         fork_server, equivalences, shard)
         if only is None and (shard is None or shard[0] == 1):
             probe = version_probe(pool, scenario, golden)
             if probe is not None:
@@ -206,11 +208,13 @@ def survey_subprocess(agent: str, scenario: Scenario, *, timeout: float | None =
 
 def _sweep(pool: ForkServers, scenario: Scenario, targets: list[Target], progress,
            drive: bool = True, equivalences: bool = True, stage: str | None = None,
-           shard: tuple[int, int] | None = None) -> int:
+           shard: tuple[int, int] | None = None, report_only: bool = False) -> int:
     """Crash each target at every one of its points, then resume each distinct crash state
     once (over all targets: a state equal to one judged shares its verdict; under `shard`,
-    the states it owns). Returns the kills landed."""
+    the states it owns, or with `report_only` every state, reporting those it owns).
+    Returns the kills landed."""
     landed = crash_targets(pool, targets, drive, scenario.profile.downtime)
-    judge_states(pool, scenario, targets, progress, equivalences, stage, shard=shard)
+    judge_states(pool, scenario, targets, progress, equivalences, stage, shard=shard,
+                 report_only=report_only)
     return landed
 

@@ -12,9 +12,10 @@ import pickle
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..core.crashmodel import process_state
+from ..core.crashmodel import files_digest, process_state
 from ..errors import WorkerDied
 from ..killpoints import KillPoint
+from ..judge.dbview import SIDE_FILES
 from ..judge.oracle import RESUME_GUARDS, CrashRun, Golden, judge
 from ..pipeline.incarnation import world_signature
 from ..pipeline import unjudged
@@ -39,6 +40,27 @@ class _Entry:
     exact: tuple  # (state digest, world signature): equal states
     cls: tuple | None  # (masked digest, watched file, world signature): equivalent states
     watch: str | None
+    # (digest with SQLite's -journal/-wal blanked, world signature), for a state with one:
+    # the same on every run, where the exact key is not (`stable_digest`)
+    stable: tuple | None = None
+
+    @property
+    def met(self) -> tuple:
+        """The key a second look at the same kill must find again (`stable`, or `exact`)."""
+        return self.stable or self.exact
+
+
+def stable_digest(state: Any) -> str | None:
+    """The state's digest with the content of SQLite's side files (`-journal`, `-wal`)
+    blanked (their names kept), or None without any. Why: a rollback journal's header
+    carries a random nonce (and a WAL random salts), drawn by SQLite itself, so the same
+    kill in two runs leaves states whose exact keys differ; the rest of the state is the
+    same. Shards decide owners by keys, so they join each exact key with this one
+    (`owner_of`): a larger class, never a wrong share (sharing stays by exact key)."""
+    if not any(p.endswith(SIDE_FILES) and isinstance(d, bytes) for p, d in state.files):
+        return None
+    return files_digest(tuple((p, b"\0faultsim:side file" if p.endswith(SIDE_FILES) and
+                               isinstance(d, bytes) else d) for p, d in state.files))
 
 
 @dataclass
@@ -59,51 +81,84 @@ class Memo:
         return result if result is not None and result.blind_to_content(cls[1]) else None
 
 
-def owned(entries: list[_Entry], shard: tuple[int, int]) -> list[_Entry]:
-    """Shard i/n's crash states (`--shard` in subprocess mode), in their order. A state
+def owner_of(entries: list, n: int) -> dict:
+    """Each entry's (an `_Entry`, or anything with its `exact` and `cls`) exact key -> the shard (0-based, of `n`) that owns its state. A state
     shares a verdict only by its exact key or its class key (`cls`), so each exact key is
     joined with its class key (union-find) and a shard takes whole classes: the states of a
     class are met in the same order as in the whole run, the same one is resumed and the
     others share its verdict, so the shards' resumed runs add up to the whole run's
     (tests/test_shards.py). A class goes to the shard its least key hashes to, as
     in-process (faultsim.inprocess.sharding)."""
+    # a state with SQLite side files is also joined by its `stable` key: its exact key is
+    # drawn afresh in each shard, so only a class named by a stable key (the least: "j"
+    # sorts first) has one owner in every shard
     classes = Classes()
     for e in entries:
         classes.find(("k", *e.exact))
         if e.cls is not None:
             classes.union(("k", *e.exact), ("m", *e.cls))
+        if e.stable is not None:
+            classes.union(("k", *e.exact), ("j", *e.stable))
+    return {e.exact: shard_of(classes.find(("k", *e.exact)), n) for e in entries}
+
+
+def owned(entries: list[_Entry], shard: tuple[int, int]) -> list[_Entry]:
+    """Shard i/n's crash states (`--shard` in subprocess mode), in their order: whole
+    classes (`owner_of`)."""
     i, n = shard
-    return [e for e in entries if shard_of(classes.find(("k", *e.exact)), n) == i - 1]
+    owner = owner_of(entries, n)
+    return [e for e in entries if owner[e.exact] == i - 1]
 
 
-def judge_states(pool: ForkServers, scenario: Scenario, targets: list[Target], progress,
-                 equivalences: bool, stage: str | None, memo: "Memo | None" = None,
-                 done_before: int = 0, units: int | None = None,
-                 shard: tuple[int, int] | None = None) -> None:
-    """Judge every crash state the targets left; the verdicts go to each target's sweep.
-    `memo` carries what earlier calls judged (the pairs go in shares). `shard`: judge only
-    the states shard i/n owns (`owned`); a point whose kill failed twice goes, as its
-    finding, to the shard its id hashes to."""
-    # Resume each distinct crash state once. States that differ only in the content of
-    # the file being written at the kill (a torn temp file, mostly) share the verdict of
-    # the first of them when its resumed run destroyed that file before reading it.
+def crash_entries(targets: list[Target], equivalences: bool) -> list[_Entry]:
+    """The crash state each target's kill left at each of its points (`target.crashed`),
+    in order, with the keys it shares a verdict by; a point whose kill failed twice
+    (`target.unjudged`) has none."""
     entries = []
     for target in targets:
         trace = target.sweep.trace
         watch_of = _last_written(trace)
         for point in target.points:
-            if point.id in target.unjudged:  # no state to judge: its finding (below)
+            if point.id in target.unjudged:  # no state to judge: its finding (judge_states)
                 continue
             world_bytes, files = target.crashed[point.id]
             state = process_state(files)[0]
             signature = world_signature(pickle.loads(world_bytes))
             watch = trace[point.index - 1].subject if point.torn else watch_of.get(point.index)
             masked = masked_digest(state, watch) if equivalences else None
+            stable = stable_digest(state)
             entries.append(_Entry(target, point, state, world_bytes,
                                   (state.digest(), signature),
                                   (masked, watch, signature) if masked is not None else None,
-                                  watch))
-    if shard is not None:
+                                  watch, (stable, signature) if stable is not None else None))
+    return entries
+
+
+def judge_states(pool: ForkServers, scenario: Scenario, targets: list[Target], progress,
+                 equivalences: bool, stage: str | None, memo: "Memo | None" = None,
+                 done_before: int = 0, units: int | None = None,
+                 shard: tuple[int, int] | None = None, report_only: bool = False,
+                 entries: list[_Entry] | None = None) -> None:
+    """Judge every crash state the targets left; the verdicts go to each target's sweep.
+    `memo` carries what earlier calls judged (the pairs go in shares). `shard`: judge only
+    the states shard i/n owns (`owned`); a point whose kill failed twice goes, as its
+    finding, to the shard its id hashes to. `report_only` (with `shard`; the first crashes
+    of a run with a pair stage): judge every state as the whole run does, for the pair
+    stage needs every first crash's course and run, but count and report only those the
+    shard owns (`Sweep.reports`, as in-process). `entries`: the states to judge, already
+    taken from the targets (`crash_entries`) and chosen (the pair stage's shards)."""
+    # Resume each distinct crash state once. States that differ only in the content of
+    # the file being written at the kill (a torn temp file, mostly) share the verdict of
+    # the first of them when its resumed run destroyed that file before reading it.
+    if entries is None:
+        entries = crash_entries(targets, equivalences)
+    mine: Any = None  # report_only: whether this shard owns an exact key
+    if shard is not None and report_only:
+        owner, i = owner_of(entries, shard[1]), shard[0] - 1
+        mine = lambda exact: owner[exact] == i  # noqa: E731
+        for target in targets:
+            target.sweep.reports = mine
+    elif shard is not None:
         entries = owned(entries, shard)
     memo = memo if memo is not None else Memo()
     results, fresh_for, ran_for = memo.results, memo.fresh_for, memo.ran_for
@@ -191,6 +246,8 @@ def judge_states(pool: ForkServers, scenario: Scenario, targets: list[Target], p
                 unjudged.record(target.sweep, "process", point, target.unjudged[point.id])
     for entry in entries:
         if entry.exact in failed:  # its resumed child died twice: the point's finding
+            if mine is not None and not mine(entry.exact):
+                continue  # another shard's state: its finding is reported there
             unjudged.record(entry.target.sweep, "process", entry.point, failed[entry.exact])
             continue
         result = results.get(entry.exact) or memo.blind(entry.cls)
