@@ -34,9 +34,12 @@ TINY = DATA / "tiny.toml"
 
 # -- the promise ---------------------------------------------------------------------------
 def listing(folder: Path) -> dict[str, tuple]:
-    """Every path under `folder` with what says it changed (links and FIFOs not followed)."""
+    """Every path under `folder` with what says it changed (links and FIFOs not followed),
+    but Python's byte-code cache: importing the user's agent writes it, as any import does."""
     out = {}
     for path in folder.rglob("*"):
+        if "__pycache__" in path.relative_to(folder).parts:
+            continue
         info = path.lstat()
         out[str(path.relative_to(folder))] = (info.st_mode, info.st_size, info.st_mtime_ns)
     return out
