@@ -25,7 +25,8 @@ def test_a_stopped_group_is_proven_stopped_goes_on_and_a_gone_one_is_not():
         assert stop_groups([leader.pid])
         assert _state(leader.pid) == b"T"
         continue_groups([leader.pid])
-        assert leader.poll() is None and _state(leader.pid) in (b"S", b"R")
+        # going on: sleeping, running, or (on a loaded machine) in the kernel on I/O (D)
+        assert leader.poll() is None and _state(leader.pid) in (b"S", b"R", b"D")
         assert kill_groups([leader.pid])
         leader.wait(10)
         assert not group_alive(leader.pid)
