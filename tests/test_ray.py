@@ -184,8 +184,12 @@ def test_ray_shards_merge_into_the_unsharded_report(tmp_path, capsys, monkeypatc
         assert main(base(agent) + ["--workers", "1", "--json", str(tmp_path / f"w{n}.json")]
                     ) == code
         said[agent] = capsys.readouterr().out
-    with cluster(None, 2):
+    with cluster(None, 2) as (ray, _):
         assert _ray_processes(tag)  # the runs below are this cluster's: the check can fail
+        # its workers (and so the shards' sweeps) at the driver's niceness, not Ray's 15
+        # (a lambda: Ray sends it by value, and a worker cannot import this module)
+        niceness = ray.remote(num_cpus=1)(lambda: os.nice(0))
+        assert ray.get(niceness.remote()) == os.nice(0)
         for n, (agent, code) in enumerate(cases):
             merged = tmp_path / f"r{n}.json"
             assert main(base(agent) + ["--ray", "--workers", "2", "--json", str(merged)]

@@ -214,9 +214,17 @@ def cluster(address: str | None, num_cpus: int | None) -> Iterator[tuple[Any, st
             folder = tempfile.mkdtemp(prefix="fsray-", dir="/tmp" if os.path.isdir("/tmp")
                                       else None)
             with _own_sigterm():
+                # Ray starts its workers at niceness 15 (so that they never starve its own
+                # daemons on a machine they fill), and a shard's sweep inherits it: on a
+                # machine busy with anything else, a local cluster's shards then got a few
+                # percent of a core each (a tiny shard 99 s on Ray, 10 s run directly, at
+                # a load of 9). A local cluster stands in for --workers, whose processes
+                # run at the caller's niceness: so do its workers. A running cluster
+                # (ADDRESS) keeps its own setting.
                 ray.init(num_cpus=num_cpus or os.cpu_count() or 1,
                          include_dashboard=False, _node_ip_address="127.0.0.1",
-                         _temp_dir=folder, log_to_driver=False, configure_logging=False)
+                         _temp_dir=folder, log_to_driver=False, configure_logging=False,
+                         _system_config={"worker_niceness": 0})
         else:
             with _own_sigterm():
                 ray.init(address=address, log_to_driver=False, configure_logging=False)
