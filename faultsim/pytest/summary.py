@@ -91,7 +91,7 @@ class Summary:
 
     @pytest.hookimpl(trylast=True)  # after pytest's terminal has printed the interrupt
     def pytest_unconfigure(self) -> None:
-        if self.cut is not None and self.controller:
+        if self.cut is not None and self.controller and self.faultsim_tests:
             # the interrupted session ends right after this, every report written: the
             # interpreter's last collection over a sweep's heap is 0.35 s of the 1.1 s
             # from SIGTERM to exit on a quiet machine (an xdist worker skips it above)
