@@ -26,6 +26,8 @@ import time
 from collections import Counter
 from pathlib import Path
 
+import pytest  # a dependency of faultsim itself (its plugin)
+
 ROOT = Path(__file__).resolve().parent.parent
 LOG = "FAULTSIM_SUITE_CPU_LOG"
 SHOWN = 15
@@ -37,29 +39,26 @@ def _cpu() -> tuple[float, float]:
     return own.ru_utime + reaped.ru_utime, own.ru_stime + reaped.ru_stime
 
 
-try:
-    import pytest
-except ImportError:  # the script runs pytest in a process of its own
-    pytest = None
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):  # noqa: D103 (a pytest hook)
+    path = os.environ.get(LOG)
+    user, system = _cpu()
+    started = time.monotonic()
+    yield
+    if path:
+        user_, system_ = _cpu()
+        line = json.dumps({"test": item.nodeid, "user": round(user_ - user, 3),
+                           "sys": round(system_ - system, 3),
+                           "wall": round(time.monotonic() - started, 3)})
+        with open(path, "a", encoding="utf-8") as f:  # one short line: appended whole
+            f.write(line + "\n")
 
-if pytest is not None:
-    @pytest.hookimpl(hookwrapper=True)
-    def pytest_runtest_protocol(item, nextitem):  # noqa: D103 (a pytest hook)
-        path = os.environ.get(LOG)
-        user, system = _cpu()
-        started = time.monotonic()
-        yield
-        if path:
-            user_, system_ = _cpu()
-            line = json.dumps({"test": item.nodeid, "user": round(user_ - user, 3),
-                               "sys": round(system_ - system, 3),
-                               "wall": round(time.monotonic() - started, 3)})
-            with open(path, "a", encoding="utf-8") as f:  # one short line: appended whole
-                f.write(line + "\n")
+
+def cpu(row: dict) -> float:
+    return row["user"] + row["sys"]
 
 
 def summarize(rows: list[dict]) -> list[str]:
-    cpu = lambda r: r["user"] + r["sys"]  # noqa: E731
     total_cpu = sum(cpu(r) for r in rows)
     total_wall = sum(r["wall"] for r in rows)
     by_file, count = Counter(), Counter()
