@@ -67,10 +67,11 @@ sys.exit(main(sys.argv[1:]))
 
 # Adopts the run's orphans, forwards SIGTERM to the run alone (as `timeout` does), and
 # prints, as JSON: the run's exit status, the seconds from the signal to its exit, the CPU
-# seconds it spent in them (a loaded machine stretches the first, not the second), and the
-# processes still alive among those it left.
+# seconds it spent in them (a loaded machine stretches the first, not the second), where
+# its main thread waited in them (sampled), and the processes still alive among those it
+# left.
 _LAUNCH = """
-import ctypes, json, os, signal, sys, time
+import ctypes, json, os, signal, sys, threading, time
 ctypes.CDLL(None).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
 pid = os.fork()
 if pid == 0:
@@ -87,6 +88,22 @@ def forward(signum, frame):
         pass
     os.kill(pid, SIGNAL)
 signal.signal(signal.SIGTERM, forward)
+waits = {}  # after the signal, every 20 ms, the run's main thread: "R" (on or waiting for
+def sample():  # a CPU), "D:<kernel function>" (waiting on the disk), "S:<...>" (asleep)
+    while True:
+        time.sleep(0.02)
+        if not sent:
+            continue
+        try:
+            state = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0]
+            where = open(f"/proc/{pid}/wchan").read().strip() if state != "R" else ""
+        except OSError:
+            return
+        if state == "Z":
+            return
+        key = f"{state}:{where}" if where else state
+        waits[key] = waits.get(key, 0) + 1
+threading.Thread(target=sample, daemon=True).start()
 while True:
     try:
         _, status, usage = os.wait4(pid, 0)
@@ -128,7 +145,7 @@ for line in left:
 print(json.dumps({"status": os.waitstatus_to_exitcode(status),
                   "seconds": ended - sent[0] if sent else None,
                   "cpu": usage.ru_utime + usage.ru_stime - spent[0] if spent else None,
-                  "left": left}))
+                  "left": left, "waits": dict(sorted(waits.items(), key=lambda kv: -kv[1]))}))
 """
 
 
@@ -254,12 +271,40 @@ def test_tiny(crash_safety):
 """
 
 
+# What the session does on its way out once stopped, beyond writing its own outputs (an
+# audit hook, from the moment the hook above starts waiting for the signal): on a busy CI
+# machine whose page cache had dropped the files, each module imported or file read there
+# waited on the disk (20 s from SIGTERM to exit for 1 s of CPU, twice, before
+# `summary._ready_to_stop`); pytest made and cleaned a base temp folder when asked for it.
+_AFTER = """
+import atexit, json
+_after, _seen = [], []
+def _audit(event, args):
+    if event in ("import", "open", "os.mkdir", "os.rmdir", "os.remove", "os.rename",
+                 "os.scandir", "os.listdir", "shutil.rmtree") and os.path.exists(READY):
+        _seen.append([event, str(args[0])])
+if os.getpid() == ME:
+    sys.addaudithook(_audit)
+    atexit.register(lambda: write_bytes(os.path.join(os.path.dirname(READY), "after.json"),
+                                        json.dumps(_seen).encode()))
+"""
+
+
+def _strays(after: list, folder: Path) -> list:
+    """What the stopped session did on its way out outside `folder` (its outputs), besides
+    reading Python sources (pytest prints the stopped line of code), the scenario (its
+    fingerprint, one small file) and the sweep's own shared-memory folder (removed)."""
+    return [[event, path] for event, path in after if event == "import" or not (
+        path.startswith(str(folder)) or path.startswith("/dev/shm/faultsim-")
+        or (event == "open" and (path.endswith(".py") or path == str(DATA / "tiny.toml"))))]
+
+
 def test_sigterm_ends_a_pytest_session_with_its_partial_page_and_junit(tmp_path):
     """The pytest plugin: a session with a faultsim test, SIGTERMed inside its sweep, ends
     as pytest ends an interrupted one (exit 2, its --junitxml written, here with a
-    `faultsim_partial` property) within seconds, and the --faultsim-html page holds what
-    the stopped test had judged, marked partial."""
-    (tmp_path / "conftest.py").write_text(_HOOK)
+    `faultsim_partial` property) within seconds, reading no module on its way out, and
+    the --faultsim-html page holds what the stopped test had judged, marked partial."""
+    (tmp_path / "conftest.py").write_text(_HOOK + _AFTER)
     (tmp_path / "test_stopped.py").write_text(_PYTEST_TEST.format(tiny=str(DATA /
                                                                            "tiny.toml")))
     page, junit = tmp_path / "page.html", tmp_path / "junit.xml"
@@ -270,6 +315,9 @@ def test_sigterm_ends_a_pytest_session_with_its_partial_page_and_junit(tmp_path)
     assert found["status"] == pytest.ExitCode.INTERRUPTED, found["stdout"][-3000:]
     # its own work after the signal is under a second (CPU); 20 s of wall were seen on a
     # loaded CI machine before pytest's render of the traceback was cut (`_shorten`)
+    after = json.loads((tmp_path / "after.json").read_text())
+    assert ["open", str(junit)] in after  # seen to the end: pytest writes it last
+    assert _strays(after, tmp_path) == [], found
     assert found["seconds"] < 10 and found["cpu"] < 3 and found["left"] == [], found
     assert "!!! faultsim.reports.interrupted.SigtermInterrupt !!!" in found["stdout"]
     text = page.read_text()
@@ -287,7 +335,7 @@ def test_sigterm_ends_a_pytest_session_with_its_partial_page_and_junit(tmp_path)
     assert properties["faultsim_partial"] == line
     # no temp file beside them (the session's byte-code cache is Python's)
     assert sorted(set(os.listdir(tmp_path)) - {"__pycache__"}) == [
-        "conftest.py", "junit.xml", "page.html", "ready", "test_stopped.py"]
+        "after.json", "conftest.py", "junit.xml", "page.html", "ready", "test_stopped.py"]
 
 
 def _xdist_session(tmp_path: Path) -> tuple[list[str], Path, Path]:

@@ -35,6 +35,7 @@ class Summary:
         self.cut: tuple | None = None  # (Partial's reason, the ModelRuns an interrupt carried)
         self.workers: set[int] = set()  # xdist workers (pids) that ran faultsim tests
         self.fulltrace = False  # --full-trace: Ctrl-C's whole traceback is printed
+        self.ready = False  # what the stop path reads is read (`_ready_to_stop`)
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtestloop(self, session: pytest.Session) -> Any:
@@ -103,6 +104,9 @@ class Summary:
         if report.when == "setup":
             for name, value in report.user_properties:
                 if name == SETUP_PROPERTY:  # a faultsim test has started (an xdist worker's?)
+                    if not self.ready:
+                        _ready_to_stop()
+                        self.ready = True
                     self.faultsim_tests = True
                     if int(value) != os.getpid():
                         self.workers.add(int(value))
@@ -123,7 +127,10 @@ class Summary:
             why, cut = self.cut or ("interrupted (SIGINT)", [])
             finished = sorted({test for test, _, _ in self.runs})
             stopped = [(self.current, [run.to_json() for run in cut])] if cut else []
-            shared = session_folder(session.config, self.controller)
+            # only an xdist session's folder: asked for elsewhere, pytest would make one now
+            # and remove its old runs' (disk work on the way out of a stopped session)
+            shared = (session_folder(session.config, self.controller)
+                      if self.workers or not self.controller else None)
             if not self.controller:  # an xdist worker: its stopped test, to the controller
                 if shared is not None:
                     _hand_over(shared, stopped)
@@ -156,6 +163,21 @@ class Summary:
             terminalreporter.write_line(f"note: {note}")
         if self.state.options.html and self.controller:
             terminalreporter.write_line(f"HTML report: {self.state.options.html}")
+
+
+def _ready_to_stop() -> None:
+    """Read now what a stopped session reads on its way out: this page's modules and assets
+    and the module hypothesis's pytest plugin imports at every session's summary (with
+    hypothesis, ~230 files). On a busy CI machine whose page cache had dropped them, each
+    read after the signal waited on the disk: 20 s from SIGTERM to exit for 1 s of CPU."""
+    import sys
+
+    if "_hypothesis_pytestplugin" in sys.modules:  # its plugin is loaded (not `-p no:`)
+        import hypothesis.internal.observability  # noqa: F401 - imported at its summary
+
+    from ..reports import html
+
+    html.ready()
 
 
 def _shorten(excinfo: Any) -> None:

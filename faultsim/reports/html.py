@@ -10,6 +10,7 @@ faultsim.reports.counts, and lazily the one-line wordings of faultsim.core.class
 """
 from __future__ import annotations
 
+import functools
 import json
 from importlib import resources
 from pathlib import Path
@@ -50,8 +51,15 @@ NOT_PROVEN = (
 )
 
 
+@functools.cache  # read once: a stopped run writes its page without reading a file
 def _asset(name: str) -> str:
     return resources.files(__package__).joinpath(name).read_text(encoding="utf-8")
+
+
+def ready() -> None:
+    """Read the page's script and style now, before a run that may be stopped writes it."""
+    _asset("html_report.css")
+    _asset("html_report.js")
 
 
 def _embedded(data: Any) -> str:

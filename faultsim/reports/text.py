@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from .counts import HEADER
 from .crashmap import why_of
+from .identity import identities, identity
 
 if TYPE_CHECKING:
     from ..killpoints import KillPoint
@@ -141,8 +142,6 @@ def states(run: "ModelRun") -> list[list[str]]:
     failing schedule of several crashes, its crashes' identities joined with ` then ` (a
     crash after the first named on the course of the run it killed, where the sweep kept
     it)."""
-    from .identity import identities, identity
-
     def verdict_of(v: "Verdict") -> str:
         if v.violations:
             return "+".join(dict.fromkeys(x.invariant for x in v.violations))
