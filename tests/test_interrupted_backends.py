@@ -299,6 +299,11 @@ def _strays(after: list, folder: Path) -> list:
         or (event == "open" and (path.endswith(".py") or path == str(DATA / "tiny.toml"))))]
 
 
+def _asleep(found: dict) -> float:
+    """Seconds the run's main thread was seen asleep after the signal (sampled every 20 ms)."""
+    return 0.02 * sum(n for where, n in found["waits"].items() if where.startswith("S"))
+
+
 def test_sigterm_ends_a_pytest_session_with_its_partial_page_and_junit(tmp_path):
     """The pytest plugin: a session with a faultsim test, SIGTERMed inside its sweep, ends
     as pytest ends an interrupted one (exit 2, its --junitxml written, here with a
@@ -313,12 +318,17 @@ def test_sigterm_ends_a_pytest_session_with_its_partial_page_and_junit(tmp_path)
                             str(junit), "--faultsim-html", str(page)], tmp_path, 3,
                            cwd=tmp_path, env={"PYTHONPATH": str(ROOT)})
     assert found["status"] == pytest.ExitCode.INTERRUPTED, found["stdout"][-3000:]
-    # its own work after the signal is under a second (CPU); 20 s of wall were seen on a
-    # loaded CI machine before pytest's render of the traceback was cut (`_shorten`)
+    # after the signal: under a second of CPU (quiet machine: 0.3 s), no module read (each
+    # read waited on the disk of a loaded CI machine: 20 s), and within seconds of wall; a
+    # slower end is allowed only where the run was never asleep (it was on, or waiting for,
+    # a CPU or the disk its reports are synced to), never waiting on a child or a timer
     after = json.loads((tmp_path / "after.json").read_text())
     assert ["open", str(junit)] in after  # seen to the end: pytest writes it last
     assert _strays(after, tmp_path) == [], found
-    assert found["seconds"] < 10 and found["cpu"] < 3 and found["left"] == [], found
+    said = {k: found[k] for k in ("seconds", "cpu", "waits", "left")}  # shown whole by -q
+    assert found["cpu"] < 3 and found["left"] == [], json.dumps(said)
+    assert found["seconds"] < 10 or (found["seconds"] < 30 and _asleep(found) < 1), \
+        json.dumps(said)
     assert "!!! faultsim.reports.interrupted.SigtermInterrupt !!!" in found["stdout"]
     text = page.read_text()
     data = json.loads(text.split('id="faultsim-data">')[1].split("</script>")[0]
