@@ -7,6 +7,7 @@ the shortcut, without it, and on the replaying executor, with the shortcut taken
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import json
 import os
 import sys
@@ -115,9 +116,53 @@ def _finally_branch(fd):
             os.close(fd)
 
 
+_VAR: contextvars.ContextVar = contextvars.ContextVar("var", default=None)
+
+
+def _finally_set_back():
+    previous = _VAR.get()
+    _VAR.set(1)
+    try:
+        return _here()
+    finally:
+        _VAR.set(previous)
+
+
+def _finally_reset():  # reset raises on a token of another context: it could replace the kill
+    token = _VAR.set(1)
+    try:
+        return _here()
+    finally:
+        _VAR.reset(token)
+
+
 def _with_open(path):
     with open(path, "w") as f:
         f.write("x")
+        return _here()
+
+
+class _Holder:
+    def __init__(self, path):
+        self.path = path
+
+    def opener(self, path, mode):
+        return open(path, mode)
+
+
+def _with_open_built(holder):  # its arguments were computed before the kill
+    with open(holder.path + ".tmp", "w") as f:
+        f.write("x")
+        return _here()
+
+
+def _with_open_fstring(holder):
+    with open(f"{holder.path}.{7:03d}", "w"):
+        return _here()
+
+
+def _with_a_locals_opener(holder):  # the callee is a local's: it may be anything
+    with holder.opener(holder.path, "w"):
         return _here()
 
 
@@ -168,9 +213,32 @@ def test_a_finally_lets_it_through_only_when_it_closes_a_descriptor(case, throug
     assert _driver(case, _fd(tmp_path)) is through
 
 
+def test_a_finally_that_sets_a_context_variable_back_lets_it_through_and_a_reset_refuses():
+    assert _driver(_finally_set_back) is True
+    assert _driver(_finally_reset) is False
+
+
+def test_a_finally_closing_through_pyfakefs_os_lets_it_through():
+    """Under pyfakefs, an agent's `os` is an instance of its FakeOsModule: `os.close` is a
+    method of its class, read as the callee it binds (the sandbox's `finally: os.close`)."""
+    from pyfakefs.fake_filesystem_unittest import Patcher
+
+    with Patcher():
+        assert type(os).__name__ == "FakeOsModule"
+        fd = os.open("/fd", os.O_WRONLY | os.O_CREAT)
+        assert _driver(_finally_close, fd) is True
+        assert _driver(_finally_branch, os.open("/fd", os.O_RDONLY)) is False
+
+
 @pytest.mark.parametrize("case,through", [(_with_open, True), (_with_open_then_typed, True)])
 def test_a_with_over_a_file_opened_in_the_statement_lets_it_through(case, through, tmp_path):
     assert _driver(case, str(tmp_path / "f")) is through
+
+
+@pytest.mark.parametrize("case,through", [
+    (_with_open_built, True), (_with_open_fstring, True), (_with_a_locals_opener, False)])
+def test_an_openers_arguments_built_from_locals_do_not_matter(case, through, tmp_path):
+    assert _driver(case, _Holder(str(tmp_path / "f"))) is through
 
 
 def test_a_frame_not_under_run_refuses_and_a_finaliser_refuses():
@@ -214,6 +282,7 @@ AGENTS = [
     (unwind_agents.retries_on_anything, False, True),
     (finality_agents.framework_cleanup, True, True),
     (finality_agents.swallows_the_kill, False, False),
+    (unwind_agents.context_scoped, True, True),
 ]
 
 
@@ -235,6 +304,39 @@ def test_verdicts_are_the_same_with_and_without_reading_the_stack(make, clean, t
     if not clean:  # where the kill is caught, the point was forked, and its finding kept
         assert any(v.invariant == "no_work_after_kill" for run in short.runs
                    for x in run.verdicts for v in x.violations)
+
+
+def test_a_run_scoped_by_a_context_variable_costs_no_fork(charge):
+    """ContextScoped is StateAgent with its run inside `finally: CURRENT_RUN.set(previous)`,
+    under every kill point: the aftermath is read at as many points as StateAgent's (each
+    was forked before that `finally` was read). Its save's `finally: os.close(fd)` is read
+    through pyfakefs's `os`."""
+    def counted(make):
+        before = dict(unwind.counts)
+        assert faultsim.explore(make, charge, crashes=1).ok
+        return {k: unwind.counts[k] - before[k] for k in before}
+
+    scoped, plain = counted(unwind_agents.context_scoped), counted(state_agent.make_agent)
+    assert scoped == plain and scoped["read"] >= 10, (scoped, plain)
+
+
+def test_the_reference_agent_forks_no_child_to_learn_a_kill():
+    """Its run sets its ownership check (storage.FENCE) around `_run` and puts the enclosing
+    one back in a `finally`, and its writes fsync under `finally: os.close(fd)`: from the
+    day FENCE came until `ContextVar.set` was read, every one of its points whose states
+    were all judged forked a child (refunds: 318, research_50_steps: 1,398), and nothing
+    said so."""
+    from reference_agent import make_agent
+
+    from faultsim.scenario import load_scenario
+    from tests.conftest import DATA
+
+    before = dict(unwind.counts)
+    report = faultsim.explore(make_agent, load_scenario(DATA / "tiny.toml"), crashes=1,
+                              crash_model="process")
+    assert report.ok
+    assert unwind.counts["read"] - before["read"] > 100
+    assert unwind.counts["forked"] == before["forked"]
 
 
 def test_the_real_openers_are_known_when_first_read_under_pyfakefs():

@@ -3,9 +3,11 @@
 closes a descriptor (all let a kill through, and are read from the code), and three that
 do not: an `except Exception` around a whole save (does the file's close under the seal
 raise something it would catch?), a context manager that suppresses what it sees, and an
-`except (ValueError, BaseException)` that retries."""
+`except (ValueError, BaseException)` that retries. And one that scopes a context
+variable to its run (`finally: VAR.set(previous)`), as request-scoped code does."""
 from __future__ import annotations
 
+import contextvars
 import json
 import os
 
@@ -71,6 +73,22 @@ class RetriesOnAnything(StateAgent):
         return {"error": "the tool failed"}
 
 
+# the run a log line or a nested call belongs to, as request-scoped frameworks keep it
+CURRENT_RUN: contextvars.ContextVar = contextvars.ContextVar("current_run", default=None)
+
+
+class ContextScoped(StateAgent):
+    """Sets the run it is in for its duration, and puts back the enclosing one."""
+
+    def run(self):
+        previous = CURRENT_RUN.get()
+        CURRENT_RUN.set(self.env.task)
+        try:
+            return super().run()
+        finally:
+            CURRENT_RUN.set(previous)
+
+
 def typed_handlers(env):
     return TypedHandlers(env)
 
@@ -85,3 +103,7 @@ def suppressing_guard(env):
 
 def retries_on_anything(env):
     return RetriesOnAnything(env)
+
+
+def context_scoped(env):
+    return ContextScoped(env)

@@ -21,10 +21,13 @@ after running nothing but known code:
   this cannot read, refuses;
 - the cleanup handlers the compiler adds around them (`COPY 3; POP_EXCEPT; RERAISE 1`,
   and the `del e` of an `except ... as e`);
-- `finally:` bodies that are straight-line calls of known cleanup (closing a descriptor)
-  and re-raise;
+- `finally:` bodies that are straight-line calls of known cleanup (closing a descriptor,
+  `os.close(fd)` through pyfakefs's `os` too, whose `close` is a method of its class; a
+  context variable set back, `VAR.set(previous)`) and re-raise;
 - `with` blocks over a file opened by a known opener called in the same statement (`with
-  open(p, "wb") as f`, `with os.fdopen(fd) as f`): the file's `__exit__` closes it.
+  open(p, "wb") as f`, `with os.fdopen(fd) as f`, `with open(self.path + ".tmp", "w")`:
+  its arguments were computed before the kill, whatever they read): the file's
+  `__exit__` closes it.
   (After the kill the sandbox is sealed: the close lands nothing and raises nothing;
   tests/test_unwind.py checks it against the fork.)
 - faultsim's own file system hooks, whose `finally` only keeps its lookup caches true.
@@ -51,6 +54,7 @@ the fork would have reported `no_work_after_kill` for code a real SIGKILL never 
 """
 from __future__ import annotations
 
+import contextvars
 import posix
 import types
 from typing import Any
@@ -216,6 +220,18 @@ def _load(f, ins, stack: list) -> bool:
         if value is _Refuse:
             return False
         stack.append(value)
+    elif op == "LOAD_METHOD":  # `VAR.set(...)` where VAR is not an imported name (3.11)
+        if not stack:
+            return False
+        owner = stack.pop()
+        value = _attribute(owner, ins.argval)
+        if value is _Refuse:
+            return False
+        # a method of its class: the function, then `self`; else NULL, then the value
+        method = not isinstance(owner, types.ModuleType) and isinstance(
+            value, (types.FunctionType, types.MethodDescriptorType)) and ins.argval not in (
+            getattr(owner, "__dict__", None) or {})
+        stack.extend([value, owner] if method else [None, value])
     elif op == "LOAD_CONST":
         stack.append(ins.argval)
     elif op == "BUILD_TUPLE":
@@ -235,6 +251,12 @@ def _load(f, ins, stack: list) -> bool:
     return True
 
 
+# C types whose attribute lookup is the generic one (their `tp_getattro` is
+# PyObject_GenericGetAttr, Python/context.c), though their `__getattribute__` is a slot
+# wrapper of their own, not `object`'s
+_GENERIC = (contextvars.ContextVar,)
+
+
 def _attribute(owner: Any, name: str) -> Any:
     """`owner.name` where reading it runs no code: a module's global, or a value in an
     instance's own `__dict__` (no `__getattribute__` override, no data descriptor of that
@@ -245,16 +267,23 @@ def _attribute(owner: Any, name: str) -> Any:
         return owner.__dict__.get(name, _Refuse) if type(owner) is types.ModuleType \
             else _Refuse
     cls = type(owner)
-    if cls.__getattribute__ is not object.__getattribute__:
+    if cls.__getattribute__ is not object.__getattribute__ and cls not in _GENERIC:
         return _Refuse
+    found = _Refuse
     for klass in cls.__mro__:
         if name in klass.__dict__:
-            if hasattr(type(klass.__dict__[name]), "__set__"):
+            found = klass.__dict__[name]
+            if hasattr(type(found), "__set__"):
                 return _Refuse  # a data descriptor (a property) runs code
             break
     own = getattr(owner, "__dict__", None)
     if isinstance(own, dict) and name in own:
         return own[name]
+    # a method of its class (`fd_os.close`: pyfakefs's `os` is an instance; `var.set`):
+    # binding a Python function or a C method runs no code, and only its identity is used
+    # (a known callee, an opener, never an exception class)
+    if isinstance(found, (types.FunctionType, types.MethodDescriptorType)):
+        return found
     return _Refuse
 
 
@@ -274,7 +303,7 @@ def _finally_body(f, instructions, n: int) -> int | None:
     stack: list[Any] = []
     for ins in instructions[n:n + 64]:
         op = ins.opname
-        if op in _LOADS:
+        if op in _LOADS or op == "LOAD_METHOD":
             if not _load(f, ins, stack):
                 return None
         elif op in ("PRECALL", "NOP"):
@@ -283,9 +312,9 @@ def _finally_body(f, instructions, n: int) -> int | None:
             count = ins.arg
             if len(stack) < count + 2:
                 return None
-            callee = stack[len(stack) - count - 1]
-            if stack[len(stack) - count - 2] is not None or not _cleanup(callee):
-                return None
+            first, second = stack[len(stack) - count - 2], stack[len(stack) - count - 1]
+            if not _cleanup(second if first is None else first):  # NULL + callable, or
+                return None                                        # method + self
             del stack[len(stack) - count - 2:]
             stack.append(_Refuse)
         elif op == "POP_TOP":
@@ -307,7 +336,10 @@ def _known() -> tuple[set, set]:
     """The callables known to close and do nothing else (cleanup), and the openers whose
     file's `__exit__` closes it: the real ones and pyfakefs's (read under pyfakefs, `io`,
     `os` and `pathlib` are its fake modules: a set read from them alone would not know the
-    real `open`)."""
+    real `open`). Cleanup also holds `ContextVar.set`, the `finally: VAR.set(previous)` of
+    code that sets a context variable for a call: C code that stores a value, runs no
+    Python code, touches no file and cannot raise (unlike `reset`, which raises on a token
+    of another context)."""
     import _io
     import os
     import pathlib
@@ -315,7 +347,7 @@ def _known() -> tuple[set, set]:
     # under pyfakefs, the real modules are its fake modules' `os_module`, `pathlib_module`
     real_os = getattr(os, "os_module", os)
     real_pathlib = getattr(pathlib, "pathlib_module", pathlib)
-    cleanup: set = {posix.close, real_os.close}
+    cleanup: set = {posix.close, real_os.close, contextvars.ContextVar.set}
     openers: set = {_io.open, real_os.fdopen, real_pathlib.Path.open}  # _io.open: open()
     try:
         from pyfakefs.fake_io import FakeIoModule
@@ -339,6 +371,14 @@ def _cleanup(callee: Any) -> bool:
         return False
 
 
+# what an opener's argument expression pops, each pushing one value (3.11's stack effects)
+_ARGUMENT_OPS = {
+    "BINARY_OP": lambda ins: 2,  # path + ".tmp", a / "b"
+    "FORMAT_VALUE": lambda ins: 2 if ins.arg & 0x04 else 1,  # an f-string's {x} (:spec)
+    "BUILD_STRING": lambda ins: ins.arg,  # the f-string's parts joined
+}
+
+
 def _opened_file(f, entry, instructions, index) -> bool:
     """The `with` whose body `entry` covers manages a file from a known opener, called in
     the `with` statement itself: `with open(...) as f:`, `with p.open(...) as f:`."""
@@ -355,7 +395,18 @@ def _opened_file(f, entry, instructions, index) -> bool:
     stack: list[Any] = []
     for ins in instructions[line_start:before]:
         op = ins.opname
-        if op in _LOADS:
+        # The opener's arguments (`open(self.path + ".tmp", "w")`) were computed when the
+        # statement ran, before the kill: what they hold does not change what the file's
+        # `__exit__` does, so a value built from a local stays a local's (never a callee).
+        if op == "LOAD_ATTR" and stack and stack[-1] is _Local:
+            continue
+        if op in _ARGUMENT_OPS:
+            taken = _ARGUMENT_OPS[op](ins)
+            if len(stack) < taken:
+                return False
+            del stack[len(stack) - taken:]
+            stack.append(_Local)
+        elif op in _LOADS:
             if not _load(f, ins, stack):
                 return False
         elif op == "LOAD_METHOD":
