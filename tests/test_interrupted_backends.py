@@ -278,7 +278,7 @@ def test_tiny(crash_safety):
 # `summary._ready_to_stop`); pytest made and cleaned a base temp folder when asked for it.
 _AFTER = """
 import atexit, json
-_after, _seen = [], []
+_seen = []
 def _audit(event, args):
     if event in ("import", "open", "os.mkdir", "os.rmdir", "os.remove", "os.rename",
                  "os.scandir", "os.listdir", "shutil.rmtree") and os.path.exists(READY):
@@ -324,7 +324,7 @@ def test_sigterm_ends_a_pytest_session_with_its_partial_page_and_junit(tmp_path)
     # a CPU or the disk its reports are synced to), never waiting on a child or a timer
     after = json.loads((tmp_path / "after.json").read_text())
     assert ["open", str(junit)] in after  # seen to the end: pytest writes it last
-    assert _strays(after, tmp_path) == [], found
+    assert _strays(after, tmp_path) == []
     said = {k: found[k] for k in ("seconds", "cpu", "waits", "left")}  # shown whole by -q
     assert found["cpu"] < 3 and found["left"] == [], json.dumps(said)
     assert found["seconds"] < 10 or (found["seconds"] < 30 and _asleep(found) < 1), \
