@@ -179,6 +179,11 @@ def run_terminated(argv: list[str], folder: Path, after: int, *, ready_within: f
     return found
 
 
+def _said(found: dict) -> str:
+    """The launcher's figures as a failure message pytest shows whole (a dict it cuts)."""
+    return json.dumps({k: found.get(k) for k in ("seconds", "cpu", "waits", "left")})
+
+
 def _reports(folder: Path) -> dict[str, Path]:
     return {"--json": folder / "r.json", "--junit": folder / "r.xml",
             "--html": folder / "r.html", "--summary-md": folder / "summary.md"}
@@ -189,7 +194,7 @@ def assert_ended_partial(found: dict, reports: dict[str, Path], judged: int,
     """The run ended as SIGTERM ends it, within seconds, nothing left running, and every
     report says it is partial and counts the `judged` crash states it judged."""
     assert found["status"] == 128 + signal.SIGTERM, found["stderr"][-3000:]
-    assert found["seconds"] < 10, found
+    assert found["seconds"] < 10, _said(found)
     assert found["left"] == [], found["left"]
     assert found["stderr"].splitlines()[-1] == "faultsim: terminated"
     data = json.loads(reports["--json"].read_text())
@@ -325,10 +330,9 @@ def test_sigterm_ends_a_pytest_session_with_its_partial_page_and_junit(tmp_path)
     after = json.loads((tmp_path / "after.json").read_text())
     assert ["open", str(junit)] in after  # seen to the end: pytest writes it last
     assert _strays(after, tmp_path) == []
-    said = {k: found[k] for k in ("seconds", "cpu", "waits", "left")}  # shown whole by -q
-    assert found["cpu"] < 3 and found["left"] == [], json.dumps(said)
+    assert found["cpu"] < 3 and found["left"] == [], _said(found)
     assert found["seconds"] < 10 or (found["seconds"] < 30 and _asleep(found) < 1), \
-        json.dumps(said)
+        _said(found)
     assert "!!! faultsim.reports.interrupted.SigtermInterrupt !!!" in found["stdout"]
     text = page.read_text()
     data = json.loads(text.split('id="faultsim-data">')[1].split("</script>")[0]
@@ -367,7 +371,7 @@ def test_sigterm_ends_an_xdist_session_with_what_its_workers_judged(tmp_path):
     found = run_terminated(argv, tmp_path, 3, cwd=tmp_path, env={"PYTHONPATH": str(ROOT)})
     assert found["status"] == pytest.ExitCode.INTERRUPTED, found["stdout"][-3000:]
     # xdist's own teardown of its workers takes up to 5 s of this
-    assert found["seconds"] < 15 and found["left"] == [], found
+    assert found["seconds"] < 15 and found["left"] == [], _said(found)
     text = page.read_text()
     data = json.loads(text.split('id="faultsim-data">')[1].split("</script>")[0]
                       .replace("<\\/", "</"))["report"]
