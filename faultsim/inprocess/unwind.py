@@ -195,8 +195,8 @@ def _handler(f, entry, kill, instructions, index) -> int | None:
         return _finally_body(f, instructions, n)
 
 
-_LOADS = {"LOAD_GLOBAL", "LOAD_ATTR", "LOAD_CONST", "BUILD_TUPLE", "LOAD_FAST",
-          "LOAD_DEREF"}
+_LOADS = {"LOAD_GLOBAL", "LOAD_ATTR", "LOAD_METHOD", "LOAD_CONST", "BUILD_TUPLE",
+          "LOAD_FAST", "LOAD_DEREF"}
 
 
 def _load(f, ins, stack: list) -> bool:
@@ -212,21 +212,16 @@ def _load(f, ins, stack: list) -> bool:
             stack.append(f.f_builtins[name])
         else:
             return False
-    elif op == "LOAD_ATTR":
-        if not stack:
+    elif op in ("LOAD_ATTR", "LOAD_METHOD"):  # LOAD_METHOD: `VAR.set(...)` where VAR is
+        if not stack:                          # not a name bound by an import (3.11)
             return False
         owner = stack.pop()
         value = _attribute(owner, ins.argval)
         if value is _Refuse:
             return False
-        stack.append(value)
-    elif op == "LOAD_METHOD":  # `VAR.set(...)` where VAR is not an imported name (3.11)
-        if not stack:
-            return False
-        owner = stack.pop()
-        value = _attribute(owner, ins.argval)
-        if value is _Refuse:
-            return False
+        if op == "LOAD_ATTR":
+            stack.append(value)
+            return True
         # a method of its class: the function, then `self`; else NULL, then the value
         method = not isinstance(owner, types.ModuleType) and isinstance(
             value, (types.FunctionType, types.MethodDescriptorType)) and ins.argval not in (
@@ -303,7 +298,7 @@ def _finally_body(f, instructions, n: int) -> int | None:
     stack: list[Any] = []
     for ins in instructions[n:n + 64]:
         op = ins.opname
-        if op in _LOADS or op == "LOAD_METHOD":
+        if op in _LOADS:
             if not _load(f, ins, stack):
                 return None
         elif op in ("PRECALL", "NOP"):
@@ -312,9 +307,8 @@ def _finally_body(f, instructions, n: int) -> int | None:
             count = ins.arg
             if len(stack) < count + 2:
                 return None
-            first, second = stack[len(stack) - count - 2], stack[len(stack) - count - 1]
-            if not _cleanup(second if first is None else first):  # NULL + callable, or
-                return None                                        # method + self
+            if not _cleanup(_callee(stack, count)):
+                return None
             del stack[len(stack) - count - 2:]
             stack.append(_Refuse)
         elif op == "POP_TOP":
@@ -326,6 +320,13 @@ def _finally_body(f, instructions, n: int) -> int | None:
         else:
             return None
     return None
+
+
+def _callee(stack: list, count: int) -> Any:
+    """What a CALL of `count` arguments calls: below them NULL + a callable, or a method +
+    its `self` (LOAD_METHOD's two shapes, 3.11)."""
+    first, second = stack[len(stack) - count - 2], stack[len(stack) - count - 1]
+    return second if first is None else first
 
 
 def _func(obj: Any) -> Any:
@@ -409,24 +410,13 @@ def _opened_file(f, entry, instructions, index) -> bool:
         elif op in _LOADS:
             if not _load(f, ins, stack):
                 return False
-        elif op == "LOAD_METHOD":
-            if not stack:
-                return False
-            owner = stack.pop()
-            if owner is _Local or owner is _Refuse:
-                return False
-            attr = getattr(type(owner), ins.argval, None)
-            if attr is None:
-                return False
-            stack.extend([attr, owner])  # the function, then self
         elif op == "PRECALL":
             pass
         elif op == "CALL":
             count = ins.arg
             if len(stack) < count + 2:
                 return False
-            first, second = stack[len(stack) - count - 2], stack[len(stack) - count - 1]
-            callee = second if first is None else first  # NULL + callable, or method + self
+            callee = _callee(stack, count)
             del stack[len(stack) - count - 2:]
             stack.append(("opened", callee))
         else:
