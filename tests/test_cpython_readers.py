@@ -230,6 +230,11 @@ def test_a_sweep_on_an_unknown_version_takes_the_long_way_with_the_same_report(
     assert read == 0 and long.runs[0].converged == 0
     assert long.runs[0].convergence == cpython.unknown()
     assert comparable(long) == comparable(short) and long.ok
+    # the report says why no kill was read, as it says why no run was cut
+    kills = [r.runs[0].to_json()["shortcuts"]["unwind"] for r in (short, long)]
+    assert kills[0]["applied"] > 0 and kills[1]["applied"] == 0
+    assert kills[1]["of"] == kills[0]["of"]
+    assert kills[1]["why_not"] == f"not read on this interpreter: {cpython.unknown()}"
 
 
 def test_a_sweep_whose_code_holds_an_unknown_opcode_has_the_same_report(

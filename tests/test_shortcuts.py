@@ -1,7 +1,7 @@
 """The report's `shortcuts` block (faultsim.reports.shortcuts, issue 53): each of the sweep's
-shortcuts (convergence, leads, the aftermath of convergence, the memo of equal states) says
-how often it applied and, where it never did, why; in the JSON report, in the summary, and
-alike in merged shards."""
+shortcuts (convergence, leads, the aftermath of convergence, the memo of equal states, the
+kill's aftermath read from the code) says how often it applied and, where it never did,
+why; in the JSON report, in the summary, and alike in merged shards."""
 from __future__ import annotations
 
 import re
@@ -102,7 +102,8 @@ def test_merged_shards_give_the_whole_runs_block(tmp_path):
     merged = report_merge.merge(shards)["runs"][0]["shortcuts"]
     alone = whole["runs"][0]["shortcuts"]
     assert alone["convergence"]["applied"] > 0 and alone["memo"]["applied"] > 0
-    for name in ("convergence", "aftermath", "memo"):
+    assert alone["unwind"]["applied"] > 0
+    for name in ("convergence", "aftermath", "memo", "unwind"):
         assert merged[name] == alone[name], name
     leads = merged["leads"]
     assert leads["of"] == alone["leads"]["of"]
@@ -113,6 +114,8 @@ def test_merged_shards_give_the_whole_runs_block(tmp_path):
     one_by_one = block(faultsim.explore(reference_agent.make_agent, scen,
                                         crash_model="process", crashes=1, workers=0))
     assert one_by_one["convergence"] == alone["convergence"]
+    # nor the kills read (unwind): the replaying executor reads each at its own kill
+    assert one_by_one["unwind"] == alone["unwind"]
 
 
 @shortcut

@@ -292,18 +292,68 @@ def test_verdicts_are_the_same_with_and_without_reading_the_stack(make, clean, t
     before = dict(unwind.counts)
     short = faultsim.explore(make, charge, crashes=1)
     read = unwind.counts["read"] - before["read"]
+    replayed = faultsim.explore(make, charge, crashes=1, workers=0)
     monkeypatch.setattr(unwind, "ENABLED", False)
     long = faultsim.explore(make, charge, crashes=1)
     assert unwind.counts["read"] - before["read"] == read  # off means off
-    replayed = faultsim.explore(make, charge, crashes=1, workers=0)
     points = sum(len(run.explored) for run in short.runs)
     assert points > 20 and len(_verdicts(short)) >= points  # every kill landed, judged
     assert _verdicts(short) == _verdicts(long) == _verdicts(replayed)
     assert short.ok is clean, short.counterexamples(2)
     assert (read > 0) is taken
+    # the report's count (its `shortcuts`), per first crash state at its kill: the same
+    # on the replaying executor, which reads the same frame at its own kill; and off says so
+    found = [_unwind_blocks(r) for r in (short, replayed, long)]
+    assert found[0] == found[1], found
+    for block in found[0]:
+        assert block["of"] == sum(len(run.verdicts) for run in short.runs
+                                  if run.crash_model == block["model"]) - block["at_start"]
+        assert (block["applied"] > 0) is taken, block
+        if not taken:  # the frame that stopped the reading, named
+            assert "swallows_the_kill" in block["why_not"] or \
+                "finality_agents.py" in block["why_not"], block
+    assert all(b["applied"] == 0 and b["why_not"] == unwind.OFF for b in found[2])
     if not clean:  # where the kill is caught, the point was forked, and its finding kept
         assert any(v.invariant == "no_work_after_kill" for run in short.runs
                    for x in run.verdicts for v in x.violations)
+
+
+def test_a_kill_never_read_says_where_in_the_summary(charge, capsys):
+    """swallows_the_kill runs its whole loop inside a `try` whose `finally` restores an
+    attribute: no kill is read, every point with its states judged forks a child for its
+    aftermath, and the summary's `shortcuts` line names the frame that stopped the reading
+    (issue 53: a shortcut that is off says so). StateAgent's kills are read: no line."""
+    from faultsim.cli.console import print_run
+
+    for make, said in ((finality_agents.swallows_the_kill, True),
+                       (state_agent.make_agent, False)):
+        (run,) = faultsim.explore(make, charge, crashes=1, crash_model="process").runs
+        found = run.to_json()["shortcuts"]["unwind"]
+        capsys.readouterr()
+        print_run(run)
+        lines = [x.strip() for x in capsys.readouterr().out.splitlines()
+                 if x.strip().startswith("shortcuts")]
+        if said:
+            assert found["applied"] == 0 and found["of"] > 20, found
+            assert found["why_not"] == ("SwallowsTheKill.run in finality_agents.py may run "
+                                        "code as the kill unwinds (an except, finally or "
+                                        "with not shown to let it through)"), found
+            # the most states' reason (a kill during a request stops in httpx first)
+            assert sum(found["refused"].values()) == found["of"]
+            assert found["refused"][found["why_not"]] == max(found["refused"].values())
+            (line,) = lines
+            assert (f"unwind 0 of {found['of']} first crash states "
+                    f"(never: {found['why_not']})") in line
+        else:
+            assert found["applied"] > 20 and not lines, (found, lines)
+
+
+def _unwind_blocks(report) -> list[dict]:
+    """Each run's `shortcuts.unwind`, with its crash model and its states killed before the
+    first event (no kill is raised there: not counted)."""
+    return [{**run.to_json()["shortcuts"]["unwind"], "model": run.crash_model,
+             "at_start": sum(v.kill_point.index == 0 for v in run.verdicts)}
+            for run in report.runs]
 
 
 def test_a_run_scoped_by_a_context_variable_costs_no_fork(charge):

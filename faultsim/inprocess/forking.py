@@ -231,6 +231,11 @@ class _Pool:
 
     def _fork_for(self, points: list[KillPoint], write, frame=None) -> bool:
         signature = world_signature(self.world)
+        if self.every_kill:  # a first crash: whether its kill is read (unwind.py), counted
+            # per state by the sweep as the replaying executor counts it (KillAt)
+            loud = unwind.refusal_here(frame) if frame is not None else unwind.NO_FRAME
+            for point in points:
+                self.sweep.unwinds[point.id] = loud
         # The file whose content (or presence) a class of states may differ in: the one
         # last created or written, as the replaying executor finds it after its kill. Not
         # the file a torn write is writing: until that write lands, the interposer's last
@@ -301,8 +306,7 @@ class _Pool:
         none_mine = self.sweep.owns is not None and not settled and len(self.parked) == parked
         # Nor where the kill provably unwinds to run() running nothing of the agent's
         # (unwind.py): its aftermath is known, empty, without the child.
-        if not job and (not self.every_kill or none_mine or (
-                frame is not None and unwind.quiet_here(frame))):
+        if not job and (not self.every_kill or none_mine or unwind.decided(loud)):
             # where a state was composed, the kill's aftermath is the clean run's at that
             # point (after_convergence.py), as the child that would have died here saw it
             for entry, known in settled:

@@ -26,6 +26,8 @@ def sweep_replaying(ex: Explorer, sweep: Sweep, chosen: list[KillPoint], models:
                 unjudged.record(sweep, model, point, why)
                 continue
             world, states, after_kill = crashed.world, crashed.states, crashed.after_kill
+            if start is None and point.index > 0:  # a first crash's kill, read or not
+                sweep.unwinds[point.id] = crashed.loud  # (as the forking executor's, ForkAt)
             signature, watch = world_signature(world), ex.interposer.last_touched
             for i, state in enumerate(states):
                 if not sweep.mine(state, signature, model, point, i):

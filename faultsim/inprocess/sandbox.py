@@ -24,7 +24,7 @@ from ..model import sdk
 from . import diagnose
 from .after_convergence import tail_of
 from .convergence import Course, Recorder, Watch, complete, course_events, tracked
-from . import cpython, leads
+from . import cpython, leads, unwind
 from .fs import FsInterposer, install
 from ..killpoints import KillPoint
 from ..judge.oracle import RESUME_GUARDS, CrashRun, Golden, judge
@@ -52,16 +52,21 @@ class KillAt:
     def __init__(self, point: KillPoint, seal: Callable[[], None]) -> None:
         self.point, self._seal = point, seal
         self.landed = False
+        # why the kill's aftermath is not read from the code (None: it is), read from the
+        # frame the forking executor reads it from (ForkAt): the `shortcuts` block's unwind
+        self.loud: str | None = unwind.NO_FRAME
 
     def after(self, tracer: Tracer, event: Event) -> None:
         if self.point.offset is None and event.index == self.point.index:
             self.landed = True
+            self.loud = unwind.refusal_here(sys._getframe(1))  # emit's call
             self._seal()
             raise finality.killed(Killed(self.point.id))
 
     def before_write(self, tracer: Tracer, write) -> bytes | None:
         if self.point.offset is not None and tracer.next_index == self.point.index:
             self.landed = True
+            self.loud = unwind.refusal_here(sys._getframe(2))  # the write's hook (fs.py)
             self._seal()
             return write.torn(self.point.offset)
         return None
@@ -74,6 +79,9 @@ class Crashed:
     world: World  # sealed at the kill; unsealed again for the resumed run
     states: list[CrashState]  # the crash states the crash model allows, in order
     after_kill: list[str]  # how the killed incarnation went on working (finality.py)
+    # why the kill's aftermath is not read from the code (None: it is, unwind.py); at a
+    # point before the first event no kill is raised, and the sweep counts none
+    loud: str | None = unwind.NO_FRAME
 
 
 class Explorer:
@@ -336,7 +344,7 @@ class Explorer:
         states = crash_states(self, model, self.interposer.snapshot())
         world.sealed = False
         return Crashed(world, states, [inc.went_on] if point.index > 0 and inc.went_on
-                       else [])
+                       else [], policy.loud if point.index > 0 else unwind.NO_FRAME)
 
     def prepare(self, world: World, state: CrashState) -> None:
         """Put `state` on disk for the next incarnation, as a restart would find it, after

@@ -51,6 +51,13 @@ and the objects freed on the way (a frame's locals) run no `__del__` or generato
 `finally` that asks the model, calls a service or marks. Where that assumption is wrong,
 the fork would have reported `no_work_after_kill` for code a real SIGKILL never runs
 (finality.py, rule 2): this reads what the real kill does.
+
+Counted, so that a shortcut that is off says so (issue 53; it had been off for the
+reference agent for weeks, unseen): the report's `shortcuts` block counts each first crash
+state whose kill was read and, for the others, the frame that stopped the reading
+(`refusal`). Both executors read it at the kill from the same frame (forking.ForkAt at
+every first crash's point, sandbox.KillAt at its own kill), so the count is the same
+whichever ran, on any worker count, and shards add up to the whole run's.
 """
 from __future__ import annotations
 
@@ -87,17 +94,35 @@ def _code_info(code: types.CodeType) -> tuple | None:
 def quiet(frame: types.FrameType, kill: type[BaseException], stop: types.CodeType) -> bool:
     """True when `kill`, raised in `frame`, provably reaches the frame running `stop` (the
     code of `run_agent`) with no code run on the way but known cleanup."""
+    return refusal(frame, kill, stop) is None
+
+
+def refusal(frame: types.FrameType, kill: type[BaseException], stop: types.CodeType
+            ) -> str | None:
+    """Why `quiet` is not shown, in a phrase naming the frame (function and file name, no
+    folder or line: the same on any machine, and one reason per function in the report's
+    `shortcuts`); None where it is."""
     f = frame
     while f is not None:
         if f.f_code is stop:
-            return True
+            return None
         name, path = f.f_code.co_name, f.f_code.co_filename
         if name == "__del__" or path.endswith(("weakref.py", "atexit.py")):
-            return False  # a finaliser: a kill raised there is swallowed (unraisable)
-        if f.f_code not in _audited() and not _frame_lets_through(f, kill):
-            return False
+            # a finaliser: a kill raised there is swallowed (unraisable)
+            return f"the kill is raised in a finaliser ({_where(f)}), which swallows it"
+        if f.f_code not in _audited():
+            if _code_info(f.f_code) is None:
+                return f"{_where(f)} holds bytecode this reader does not know"
+            if not _frame_lets_through(f, kill):
+                return (f"{_where(f)} may run code as the kill unwinds (an except, finally "
+                        "or with not shown to let it through)")
         f = f.f_back
-    return False
+    return "the kill is raised outside the agent's run (another thread)"
+
+
+def _where(f: types.FrameType) -> str:
+    code = f.f_code
+    return f"{code.co_qualname} in {code.co_filename.rsplit('/', 1)[-1]}"
 
 
 _AUDITED: set | None = None
@@ -431,20 +456,36 @@ def _opened_file(f, entry, instructions, index) -> bool:
 
 ENABLED = True  # tests turn it off to compare with the fork at every kill point
 # kill points of this process's sweeps whose aftermath was read here, and those forked for
-# it instead (tests/test_unwind.py shows the shortcut taken; the report does not count it)
+# it instead (tests/test_unwind.py; the report counts crash states: its `shortcuts`)
 counts = {"read": 0, "forked": 0}
+OFF = "off (faultsim.inprocess.unwind.ENABLED)"
+NO_FRAME = "no frame to read: the kill is not raised in the agent's run"
 
 
-def quiet_here(frame: types.FrameType) -> bool:
-    """`quiet` for a kill (trace.Killed) raised in `frame` of an incarnation's run. Only on
-    an interpreter whose bytecode shapes this reads (cpython.KNOWN: CPython 3.11);
+def refusal_here(frame: types.FrameType) -> str | None:
+    """`refusal` for a kill (trace.Killed) raised in `frame` of an incarnation's run. Only
+    on an interpreter whose bytecode shapes this reads (cpython.KNOWN: CPython 3.11);
     elsewhere every point forks, and so does a point whose stack holds code with an opcode
     or an exception table this does not know (`_code_info`)."""
-    if not ENABLED or cpython.shapes() is None:
-        return False
+    if not ENABLED:
+        return OFF
+    if cpython.shapes() is None:
+        return f"not read on this interpreter: {cpython.unknown()}"
     from .. import agent
     from ..core.trace import Killed
 
-    found = quiet(frame, Killed, agent.run_agent.__code__)
-    counts["read" if found else "forked"] += 1
-    return found
+    return refusal(frame, Killed, agent.run_agent.__code__)
+
+
+def quiet_here(frame: types.FrameType) -> bool:
+    """`refusal_here` found nothing, counted (`decided`)."""
+    return decided(refusal_here(frame))
+
+
+def decided(loud: str | None) -> bool:
+    """The forking executor's decision at a point it would fork at only for the kill's
+    aftermath: no child where the kill is read (`loud`, `refusal_here`'s, is None); counted
+    in `counts` where the reader ran."""
+    if ENABLED and cpython.shapes() is not None:
+        counts["read" if loud is None else "forked"] += 1
+    return loud is None

@@ -230,6 +230,9 @@ class Sweep:
     # those this predicate owns (by memo key) are counted and reported: None, all
     # (faultsim.inprocess.sharding, `state_owner`)
     reports: Callable[[tuple], bool] | None = None
+    # first crashes' kill point id -> why its kill's aftermath is not read from the code
+    # (None: it is; faultsim.inprocess.unwind), as each executor found it at the kill
+    unwinds: dict[str, str | None] = field(default_factory=dict)
 
     def mine(self, state: CrashState, signature: str, model: str | None = None,
              point: KillPoint | None = None, order: int = 0) -> bool:
@@ -369,6 +372,8 @@ class Sweep:
             return
         run.verdicts.append(verdict)
         run.escalated += result.escalated
+        if point.id in self.unwinds:  # killed in process (not before its first event)
+            run.unwound(self.unwinds[point.id])
         if fresh:
             run.judged += 1
             run.converged += result.converged
