@@ -19,8 +19,8 @@ one never did, why (issue 53: a shortcut that is off says so).
   it, so the same on any worker count and summed over shards.
 
 Each is `{"applied", "of", "why_not"}` (`why_not` null once it applied), convergence,
-leads and unwind with `refused` too. Built from a run's counts (`block`) and again from merged shards'
-(`merge`), so both say the same; standard library only (`merge` reads it)."""
+leads and unwind with `refused` too. Built from a run's counts (`block`) and again from
+merged shards' (`merge`), so both say the same; standard library only (`merge` reads it)."""
 from __future__ import annotations
 
 from typing import Any
