@@ -370,8 +370,12 @@ def test_sigterm_ends_an_xdist_session_with_what_its_workers_judged(tmp_path):
     argv, page, junit = _xdist_session(tmp_path)
     found = run_terminated(argv, tmp_path, 3, cwd=tmp_path, env={"PYTHONPATH": str(ROOT)})
     assert found["status"] == pytest.ExitCode.INTERRUPTED, found["stdout"][-3000:]
-    # xdist's own teardown of its workers takes up to 5 s of this
-    assert found["seconds"] < 15 and found["left"] == [], _said(found)
+    # xdist's own teardown of its workers takes up to 5 s of this; as above, a slower end
+    # only where the controller was never asleep (CI, 4 test workers on 2 cores: 17.4 s,
+    # 14.6 of them runnable and waiting for a core, 0.3 s asleep, for 3.7 s of CPU)
+    assert found["left"] == [], _said(found)
+    assert found["seconds"] < 15 or (found["seconds"] < 30 and _asleep(found) < 1), \
+        _said(found)
     text = page.read_text()
     data = json.loads(text.split('id="faultsim-data">')[1].split("</script>")[0]
                       .replace("<\\/", "</"))["report"]
