@@ -144,7 +144,7 @@ def test_unwind_forks_everywhere_on_an_unknown_version(monkeypatch):
     another_version(monkeypatch)
     assert unwind._code_info(frame.f_code) is None and not _driver(_plain)
     before = dict(unwind.counts)
-    assert not unwind.quiet_here(frame) and unwind.counts == before
+    assert not unwind.decided(unwind.refusal_here(frame)) and unwind.counts == before
     assert "CPython 3.99 is not a version" in cpython.unknown()
 
 

@@ -49,24 +49,28 @@ SANDBOX = "/faultsim/sandbox"
 class KillAt:
     """Tracer policy: kill at one kill point."""
 
-    def __init__(self, point: KillPoint, seal: Callable[[], None]) -> None:
+    def __init__(self, point: KillPoint, seal: Callable[[], None], read: bool = False
+                 ) -> None:
         self.point, self._seal = point, seal
         self.landed = False
-        # why the kill's aftermath is not read from the code (None: it is), read from the
-        # frame the forking executor reads it from (ForkAt): the `shortcuts` block's unwind
-        self.loud: str | None = unwind.NO_FRAME
+        # `read` (a first crash): why the kill's aftermath is not read from the code (None:
+        # it is), from the frame the forking executor reads (ForkAt): `shortcuts`' unwind.
+        # Not read for a kill during recovery: the report counts first crashes only.
+        self.read, self.loud = read, unwind.NO_FRAME
 
     def after(self, tracer: Tracer, event: Event) -> None:
         if self.point.offset is None and event.index == self.point.index:
             self.landed = True
-            self.loud = unwind.refusal_here(sys._getframe(1))  # emit's call
+            if self.read:
+                self.loud = unwind.refusal_here(sys._getframe(1))  # emit's call
             self._seal()
             raise finality.killed(Killed(self.point.id))
 
     def before_write(self, tracer: Tracer, write) -> bytes | None:
         if self.point.offset is not None and tracer.next_index == self.point.index:
             self.landed = True
-            self.loud = unwind.refusal_here(sys._getframe(2))  # the write's hook (fs.py)
+            if self.read:
+                self.loud = unwind.refusal_here(sys._getframe(2))  # the write's hook (fs.py)
             self._seal()
             return write.torn(self.point.offset)
         return None
@@ -330,7 +334,8 @@ class Explorer:
             world = start()
         if point.index > 0:
             policy = KillAt(point, seal=lambda: (self.interposer.kill(),
-                                                 setattr(world, "sealed", True)))
+                                                 setattr(world, "sealed", True)),
+                            read=start is None)
             inc = self.incarnation(world, policy)
             if not policy.landed:
                 raise KillDidNotLand(f"{point.id} never came: the "

@@ -477,11 +477,6 @@ def refusal_here(frame: types.FrameType) -> str | None:
     return refusal(frame, Killed, agent.run_agent.__code__)
 
 
-def quiet_here(frame: types.FrameType) -> bool:
-    """`refusal_here` found nothing, counted (`decided`)."""
-    return decided(refusal_here(frame))
-
-
 def decided(loud: str | None) -> bool:
     """The forking executor's decision at a point it would fork at only for the kill's
     aftermath: no child where the kill is read (`loud`, `refusal_here`'s, is None); counted

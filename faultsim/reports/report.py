@@ -163,9 +163,8 @@ class ModelRun:
     # {"convergence": {reason: runs}, "leads": {reason: runs}} (faultsim.reports.shortcuts)
     refused: dict[str, dict[str, int]] = field(default_factory=dict)
     escalated: int = 0  # crash states whose resumed run escalated to a person (legal, P11)
-    # first crash states killed in process, and of them those whose kill's aftermath is read
-    # from the code (faultsim.inprocess.unwind); the others' reasons in `refused["unwind"]`
-    killed_in_process: int = 0
+    # first crash states killed in process whose kill's aftermath is read from the code
+    # (faultsim.inprocess.unwind); the others are counted by reason in `refused["unwind"]`
     unwind_read: int = 0
     probes: list[Verdict] = field(default_factory=list)  # checks beyond kill points (P4)
     seed: str = "0"
@@ -208,7 +207,6 @@ class ModelRun:
 
     def unwound(self, loud: str | None) -> None:
         """Count a first crash state's kill: read (`loud` None) or why not (unwind.py)."""
-        self.killed_in_process += 1
         if loud is None:
             self.unwind_read += 1
         else:
@@ -384,8 +382,7 @@ class ModelRun:
             shared=self.reused + sum(d.explored - d.resumed - d.after_convergence - d.composed
                                      for d in depths if not d.searched),
             states=len(self.verdicts) + sum(d.explored for d in depths),
-            crashes=self.crashes, off=self.convergence, unwind=self.unwind_read,
-            killed=self.killed_in_process)
+            crashes=self.crashes, off=self.convergence, unwind=self.unwind_read)
 
     def _judged_positions(self) -> set[int]:
         """Positions (in `kill_points`) of the kill points with a verdict here."""

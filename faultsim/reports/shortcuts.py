@@ -46,9 +46,10 @@ NOT_IN_PROCESS = "no kill was raised in process (a process killed for real runs 
 
 def block(*, resumed: int, converged: int, met: int, refused: dict, aftermath: int,
           later: int, shared: int, states: int, crashes: int, off: str | None,
-          unwind: int = 0, killed: int = 0) -> dict:
+          unwind: int = 0) -> dict:
     """The block of one run. `refused`: {"convergence": {reason: runs}, "leads": ...,
-    "unwind": {reason: states}}; `unwind` of `killed` first crash states read (unwind.py);
+    "unwind": {reason: states}}; `unwind`: first crash states whose kill was read, of
+    those and the ones `refused` counts (unwind.py);
     `off`: why no run could be cut at all (the report's `convergence`), counted for every
     run not cut where no reason was counted per run (subprocess mode)."""
     out: dict[str, Any] = {}
@@ -64,8 +65,9 @@ def block(*, resumed: int, converged: int, met: int, refused: dict, aftermath: i
                      "refused": dict(sorted(reasons.items()))}
     out["aftermath"] = {"applied": aftermath, "of": later}
     out["memo"] = {"applied": shared, "of": states}
-    out["unwind"] = {"applied": unwind, "of": killed,
-                     "refused": dict(sorted((refused.get("unwind") or {}).items()))}
+    loud = refused.get("unwind") or {}
+    out["unwind"] = {"applied": unwind, "of": unwind + sum(loud.values()),
+                     "refused": dict(sorted(loud.items()))}
     return explain(out, crashes)
 
 
