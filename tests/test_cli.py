@@ -357,3 +357,19 @@ def test_a_resent_cancel_that_lands_inside_the_hook_is_sent_again(sig, kind, mon
 
     monkeypatch.setattr(threading.Thread, "start", slow_start)
     assert _cancel_swallowed_once(sig, kind)  # swallowed once, the run went on, then ended
+
+
+def test_the_command_exits_with_mains_code_without_a_last_collection(monkeypatch):
+    """`faultsim` (and `python -m faultsim`) is `entry`: main's exit code, and the heap
+    frozen first, so the interpreter's last collection does not walk a sweep's heap."""
+    import faultsim.cli as cli
+    import tomllib
+
+    frozen = []
+    monkeypatch.setattr(cli, "main", lambda: 3)
+    monkeypatch.setattr(cli, "exiting_now", lambda: frozen.append(True))
+    with pytest.raises(SystemExit) as exc:
+        cli.entry()
+    assert exc.value.code == 3 and frozen == [True]
+    project = tomllib.loads((Path(__file__).parent.parent / "pyproject.toml").read_text())
+    assert project["project"]["scripts"]["faultsim"] == "faultsim.cli:entry"

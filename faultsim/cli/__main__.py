@@ -1,6 +1,4 @@
 """`python -m faultsim.cli`: the same command as `faultsim`."""
-import sys
+from . import entry
 
-from . import main
-
-sys.exit(main())
+entry()

@@ -178,9 +178,10 @@ def _stack_dumps() -> bool:
 
 
 def exiting_now() -> None:
-    """Cancelled: the process ends right after this. Every clean-up has run; what is left
-    is the interpreter's last garbage collection over a sweep's heap (traces, memos),
-    1-2 s on a busy machine. Frozen objects are outside every collection."""
+    """The process ends right after this (cancelled, or the command done: `cli.entry`).
+    Every clean-up has run; what is left is the interpreter's last garbage collection over
+    a sweep's heap (traces, memos), 1-2 s on a busy machine. Frozen objects are outside
+    every collection."""
     import gc
 
     gc.freeze()

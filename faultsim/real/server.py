@@ -65,6 +65,11 @@ def _setup(init: dict, same: SamePath) -> Context:
 
     from ..model import sdk
 
+    # the collector off through the imports and the warm-up: their some 200,000 objects
+    # nearly all live on, and the collections their allocations set off (full ones among
+    # them, each over the growing heap) are CPU every server pays for nothing; what they
+    # leave is collected once, below, and frozen
+    gc.disable()
     sdk.load()  # the expensive import of anthropic, paid once here (an unserved one refused)
     from ..agent import Store
     from ..world.clock import freeze
@@ -96,6 +101,7 @@ def _setup(init: dict, same: SamePath) -> Context:
     factory = freezer.start()  # once: each start rescans every loaded module
     gc.collect()
     gc.freeze()  # children share these pages copy-on-write; keep the collector off them
+    gc.enable()
     ctx = Context(scenario, make_agent, same.root, init["seed"], init["timeout"],
                   factory, store, redis_client, same)
     if redis_client is not None:
