@@ -65,7 +65,7 @@ def _setup(init: dict, same: SamePath) -> Context:
 
     from ..model import sdk
 
-    # the collector off through the imports and the warm-up: their some 200,000 objects
+    # the collector off through the imports and the warm-up: their some 160,000 objects
     # nearly all live on, and the collections their allocations set off (full ones among
     # them, each over the growing heap) are CPU every server pays for nothing; what they
     # leave is collected once, below, and frozen
