@@ -160,7 +160,9 @@ def test_pyfakefs_internals_are_where_we_hook():
         assert wrapper.__wrapped__.__module__ == "pyfakefs.fake_filesystem", name
         assert wrapper.__wrapped__.__name__ == name
     for cls in (fake_file.FakeBinaryFileWrapper, fake_file.FakeTextFileWrapper):
-        assert cls.__getattribute__.__module__ == ours, cls
+        assert "__getattribute__" not in cls.__dict__, cls  # theirs removed: the generic one
+        assert type(cls.__dict__["read"]).__module__ == ours, cls  # a forward
+        assert type(cls.__dict__["write"]).__module__ == ours, cls
     appends = "faultsim.inprocess.appends"
     assert fake_file.FakeFileWrapper.flush.__module__ == appends
     assert fake_file.FakeFileWrapper.flush.__wrapped__.__module__ == "pyfakefs.fake_file"
@@ -217,6 +219,63 @@ def test_the_skipped_module_check_answers_as_pyfakefs_does(tmp_path):
     assert all(a == b for a, b in answers.values()), answers
     assert answers["in skipme"] == answers["stdlib in skipme"] == (True, True)
     assert answers["here"] == answers["stdlib here"] == (False, False)
+
+
+def _theirs(wrapper, name):
+    """An attribute read on an open file as pyfakefs's own `__getattribute__` of its file
+    wrappers answers it (pyfakefs/fake_file.py, FakeBinaryFileWrapper.__getattribute__)."""
+    base = fake_file.FakeFileWrapper
+    if hasattr(base, name) or name in object.__getattribute__(wrapper, "__dict__"):
+        return base.__getattribute__(wrapper, name)
+    return type(wrapper).__getattr__(wrapper, name)
+
+
+def _answer(read):
+    """What a read gave, comparable across two reads: a bound method by its function and
+    object, a closure pyfakefs makes per read by its name, an error by its type."""
+    try:
+        value = read()
+    except Exception as e:  # noqa: BLE001 - the kind of error is the answer
+        return ("raised", type(e))
+    if hasattr(value, "__self__") and hasattr(value, "__func__"):
+        return ("method", value.__func__, id(value.__self__))
+    if callable(value) and getattr(value, "__qualname__", "").count("<locals>"):
+        return ("made", value.__qualname__)
+    if callable(value) and hasattr(value, "__self__"):  # a C method of the stream
+        return ("bound", getattr(value, "__name__", None), id(value.__self__))
+    return ("value", value if isinstance(value, (str, int, bool, type(None))) else id(value))
+
+
+@pytest.mark.parametrize("mode", ["rb", "wb", "ab", "r+b", "r", "w", "a", "r+"])
+def test_an_open_files_every_attribute_reads_as_pyfakefs_reads_it(mode):
+    """faultsim drops pyfakefs's `__getattribute__` of its file wrappers for the generic
+    lookup plus forwards (fs._direct_wrapper_lookup): every name either class or its io
+    base has, the instance's own attributes, a name io's data descriptor shadows and one
+    no one has read the same both ways, in every mode; and setting an io name behaves as
+    the generic way does. (Checked to fail when a forward is left out, `write` giving
+    io's method, and when the forwards skip the instance's own values.)"""
+    install()
+    with Patcher() as patcher:
+        patcher.fs.create_file("/f", contents=b"abc\n")
+        with open("/f", mode) as f:
+            cls = type(f)
+            assert cls in (fake_file.FakeBinaryFileWrapper, fake_file.FakeTextFileWrapper)
+            names = set(dir(cls)) | set(vars(f)) | {"no_such_name", "_io", "encoding"}
+            names -= {n for n in names if n.startswith("__") and n.endswith("__")}
+            names -= {n for n in names if n.startswith("_abc")}
+            differ = {n: (_answer(lambda: getattr(f, n)), _answer(lambda: _theirs(f, n)))
+                      for n in sorted(names)}
+            differ = {n: pair for n, pair in differ.items() if pair[0] != pair[1]}
+            assert not differ, differ
+            # an instance's own value under a forwarded name that no data descriptor of
+            # io's holds wins, as in the generic lookup theirs did for it
+            f.__dict__["readlines"] = "own"
+            assert f.readlines == _theirs(f, "readlines") == "own"
+            del f.readlines
+            assert _answer(lambda: f.readlines) == _answer(lambda: _theirs(f, "readlines"))
+            if "b" not in mode:  # io's read-only data descriptor refuses a set both ways
+                with pytest.raises(AttributeError):
+                    f.encoding = "latin-1"
 
 
 # -- the trace --------------------------------------------------------------------------------

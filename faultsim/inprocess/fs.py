@@ -13,6 +13,8 @@ guarded by tests/test_interpose.py::test_pyfakefs_internals_are_where_we_hook):
 - `FakeOsModule.fsync` / `fdatasync`: no-ops in pyfakefs, recorded here for the power model.
 - `FakeFileWrapper.flush`, `FakeFile._byte_contents` (`appends.py`): a flush that only
   extends a file hands over its new bytes (`FsInterposer.appended`), kept apart until read.
+- `FakeBinaryFileWrapper` / `FakeTextFileWrapper.__getattribute__`: removed for the generic
+  lookup plus forwarding descriptors, the same answers without a Python call per read.
 
 The hooks are installed on the classes once, before any `Patcher` is built (so a module
 that did `from os import fsync` still gets the hooked function), and do nothing unless an
@@ -27,7 +29,7 @@ from typing import Any
 from pyfakefs import fake_file, fake_filesystem, fake_os
 
 from ..interpose import finality
-from . import appends
+from . import appends, unwind
 from ..core.crashmodel import DIR, Durability  # what a snapshot and an fsync record
 from ..interpose.netguard import call_site
 from ..core.trace import Killed, PendingWrite, Tracer, digest
@@ -51,7 +53,7 @@ def install() -> None:
     _hook_fsync()
     _skip_string_conversion()
     _cache_lookups()
-    _memoise_wrapper_names()
+    _direct_wrapper_lookup()
     _fast_skipped_module_check()
     _hook_observations()
     _quiet_real_directories()
@@ -258,26 +260,78 @@ def _cache_lookups() -> None:
     FakeFilesystem.exists = exists
 
 
-def _memoise_wrapper_names() -> None:
-    """An open file's every attribute read, its own methods' `self._io` included, goes
-    through the wrappers' __getattribute__, which asks `hasattr(FakeFileWrapper, name)`
-    and `name in self.__dict__` (itself a second pass): ~200 passes per atomic write.
-    The class's names never change, so the first answer is memoised; the rest is theirs."""
+def _direct_wrapper_lookup() -> None:
+    """An open file's every attribute read, its own methods' `self._io` included, went
+    through the wrappers' `__getattribute__` in Python (pyfakefs's, `hasattr(FakeFileWrapper,
+    name) or name in self.__dict__`, else `__getattr__`): ~200 calls per atomic write, 9 %
+    of a resumed run's profile. That override exists only so that a name io's base class
+    has and FakeFileWrapper has not (`read`, `write`, ...) goes to `__getattr__`, which
+    forwards it to the file's stream, instead of to io's method. The same answer without a
+    Python call per read: the override removed, and each such name shadowed on the wrapper
+    class by a `_Forward` descriptor that calls `__getattr__`.
+
+    Why every read gives what theirs gives (tests/test_interpose.py reads every name both
+    ways): the lookup is now the generic one, over the same classes plus the forwards.
+    - A name FakeFileWrapper has: theirs did the generic lookup; no forward has its name.
+    - A name of io's and not of FakeFileWrapper's: theirs gave an instance's own value
+      through the generic lookup (where io's data descriptor of that name wins) and else
+      `__getattr__`; the forward is a data descriptor that does exactly that, and sets and
+      deletes what the generic way would (`_Forward`).
+    - Any other name: theirs called `__getattr__`; the generic lookup fails and calls it.
+    Left to io, as the type's slots always were: its dunders (`__del__`: a finaliser is
+    looked up on the type, never through `__getattribute__`) and ABC's class data
+    (`_abc_impl`). The names are read once, after the classes are complete: no hook of
+    this module adds a name to FakeFileWrapper (they wrap names it has)."""
     wrapper_class = fake_file.FakeFileWrapper
-    on_class: dict[str, bool] = {}
-    plain_get = object.__getattribute__
-
-    def wrapper_getattribute(self, name):
-        known = on_class.get(name)
-        if known is None:
-            known = on_class[name] = hasattr(wrapper_class, name)
-        if known or name in plain_get(self, "__dict__"):
-            return plain_get(self, name)
-        return plain_get(self, "__getattr__")(name)
-
     for cls in (fake_file.FakeBinaryFileWrapper, fake_file.FakeTextFileWrapper):
-        if cls.__dict__.get("__getattribute__") is not None:  # else theirs changed shape
-            cls.__getattribute__ = wrapper_getattribute
+        if cls.__dict__.get("__getattribute__") is None:
+            continue  # theirs changed shape: their lookup, untouched
+        forwarded = [name for name in dir(cls) if not hasattr(wrapper_class, name)
+                     and not (name.startswith("__") and name.endswith("__"))
+                     and not name.startswith("_abc")]
+        del cls.__getattribute__
+        for name in forwarded:
+            setattr(cls, name, _Forward(cls, name))
+        unwind.FORWARDING.add(cls)  # its reads may run code, as when theirs ran on each
+
+
+class _Forward:
+    """One name of io's on a file wrapper: the instance's own value (or io's data
+    descriptor's, as the generic lookup gives it), else the wrapper's `__getattr__`."""
+
+    __slots__ = ("name", "below")
+
+    def __init__(self, cls: type, name: str) -> None:
+        self.name = name
+        # what the generic lookup found under this name before the forward shadowed it
+        self.below = next(k.__dict__[name] for k in cls.__mro__ if name in k.__dict__)
+
+    def _data(self) -> bool:  # a data descriptor: it wins over the instance's own value
+        return hasattr(type(self.below), "__set__") or hasattr(type(self.below), "__delete__")
+
+    def __get__(self, obj, owner=None):
+        getter = getattr(type(self.below), "__get__", None)
+        if obj is None:  # read on the class: what io's class gives
+            return self.below if getter is None else getter(self.below, None, owner)
+        if self.name in obj.__dict__:
+            if getter is not None and self._data():
+                return getter(self.below, obj, owner)
+            return obj.__dict__[self.name]
+        return type(obj).__getattr__(obj, self.name)
+
+    def __set__(self, obj, value) -> None:
+        if self._data():
+            type(self.below).__set__(self.below, obj, value)
+        else:
+            obj.__dict__[self.name] = value
+
+    def __delete__(self, obj) -> None:
+        if self._data():
+            type(self.below).__delete__(self.below, obj)
+        elif self.name in obj.__dict__:
+            del obj.__dict__[self.name]
+        else:
+            raise AttributeError(self.name)
 
 
 def _fast_skipped_module_check() -> None:

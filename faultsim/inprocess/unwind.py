@@ -275,6 +275,10 @@ def _load(f, ins, stack: list) -> bool:
 # PyObject_GenericGetAttr, Python/context.c), though their `__getattribute__` is a slot
 # wrapper of their own, not `object`'s
 _GENERIC = (contextvars.ContextVar,)
+# Classes whose lookup is the generic one but whose reads may still run code: pyfakefs's
+# open files, whose `__getattribute__` faultsim replaced by forwarding descriptors
+# (fs._direct_wrapper_lookup); refused as before, when theirs ran on every read
+FORWARDING: set[type] = set()
 
 
 def _attribute(owner: Any, name: str) -> Any:
@@ -287,7 +291,8 @@ def _attribute(owner: Any, name: str) -> Any:
         return owner.__dict__.get(name, _Refuse) if type(owner) is types.ModuleType \
             else _Refuse
     cls = type(owner)
-    if cls.__getattribute__ is not object.__getattribute__ and cls not in _GENERIC:
+    if cls.__getattribute__ is not object.__getattribute__ and cls not in _GENERIC \
+            or cls in FORWARDING:
         return _Refuse
     found = _Refuse
     for klass in cls.__mro__:
