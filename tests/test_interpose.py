@@ -278,6 +278,41 @@ def test_an_open_files_every_attribute_reads_as_pyfakefs_reads_it(mode):
                     f.encoding = "latin-1"
 
 
+def test_a_fake_files_stat_names_read_and_set_its_stat_result_as_pyfakefs_does():
+    """faultsim drops FakeFile's `__getattr__` / `__setattr__` for a property per stat name
+    (fs._direct_stat_attributes). What theirs did: every stat name set on `stat_result`,
+    read from it (the generic lookup failing first); any other name the generic way. Each
+    kind of fake file, after the operations a run makes, in every stat name. (Checked to
+    fail when a stat name is left without its property: its read raises.)"""
+    install()
+    assert "__getattr__" not in fake_file.FakeFile.__dict__
+    assert "__setattr__" not in fake_file.FakeFile.__dict__
+    with Patcher() as patcher:
+        patcher.fs.create_file("/d/f", contents=b"abc")
+        os.replace("/d/f", "/d/g")
+        with open("/d/g", "ab") as f:
+            f.write(b"more")
+        os.chmod("/d/g", 0o600)
+        os.utime("/d/g", (5, 7))
+        os.stat("/d/g")
+        files = [patcher.fs.get_object("/d/g"), patcher.fs.get_object("/d"),
+                 fake_file.FakeNullFile(patcher.fs)]
+        for obj in files:
+            for name in fake_file.FakeFile.stat_types:
+                assert name not in vars(obj), (obj, name)  # never held by an instance
+                assert getattr(obj, name) == getattr(obj.stat_result, name), (obj, name)
+            obj.st_nlink = 3
+            obj.st_mtime = 11.5
+            assert obj.stat_result.st_nlink == 3 and obj.stat_result.st_mtime == 11.5
+            assert "st_nlink" not in vars(obj) and "st_mtime" not in vars(obj)
+            obj.faultsim_probe = 1  # any other name: the instance's own
+            assert vars(obj)["faultsim_probe"] == 1
+            del obj.faultsim_probe
+            with pytest.raises(AttributeError, match="no attribute 'no_such_name'"):
+                obj.no_such_name
+        assert os.stat("/d/g").st_size == 7 and os.stat("/d/g").st_mode & 0o777 == 0o600
+
+
 # -- the trace --------------------------------------------------------------------------------
 
 def test_trace_of_common_file_operations(sandbox):

@@ -13,8 +13,9 @@ guarded by tests/test_interpose.py::test_pyfakefs_internals_are_where_we_hook):
 - `FakeOsModule.fsync` / `fdatasync`: no-ops in pyfakefs, recorded here for the power model.
 - `FakeFileWrapper.flush`, `FakeFile._byte_contents` (`appends.py`): a flush that only
   extends a file hands over its new bytes (`FsInterposer.appended`), kept apart until read.
-- `FakeBinaryFileWrapper` / `FakeTextFileWrapper.__getattribute__`: removed for the generic
-  lookup plus forwarding descriptors, the same answers without a Python call per read.
+- `FakeBinaryFileWrapper` / `FakeTextFileWrapper.__getattribute__` and `FakeFile.__getattr__`
+  / `__setattr__`: removed for the generic lookup plus forwarding descriptors and properties,
+  the same answers without a Python call per read or set.
 
 The hooks are installed on the classes once, before any `Patcher` is built (so a module
 that did `from os import fsync` still gets the hooked function), and do nothing unless an
@@ -54,6 +55,7 @@ def install() -> None:
     _skip_string_conversion()
     _cache_lookups()
     _direct_wrapper_lookup()
+    _direct_stat_attributes()
     _fast_skipped_module_check()
     _hook_observations()
     _quiet_real_directories()
@@ -293,6 +295,50 @@ def _direct_wrapper_lookup() -> None:
         for name in forwarded:
             setattr(cls, name, _Forward(cls, name))
         unwind.FORWARDING.add(cls)  # its reads may run code, as when theirs ran on each
+
+
+def _direct_stat_attributes() -> None:
+    """A fake file's `st_mode`, `st_size`, ... were each read by a failed lookup (an
+    AttributeError made and dropped) and then `FakeFile.__getattr__` in Python, and every
+    attribute set on a fake file, `_byte_contents` and the rest, went through its Python
+    `__setattr__`: about two million calls in a 50-step sweep. Both exist only to forward
+    the stat names to the file's `stat_result`; a property per stat name does that, and
+    every other name takes the generic lookup and set.
+
+    Why every read and set gives what theirs gives: theirs set a stat name on
+    `stat_result` always and any other name the generic way; a stat name is now a data
+    descriptor of the class that sets it on `stat_result` (the three pyfakefs made
+    properties already do, and are kept), and nothing else changed. A stat name was read
+    from `stat_result` when the generic lookup failed: an instance never holds one (only
+    `__setattr__` could have put it in `__dict__`, and it never did; pyfakefs writes its
+    files' `__dict__` directly only for `_filesystem` and `parent_dir`), so it failed
+    exactly when the class had no property of that name, which now reads `stat_result`.
+    Any other failed read raised AttributeError in theirs, as without `__getattr__`. Done
+    only where no subclass of FakeFile defines a stat name or either hook."""
+    import operator
+
+    base = fake_file.FakeFile
+    names = getattr(base, "stat_types", None)
+    if not names or "__getattr__" not in base.__dict__ or "__setattr__" not in base.__dict__:
+        return  # theirs changed shape: their hooks, untouched
+    stack, subclasses = list(base.__subclasses__()), []
+    while stack:
+        subclasses.append(stack.pop())
+        stack += subclasses[-1].__subclasses__()
+    if any(n in sub.__dict__ for sub in subclasses
+           for n in (*names, "__getattr__", "__setattr__")):
+        return
+
+    def setter(name):
+        def set_stat(self, value):
+            setattr(self.stat_result, name, value)
+        return set_stat
+
+    for name in names:
+        if name not in base.__dict__:  # a read in C (attrgetter): no Python frame
+            setattr(base, name, property(operator.attrgetter(f"stat_result.{name}"),
+                                         setter(name)))
+    del base.__getattr__, base.__setattr__
 
 
 class _Forward:
