@@ -403,3 +403,31 @@ def test_the_real_openers_are_known_when_first_read_under_pyfakefs():
     import pathlib
 
     assert pathlib.Path.open in unwind._KNOWN[1]  # read when unwind was imported
+
+
+def test_an_open_fake_files_attributes_are_refused_as_when_pyfakefs_hooked_every_read():
+    """pyfakefs's open files take the generic lookup now (inprocess/fs.py,
+    _direct_wrapper_lookup), with forwards where its `__getattribute__` ran code: a read
+    on one may still run code, so the handler reader refuses each, as it did when their
+    `__getattribute__` made it refuse every read. An ordinary object's own value and
+    method are still read. (Checked to fail without `_forwarding` in `unwind._attribute`.)"""
+    from pyfakefs.fake_filesystem_unittest import Patcher
+
+    from faultsim.inprocess.fs import install
+
+    install()
+    with Patcher() as patcher:
+        patcher.fs.create_file("/f", contents=b"x")
+        for mode in ("rb", "r", "ab"):
+            with open("/f", mode) as f:
+                for name in ("close", "flush", "write", "read", "_io", "file_object"):
+                    assert unwind._attribute(f, name) is unwind._Refuse, (mode, name)
+
+    class Plain:
+        def method(self):
+            return None
+
+    plain = Plain()
+    plain.value = 3
+    assert unwind._attribute(plain, "value") == 3
+    assert unwind._attribute(plain, "method") is Plain.method

@@ -30,7 +30,7 @@ from typing import Any
 from pyfakefs import fake_file, fake_filesystem, fake_os
 
 from ..interpose import finality
-from . import appends, unwind
+from . import appends
 from ..core.crashmodel import DIR, Durability  # what a snapshot and an fsync record
 from ..interpose.netguard import call_site
 from ..core.trace import Killed, PendingWrite, Tracer, digest
@@ -39,6 +39,8 @@ _active: "FsInterposer | None" = None
 _UNSEEN = object()
 _installed = False
 ALLOWED_OUTSIDE = ("/dev/null",)  # as in subprocess mode
+# pyfakefs's open-file classes whose lookup faultsim made generic (_direct_wrapper_lookup)
+FORWARDING: set[type] = set()
 
 def install() -> None:
     """Install the hooks on pyfakefs's classes, once. Each piece below is one concept and
@@ -294,7 +296,7 @@ def _direct_wrapper_lookup() -> None:
         del cls.__getattribute__
         for name in forwarded:
             setattr(cls, name, _Forward(cls, name))
-        unwind.FORWARDING.add(cls)  # its reads may run code, as when theirs ran on each
+        FORWARDING.add(cls)  # unwind._attribute: its reads may run code, as theirs did
 
 
 def _direct_stat_attributes() -> None:

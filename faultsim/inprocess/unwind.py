@@ -275,10 +275,20 @@ def _load(f, ins, stack: list) -> bool:
 # PyObject_GenericGetAttr, Python/context.c), though their `__getattribute__` is a slot
 # wrapper of their own, not `object`'s
 _GENERIC = (contextvars.ContextVar,)
-# Classes whose lookup is the generic one but whose reads may still run code: pyfakefs's
-# open files, whose `__getattribute__` faultsim replaced by forwarding descriptors
-# (fs._direct_wrapper_lookup); refused as before, when theirs ran on every read
-FORWARDING: set[type] = set()
+_FORWARDING: set | None = None
+
+
+def _forwarding() -> set:
+    """Classes whose lookup is the generic one but whose reads may still run code:
+    pyfakefs's open files, whose `__getattribute__` faultsim replaced by forwarding
+    descriptors (fs._direct_wrapper_lookup); refused as before, when theirs ran on every
+    read."""
+    global _FORWARDING
+    if _FORWARDING is None:
+        from . import fs  # when first needed, as `_audited` does
+
+        _FORWARDING = fs.FORWARDING
+    return _FORWARDING
 
 
 def _attribute(owner: Any, name: str) -> Any:
@@ -292,7 +302,7 @@ def _attribute(owner: Any, name: str) -> Any:
             else _Refuse
     cls = type(owner)
     if cls.__getattribute__ is not object.__getattribute__ and cls not in _GENERIC \
-            or cls in FORWARDING:
+            or cls in _forwarding():
         return _Refuse
     found = _Refuse
     for klass in cls.__mro__:
