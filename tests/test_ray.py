@@ -59,8 +59,19 @@ def _processes(tag: str, *names: str) -> list[str]:
         except OSError:
             continue
         if f"{TAG}={tag}".encode() in env:
-            found.append(f"{pid} {cmd[:80]}")
+            found.append(f"{pid} {cmd}")
     return found
+
+
+def _each_forked(found: list[str]) -> bool:
+    """Whether each shard among `found` (`_processes` lines) has forked a crash run: its
+    command line twice or more."""
+    import collections
+    import re
+
+    per = collections.Counter(m[1] for line in found
+                              if (m := re.search(r"--shard (\d+/\d+)", line)))
+    return len(per) >= 2 and all(n >= 2 for n in per.values())
 
 
 def _ray_processes(tag: str) -> list[str]:
@@ -322,9 +333,11 @@ def test_ctrl_c_ends_the_local_cluster_and_every_shard(tmp_path, monkeypatch, si
             time.sleep(0.2)
         # both shards were running (the check below can fail)
         assert len(shards()) >= 2 and _ray_processes(tag)  # (and their crash runs)
-        # into a sweep: a shard forks its crash runs (same command line), while one still
-        # in its clean runs has judged nothing to report
-        while time.monotonic() < deadline and len(shards()) < 3:
+        # both into their sweeps: a shard forks its crash runs (same command line), while
+        # one still in its clean runs has judged nothing to report (waiting for any third
+        # process let one shard be cut in its clean runs: a cut shard with no run, seen
+        # in CI once the sweeps got faster)
+        while time.monotonic() < deadline and not _each_forked(shards()):
             time.sleep(0.2)
         time.sleep(1)
         driver.send_signal(sig)
