@@ -347,34 +347,35 @@ class _Forward:
     """One name of io's on a file wrapper: the instance's own value (or io's data
     descriptor's, as the generic lookup gives it), else the wrapper's `__getattr__`."""
 
-    __slots__ = ("name", "below")
+    __slots__ = ("name", "below", "getter", "data")
 
     def __init__(self, cls: type, name: str) -> None:
         self.name = name
-        # what the generic lookup found under this name before the forward shadowed it
+        # what the generic lookup found under this name before the forward shadowed it,
+        # its `__get__`, and whether it is a data descriptor (it wins over the instance's
+        # own value): fixed, so read once here, not at each `f.write` that comes through
         self.below = next(k.__dict__[name] for k in cls.__mro__ if name in k.__dict__)
-
-    def _data(self) -> bool:  # a data descriptor: it wins over the instance's own value
-        return hasattr(type(self.below), "__set__") or hasattr(type(self.below), "__delete__")
+        kind = type(self.below)
+        self.getter = getattr(kind, "__get__", None)
+        self.data = hasattr(kind, "__set__") or hasattr(kind, "__delete__")
 
     def __get__(self, obj, owner=None):
-        getter = getattr(type(self.below), "__get__", None)
+        if obj is not None and self.name not in obj.__dict__:  # `write`, `read`: the stream's
+            return type(obj).__getattr__(obj, self.name)
         if obj is None:  # read on the class: what io's class gives
-            return self.below if getter is None else getter(self.below, None, owner)
-        if self.name in obj.__dict__:
-            if getter is not None and self._data():
-                return getter(self.below, obj, owner)
-            return obj.__dict__[self.name]
-        return type(obj).__getattr__(obj, self.name)
+            return self.below if self.getter is None else self.getter(self.below, None, owner)
+        if self.getter is not None and self.data:
+            return self.getter(self.below, obj, owner)
+        return obj.__dict__[self.name]
 
     def __set__(self, obj, value) -> None:
-        if self._data():
+        if self.data:
             type(self.below).__set__(self.below, obj, value)
         else:
             obj.__dict__[self.name] = value
 
     def __delete__(self, obj) -> None:
-        if self._data():
+        if self.data:
             type(self.below).__delete__(self.below, obj)
         elif self.name in obj.__dict__:
             del obj.__dict__[self.name]
