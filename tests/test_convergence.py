@@ -17,6 +17,7 @@ from faultsim.inprocess import cpython, fingerprints
 from faultsim.scenario import load_scenario
 
 import convergence_agents as agents
+from conftest import DATA
 
 SHAPES = dict(save=st.sampled_from(["atomic", "direct", "tempfile"]), late=st.booleans(),
               hidden=st.sampled_from([None, "memory", "global", "class", "incarnation",
@@ -310,6 +311,63 @@ def test_fingerprint_refuses_what_it_cannot_read():
     third = fingerprints._Canon()
     third.add([{"a": [1, 3]}, "x"])
     assert third.digest() != first.digest()
+
+
+@shortcut
+def test_the_request_being_sent_is_read_by_its_body_not_again_by_its_options():
+    """The SDK's options for the request it is sending: their json_data is that request's
+    body, compared as the request (`request_key`), so the SDK's frames do not read it
+    again; every other field is read, and so is json_data anywhere else."""
+    from anthropic._models import FinalRequestOptions
+
+    def options(text: str, retries: int = 2):
+        return FinalRequestOptions.construct(
+            method="post", url="/v1/messages", max_retries=retries,
+            json_data={"messages": [{"role": "user", "content": text}]})
+
+    def digest(obj, sending: bool) -> str:
+        canon = fingerprints._Canon()
+        canon.sending = sending
+        canon.add(obj)
+        return canon.digest()
+
+    a, b = options("refund ORD-7"), options("refund ORD-8")
+    assert digest(a, True) == digest(b, True)
+    assert digest(a, False) != digest(b, False)
+    assert digest(a, True) != digest(options("refund ORD-7", retries=5), True)
+
+
+@shortcut
+def test_a_fingerprint_reads_the_conversation_in_the_agents_frames_only(monkeypatch):
+    """At a model request the conversation is in the agent's frames and, as the request's
+    options, in two of the SDK's frames: read in the agent's only (the test above says
+    why sound). The replaying executor (no fork) keeps every fingerprint in this
+    process, each frame's share of its text after that frame's mark."""
+    import reference_agent
+
+    shares: list[dict] = []
+    real = fingerprints._Canon.digest
+
+    def digest(self):
+        share, frame = {}, None
+        for part in self.out:
+            if part.startswith(("F/", "G")):
+                frame = part.split(":")[0].rsplit("/", 1)[-1] + ":" + part.split(":")[1] \
+                    if part.startswith("F/") else part
+            share.setdefault(frame, []).append(part)
+        shares.append({k: "\x00".join(v) for k, v in share.items()})
+        return real(self)
+
+    tiny = DATA / "tiny.toml"
+    task = load_scenario(tiny).task
+    monkeypatch.setattr(fingerprints._Canon, "digest", digest)
+    faultsim.explore(reference_agent.make_agent, tiny, crash_model="process", crashes=1,
+                     workers=0, only=lambda p: p.index < 40)
+    read = [s for s in shares if "agent.py:_loop" in s and "_base_client.py:_request" in s]
+    assert read  # fingerprints were taken at model requests, through the SDK's frames
+    for share in read:
+        assert task in share["agent.py:_loop"]
+        assert [k for k, v in share.items() if task in v and "_base_client" in k] == []
 
 
 @shortcut

@@ -80,6 +80,8 @@ _PLUMBING = ("anthropic._client", "anthropic._base_client", "anthropic.resources
              "anthropic.lib", "anthropic._streaming", "httpx", "httpx2", "httpcore",
              "httpcore2", "anyio", "h11", "ssl", "_ssl", "socket", "selectors")
 _OPTIONS = "anthropic._models.FinalRequestOptions"  # one request's options, in the SDK's frames
+# the SDK's modules whose frames on the stack at a model request are sending that request
+_SENDING = frozenset({"anthropic._base_client"})
 _VALUES = (datetime.datetime, datetime.date, datetime.time, datetime.timedelta,
            datetime.timezone, decimal.Decimal, fractions.Fraction, uuid.UUID, range,
            slice, complex, re.Pattern)
@@ -130,6 +132,9 @@ class _Canon:
         self.memo: dict[int, int] = {}  # objects (not plain containers): sharing is kept
         self.path: dict[int, int] = {}  # plain containers being expanded (cycles)
         self.keep: list = []  # keeps visited objects alive: ids stay unique
+        # adding a frame of the SDK's that is sending the request (`_SENDING`): its
+        # options' json_data is that request's body, compared apart (`_instance`)
+        self.sending = False
 
     def digest(self) -> str:
         return hashlib.blake2b("\x00".join(self.out).encode("utf-8", "surrogatepass"),
@@ -194,6 +199,7 @@ class _Canon:
     def _sub(self, obj: Any, depth: int) -> str:
         inner = _Canon()
         inner.memo, inner.keep, inner.path = self.memo, self.keep, self.path
+        inner.sending = self.sending
         inner.add(obj, depth)
         return "\x01".join(inner.out)
 
@@ -292,6 +298,14 @@ class _Canon:
             state = dict(state)
             if name == _OPTIONS:  # the header's uuid: see determinism.draws
                 state.pop("idempotency_key", None)
+                if self.sending:
+                    # The request being sent: its json_data became the body the fake
+                    # read, compared in `request_key`, and the SDK reads it again only
+                    # to build the same body for a retry (a private copy, serialised by
+                    # one function). Compared here as well, the conversation was read
+                    # twice more than the agent's own frame reads it: 40 % of a
+                    # fingerprint's text (support_tickets' resumed runs).
+                    state.pop("json_data", None)
             elif isinstance(obj, logging.Logger):
                 # a memo of isEnabledFor, filled as each level is first asked and emptied
                 # whenever a level changes (setLevel, logging.disable): a function of the
@@ -444,7 +458,9 @@ def fingerprint(frame: Any, parts: dict | None = None) -> str:
         # where it stands, read the same whether its call is specialised or not
         canon.out.append(f"F{code.co_filename}:{code.co_name}:{code.co_firstlineno}:"
                          f"{cpython.position(code, f.f_lasti)}")
+        canon.sending = f.f_globals.get("__name__") in _SENDING
         canon.add(_frame_state(f))
+    canon.sending = False
     for g in modules.values():
         starts.append((f"global {g.get('__name__')}", len(canon.out)))
         canon.out.append("G" + str(g.get("__name__")))
