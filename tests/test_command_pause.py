@@ -390,7 +390,10 @@ def test_a_late_reader_of_the_log_is_an_error_never_a_state_past_the_point(monke
 
     with tempfile.TemporaryDirectory() as tmp:
         golden, point, driver = _k3(tmp)
-        honest = driver.run(point, Wake("save", 2))
+        # the honest run as the sweep makes it (`attempt`): at one hold's length a loaded
+        # machine can miss the window on its own (CI: StopCameLate, the new incarnation's
+        # hold), which is the retry's job, not this test's
+        honest = driver.attempt(point, Wake("save", 2))
         assert honest.paused.events_at_stop == point.index
         want = sorted(v.invariant for v in judge_pause(golden, honest))
         late = set()
