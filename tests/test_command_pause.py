@@ -369,7 +369,7 @@ def _k3(tmp):
     golden, clean = clean_runs(argv, scenario, Path(tmp), services=default_services())
     point = next(p for p in kill_points(golden) if p.id.startswith("k3-checkpoint-rename"))
     driver = Driver(argv, scenario, Path(tmp), clean[0], 30.0, "0", default_services())
-    driver.ends[point.index] = driver.run(point, Wake("end"))
+    driver.ends[point.index] = driver.attempt(point, Wake("end"))  # as explore_pause does
     return golden, point, driver
 
 
