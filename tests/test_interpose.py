@@ -810,6 +810,45 @@ def test_rename_and_remove_invalidate_resolve_path(sandbox):
         assert fs.resolve_path("/sb/dirx/l/f") == "/sb/d0/f"
 
 
+def test_a_path_object_is_looked_up_as_its_string(sandbox):
+    """`open(path)` with a `Path` (how agents name files) resolved it the long way on every
+    call: the lookups were memoised for strings only. A path object now finds what its
+    string cached, with the long way's answers, links and their changes included; what
+    gives no string (bytes, None, a descriptor) is answered by pyfakefs as before."""
+    fs, ip, tracer = sandbox
+    long_resolve = fake_filesystem.FakeFilesystem.resolve_path.__wrapped__
+    fs.create_file("/sb/d0/f", contents=b"0")
+    fs.create_file("/sb/d2/f", contents=b"2")
+    with ip:
+        P = type(Path("/sb"))  # pyfakefs's own Path class while it is active
+        resolved = fs.__dict__["_faultsim_tree"]["resolve"]
+        assert fs.resolve_path(P("/sb/d0/f")) == "/sb/d0/f" == long_resolve(fs, "/sb/d0/f")
+        assert "/sb/d0/f" in resolved  # cached under its string: the next lookup is one
+        assert fs.exists(P("/sb/d0/f")) and not fs.exists(P("/sb/d1/f"))
+        assert ("/sb/d0/f", False) in fs.__dict__["_faultsim_tree"]["exists"]
+        os.symlink("/sb/d0", "/sb/link")
+        os.symlink("/sb/nowhere", "/sb/dangling")
+        long_exists = fake_filesystem.FakeFilesystem.exists.__wrapped__
+        for name in ("/sb/link/f", "/sb/dangling", "/sb/link", "/sb/d1/f", "/sb/d0/f/x"):
+            for check_link in (False, True):
+                expected = long_exists(fs, name, check_link)
+                assert fs.exists(P(name), check_link) == expected, (name, check_link)
+                assert fs.exists(name, check_link) == expected, (name, check_link)
+        assert [fs.exists(P(n)) for n in ("/sb/link/f", "/sb/dangling")] == [True, False]
+        assert fs.resolve_path(P("/sb/link/f")) == "/sb/d0/f" == long_resolve(fs, "/sb/link/f")
+        os.remove("/sb/link")
+        os.symlink("/sb/d2", "/sb/link")  # a changed link: the cache follows it
+        assert fs.resolve_path(P("/sb/link/f")) == "/sb/d2/f"
+        assert open(P("/sb/link/f"), "rb").read() == b"2"
+        assert fs.resolve_path(b"/sb/d0/f") == long_resolve(fs, b"/sb/d0/f")
+        with pytest.raises(TypeError) as long_way:
+            long_resolve(fs, None)
+        with pytest.raises(TypeError, match=str(long_way.value)):
+            fs.resolve_path(None)
+        with open("/sb/d0/f", "rb") as f:
+            assert fs.resolve_path(f.fileno(), allow_fd=True) == "/sb/d0/f"
+
+
 def test_only_one_interposer_at_a_time(sandbox):
     fs, ip, tracer = sandbox
     other = FsInterposer(fs, SB, Tracer())

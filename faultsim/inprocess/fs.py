@@ -24,10 +24,11 @@ that did `from os import fsync` still gets the hooked function), and do nothing 
 from __future__ import annotations
 
 import posixpath
+from os import PathLike  # the real class, whatever module pyfakefs patches
 from stat import S_ISLNK
 from typing import Any
 
-from pyfakefs import fake_file, fake_filesystem, fake_os
+from pyfakefs import fake_file, fake_filesystem, fake_os, helpers as _helpers
 
 from ..interpose import finality
 from . import appends
@@ -219,15 +220,16 @@ def _cache_lookups() -> None:
     orig_exists = FakeFilesystem.exists
 
     def resolve_path(self, file_path, allow_fd=False):
-        if _active is None or type(file_path) is not str or not file_path.startswith("/") \
+        path = file_path if type(file_path) is str else _path_string(file_path)
+        if _active is None or path is None or not path.startswith("/") \
                 or not self.is_case_sensitive:
             return orig_resolve_path(self, file_path, allow_fd)
         cache = _tree_cache(self)["resolve"]
-        found = cache.get(file_path)
+        found = cache.get(path)
         if found is None:
-            found = orig_resolve_path(self, file_path, allow_fd)
-            if found == file_path:  # no symlink on the way: only its own prefixes matter
-                cache[file_path] = found
+            found = orig_resolve_path(self, path, allow_fd)
+            if found == path:  # no symlink on the way: only its own prefixes matter
+                cache[path] = found
         return found
 
     def get_object_from_normpath(self, file_path, check_read_perm=True, check_exe_perm=True,
@@ -246,19 +248,22 @@ def _cache_lookups() -> None:
         ip = _active
         if ip is not None and ip.tracking and not isinstance(file_path, int):
             ip._touch(self, file_path, None, "observed")
-        if ip is None or type(file_path) is not str or not file_path.startswith("/") \
+        path = file_path if type(file_path) is str else _path_string(file_path)
+        if ip is None or path is None or not path.startswith("/") \
                 or not self.is_case_sensitive:
             return orig_exists(self, file_path, check_link)
         cache = _tree_cache(self)["exists"]
-        key = (file_path, check_link)
+        key = (path, check_link)
         found = cache.get(key)
         if found is None:
-            found = orig_exists(self, file_path, check_link)
-            if resolve_path(self, file_path) == file_path:
+            found = orig_exists(self, path, check_link)
+            if resolve_path(self, path) == path:
                 cache[key] = found
         return found
 
     resolve_path.__wrapped__ = orig_resolve_path
+    get_object_from_normpath.__wrapped__ = orig_get
+    exists.__wrapped__ = orig_exists
     FakeFilesystem.resolve_path = resolve_path
     FakeFilesystem.get_object_from_normpath = get_object_from_normpath
     FakeFilesystem.exists = exists
@@ -610,6 +615,22 @@ def _changed(directory, name, obj) -> None:
     caches["object"].pop(changed, None)
     exists = caches["exists"]
     exists[(changed, False)] = exists[(changed, True)] = now is not None
+
+
+def _path_string(file_path) -> str | None:
+    """A path object's string, as `resolve_path` and `exists` make it first thing (pyfakefs's
+    `make_string_path`: its own paths by `str`, any other by `os.fspath`), so that a lookup
+    by `Path` finds what one by its string cached; None for anything that does not give a
+    str that way (bytes, a descriptor, None, a broken `__fspath__`), which pyfakefs is left
+    to answer or refuse as it does. Agents pass `Path`s far more often than strings: an
+    `open(path)` resolved it uncached, whole, every time."""
+    if not isinstance(file_path, PathLike):
+        return None
+    try:  # read at the call: faultsim's own stands in for it (`_skip_string_conversion`)
+        path = _helpers.make_string_path(file_path)
+    except Exception:
+        return None
+    return path if type(path) is str else None
 
 
 def _reaches_beyond(entry) -> bool:
