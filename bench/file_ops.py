@@ -27,23 +27,18 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
+import shutil
 import sys
-import tempfile
 from pathlib import Path
-
-import freezegun.api as _real_time  # a sandbox freezes time.perf_counter: read the real one
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(1, str(ROOT / "bench"))
+
+from overhead import Timed, tmpfs_dir, tuned_pyfakefs  # noqa: E402  (the same tiers)
 
 DATA = json.dumps({"steps": list(range(100))}).encode()  # about a small checkpoint's size
 OPERATIONS = ("open_read", "read_bytes", "atomic_write", "replace", "stat", "exists")
-
-
-def _cpu() -> float:
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    return usage.ru_utime + usage.ru_stime
 
 
 def measure(base: str, repeat: int) -> dict:
@@ -71,18 +66,20 @@ def measure(base: str, repeat: int) -> dict:
     for name in OPERATIONS:
         run = runs[name]
         run()  # first-call caches
-        cpu, wall = _cpu(), _real_time.real_perf_counter()
-        for _ in range(repeat):
-            run()
-        out[name] = {"cpu_us": round(1e6 * (_cpu() - cpu) / repeat, 2),
-                     "wall_us": round(1e6 * (_real_time.real_perf_counter() - wall) / repeat, 2)}
+        with Timed() as t:
+            for _ in range(repeat):
+                run()
+        out[name] = {"cpu_us": round(1e6 * (t.user + t.sys) / repeat, 2),
+                     "wall_us": round(1e6 * t.wall / repeat, 2)}
     return out
 
 
 def way_bare(repeat: int) -> dict:
-    shm = "/dev/shm" if os.path.isdir("/dev/shm") else None
-    with tempfile.TemporaryDirectory(dir=shm, prefix="faultsim-file-ops-") as base:
+    base, _ = tmpfs_dir()  # bench/overhead.py's bare folder
+    try:
         return measure(base, repeat)
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
 
 
 def way_plain(repeat: int) -> dict:
@@ -94,23 +91,8 @@ def way_plain(repeat: int) -> dict:
 
 
 def way_tuned(repeat: int) -> dict:
-    """As bench/overhead.py's tuned tier: Explorer.__enter__'s pyfakefs, nothing traced."""
-    from pyfakefs.fake_filesystem_unittest import Patcher
-
-    from faultsim.core.trace import Tracer
-    from faultsim.inprocess.fs import FsInterposer, install
-    from faultsim.inprocess.sandbox import SANDBOX
-
-    install()
-    with Patcher() as patcher:
-        for module in patcher.fake_modules.values():
-            if isinstance(getattr(module, "skip_names", None), set):
-                module.skip_names = set()
-        patcher.fs.create_dir(SANDBOX)
-        interposer = FsInterposer(patcher.fs, SANDBOX, Tracer())
-        interposer.quiet = 1
-        with interposer:
-            return measure(SANDBOX, repeat)
+    with tuned_pyfakefs() as sandbox:  # bench/overhead.py's tuned tier
+        return measure(sandbox, repeat)
 
 
 def way_traced(repeat: int) -> dict:

@@ -50,6 +50,7 @@ import resource
 import subprocess
 import sys
 import tempfile
+from contextlib import contextmanager
 from pathlib import Path
 
 import freezegun.api as _real_time  # a sandbox freezes time.perf_counter, even a
@@ -194,9 +195,10 @@ def tier_plain_pyfakefs(make_agent, scenario, repeat: int) -> dict:
         return tier_untraced(make_agent, scenario, "/overhead-bench", repeat)
 
 
-def tier_tuned_pyfakefs(make_agent, scenario, repeat: int) -> dict:
+@contextmanager
+def tuned_pyfakefs():
     """pyfakefs as Explorer.__enter__ sets it up, with an interposer active but quiet
-    (faultsim's lookup caches on, nothing traced)."""
+    (faultsim's lookup caches on, nothing traced): yields the sandbox's folder."""
     from pyfakefs.fake_filesystem_unittest import Patcher
 
     from faultsim.inprocess.fs import FsInterposer, install
@@ -215,7 +217,12 @@ def tier_tuned_pyfakefs(make_agent, scenario, repeat: int) -> dict:
         ip = FsInterposer(patcher.fs, SANDBOX, Tracer())
         ip.quiet = 1
         with ip:
-            return tier_untraced(make_agent, scenario, SANDBOX, repeat)
+            yield SANDBOX
+
+
+def tier_tuned_pyfakefs(make_agent, scenario, repeat: int) -> dict:
+    with tuned_pyfakefs() as sandbox:
+        return tier_untraced(make_agent, scenario, sandbox, repeat)
 
 
 def tier_traced(make_agent, scenario, repeat: int) -> dict:

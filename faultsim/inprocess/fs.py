@@ -262,7 +262,6 @@ def _cache_lookups() -> None:
         return found
 
     resolve_path.__wrapped__ = orig_resolve_path
-    get_object_from_normpath.__wrapped__ = orig_get
     exists.__wrapped__ = orig_exists
     FakeFilesystem.resolve_path = resolve_path
     FakeFilesystem.get_object_from_normpath = get_object_from_normpath
