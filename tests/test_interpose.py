@@ -879,3 +879,18 @@ def test_write_to_an_unlinked_open_file_is_not_a_write_to_its_old_name(sandbox):
     assert kinds(tracer) == [("fs.create", "f"), ("fs.unlink", "f"),
                              ("fs.create", "f"), ("fs.write", "f")]
     assert ip.snapshot() == {"f": b"the new f"}
+
+
+def test_a_symlink_loop_does_not_exist_as_on_a_disk(sandbox):
+    """A path through a symlink loop does not exist (`os.path.exists` is False on a disk and
+    in pyfakefs); faultsim's cached lookup raised ELOOP for it instead, so an agent that
+    looked before it wrote died of a loop a real run never sees."""
+    fs, ip, tracer = sandbox
+    with ip:
+        os.symlink("/sb/loop", "/sb/loop")
+        for _ in range(2):  # the second time from the cache, if it kept one
+            assert os.path.exists("/sb/loop") is False
+            assert os.path.lexists("/sb/loop") is True
+            assert os.path.exists("/sb/loop/x") is False
+    long_exists = fake_filesystem.FakeFilesystem.exists.__wrapped__
+    assert long_exists(fs, "/sb/loop") is False

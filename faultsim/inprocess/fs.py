@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import posixpath
 from os import PathLike  # the real class, whatever module pyfakefs patches
-from stat import S_ISLNK
+from stat import S_ISDIR, S_ISLNK, S_ISREG
 from typing import Any
 
 from pyfakefs import fake_file, fake_filesystem, fake_os, helpers as _helpers
@@ -145,7 +145,7 @@ def _hook_rename() -> None:
     """`os.rename`, `os.replace`, `Path.replace`, `shutil.move`: one event (the add and
     remove inside it are folded into it: `ip.nested`)."""
     FakeFilesystem = fake_filesystem.FakeFilesystem
-    orig_rename = FakeFilesystem.rename
+    orig_rename = _short_rename(FakeFilesystem.rename)
 
     def rename(self, old_file_path, new_file_path, force_replace=False):
         finality.refuse_stray("rename", old_file_path)
@@ -155,7 +155,77 @@ def _hook_rename() -> None:
         return ip._rename(self, old_file_path, new_file_path,
                           lambda: orig_rename(self, old_file_path, new_file_path, force_replace))
 
+    rename.__wrapped__ = orig_rename
     FakeFilesystem.rename = rename
+
+
+SHORT_RENAME = True  # off: every rename the long way (tests/test_interpose.py compares them)
+
+
+def _short_rename(long_rename):
+    """pyfakefs's rename with the agents' common case taken the short way: a regular file
+    moved to a name that is free or holds another regular file (an atomic write's
+    `os.replace`), both paths normalised, absolute and with no symlink above them. pyfakefs
+    checks every case on every call (directories, links, trailing separators, hard links,
+    the parent inside the child), resolving each path again: some 40 µs of an atomic
+    write's 190 under faultsim. For this case every one of those checks passes, so the short
+    way skips them and makes the same changes through the same calls (`remove_entry` of
+    the file replaced, then `_do_rename`), and the same lookups that note what the run
+    observed (`exists` of the old path, the new one and its folder, in the long way's
+    order; its `isdir` calls touch the same two paths again, which changes no first touch).
+    Anything else, or a lookup that fails, goes the long way before anything changed, so
+    its answers and errors are pyfakefs's own."""
+
+    def rename(self, old_file_path, new_file_path, force_replace=False):
+        short = _rename_in_place(self, old_file_path, new_file_path) if SHORT_RENAME \
+            and _active is not None else None
+        if short is None:
+            return long_rename(self, old_file_path, new_file_path, force_replace)
+        old, new, old_dir, old_name, new_dir, new_name, new_folder, replaced = short
+        # the lookups the long way makes that note a first touch (what it found is known)
+        self.exists(old, check_link=True)
+        self.exists(new, check_link=True)
+        self.exists(new_folder)
+        if replaced is not None:  # as `remove_object(new)` does, on the folder it resolves
+            new_dir.remove_entry(new_name)
+        self._do_rename(old_dir, old_name, new_dir, new_name)
+
+    rename.__wrapped__ = long_rename
+    return rename
+
+
+def _rename_in_place(fs, old_file_path, new_file_path):
+    """The short way's case (see `_short_rename`), found by lookups that note nothing and
+    change nothing: (old, new, old folder, old name, new folder, new name, the new
+    folder's path, the file replaced or None), else None."""
+    old = old_file_path if type(old_file_path) is str else _path_string(old_file_path)
+    new = new_file_path if type(new_file_path) is str else _path_string(new_file_path)
+    if old is None or new is None or fs.is_windows_fs or fs.is_macos \
+            or not fs.is_case_sensitive or not _helpers.is_root():
+        return None
+    # normalised and absolute: no trailing separator, no "." or "..", not the root
+    if old == "/" or new == "/" or fs.absnormpath(old) != old or fs.absnormpath(new) != new:
+        return None
+    dirs = []
+    for path in (old, new):
+        folder, name = fs.splitpath(path)
+        try:
+            if not name or fs.resolve_path(folder) != folder:  # a symlink above it
+                return None
+            obj = fs.get_object_from_normpath(folder)
+        except OSError:  # a loop, a missing folder: the long way's error
+            return None
+        if not isinstance(obj, fake_file.FakeDirectory) or not S_ISDIR(obj.st_mode):
+            return None
+        dirs.append((obj, name, folder))
+    (old_dir, old_name, _), (new_dir, new_name, new_folder) = dirs
+    moved = old_dir.entries.get(old_name)
+    replaced = new_dir.entries.get(new_name)
+    if moved is None or not S_ISREG(moved.st_mode) or old_dir.st_dev != new_dir.st_dev:
+        return None
+    if replaced is not None and (replaced is moved or not S_ISREG(replaced.st_mode)):
+        return None  # a hard link to itself, a folder, a symlink: the long way's cases
+    return old, new, old_dir, old_name, new_dir, new_name, new_folder, replaced
 
 
 def _hook_fsync() -> None:
@@ -257,7 +327,11 @@ def _cache_lookups() -> None:
         found = cache.get(key)
         if found is None:
             found = orig_exists(self, path, check_link)
-            if resolve_path(self, path) == path:
+            try:  # cached only with no symlink on the way; a loop there is pyfakefs's to answer
+                plain = resolve_path(self, path) == path
+            except OSError:
+                plain = False
+            if plain:
                 cache[key] = found
         return found
 
@@ -575,7 +649,8 @@ def _refuse_outside_on_entry() -> None:
 def _tree_cache(fs) -> dict:
     caches = fs.__dict__.get("_faultsim_tree")
     if caches is None:
-        caches = fs.__dict__["_faultsim_tree"] = {"resolve": {}, "object": {}, "exists": {}}
+        caches = fs.__dict__["_faultsim_tree"] = {"resolve": {}, "object": {}, "exists": {},
+                                                  "folders": {}}
     return caches
 
 
@@ -591,13 +666,16 @@ def _changed(directory, name, obj) -> None:
     caches = directory.filesystem.__dict__.get("_faultsim_tree")
     if not caches:
         return
+    now = directory.entries.get(name)
+    Folder = fake_file.FakeDirectory
+    if obj is None or isinstance(obj, Folder) or isinstance(now, Folder):
+        caches["folders"].clear()  # a folder came or went: the paths below it moved
     base = "" if directory is directory.filesystem.root else _path_of(directory)
     if base is None:  # a directory no longer in the tree: forget everything
-        for kind in ("resolve", "object", "exists"):
+        for kind in ("resolve", "object", "exists", "folders"):
             caches[kind].clear()
         return
     changed = f"{base}/{name}"
-    now = directory.entries.get(name)
     if _reaches_beyond(obj) or (now is not None and _reaches_beyond(now)):
         below = changed + "/"
         for kind in ("resolve", "object", "exists"):
@@ -699,7 +777,7 @@ class FsInterposer:
         caches = _tree_cache(self.fs)
         if caches.get("root") is not self.fs.root:
             caches.clear()
-            caches.update(resolve={}, object={}, exists={}, root=self.fs.root)
+            caches.update(resolve={}, object={}, exists={}, folders={}, root=self.fs.root)
         _active = self
         return self
 
@@ -1028,21 +1106,51 @@ class FsInterposer:
 def _path_of(obj: Any) -> str | None:
     """The object's absolute path, or None when no name reaches it any more (pyfakefs
     keeps `parent_dir` and `path` on a removed file that is still open). Cheaper than
-    pyfakefs's own `path`, which re-normalises the string it builds."""
+    pyfakefs's own `path`, which re-normalises the string it builds: its folder's path is
+    remembered (`_folder_path`), so a file's costs one step up, not one per level."""
+    ref = obj.parent_dir
+    parent = ref() if callable(ref) else ref
+    if parent is None:
+        return None
+    name = obj.name
+    if parent.entries.get(name) is not obj:
+        return None
+    base = _folder_path(parent)
+    return None if base is None else f"{base}/{name}"
+
+
+def _folder_path(folder: Any) -> str | None:
+    """A folder's absolute path ("" for the root), None when no name reaches it.
+
+    Remembered while faultsim is active, per folder object, in the lookup caches
+    (`_tree_cache`). Why sound: the path is read from the folders above it, their names
+    and their parents' entries, and those change only when a folder is added to or removed
+    from a folder (pyfakefs renames one by removing it and adding it back under its new
+    name). Every add and remove passes `_changed`, which forgets every remembered path
+    when the entry it adds or removes, or finds there, is a folder or unknown; a file's
+    coming and going leaves them all as they were."""
+    caches = folder.filesystem.__dict__.get("_faultsim_tree") if _active is not None \
+        else None
+    if caches is not None:
+        known = caches["folders"].get(id(folder))
+        if known is not None and known[0] is folder:  # kept alive: its id is its own
+            return known[1]
     names = []
-    node = obj
+    node = folder
     while True:
         ref = node.parent_dir
         parent = ref() if callable(ref) else ref
         if parent is None:
-            if node is obj:
-                return None
-            return "/" + "/".join(reversed(names))
+            break
         name = node.name
         if parent.entries.get(name) is not node:
             return None
         names.append(name)
         node = parent
+    path = "/" + "/".join(reversed(names)) if names else ""
+    if caches is not None:
+        caches["folders"][id(folder)] = (folder, path)
+    return path
 
 
 def _join(parent: str, name: str) -> str:
