@@ -159,7 +159,7 @@ def _hook_rename() -> None:
     FakeFilesystem.rename = rename
 
 
-SHORT_RENAME = True  # off: every rename the long way (tests/test_interpose.py compares them)
+SHORT_RENAME = True  # off: every rename the long way (tests/test_rename_short_way.py compares)
 
 
 def _short_rename(long_rename):
