@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import posixpath
 from os import PathLike  # the real class, whatever module pyfakefs patches
-from stat import S_ISDIR, S_ISLNK, S_ISREG
+from stat import S_ISLNK, S_ISREG
 from typing import Any
 
 from pyfakefs import fake_file, fake_filesystem, fake_os, helpers as _helpers
@@ -182,10 +182,10 @@ def _short_rename(long_rename):
         if short is None:
             return long_rename(self, old_file_path, new_file_path, force_replace)
         old, new, old_dir, old_name, new_dir, new_name, new_folder, replaced = short
-        # the lookups the long way makes that note a first touch (what it found is known)
-        self.exists(old, check_link=True)
-        self.exists(new, check_link=True)
-        self.exists(new_folder)
+        if _active.tracking:  # the lookups of the long way's that note a first touch
+            self.exists(old, check_link=True)
+            self.exists(new, check_link=True)
+            self.exists(new_folder)
         if replaced is not None:  # as `remove_object(new)` does, on the folder it resolves
             new_dir.remove_entry(new_name)
         self._do_rename(old_dir, old_name, new_dir, new_name)
@@ -215,7 +215,7 @@ def _rename_in_place(fs, old_file_path, new_file_path):
             obj = fs.get_object_from_normpath(folder)
         except OSError:  # a loop, a missing folder: the long way's error
             return None
-        if not isinstance(obj, fake_file.FakeDirectory) or not S_ISDIR(obj.st_mode):
+        if not isinstance(obj, fake_file.FakeDirectory):
             return None
         dirs.append((obj, name, folder))
     (old_dir, old_name, _), (new_dir, new_name, new_folder) = dirs
